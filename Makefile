@@ -1,0 +1,48 @@
+# rollout_fdw — PGXS build.
+#
+#   make && make install          build and install into the PostgreSQL found by PG_CONFIG
+#   make installcheck             pg_regress (sql/, expected/) then the TAP tests (test/t/)
+#
+# The tree mirrors the layering of docs/ARCHITECTURE.md: every directory under
+# src/ is one layer, and the lower layers (objstore, format) know nothing of the
+# upper ones (lsm, read, fdw, sql).
+
+MODULE_big = rollout_fdw
+
+OBJS = \
+	src/rollout_fdw.o \
+	src/objstore/objstore.o \
+	src/objstore/file_store.o \
+	src/format/segment_writer.o \
+	src/format/segment_reader.o \
+	src/format/datum_codec.o \
+	src/lsm/store.o \
+	src/lsm/manifest.o \
+	src/lsm/wal.o \
+	src/lsm/snapshot.o \
+	src/lsm/flush.o \
+	src/lsm/json_doc.o \
+	src/read/segment_source.o \
+	src/read/merge_iterator.o \
+	src/fdw/handler.o \
+	src/fdw/options.o \
+	src/fdw/scan.o \
+	src/fdw/modify.o \
+	src/fdw/xact_buffer.o \
+	src/sql/functions.o
+
+EXTENSION = rollout_fdw
+DATA = rollout_fdw--0.1.sql
+
+REGRESS = $(notdir $(basename $(sort $(wildcard sql/*.sql))))
+REGRESS_OPTS = --inputdir=. --outputdir=. --load-extension=rollout_fdw
+
+TAP_TESTS = 1
+PROVE_TESTS ?= test/t/*.pl
+
+PG_CPPFLAGS = -I$(srcdir)/include -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare -Wno-cast-function-type
+SHLIB_LINK = -lzstd
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

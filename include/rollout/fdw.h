@@ -1,0 +1,45 @@
+/*-------------------------------------------------------------------------
+ *
+ * fdw.h
+ *		The foreign-data-wrapper layer: options, the per-backend cache of
+ *		opened stores, and the callback groups the handler assembles.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ROLLOUT_FDW_LAYER_H
+#define ROLLOUT_FDW_LAYER_H
+
+#include "foreign/fdwapi.h"
+#include "utils/relcache.h"
+
+#include "rollout/store.h"
+
+/* A foreign table's effective options (defaults applied). */
+typedef struct RolloutTableOptions
+{
+	char	   *location;		/* NULL: the embedded default */
+	char	   *store_name;		/* default: the table's name */
+	char	   *key_column;		/* default: "id" */
+	bool		read_wal_tail;	/* read other shards' WAL tails too */
+	int			batch_size;		/* rows per ExecForeignBatchInsert call */
+} RolloutTableOptions;
+
+extern RolloutTableOptions *rollout_table_options(Oid relid);
+
+/*
+ * The opened store of a rollout foreign table, cached for the backend's
+ * life and reopened after DDL on the table, its server or user mapping.
+ */
+extern RolloutStore *rollout_store_for_relation(Relation rel);
+
+/* ERROR unless relid is a foreign table of this wrapper. */
+extern void rollout_check_is_rollout_table(Oid relid);
+
+/* Callback groups (scan.c, modify.c). */
+extern void rollout_scan_routines(FdwRoutine *routine);
+extern void rollout_modify_routines(FdwRoutine *routine);
+
+/* Cache invalidation hooks, registered once (options.c). */
+extern void rollout_store_cache_init(void);
+
+#endif							/* ROLLOUT_FDW_LAYER_H */

@@ -1,0 +1,28 @@
+/*-------------------------------------------------------------------------
+ *
+ * flush.h
+ *		Seal a shard's durable WAL tail into a generation (DESIGN.md §6.4).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ROLLOUT_FLUSH_H
+#define ROLLOUT_FLUSH_H
+
+#include "rollout/store.h"
+
+typedef struct FlushResult
+{
+	int64		rows_flushed;	/* rows in the new generation (0: nothing) */
+	int64		generation;		/* its number, or 0 */
+	int64		first_position; /* WAL positions it covers */
+	int64		last_position;
+} FlushResult;
+
+/*
+ * Flush this cluster's shard of store: every WAL entry after replay_after up
+ * to the first hole becomes one sorted, deduplicated generation, and the
+ * shard manifest commits with replay_after = the last position it contains.
+ */
+extern FlushResult rollout_flush_shard(RolloutStore *store);
+
+#endif							/* ROLLOUT_FLUSH_H */

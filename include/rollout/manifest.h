@@ -1,0 +1,98 @@
+/*-------------------------------------------------------------------------
+ *
+ * manifest.h
+ *		Base and shard manifests: the only mutable state of a store.
+ *
+ * A manifest is a complete JSON document (no deltas) written once under a
+ * zero-padded version number; "the newest version" is decided by
+ * create-if-absent of version v+1 (DESIGN.md §3).  A commit that finds v+1
+ * taken reports a conflict, and the caller re-reads and rebases.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ROLLOUT_MANIFEST_H
+#define ROLLOUT_MANIFEST_H
+
+#include "rollout/store.h"
+
+/* A flushed generation, as listed in a shard manifest. */
+typedef struct GenerationEntry
+{
+	int64		number;
+	char	   *file;			/* object key */
+	int64		first_position;
+	int64		last_position;
+	int64		rows;
+	int64		bytes;
+	int64		min_ts;
+	int64		max_ts;
+	bool		has_key_range;
+	Datum		min_key;
+	Datum		max_key;
+} GenerationEntry;
+
+typedef struct ShardManifest
+{
+	char	   *shard;
+	int64		version;		/* 0: no manifest written yet */
+	int64		writer_epoch;
+	int64		epoch_start_position;
+	int64		replay_after;	/* every position <= this is in a generation
+								 * or in the base */
+	int64		last_stamp;		/* effective stamp of position replay_after */
+	int64		next_generation;
+	List	   *generations;	/* GenerationEntry *, ascending number */
+} ShardManifest;
+
+/* A base-table fragment, as listed in the base manifest. */
+typedef struct FragmentEntry
+{
+	char	   *file;
+	int64		rows;
+	int64		bytes;
+	int64		min_ts;
+	int64		max_ts;
+	bool		has_key_range;
+	Datum		min_key;
+	Datum		max_key;
+} FragmentEntry;
+
+/* merged[shard] = highest generation folded into the base. */
+typedef struct MergedMark
+{
+	char	   *shard;
+	int64		generation;
+} MergedMark;
+
+typedef struct BaseManifest
+{
+	int64		version;		/* 0: no manifest written yet */
+	List	   *fragments;		/* FragmentEntry * */
+	List	   *merged;			/* MergedMark * */
+	int64		total_compactions;
+	char	   *last_compaction;	/* timestamptz text, or NULL */
+	char	   *last_compaction_error;	/* or NULL */
+} BaseManifest;
+
+typedef enum ManifestCommitResult
+{
+	MANIFEST_COMMITTED,
+	MANIFEST_CONFLICT			/* version taken: re-read and rebase */
+} ManifestCommitResult;
+
+/* Read the newest version (an empty version-0 manifest if there is none). */
+extern ShardManifest *shard_manifest_read_latest(RolloutStore *store,
+												 const char *shard);
+extern BaseManifest *base_manifest_read_latest(RolloutStore *store);
+
+/* Commit manifest->version + 1; on success manifest->version is bumped. */
+extern ManifestCommitResult shard_manifest_commit(RolloutStore *store,
+												  ShardManifest *manifest);
+extern ManifestCommitResult base_manifest_commit(RolloutStore *store,
+												 BaseManifest *manifest);
+
+/* The generation of a shard already folded into the base (0: none). */
+extern int64 base_manifest_merged_generation(const BaseManifest *base,
+											 const char *shard);
+
+#endif							/* ROLLOUT_MANIFEST_H */

@@ -1,0 +1,106 @@
+/*-------------------------------------------------------------------------
+ *
+ * merge_read.h
+ *		The deduplicating LSM read: a k-way merge by key over the sources of
+ *		a snapshot, emitting the newest version of each key.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ROLLOUT_MERGE_READ_H
+#define ROLLOUT_MERGE_READ_H
+
+#include "rollout/snapshot.h"
+
+/*
+ * One end of a key range.  The bound's value may be of another type than
+ * the key (a cross-type operator of the key's btree family, such as
+ * int8 = int4); compare_proc compares (key, value) in the key's
+ * collation-independent order.
+ */
+typedef struct KeyBound
+{
+	bool		present;
+	bool		inclusive;
+	Datum		value;
+	FmgrInfo	compare_proc;
+	Oid			collation;
+} KeyBound;
+
+typedef struct KeyRange
+{
+	bool		empty;			/* contradictory bounds: nothing matches */
+	KeyBound	lower;
+	KeyBound	upper;
+} KeyRange;
+
+/* Is key inside range? */
+extern bool key_range_contains(const KeyRange *range, Datum key);
+/* Can [min, max] hold a key of range? */
+extern bool key_range_overlaps(const KeyRange *range, Datum min, Datum max);
+/* Is key above the range's upper bound? */
+extern bool key_range_past_upper(const KeyRange *range, Datum key);
+
+/* What a read did, for EXPLAIN ANALYZE. */
+typedef struct MergeReadStats
+{
+	int			fragments_read;
+	int			fragments_skipped;
+	int			generations_read;
+	int			generations_skipped;
+	int			wal_entries_read;
+	int			wal_entries_skipped;
+	int64		row_groups_read;
+	int64		row_groups_skipped;
+	int64		versions_read;	/* rows read from all sources */
+	int64		rows_returned;
+	int64		last_wal_stamp; /* effective stamp of the last WAL entry read */
+} MergeReadStats;
+
+typedef struct MergeRead MergeRead;
+
+/*
+ * Begin a read.  want[i] says whether segment schema column i is needed;
+ * key and hidden columns are always read.  range may be NULL (everything).
+ * A query drops keys whose newest version is a tombstone; flush and merge
+ * keep them (keep_tombstones), since they must still hide older versions.
+ */
+extern MergeRead *merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
+								   const bool *want, const KeyRange *range,
+								   bool keep_tombstones);
+
+/*
+ * The next row: values/isnull indexed by segment schema column (only wanted
+ * columns are set).  Values stay valid until the next call.  Returns false
+ * at the end.
+ */
+extern bool merge_read_next(MergeRead *read, Datum *values, bool *isnull);
+
+extern const MergeReadStats *merge_read_stats(MergeRead *read);
+extern void merge_read_end(MergeRead *read);
+
+/* ---------------------------------------------------------------------
+ * Row sources (segment_source.c): one sorted, key-unique stream per object.
+ * ---------------------------------------------------------------------
+ */
+typedef struct RowSource RowSource;
+
+/*
+ * Open a source; returns NULL when the key range excludes the object (after
+ * reading its footer).  stamp_in/stamp_out carry the WAL running maximum
+ * from one entry of a shard to the next.
+ */
+extern RowSource *row_source_open(RolloutStore *store, SnapshotSource *meta,
+								  const bool *want, const KeyRange *range,
+								  int64 *running_stamp, MergeReadStats *stats);
+/* Advance to the next row; false at the end. */
+extern bool row_source_next(RowSource *source);
+/* The current row. */
+extern Datum row_source_key(RowSource *source);
+extern int64 row_source_ts(RowSource *source);
+extern int16 row_source_op(RowSource *source);
+extern const SnapshotSource *row_source_meta(RowSource *source);
+extern void row_source_values(RowSource *source, const bool *want,
+							  Datum *values, bool *isnull);
+extern void row_source_close(RowSource *source);
+
+#endif							/* ROLLOUT_MERGE_READ_H */

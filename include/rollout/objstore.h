@@ -1,0 +1,198 @@
+/*-------------------------------------------------------------------------
+ *
+ * objstore.h
+ *		The object-store interface: the only way the upper layers touch
+ *		storage.
+ *
+ * A location ("file:///abs/dir", later "s3://bucket/prefix" and
+ * "az://account/container/prefix") is opened into an ObjectStore.  Every
+ * backend implements the same small set of operations, chosen so that the
+ * LSM protocols (DESIGN.md §3, §6.2) can be built on any of them:
+ *
+ *	- create-if-absent: the only write.  Objects are written once and never
+ *	  overwritten; "already exists" is an ordinary result, not an error, because
+ *	  the commit protocols decide races with it.
+ *	- get, whole or a byte range, and the tail of an object (for footers);
+ *	- list by prefix in lexicographic key order, paginated;
+ *	- delete.
+ *
+ * Errors.  Operations raise a PostgreSQL ERROR for real failures (I/O error,
+ * permission, unreachable store), naming the operation and the object key and
+ * never any credential.  "Not found" (get, delete) and "already exists"
+ * (create) are returned, not raised.
+ *
+ * Ambiguous outcomes.  A remote backend may not know whether a create
+ * landed (a timeout after the request was sent).  Callers therefore pass a
+ * put id, unique per logical write; the backend stores it with the object and,
+ * when an outcome is ambiguous, retries the same create-if-absent: "already
+ * exists" carrying our put id means the first attempt landed, and is reported
+ * as OBJSTORE_CREATED.  A backend never reports CREATED for a write that did
+ * not land, nor ALREADY_EXISTS for one that did.  The local-directory backend
+ * has no ambiguity (the syscalls either complete or fail) but keeps the put id
+ * in the same way so that callers can always ask who wrote an object.
+ *
+ * Keys are relative to the location root and use '/' as separator, e.g.
+ * "mystore/shards/42/wal/00000000000000000001.wal".  All returned memory is
+ * palloc'd in CurrentMemoryContext.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ROLLOUT_OBJSTORE_H
+#define ROLLOUT_OBJSTORE_H
+
+#include "datatype/timestamp.h"
+#include "lib/stringinfo.h"
+#include "nodes/pg_list.h"
+
+typedef struct ObjectStore ObjectStore;
+
+/* Result of a create-if-absent. */
+typedef enum ObjectStoreCreateResult
+{
+	OBJSTORE_CREATED,			/* the object is ours (possibly after a retry) */
+	OBJSTORE_ALREADY_EXISTS		/* someone else's object holds the key */
+} ObjectStoreCreateResult;
+
+/* One entry of a listing. */
+typedef struct ObjectStoreEntry
+{
+	char	   *key;			/* full key, relative to the location root */
+	int64		size;			/* bytes */
+	TimestampTz modified;		/* last modification (creation) time */
+} ObjectStoreEntry;
+
+/* One page of a listing. */
+typedef struct ObjectStoreListing
+{
+	ObjectStoreEntry *entries;	/* sorted by key, strictly ascending */
+	int			count;
+	/* opaque token for the next page, or NULL when this was the last page */
+	char	   *continuation;
+} ObjectStoreListing;
+
+/*
+ * The operations every backend implements.  A backend fills one of these in
+ * (file_store.c, later s3_store.c and azure_store.c); objstore.c dispatches.
+ */
+typedef struct ObjectStoreOps
+{
+	/* Create key with the given bytes unless it exists. */
+	ObjectStoreCreateResult (*create_if_absent) (ObjectStore *store,
+												 const char *key,
+												 const char *data, size_t len,
+												 const char *put_id);
+
+	/*
+	 * Create key with the contents of a local file unless it exists.  The
+	 * local file is left in place (the caller removes it).
+	 */
+	ObjectStoreCreateResult (*create_from_file_if_absent) (ObjectStore *store,
+														   const char *key,
+														   const char *local_path,
+														   const char *put_id);
+
+	/*
+	 * Read length bytes at offset into *out (appended).  length < 0 means "to
+	 * the end".  A range past the end is truncated to the object.  Returns
+	 * false when the object does not exist.  If object_size is not NULL it
+	 * receives the object's total size.
+	 */
+	bool		(*get_range) (ObjectStore *store, const char *key,
+							  int64 offset, int64 length,
+							  StringInfo out, int64 *object_size);
+
+	/*
+	 * Read the last length bytes (or the whole object, if smaller) into *out.
+	 * Returns false when the object does not exist; *object_size receives
+	 * the object's total size.
+	 */
+	bool		(*get_tail) (ObjectStore *store, const char *key,
+							 int64 length, StringInfo out, int64 *object_size);
+
+	/*
+	 * Return the put id stored with key, or NULL if the object has none.
+	 * Returns false when the object does not exist.
+	 */
+	bool		(*get_put_id) (ObjectStore *store, const char *key,
+							   char **put_id);
+
+	/*
+	 * List keys that start with prefix and sort strictly after start_after
+	 * (NULL: from the start), at most max_keys of them, continuing from a
+	 * previous page's continuation token when it is not NULL.
+	 */
+	ObjectStoreListing *(*list) (ObjectStore *store, const char *prefix,
+								 const char *start_after, int max_keys,
+								 const char *continuation);
+
+	/* Delete key.  Returns false when it did not exist. */
+	bool		(*delete_object) (ObjectStore *store, const char *key);
+
+	/* Release backend resources (connections, handles).  May be NULL. */
+	void		(*close) (ObjectStore *store);
+} ObjectStoreOps;
+
+struct ObjectStore
+{
+	const ObjectStoreOps *ops;
+	char	   *location;		/* the location as given, for messages */
+	char	   *scheme;			/* "file", later "s3", "az" */
+	void	   *backend;		/* the backend's private state */
+};
+
+/*
+ * Open a location.  options is a List of DefElem (server and user-mapping
+ * options that the backend may need: credentials, endpoint...).  A NULL or
+ * empty location means the embedded default: a folder "rollout_fdw" under
+ * the data directory.  Raises an ERROR for a malformed location.
+ */
+extern ObjectStore *objstore_open(const char *location, List *options);
+
+/* The effective location string for the embedded default. */
+extern char *objstore_default_location(void);
+
+/*
+ * Check a location string without opening it (used by the option
+ * validator).  Returns NULL when valid, otherwise a palloc'd message.
+ */
+extern char *objstore_check_location(const char *location);
+
+extern void objstore_close(ObjectStore *store);
+
+/* Thin wrappers over the ops, so callers read naturally. */
+extern ObjectStoreCreateResult objstore_create_if_absent(ObjectStore *store,
+														 const char *key,
+														 const char *data,
+														 size_t len,
+														 const char *put_id);
+extern ObjectStoreCreateResult objstore_create_from_file_if_absent(ObjectStore *store,
+																   const char *key,
+																   const char *local_path,
+																   const char *put_id);
+extern bool objstore_get(ObjectStore *store, const char *key, StringInfo out);
+extern bool objstore_get_range(ObjectStore *store, const char *key,
+							   int64 offset, int64 length,
+							   StringInfo out, int64 *object_size);
+extern bool objstore_get_tail(ObjectStore *store, const char *key,
+							  int64 length, StringInfo out, int64 *object_size);
+extern bool objstore_get_put_id(ObjectStore *store, const char *key,
+								char **put_id);
+extern ObjectStoreListing *objstore_list_page(ObjectStore *store,
+											  const char *prefix,
+											  const char *start_after,
+											  int max_keys,
+											  const char *continuation);
+
+/*
+ * List every key under prefix after start_after, following continuation
+ * tokens; returns a List of ObjectStoreEntry *, sorted.  Checks for
+ * interrupts between pages.
+ */
+extern List *objstore_list_all(ObjectStore *store, const char *prefix,
+							   const char *start_after);
+extern bool objstore_delete(ObjectStore *store, const char *key);
+
+/* A fresh put id (a random UUID in text form). */
+extern char *objstore_new_put_id(void);
+
+#endif							/* ROLLOUT_OBJSTORE_H */

@@ -1,0 +1,218 @@
+/*-------------------------------------------------------------------------
+ *
+ * segment.h
+ *		The one file format for WAL entries, generations and base fragments.
+ *
+ * A segment is a columnar file: row groups of a few thousand rows, each
+ * column of a row group one "chunk" holding a null bitmap and the values as
+ * PostgreSQL datum images, compressed with zstd and checksummed with CRC32C.
+ * A footer at the end carries the schema, the row-group directory, per
+ * column min/max per row group (zone maps), the key range and opaque
+ * caller metadata; the last bytes are the footer length and a magic number,
+ * so a reader needs one ranged read of the tail to learn everything.  The
+ * exact bytes are in docs/FORMAT.md.
+ *
+ * This layer knows PostgreSQL types (it stores datums) but nothing of
+ * manifests, shards or WAL positions: the caller's metadata is an opaque
+ * string, and the hidden columns (_ts, _op...) are ordinary columns to it.
+ *
+ * Ordering.  Min/max statistics and key ranges use one order per type that
+ * never depends on the database's collation: the type's default btree
+ * operator class, called with the "C" collation for collatable types (byte
+ * order for text).  segment_column_compare() exposes that order so the
+ * layers above sort and merge with exactly the same one.
+ *
+ * Corrupt input.  The reader validates magic, version, checksums and every
+ * offset and length before it uses them, and raises
+ *	ERROR: segment "<object>" is corrupt (ERRCODE_DATA_CORRUPTED)
+ * with a detail saying what was wrong.  It never reads out of bounds.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ROLLOUT_SEGMENT_H
+#define ROLLOUT_SEGMENT_H
+
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+
+#define SEGMENT_FORMAT_VERSION		1
+#define SEGMENT_DEFAULT_ROWS_PER_GROUP	4096
+
+/* One column of a segment's schema. */
+typedef struct SegmentColumn
+{
+	char	   *name;
+	char	   *type_name;		/* format_type_with_typemod() text, for checks */
+	Oid			typid;			/* meaningful for built-in types only */
+	int32		typmod;
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+
+	/*
+	 * The column's order (see above).  Filled by segment_column_init_order();
+	 * has_order is false for types without a default btree opclass, which
+	 * then get no min/max statistics.
+	 */
+	bool		has_order;
+	FmgrInfo	compare_proc;
+	Oid			compare_collation;
+} SegmentColumn;
+
+typedef struct SegmentSchema
+{
+	int			ncolumns;
+	SegmentColumn *columns;
+	int			key_column;		/* index into columns of the key */
+} SegmentSchema;
+
+/*
+ * Fill in typlen/typbyval/typalign/type_name and the order of a column from
+ * its typid/typmod (catalog lookups; for the writer's side).
+ */
+extern void segment_column_init(SegmentColumn *column, const char *name,
+								Oid typid, int32 typmod);
+/* Fill in only the order of a column whose typid is set. */
+extern void segment_column_init_order(SegmentColumn *column);
+
+/* Compare two non-null datums of a column by the column's order. */
+extern int	segment_column_compare(const SegmentColumn *column, Datum a, Datum b);
+
+/* ---------------------------------------------------------------------
+ * Writing
+ * ---------------------------------------------------------------------
+ */
+typedef struct SegmentWriter SegmentWriter;
+
+/* What a finished segment holds; Datums are copies in the caller's context. */
+typedef struct SegmentWriteSummary
+{
+	int64		row_count;
+	int64		bytes;			/* size of the written file */
+	int			row_group_count;
+	bool		has_key_range;	/* false only when row_count == 0 */
+	Datum		key_min;
+	Datum		key_max;
+	/* per column (schema order): whether min/max exist, and the values */
+	bool	   *has_stats;
+	Datum	   *column_min;
+	Datum	   *column_max;
+	int64	   *null_count;
+} SegmentWriteSummary;
+
+/*
+ * Start a segment that will be written to local_path (created, truncated).
+ * If sorted is true the caller promises rows arrive in ascending key order
+ * (generations, fragments); the flag is recorded in the footer.  The schema
+ * must stay valid until segment_writer_finish().
+ */
+extern SegmentWriter *segment_writer_begin(const SegmentSchema *schema,
+										   const char *local_path,
+										   bool sorted,
+										   int rows_per_group);
+
+/* Append one row.  Varlena values may be toasted; they are stored flat. */
+extern void segment_writer_add_row(SegmentWriter *writer,
+								   const Datum *values, const bool *isnull);
+
+/*
+ * Write the footer (with the caller's opaque metadata, may be NULL), close the
+ * file and fill *summary.  The file is not fsync'd: the object store makes
+ * the final object durable.
+ */
+extern void segment_writer_finish(SegmentWriter *writer,
+								  const char *metadata,
+								  SegmentWriteSummary *summary);
+
+/* Close and remove the file after an error path that does not ERROR. */
+extern void segment_writer_discard(SegmentWriter *writer);
+
+/* ---------------------------------------------------------------------
+ * Reading
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Where the reader's bytes come from: the lsm layer wraps an object-store
+ * object, tests and fuzzers wrap a memory buffer.  Both callbacks append to
+ * out and return false when the object does not exist (any more).
+ */
+typedef struct SegmentSource
+{
+	const char *name;			/* object key, for error messages */
+	void	   *arg;
+	bool		(*read_range) (void *arg, int64 offset, int64 length,
+							   StringInfo out);
+	bool		(*read_tail) (void *arg, int64 length, StringInfo out,
+							  int64 *object_size);
+} SegmentSource;
+
+/* One column chunk's directory entry. */
+typedef struct SegmentChunkInfo
+{
+	int64		offset;			/* of the compressed chunk in the file */
+	int64		compressed_size;
+	int64		raw_size;
+	uint32		crc;			/* CRC32C of the compressed bytes */
+	int64		null_count;
+	bool		has_stats;
+	Datum		min;			/* valid when has_stats */
+	Datum		max;
+} SegmentChunkInfo;
+
+typedef struct SegmentRowGroupInfo
+{
+	int64		row_count;
+	SegmentChunkInfo *chunks;	/* one per schema column */
+} SegmentRowGroupInfo;
+
+typedef struct SegmentReader
+{
+	SegmentSource *source;
+	int64		object_size;
+	uint32		format_version;
+	bool		sorted;
+	SegmentSchema schema;		/* as stored in the footer (order initialised) */
+	int64		row_count;
+	int			row_group_count;
+	SegmentRowGroupInfo *row_groups;
+	bool		has_key_range;
+	Datum		key_min;
+	Datum		key_max;
+	char	   *metadata;		/* the writer's metadata, NUL-terminated, or NULL */
+	MemoryContext context;		/* holds everything above */
+} SegmentReader;
+
+/* Decoded columns of one row group. */
+typedef struct SegmentRowGroup
+{
+	int64		row_count;
+	/* per schema column; NULL for columns that were not requested */
+	Datum	  **values;
+	bool	  **isnull;
+} SegmentRowGroup;
+
+/*
+ * Read and validate the footer.  Returns NULL when the object does not exist;
+ * raises the corrupt-segment ERROR for anything malformed.  The reader lives
+ * in a child of CurrentMemoryContext.
+ */
+extern SegmentReader *segment_reader_open(SegmentSource *source);
+
+/*
+ * Decode the requested columns (want[i] for schema column i) of one row
+ * group into *out.  Datums point into buffers allocated in
+ * CurrentMemoryContext, so a caller resets one context per row group.
+ * Raises ERROR if the object vanished or a chunk is corrupt.
+ */
+extern void segment_reader_read_row_group(SegmentReader *reader, int row_group,
+										  const bool *want,
+										  SegmentRowGroup *out);
+
+extern void segment_reader_close(SegmentReader *reader);
+
+/* A SegmentSource over a memory buffer (tests, fuzzing). */
+extern SegmentSource *segment_source_from_buffer(const char *name,
+												 const char *data, int64 size);
+
+#endif							/* ROLLOUT_SEGMENT_H */

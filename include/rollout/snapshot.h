@@ -1,0 +1,60 @@
+/*-------------------------------------------------------------------------
+ *
+ * snapshot.h
+ *		The set of objects one read sees (DESIGN.md §5).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ROLLOUT_SNAPSHOT_H
+#define ROLLOUT_SNAPSHOT_H
+
+#include "rollout/manifest.h"
+
+typedef enum SnapshotSourceKind
+{
+	SNAPSHOT_FRAGMENT,
+	SNAPSHOT_GENERATION,
+	SNAPSHOT_WAL_ENTRY
+} SnapshotSourceKind;
+
+/* One object a snapshot reads: everything but the WAL is sorted by key. */
+typedef struct SnapshotSource
+{
+	SnapshotSourceKind kind;
+	char	   *key;			/* object key */
+	char	   *shard;			/* NULL for fragments */
+	int64		shard_hash;
+	int64		position;		/* WAL: its position; generation: its last */
+	int64		rows;			/* -1 when unknown (WAL entries) */
+	bool		has_key_range;	/* from the manifest */
+	Datum		min_key;
+	Datum		max_key;
+
+	/*
+	 * WAL entries only: the effective stamp of the position before this one
+	 * when that one is not itself in the snapshot (the manifest's
+	 * last_stamp), else -1.  Readers apply the running maximum from here.
+	 */
+	int64		stamp_floor;
+} SnapshotSource;
+
+typedef struct RolloutSnapshot
+{
+	List	   *sources;		/* fragments, generations, then WAL entries
+								 * grouped by shard in position order */
+	int64		base_version;
+	int			fragment_count;
+	int			generation_count;
+	int			wal_entry_count;
+	int			shard_count;
+} RolloutSnapshot;
+
+/*
+ * Take a snapshot: every shard manifest first, then the base manifest, then
+ * the WAL tails (this cluster's always; other shards' only when
+ * all_wal_tails, the table option read_wal_tail).
+ */
+extern RolloutSnapshot *rollout_snapshot_take(RolloutStore *store,
+											  bool all_wal_tails);
+
+#endif							/* ROLLOUT_SNAPSHOT_H */

@@ -1,0 +1,129 @@
+/*-------------------------------------------------------------------------
+ *
+ * store.h
+ *		An opened rollout store: its object store, its schema and this
+ *		cluster's shard.
+ *
+ * The store is the lsm layer's handle on "<location>/<store>/".  Opening one
+ * creates _store.json once (create-if-absent) and otherwise checks the
+ * caller's columns against it, so that every upper layer can trust that the
+ * segments it reads and writes have the schema it expects.
+ *
+ * The lsm layer knows nothing of relations: the fdw layer describes the
+ * foreign table with a RolloutStoreSpec.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ROLLOUT_STORE_H
+#define ROLLOUT_STORE_H
+
+#include "rollout/objstore.h"
+#include "rollout/segment.h"
+
+#define ROLLOUT_STORE_FORMAT_VERSION 1
+
+/*
+ * Hidden columns, appended after the user columns in every segment:
+ *	_ts		int8	commit stamp in microseconds (non-decreasing along a
+ *					shard's WAL positions; see wal.c)
+ *	_shard	int8	a hash of the writing shard's id: the tie-break between
+ *					shards whose stamps are equal
+ *	_op		int2	ROLLOUT_OP_INSERT, or ROLLOUT_OP_DELETE for a tombstone
+ */
+#define ROLLOUT_HIDDEN_COLUMNS	3
+#define ROLLOUT_OP_INSERT		0
+#define ROLLOUT_OP_DELETE		1
+
+/* A user column as the foreign table declares it. */
+typedef struct RolloutColumnSpec
+{
+	char	   *name;
+	Oid			typid;
+	int32		typmod;
+} RolloutColumnSpec;
+
+/* What the fdw layer knows about a foreign table. */
+typedef struct RolloutStoreSpec
+{
+	char	   *location;		/* NULL: the embedded default */
+	List	   *location_options;	/* DefElem list for the backend */
+	char	   *store_name;
+	char	   *key_column;
+	int			ncolumns;
+	RolloutColumnSpec *columns; /* in the table's attribute order */
+} RolloutStoreSpec;
+
+typedef struct RolloutStore
+{
+	ObjectStore *objstore;
+	char	   *location;		/* effective location, for messages */
+	char	   *name;			/* store name */
+
+	/*
+	 * The segment schema: the table's columns in the order _store.json fixed
+	 * when the store was created, then the hidden columns.
+	 */
+	SegmentSchema schema;
+	int			user_column_count;
+	int			key_column;		/* == schema.key_column */
+	int			ts_column;
+	int			shard_column;
+	int			op_column;
+
+	/* This cluster's shard. */
+	char	   *shard;			/* shard id text */
+	int64		shard_hash;		/* value of the _shard column */
+	bool		shard_registered;	/* _shards/<shard> known to exist */
+
+	/* Hints that save listings; only ever hints (see manifest.c). */
+	int64		base_manifest_hint;
+	int64		shard_manifest_hint;	/* of this cluster's shard */
+	int64		wal_tip_hint;	/* highest WAL position known to exist */
+
+	MemoryContext context;		/* everything above lives here */
+} RolloutStore;
+
+/* Open (and on first use create) a store.  Result lives in a new child
+ * context of parent. */
+extern RolloutStore *rollout_store_open(const RolloutStoreSpec *spec,
+										MemoryContext parent);
+extern void rollout_store_close(RolloutStore *store);
+
+/* This cluster's shard id: rollout_fdw.shard_id, else the system identifier. */
+extern char *rollout_current_shard_id(void);
+extern bool rollout_shard_id_is_valid(const char *shard);
+extern int64 rollout_shard_hash(const char *shard);
+
+/* The segment column of a table column, by name; -1 if none. */
+extern int	rollout_store_column_index(RolloutStore *store, const char *name);
+
+/* Register this cluster's shard in the store (once; create-if-absent). */
+extern void rollout_store_register_shard(RolloutStore *store);
+
+/* List the shards that ever wrote to the store. */
+extern List *rollout_store_list_shards(RolloutStore *store);
+
+/* Object keys, all relative to the location root. */
+extern char *rollout_key_store_json(RolloutStore *store);
+extern char *rollout_key_shard_registry(RolloutStore *store, const char *shard);
+extern char *rollout_key_wal(RolloutStore *store, const char *shard, int64 position);
+extern char *rollout_key_wal_prefix(RolloutStore *store, const char *shard);
+extern char *rollout_key_generation(RolloutStore *store, const char *shard, int64 number);
+extern char *rollout_key_shard_manifest_prefix(RolloutStore *store, const char *shard);
+extern char *rollout_key_base_manifest_prefix(RolloutStore *store);
+
+/* Parse the number out of a ".../00000000000000000042.ext" key; -1 if none. */
+extern int64 rollout_key_number(const char *key);
+
+/*
+ * A SegmentSource reading an object of this store.  size_hint is the object
+ * size when known (saves nothing today, kept for prefetching backends).
+ */
+extern SegmentSource *rollout_segment_source(RolloutStore *store, const char *key);
+
+/* Datum images in text (hex), for keys stored in manifests. */
+extern char *rollout_datum_to_hex(const SegmentColumn *column, Datum value);
+extern Datum rollout_datum_from_hex(const SegmentColumn *column, const char *hex,
+									const char *object_name);
+
+#endif							/* ROLLOUT_STORE_H */

@@ -1,0 +1,64 @@
+/*-------------------------------------------------------------------------
+ *
+ * wal.h
+ *		A shard's write-ahead log on the object store.
+ *
+ * Each WAL entry is a segment at shards/<shard>/wal/<position>.wal holding one
+ * or more committed transactions' rows.  Positions have no holes and are
+ * never reused (DESIGN.md §6.2): a writer creates position p+1 only once p
+ * exists (or p is the shard manifest's replay_after), with create-if-absent;
+ * "already exists" under the same epoch means another committer of this
+ * shard was first, and the writer moves on to the next position.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ROLLOUT_WAL_H
+#define ROLLOUT_WAL_H
+
+#include "rollout/store.h"
+
+/* What a WAL entry's footer metadata says about it. */
+typedef struct WalEntryMetadata
+{
+	char	   *shard;
+	int64		epoch;
+	int64		stamp;			/* the writer's stamp, before the running max */
+	char	   *put_id;
+	int64		transactions;
+} WalEntryMetadata;
+
+/* A WAL entry found by listing. */
+typedef struct WalEntryRef
+{
+	int64		position;
+	char	   *key;
+	int64		size;
+} WalEntryRef;
+
+/*
+ * Make a finished segment file durable as this shard's next WAL entry.
+ * Returns the position it landed at.  Raises an ERROR naming the shard when
+ * the position is taken by a writer of another epoch, and for store errors;
+ * nothing is ever overwritten or skipped.
+ */
+extern int64 wal_append(RolloutStore *store, const char *segment_path,
+						const WalEntryMetadata *metadata);
+
+/* The metadata string a WAL entry's segment is written with. */
+extern char *wal_metadata_to_json(const WalEntryMetadata *metadata);
+/* Parse (and check) a WAL entry's metadata; ERROR naming key if invalid. */
+extern WalEntryMetadata *wal_metadata_from_json(const char *json, const char *key);
+
+/* A stamp for a new entry: the wall clock, never below a previous one. */
+extern int64 wal_next_stamp(void);
+
+/* List a shard's WAL entries with position > after, ascending. */
+extern List *wal_list_after(RolloutStore *store, const char *shard, int64 after);
+
+/*
+ * Of a list from wal_list_after(after), the longest prefix of consecutive
+ * positions after+1, after+2, ...: what a flush may seal.
+ */
+extern List *wal_contiguous_prefix(List *entries, int64 after);
+
+#endif							/* ROLLOUT_WAL_H */

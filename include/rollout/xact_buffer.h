@@ -1,0 +1,23 @@
+/*-------------------------------------------------------------------------
+ *
+ * xact_buffer.h
+ *		Rows written by the current transaction, made durable at commit.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ROLLOUT_XACT_BUFFER_H
+#define ROLLOUT_XACT_BUFFER_H
+
+#include "executor/tuptable.h"
+#include "utils/relcache.h"
+
+#include "rollout/store.h"
+
+/* Register the transaction and subtransaction callbacks (from _PG_init). */
+extern void xact_buffer_init(void);
+
+/* Buffer one row inserted into rel (a rollout table backed by store). */
+extern void xact_buffer_add_row(Relation rel, RolloutStore *store,
+								TupleTableSlot *slot);
+
+#endif							/* ROLLOUT_XACT_BUFFER_H */

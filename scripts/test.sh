@@ -1,0 +1,289 @@
+#!/usr/bin/env bash
+# test.sh — build, install and test rollout_fdw on Debian 12. Run as root.
+#
+#   scripts/test.sh [--no-deps] [--preload] [--keep]
+#
+#   --no-deps   skip scripts/install-deps.sh (no apt)
+#   --preload   put rollout_fdw in shared_preload_libraries of the pg_regress
+#               cluster (same as ROLLOUT_TEST_PRELOAD=rollout_fdw)
+#   --keep      keep the temporary test tree (results/, tmp_check/) for inspection
+#
+# What it does:
+#   1. installs the Debian packages (scripts/install-deps.sh) unless --no-deps;
+#   2. copies the source tree (without .git and build outputs) into a fresh
+#      postgres-owned directory /tmp/rollout_fdw_test.XXXXXX;
+#   3. builds there as the postgres user (make -j2) and installs as root (make install);
+#   4. as postgres, inside `pg_virtualenv -v 15` (a throw-away cluster), runs
+#        make installcheck TAP_TESTS=     the pg_regress suite (sql/, expected/)
+#        make installcheck REGRESS=       the TAP suite (test/t/*.pl, own clusters)
+#      as two steps so that a pg_regress failure does not hide the TAP results;
+#   5. on failure prints regression.diffs and the tail of the failing TAP scripts'
+#      logs in tmp_check/log/ (all of them when the failing scripts are unknown);
+#   6. stops any server still running from the test tree, removes the tree, and
+#      prints a last line "N passed, N failed" (pg_regress tests + TAP subtests).
+#      A stage that fails without reporting a failed test counts as one failure.
+#
+# Environment:
+#   ROLLOUT_TEST_PRELOAD  value for shared_preload_libraries in the pg_regress
+#                         cluster (default: empty, nothing preloaded)
+#   ROLLOUT_TEST_PGOPTS   more postgresql.conf settings for that cluster,
+#                         space-separated guc=value items
+#   ROLLOUT_TEST_KEEP=1   same as --keep
+#   MAKE_JOBS             parallel build jobs (default 2)
+#   PROVE_TESTS, PROVE_FLAGS, PG_TEST_EXTRA, COPT, PROFILE and every ROLLOUT_*
+#                         variable are passed through to the build and the tests.
+# Exit status: 0 when every test passed, 1 otherwise.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PG_VERSION=15
+PG_BIN=/usr/lib/postgresql/$PG_VERSION/bin
+PG_CONFIG=$PG_BIN/pg_config
+
+run_deps=1
+keep=${ROLLOUT_TEST_KEEP:-0}
+preload=${ROLLOUT_TEST_PRELOAD:-}
+for arg in "$@"; do
+	case $arg in
+	--no-deps) run_deps=0 ;;
+	--preload) preload=rollout_fdw ;;
+	--keep) keep=1 ;;
+	-h | --help)
+		sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+		exit 0
+		;;
+	*)
+		echo "test.sh: unknown argument: $arg (try --help)" >&2
+		exit 2
+		;;
+	esac
+done
+
+say() { printf '\n=== %s\n' "$*"; }
+# The summary line is printed last, by the exit trap, after the clean-up; an
+# early or interrupted exit reports one failure.
+SUMMARY="0 passed, 1 failed"
+die() {
+	echo "test.sh: $*" >&2
+	exit 1
+}
+
+if [ "$(id -u)" != 0 ]; then
+	echo "test.sh: must run as root (it installs packages and the extension, and runs the tests as postgres)" >&2
+	echo "$SUMMARY"
+	exit 1
+fi
+
+# ---------------------------------------------------------------------------
+# Temporary, postgres-owned copy of the tree; removed (and any server left in
+# it stopped) on every exit path.
+WORK=$(mktemp -d /tmp/rollout_fdw_test.XXXXXX)
+SRC=$WORK/src
+mkdir -p "$SRC" "$WORK/tmp"
+
+stop_leftover_servers() {
+	local pidfile dir pid
+	while IFS= read -r pidfile; do
+		dir=$(dirname "$pidfile")
+		pid=$(head -n 1 "$pidfile" 2>/dev/null || true)
+		echo "test.sh: stopping leftover server in $dir" >&2
+		runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$dir" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
+		if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+			kill -9 "$pid" 2>/dev/null || true
+		fi
+	done < <(find "$WORK" -name postmaster.pid -type f 2>/dev/null)
+}
+
+child=
+cleanup() {
+	local rc=$?
+	set +e
+	if [ -n "$child" ] && kill -0 "$child" 2>/dev/null; then
+		echo "test.sh: interrupted, ending the running test processes" >&2
+		kill -TERM -- "-$child" 2>/dev/null || kill -TERM "$child" 2>/dev/null
+		for _ in $(seq 1 20); do
+			kill -0 -- "-$child" 2>/dev/null || break
+			sleep 0.5
+		done
+		kill -KILL -- "-$child" 2>/dev/null
+	fi
+	stop_leftover_servers
+	if [ "$keep" = 1 ]; then
+		echo "test.sh: kept the test tree in $WORK" >&2
+	else
+		rm -rf "$WORK"
+	fi
+	echo "$SUMMARY"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+
+if [ "$run_deps" = 1 ]; then
+	say "installing dependencies"
+	bash "$ROOT/scripts/install-deps.sh" || die "dependency installation failed"
+fi
+[ -x "$PG_CONFIG" ] || die "$PG_CONFIG not found; run without --no-deps"
+
+say "copying the tree to $SRC"
+tar -C "$ROOT" \
+	--exclude=./.git --exclude=./results --exclude=./tmp_check --exclude=./log \
+	--exclude=./regression.diffs --exclude=./regression.out \
+	--exclude='*.o' --exclude='*.so' --exclude='*.bc' --exclude='*.a' \
+	-cf - . | tar -C "$SRC" -xf -
+chown -R postgres:postgres "$WORK"
+chmod 755 "$WORK"
+
+# Which suites exist?
+shopt -s nullglob
+regress_files=("$SRC"/sql/*.sql)
+tap_files=("$SRC"/test/t/*.pl)
+if [ -n "${PROVE_TESTS:-}" ]; then
+	# shellcheck disable=SC2207,SC2086  # PROVE_TESTS: globs relative to the tree
+	tap_files=($(cd "$SRC" && echo $PROVE_TESTS))
+fi
+shopt -u nullglob
+[ "${#regress_files[@]}" -gt 0 ] || [ "${#tap_files[@]}" -gt 0 ] ||
+	die "no tests found (sql/*.sql, test/t/*.pl)"
+
+# Run a command as postgres in the copy, with a clean, predictable environment.
+as_postgres() {
+	local -a envv=(
+		HOME=/var/lib/postgresql USER=postgres LOGNAME=postgres
+		PATH="$PG_BIN:/usr/local/bin:/usr/bin:/bin"
+		LANG=C.UTF-8 LC_ALL=C.UTF-8 TMPDIR="$WORK/tmp"
+		PG_CONFIG="$PG_CONFIG"
+	)
+	local v
+	for v in TERM CI COPT PROFILE PG_TEST_EXTRA PROVE_TESTS PG_TEST_TIMEOUT_DEFAULT \
+		$(compgen -e | grep '^ROLLOUT_' || true); do
+		[ -n "${!v+x}" ] && envv+=("$v=${!v}")
+	done
+	# In its own session (process group), in the background: the traps below
+	# then run at once on INT/TERM and can end the whole group.
+	(cd "$SRC" && exec setsid -w runuser -u postgres -- env -i "${envv[@]}" "$@") &
+	child=$!
+	local rc=0
+	wait "$child" || rc=$?
+	child=
+	return "$rc"
+}
+
+make_args=(PG_CONFIG="$PG_CONFIG")
+[ -n "${PROVE_FLAGS:-}" ] && make_args+=(PROVE_FLAGS="$PROVE_FLAGS")
+
+say "building (make -j${MAKE_JOBS:-2})"
+as_postgres make -j"${MAKE_JOBS:-2}" "${make_args[@]}" || die "build failed"
+
+say "installing (make install)"
+(cd "$SRC" && make install "${make_args[@]}" >"$WORK/install.log" 2>&1) || {
+	cat "$WORK/install.log" >&2
+	die "make install failed"
+}
+
+# ---------------------------------------------------------------------------
+venv_opts=(-v "$PG_VERSION")
+[ -n "$preload" ] && venv_opts+=(-o "shared_preload_libraries=$preload")
+for opt in ${ROLLOUT_TEST_PGOPTS:-}; do
+	venv_opts+=(-o "$opt")
+done
+
+# One pg_virtualenv cluster for both steps; each step's exit status is written
+# to a file so that both always run and are judged separately.
+# shellcheck disable=SC2016  # expanded by the inner shell
+inner='
+make installcheck TAP_TESTS= "$@" 2>&1 | tee regress.log; echo "${PIPESTATUS[0]}" > regress.rc
+'
+# shellcheck disable=SC2016
+inner_tap='
+make installcheck REGRESS= "$@" 2>&1 | tee tap.log; echo "${PIPESTATUS[0]}" > tap.rc
+'
+# A step that never ran keeps status 255 (counted as a failure); a suite
+# without test files is skipped and counts as passed.
+for f in regress tap; do
+	: >"$SRC/$f.log"
+	echo 255 >"$SRC/$f.rc"
+done
+script=''
+if [ "${#regress_files[@]}" -gt 0 ]; then script+=$inner; else echo 0 >"$SRC/regress.rc"; fi
+if [ "${#tap_files[@]}" -gt 0 ]; then script+=$inner_tap; else echo 0 >"$SRC/tap.rc"; fi
+chown postgres:postgres "$SRC"/regress.{rc,log} "$SRC"/tap.{rc,log}
+
+say "testing: pg_virtualenv ${venv_opts[*]} (pg_regress: ${#regress_files[@]} files, TAP: ${#tap_files[@]} files)"
+venv_rc=0
+as_postgres pg_virtualenv "${venv_opts[@]}" bash -c "set -o pipefail; $script" bash "${make_args[@]}" </dev/null || venv_rc=$?
+
+# ---------------------------------------------------------------------------
+# Count results.
+read_rc() { local r; r=$(cat "$1" 2>/dev/null || true); [[ $r =~ ^[0-9]+$ ]] && echo "$r" || echo 255; }
+regress_rc=$(read_rc "$SRC/regress.rc")
+tap_rc=$(read_rc "$SRC/tap.rc")
+
+# pg_regress (PostgreSQL 15): "test name   ... ok   12 ms", " name ... FAILED"
+# (parallel groups); PostgreSQL 16+: "ok 1  - name  12 ms" / "not ok 1 - name".
+regress_ok=$(grep -cE '^(test +)?[ ]*[A-Za-z0-9_./-]+ +\.\.\. ok( |$)|^ok [0-9]+ +[-+] ' "$SRC/regress.log" || true)
+regress_failed=$(grep -cE '\.\.\. FAILED|^not ok [0-9]+ ' "$SRC/regress.log" || true)
+if [ "$regress_rc" != 0 ] && [ "$regress_failed" = 0 ]; then
+	echo "test.sh: the pg_regress step failed (status $regress_rc) without a failed test line" >&2
+	regress_failed=1
+fi
+
+# prove: "Files=3, Tests=42, ..." and, on failure, a summary report with
+# "t/001_x.pl (Wstat: 256 (exited 1) Tests: 10 Failed: 2)" per failing file.
+tap_total=$(sed -nE 's/^Files=[0-9]+, Tests=([0-9]+),.*/\1/p' "$SRC/tap.log" | tail -n 1)
+tap_total=${tap_total:-0}
+tap_failed=0
+while IFS= read -r line; do
+	wstat=$(sed -nE 's/.*Wstat: ([0-9]+).*/\1/p' <<<"$line")
+	failed=$(sed -nE 's/.*Tests: [0-9]+ Failed: ([0-9]+)\).*/\1/p' <<<"$line")
+	failed=${failed:-0}
+	# a script that died or exited non-zero without a failed subtest counts once
+	if [ "$failed" = 0 ] && [ "${wstat:-0}" != 0 ]; then failed=1; fi
+	tap_failed=$((tap_failed + failed))
+done < <(grep -E '\(Wstat: [0-9]+' "$SRC/tap.log" || true)
+# files with parse errors only ("No plan found", "Bad plan") and Wstat 0
+parse_only=$(grep -cE '^ +Parse errors: ' "$SRC/tap.log" || true)
+if [ "$tap_failed" = 0 ] && [ "$parse_only" != 0 ]; then tap_failed=$parse_only; fi
+tap_passed=$((tap_total - tap_failed))
+[ "$tap_passed" -ge 0 ] || tap_passed=0
+if [ "$tap_rc" != 0 ] && [ "$tap_failed" = 0 ]; then
+	echo "test.sh: the TAP step failed (status $tap_rc) without a failed test" >&2
+	tap_failed=1
+fi
+
+passed=$((regress_ok + tap_passed))
+failed=$((regress_failed + tap_failed))
+if [ "$venv_rc" != 0 ] && [ "$failed" = 0 ]; then
+	echo "test.sh: pg_virtualenv failed (status $venv_rc)" >&2
+	failed=1
+fi
+
+if [ "$failed" != 0 ]; then
+	if [ -s "$SRC/regression.diffs" ]; then
+		say "regression.diffs"
+		cat "$SRC/regression.diffs"
+	fi
+	if [ -d "$SRC/tmp_check/log" ]; then
+		# Logs of the failing TAP scripts (regress_log_<name> and the node logs
+		# <name>_<node>.log); all logs when the failing scripts are not known.
+		mapfile -t failing < <(sed -nE 's/^([^ ]+\.pl) +\(Wstat: [0-9]+.*/\1/p' "$SRC/tap.log" |
+			xargs -r -n 1 basename | sed 's/\.pl$//')
+		logs=()
+		for name in "${failing[@]}"; do
+			for log in "$SRC/tmp_check/log/regress_log_$name" "$SRC/tmp_check/log/${name}"_*.log; do
+				[ -f "$log" ] && logs+=("$log")
+			done
+		done
+		[ "${#logs[@]}" -gt 0 ] || logs=("$SRC"/tmp_check/log/*)
+		for log in "${logs[@]}"; do
+			[ -f "$log" ] || continue
+			say "tail of ${log#"$SRC"/} (last 60 lines)"
+			tail -n 60 "$log"
+		done
+	fi
+fi
+
+say "pg_regress: $regress_ok passed, $regress_failed failed; TAP: $tap_passed passed, $tap_failed failed"
+SUMMARY="$passed passed, $failed failed"
+[ "$failed" = 0 ]

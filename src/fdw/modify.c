@@ -1,0 +1,135 @@
+/*-------------------------------------------------------------------------
+ *
+ * modify.c
+ *		INSERT, batch insert and COPY FROM into a rollout table.
+ *
+ * Every path ends in xact_buffer_add_row(): rows are buffered per
+ * transaction and become durable at commit (xact_buffer.c).  Inserting a
+ * key that exists makes a newer version of that record, so INSERT has
+ * upsert semantics by itself.  UPDATE and DELETE are not offered; the
+ * executor reports them as unsupported for this foreign table.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "executor/executor.h"
+#include "nodes/execnodes.h"
+#include "utils/rel.h"
+
+#include "rollout/fdw.h"
+#include "rollout/xact_buffer.h"
+
+/* Per result relation state. */
+typedef struct RolloutModifyState
+{
+	RolloutStore *store;
+	int			batch_size;
+} RolloutModifyState;
+
+static int
+rollout_is_foreign_rel_updatable(Relation rel)
+{
+	return (1 << CMD_INSERT);
+}
+
+static List *
+rollout_plan_foreign_modify(PlannerInfo *root, ModifyTable *plan,
+							Index resultRelation, int subplan_index)
+{
+	return NIL;
+}
+
+static RolloutModifyState *
+rollout_modify_state_create(ResultRelInfo *rinfo)
+{
+	Relation	rel = rinfo->ri_RelationDesc;
+	RolloutModifyState *state = palloc0(sizeof(RolloutModifyState));
+
+	/* opening the store checks the table against _store.json up front */
+	state->store = rollout_store_for_relation(rel);
+	state->batch_size = rollout_table_options(RelationGetRelid(rel))->batch_size;
+	return state;
+}
+
+static void
+rollout_begin_foreign_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
+							 List *fdw_private, int subplan_index, int eflags)
+{
+	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
+		return;
+	rinfo->ri_FdwState = rollout_modify_state_create(rinfo);
+}
+
+static TupleTableSlot *
+rollout_exec_foreign_insert(EState *estate, ResultRelInfo *rinfo,
+							TupleTableSlot *slot, TupleTableSlot *planSlot)
+{
+	RolloutModifyState *state = rinfo->ri_FdwState;
+
+	xact_buffer_add_row(rinfo->ri_RelationDesc, state->store, slot);
+	return slot;
+}
+
+static TupleTableSlot **
+rollout_exec_foreign_batch_insert(EState *estate, ResultRelInfo *rinfo,
+								  TupleTableSlot **slots,
+								  TupleTableSlot **planSlots, int *numSlots)
+{
+	RolloutModifyState *state = rinfo->ri_FdwState;
+
+	for (int i = 0; i < *numSlots; i++)
+		xact_buffer_add_row(rinfo->ri_RelationDesc, state->store, slots[i]);
+	return slots;
+}
+
+/*
+ * Batching saves executor round trips; the executor only batches when no
+ * RETURNING clause or row trigger needs each row back at once.
+ */
+static int
+rollout_get_foreign_modify_batch_size(ResultRelInfo *rinfo)
+{
+	RolloutModifyState *state = rinfo->ri_FdwState;
+
+	if (rinfo->ri_projectReturning != NULL ||
+		(rinfo->ri_TrigDesc &&
+		 (rinfo->ri_TrigDesc->trig_insert_before_row ||
+		  rinfo->ri_TrigDesc->trig_insert_after_row)))
+		return 1;
+	if (state == NULL)
+		return rollout_table_options(RelationGetRelid(rinfo->ri_RelationDesc))->batch_size;
+	return state->batch_size;
+}
+
+static void
+rollout_end_foreign_modify(EState *estate, ResultRelInfo *rinfo)
+{
+	/* nothing: the rows wait in the transaction buffer until commit */
+}
+
+/* COPY FROM and partition routing. */
+static void
+rollout_begin_foreign_insert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
+{
+	rinfo->ri_FdwState = rollout_modify_state_create(rinfo);
+}
+
+static void
+rollout_end_foreign_insert(EState *estate, ResultRelInfo *rinfo)
+{
+}
+
+void
+rollout_modify_routines(FdwRoutine *routine)
+{
+	routine->IsForeignRelUpdatable = rollout_is_foreign_rel_updatable;
+	routine->PlanForeignModify = rollout_plan_foreign_modify;
+	routine->BeginForeignModify = rollout_begin_foreign_modify;
+	routine->ExecForeignInsert = rollout_exec_foreign_insert;
+	routine->ExecForeignBatchInsert = rollout_exec_foreign_batch_insert;
+	routine->GetForeignModifyBatchSize = rollout_get_foreign_modify_batch_size;
+	routine->EndForeignModify = rollout_end_foreign_modify;
+	routine->BeginForeignInsert = rollout_begin_foreign_insert;
+	routine->EndForeignInsert = rollout_end_foreign_insert;
+}

@@ -1,0 +1,409 @@
+/*-------------------------------------------------------------------------
+ *
+ * options.c
+ *		Option validation for rollout_fdw, the effective options of a foreign
+ *		table, and the per-backend cache of opened stores.
+ *
+ * Options are validated from one table of (name, catalog), as postgres_fdw
+ * does.  The validator only sees the option list, not the table, so the
+ * checks that need the table's columns (the key column exists and can be
+ * ordered) run from an event trigger at the end of CREATE/ALTER FOREIGN
+ * TABLE (rollout_fdw_check_table, installed by the extension script).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/reloptions.h"
+#include "access/table.h"
+#include "catalog/pg_foreign_server.h"
+#include "catalog/pg_foreign_table.h"
+#include "catalog/pg_user_mapping.h"
+#include "commands/defrem.h"
+#include "foreign/foreign.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+#include "utils/typcache.h"
+
+#include "rollout/fdw.h"
+
+/* Which options exist, and where they may appear. */
+typedef struct RolloutOption
+{
+	const char *name;
+	Oid			catalog;
+} RolloutOption;
+
+static const RolloutOption rollout_options[] = {
+	{"location", ForeignServerRelationId},
+	{"store", ForeignTableRelationId},
+	{"key", ForeignTableRelationId},
+	{"read_wal_tail", ForeignTableRelationId},
+	{"batch_size", ForeignTableRelationId},
+	{NULL, InvalidOid}
+};
+
+#define ROLLOUT_DEFAULT_BATCH_SIZE	1000
+
+PG_FUNCTION_INFO_V1(rollout_fdw_validator);
+PG_FUNCTION_INFO_V1(rollout_fdw_check_table);
+
+static bool
+rollout_option_is_valid(const char *name, Oid catalog)
+{
+	for (const RolloutOption *opt = rollout_options; opt->name; opt++)
+		if (opt->catalog == catalog && strcmp(opt->name, name) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * A store name becomes one component of every object key, so it must not be
+ * able to walk out of the location or into another store.
+ */
+static char *
+rollout_check_store_name(const char *name)
+{
+	size_t		len = strlen(name);
+
+	if (len == 0)
+		return "The store name is empty.";
+	if (len > 128)
+		return "The store name is longer than 128 characters.";
+	if (strcmp(name, ".") == 0 || strstr(name, "..") != NULL)
+		return "The store name contains \"..\" or is \".\".";
+	if (name[0] == '_')
+		return "Store names starting with \"_\" are reserved.";
+	for (const char *p = name; *p; p++)
+	{
+		if (*p == '/')
+			return "The store name contains \"/\".";
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+			  (*p >= '0' && *p <= '9') || *p == '_' || *p == '-' || *p == '.'))
+			return "Store names may contain only letters, digits, \"_\", \"-\" and \".\".";
+	}
+	return NULL;
+}
+
+/*
+ * Validate the options of a rollout_fdw object (server, table, user
+ * mapping, the wrapper itself).
+ */
+Datum
+rollout_fdw_validator(PG_FUNCTION_ARGS)
+{
+	List	   *options = untransformRelOptions(PG_GETARG_DATUM(0));
+	Oid			catalog = PG_GETARG_OID(1);
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *def = lfirst(lc);
+
+		if (!rollout_option_is_valid(def->defname, catalog))
+		{
+			StringInfoData valid;
+
+			initStringInfo(&valid);
+			for (const RolloutOption *opt = rollout_options; opt->name; opt++)
+				if (opt->catalog == catalog)
+					appendStringInfo(&valid, "%s%s", valid.len > 0 ? ", " : "", opt->name);
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+					 errmsg("invalid option \"%s\"", def->defname),
+					 valid.len > 0
+					 ? errhint("Valid options in this context are: %s.", valid.data)
+					 : errhint("There are no valid options in this context.")));
+		}
+
+		if (strcmp(def->defname, "location") == 0)
+		{
+			char	   *problem = objstore_check_location(defGetString(def));
+
+			if (problem != NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+						 errmsg("invalid value for option \"location\": \"%s\"",
+								defGetString(def)),
+						 errdetail("%s", problem)));
+		}
+		else if (strcmp(def->defname, "store") == 0)
+		{
+			char	   *problem = rollout_check_store_name(defGetString(def));
+
+			if (problem != NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+						 errmsg("invalid value for option \"store\": \"%s\"",
+								defGetString(def)),
+						 errdetail("%s", problem)));
+		}
+		else if (strcmp(def->defname, "key") == 0)
+		{
+			if (defGetString(def)[0] == '\0')
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+						 errmsg("invalid value for option \"key\": the column name is empty")));
+		}
+		else if (strcmp(def->defname, "read_wal_tail") == 0)
+			(void) defGetBoolean(def);
+		else if (strcmp(def->defname, "batch_size") == 0)
+		{
+			char	   *value = defGetString(def);
+			int			batch_size;
+
+			if (!parse_int(value, &batch_size, 0, NULL) || batch_size < 1)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+						 errmsg("invalid value for option \"batch_size\": \"%s\"", value),
+						 errdetail("It must be a positive integer.")));
+		}
+	}
+	PG_RETURN_VOID();
+}
+
+/* The effective options of a rollout table, defaults applied. */
+RolloutTableOptions *
+rollout_table_options(Oid relid)
+{
+	RolloutTableOptions *options = palloc0(sizeof(RolloutTableOptions));
+	ForeignTable *table = GetForeignTable(relid);
+	ForeignServer *server = GetForeignServer(table->serverid);
+	ListCell   *lc;
+
+	options->key_column = "id";
+	options->batch_size = ROLLOUT_DEFAULT_BATCH_SIZE;
+	foreach(lc, server->options)
+	{
+		DefElem    *def = lfirst(lc);
+
+		if (strcmp(def->defname, "location") == 0)
+			options->location = defGetString(def);
+	}
+	foreach(lc, table->options)
+	{
+		DefElem    *def = lfirst(lc);
+
+		if (strcmp(def->defname, "store") == 0)
+			options->store_name = defGetString(def);
+		else if (strcmp(def->defname, "key") == 0)
+			options->key_column = defGetString(def);
+		else if (strcmp(def->defname, "read_wal_tail") == 0)
+			options->read_wal_tail = defGetBoolean(def);
+		else if (strcmp(def->defname, "batch_size") == 0)
+			(void) parse_int(defGetString(def), &options->batch_size, 0, NULL);
+	}
+	if (options->store_name == NULL)
+		options->store_name = get_rel_name(relid);
+	return options;
+}
+
+/*
+ * ERROR unless relid is a foreign table served by rollout_fdw.  The wrapper
+ * is recognised by its handler's callbacks, not by its name, which users
+ * may choose freely.
+ */
+void
+rollout_check_is_rollout_table(Oid relid)
+{
+	char	   *name = get_rel_name(relid);
+	FdwRoutine *routine;
+	FdwRoutine	ours = {0};
+
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	if (get_rel_relkind(relid) != RELKIND_FOREIGN_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a rollout foreign table", name),
+				 errdetail("It is not a foreign table.")));
+	routine = GetFdwRoutineByRelId(relid);
+	rollout_scan_routines(&ours);
+	if (routine->GetForeignRelSize != ours.GetForeignRelSize)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a rollout foreign table", name),
+				 errdetail("Its foreign-data wrapper is not rollout_fdw.")));
+}
+
+/*
+ * Checks of a rollout table that need its columns, run by the extension's
+ * event trigger after CREATE/ALTER FOREIGN TABLE: the key column exists and
+ * its type has a default btree operator class (the store sorts by it).
+ * Tables of other wrappers are ignored.
+ */
+Datum
+rollout_fdw_check_table(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	RolloutTableOptions *options;
+	Relation	rel;
+	TupleDesc	tupdesc;
+	int			key_attno = InvalidAttrNumber;
+	FdwRoutine *routine;
+	FdwRoutine	ours = {0};
+
+	if (get_rel_relkind(relid) != RELKIND_FOREIGN_TABLE)
+		PG_RETURN_VOID();
+	routine = GetFdwRoutineByRelId(relid);
+	rollout_scan_routines(&ours);
+	if (routine->GetForeignRelSize != ours.GetForeignRelSize)
+		PG_RETURN_VOID();
+
+	options = rollout_table_options(relid);
+	rel = table_open(relid, AccessShareLock);
+	tupdesc = RelationGetDescr(rel);
+	for (int i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+
+		if (!attr->attisdropped && strcmp(NameStr(attr->attname), options->key_column) == 0)
+			key_attno = attr->attnum;
+	}
+	if (key_attno == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("key column \"%s\" does not exist in foreign table \"%s\"",
+						options->key_column, RelationGetRelationName(rel)),
+				 errhint("Name an existing column with the table option \"key\" (default \"id\").")));
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, key_attno - 1);
+		TypeCacheEntry *typentry = lookup_type_cache(attr->atttypid,
+													 TYPECACHE_CMP_PROC);
+
+		if (!OidIsValid(typentry->cmp_proc))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_FUNCTION),
+					 errmsg("key column \"%s\" of foreign table \"%s\" has type %s, which has no default btree operator class",
+							options->key_column, RelationGetRelationName(rel),
+							format_type_be(attr->atttypid)),
+					 errhint("Use a key of a type that can be sorted, such as text, uuid or bigint.")));
+	}
+	table_close(rel, AccessShareLock);
+	PG_RETURN_VOID();
+}
+
+/* ----------------------------------------------------------------
+ * The store cache
+ * ----------------------------------------------------------------
+ */
+
+typedef struct StoreCacheEntry
+{
+	Oid			relid;			/* hash key */
+	bool		valid;
+	RolloutStore *store;
+} StoreCacheEntry;
+
+static HTAB *store_cache = NULL;
+static MemoryContext store_cache_context = NULL;
+
+/*
+ * Invalidate one table's entry, or all.  An invalidated store is not freed:
+ * a scan of the current query may still hold it.  Invalidations happen only
+ * on DDL, so what this keeps is small.
+ */
+static void
+store_cache_invalidate_relation(Datum arg, Oid relid)
+{
+	HASH_SEQ_STATUS status;
+	StoreCacheEntry *entry;
+
+	if (store_cache == NULL)
+		return;
+	hash_seq_init(&status, store_cache);
+	while ((entry = hash_seq_search(&status)) != NULL)
+		if (relid == InvalidOid || entry->relid == relid)
+			entry->valid = false;
+}
+
+static void
+store_cache_invalidate_all(Datum arg, int cacheid, uint32 hashvalue)
+{
+	store_cache_invalidate_relation(arg, InvalidOid);
+}
+
+void
+rollout_store_cache_init(void)
+{
+	CacheRegisterRelcacheCallback(store_cache_invalidate_relation, (Datum) 0);
+	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, store_cache_invalidate_all, (Datum) 0);
+	CacheRegisterSyscacheCallback(FOREIGNTABLEREL, store_cache_invalidate_all, (Datum) 0);
+	CacheRegisterSyscacheCallback(USERMAPPINGOID, store_cache_invalidate_all, (Datum) 0);
+}
+
+/* Describe a foreign table for the lsm layer. */
+static RolloutStoreSpec *
+store_spec_for_relation(Relation rel)
+{
+	RolloutStoreSpec *spec = palloc0(sizeof(RolloutStoreSpec));
+	RolloutTableOptions *options = rollout_table_options(RelationGetRelid(rel));
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+
+	spec->location = options->location;
+	spec->location_options = GetForeignServer(GetForeignTable(RelationGetRelid(rel))->serverid)->options;
+	spec->store_name = options->store_name;
+	spec->key_column = options->key_column;
+	spec->columns = palloc0(sizeof(RolloutColumnSpec) * Max(tupdesc->natts, 1));
+	for (int i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+
+		if (attr->attisdropped)
+			continue;
+		spec->columns[spec->ncolumns].name = pstrdup(NameStr(attr->attname));
+		spec->columns[spec->ncolumns].typid = attr->atttypid;
+		spec->columns[spec->ncolumns].typmod = attr->atttypmod;
+		spec->ncolumns++;
+	}
+	return spec;
+}
+
+RolloutStore *
+rollout_store_for_relation(Relation rel)
+{
+	Oid			relid = RelationGetRelid(rel);
+	StoreCacheEntry *entry;
+	bool		found;
+
+	if (store_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		store_cache_context = AllocSetContextCreate(CacheMemoryContext,
+													"rollout store cache",
+													ALLOCSET_SMALL_SIZES);
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(StoreCacheEntry);
+		ctl.hcxt = store_cache_context;
+		store_cache = hash_create("rollout store cache", 16, &ctl,
+								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+
+	entry = hash_search(store_cache, &relid, HASH_ENTER, &found);
+	if (!found)
+	{
+		entry->valid = false;
+		entry->store = NULL;
+	}
+	if (!entry->valid)
+	{
+		RolloutStoreSpec *spec = store_spec_for_relation(rel);
+
+		entry->store = NULL;
+		entry->store = rollout_store_open(spec, store_cache_context);
+		entry->valid = true;
+	}
+	return entry->store;
+}

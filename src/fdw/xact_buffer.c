@@ -1,0 +1,469 @@
+/*-------------------------------------------------------------------------
+ *
+ * xact_buffer.c
+ *		Rows inserted by the current transaction, kept until commit and then
+ *		made durable as one WAL entry (DESIGN.md §6.1).
+ *
+ * Rows are stored as length-prefixed minimal tuples in a byte stream that
+ * lives in memory up to rollout_fdw.transaction_buffer_size and then moves
+ * to a temporary file.  The stream only ever grows at the end, which makes
+ * subtransactions cheap: every row appended after a subtransaction started
+ * belongs to it or to its children, so rolling it back truncates the stream
+ * to where it stood at the subtransaction's first write.
+ *
+ * At XACT_EVENT_PRE_COMMIT the rows are encoded as one segment and appended
+ * to the shard's WAL (wal.c).  An error there aborts the transaction: nothing
+ * of it becomes visible.  PREPARE TRANSACTION is refused, because the rows
+ * could not be made durable at PREPARE and visible only at COMMIT PREPARED.
+ * On abort the buffer simply disappears with TopTransactionContext (the
+ * temporary file with the top transaction's resource owner).
+ *
+ * A transaction writes to one rollout table: one WAL entry is atomic, two
+ * entries in two stores are not.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <unistd.h>
+
+#include "access/detoast.h"
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "storage/buffile.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/resowner.h"
+
+#include "rollout/objstore.h"
+#include "rollout/rollout_fdw.h"
+#include "rollout/wal.h"
+#include "rollout/xact_buffer.h"
+
+/* Where the stream stood when a subtransaction wrote its first row. */
+typedef struct SubxactMark
+{
+	int			nest_level;
+	int64		offset;
+	int64		rows;
+} SubxactMark;
+
+typedef struct XactBuffer
+{
+	Oid			relid;
+	char	   *relname;
+	RolloutStore *store;
+	TupleDesc	tupdesc;		/* the table's, copied */
+	int		   *attr_to_column; /* per attno-1: segment column, or -1 */
+
+	/* the row stream */
+	StringInfoData memory;		/* while it fits */
+	BufFile    *file;			/* once it does not */
+	int64		length;			/* logical length of the stream */
+	int64		rows;
+
+	/* subtransaction marks, innermost last */
+	SubxactMark *marks;
+	int			mark_count;
+	int			mark_capacity;
+} XactBuffer;
+
+/* The current transaction's buffer, in TopTransactionContext; or NULL. */
+static XactBuffer *current_buffer = NULL;
+
+static void xact_buffer_commit(XactBuffer *buffer);
+
+/* ----------------------------------------------------------------
+ * The row stream
+ * ----------------------------------------------------------------
+ */
+
+static void
+stream_write(XactBuffer *buffer, const void *data, size_t len)
+{
+	if (buffer->file == NULL &&
+		buffer->memory.len + len > (size_t) rollout_transaction_buffer_kb * 1024)
+	{
+		/*
+		 * Spill.  The file belongs to the top transaction's resource owner:
+		 * a subtransaction's owner would close it when that subtransaction
+		 * ends, taking the parent's rows with it.
+		 */
+		ResourceOwner saved = CurrentResourceOwner;
+
+		CurrentResourceOwner = TopTransactionResourceOwner;
+		buffer->file = BufFileCreateTemp(false);
+		CurrentResourceOwner = saved;
+		BufFileWrite(buffer->file, buffer->memory.data, buffer->memory.len);
+		pfree(buffer->memory.data);
+		buffer->memory.data = NULL;
+	}
+
+	if (buffer->file == NULL)
+		appendBinaryStringInfo(&buffer->memory, data, len);
+	else
+	{
+		/* after a truncation the logical end is before the physical one */
+		if (BufFileSeek(buffer->file, 0, buffer->length, SEEK_SET) != 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not seek in the transaction buffer of rollout table \"%s\": %m",
+							buffer->relname)));
+		BufFileWrite(buffer->file, (void *) data, len);
+	}
+	buffer->length += len;
+}
+
+static void
+stream_truncate(XactBuffer *buffer, int64 offset, int64 rows)
+{
+	buffer->length = offset;
+	buffer->rows = rows;
+	if (buffer->file == NULL)
+		buffer->memory.len = offset;
+}
+
+static void
+stream_read_exact(XactBuffer *buffer, void *data, size_t len)
+{
+	if (BufFileRead(buffer->file, data, len) != len)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read the transaction buffer of rollout table \"%s\"",
+						buffer->relname)));
+}
+
+/* ----------------------------------------------------------------
+ * Buffering rows
+ * ----------------------------------------------------------------
+ */
+
+static XactBuffer *
+xact_buffer_get(Relation rel, RolloutStore *store)
+{
+	MemoryContext oldcontext;
+	XactBuffer *buffer;
+	TupleDesc	tupdesc;
+
+	if (current_buffer != NULL)
+	{
+		if (current_buffer->relid != RelationGetRelid(rel))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("a transaction can write to only one rollout table"),
+					 errdetail("This transaction already wrote to \"%s\"; its rows become one atomic WAL entry of that table's store.",
+							   current_buffer->relname),
+					 errhint("Commit before writing to \"%s\".",
+							 RelationGetRelationName(rel))));
+		return current_buffer;
+	}
+
+	oldcontext = MemoryContextSwitchTo(TopTransactionContext);
+	buffer = palloc0(sizeof(XactBuffer));
+	buffer->relid = RelationGetRelid(rel);
+	buffer->relname = pstrdup(RelationGetRelationName(rel));
+	buffer->store = store;
+	tupdesc = RelationGetDescr(rel);
+	buffer->tupdesc = CreateTupleDescCopy(tupdesc);
+	buffer->attr_to_column = palloc(sizeof(int) * Max(tupdesc->natts, 1));
+	for (int i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+
+		buffer->attr_to_column[i] = attr->attisdropped ? -1 :
+			rollout_store_column_index(store, NameStr(attr->attname));
+	}
+	initStringInfo(&buffer->memory);
+	buffer->mark_capacity = 8;
+	buffer->marks = palloc(sizeof(SubxactMark) * buffer->mark_capacity);
+	MemoryContextSwitchTo(oldcontext);
+
+	current_buffer = buffer;
+	return buffer;
+}
+
+/*
+ * Remember where the stream stands before the first row of the current
+ * subtransaction level.
+ */
+static void
+xact_buffer_mark_level(XactBuffer *buffer)
+{
+	int			level = GetCurrentTransactionNestLevel();
+
+	if (level <= 1)
+		return;
+	if (buffer->mark_count > 0 &&
+		buffer->marks[buffer->mark_count - 1].nest_level >= level)
+		return;
+	if (buffer->mark_count == buffer->mark_capacity)
+	{
+		buffer->mark_capacity *= 2;
+		buffer->marks = repalloc(buffer->marks,
+								 sizeof(SubxactMark) * buffer->mark_capacity);
+	}
+	buffer->marks[buffer->mark_count].nest_level = level;
+	buffer->marks[buffer->mark_count].offset = buffer->length;
+	buffer->marks[buffer->mark_count].rows = buffer->rows;
+	buffer->mark_count++;
+}
+
+void
+xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot)
+{
+	XactBuffer *buffer = xact_buffer_get(rel, store);
+	TupleDesc	tupdesc = buffer->tupdesc;
+	MemoryContext oldcontext;
+	Datum	   *values;
+	bool	   *isnull;
+	MinimalTuple tuple;
+	uint32		len;
+	int			key_column = store->key_column;
+
+	slot_getallattrs(slot);
+	oldcontext = MemoryContextSwitchTo(TopTransactionContext);
+	values = palloc(sizeof(Datum) * Max(tupdesc->natts, 1));
+	isnull = palloc(sizeof(bool) * Max(tupdesc->natts, 1));
+	for (int i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+
+		values[i] = slot->tts_values[i];
+		isnull[i] = slot->tts_isnull[i];
+		if (buffer->attr_to_column[i] == key_column && isnull[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NOT_NULL_VIOLATION),
+					 errmsg("null value in key column \"%s\" of rollout table \"%s\"",
+							NameStr(attr->attname), buffer->relname),
+					 errdetail("Every row of a rollout store needs a key.")));
+
+		/*
+		 * A toast pointer may point into a table the transaction is still
+		 * allowed to read now but that commit-time code must not depend on:
+		 * fetch the value.
+		 */
+		if (!isnull[i] && attr->attlen == -1 &&
+			VARATT_IS_EXTERNAL(DatumGetPointer(values[i])))
+			values[i] = PointerGetDatum(detoast_external_attr((struct varlena *)
+															  DatumGetPointer(values[i])));
+	}
+	tuple = heap_form_minimal_tuple(tupdesc, values, isnull);
+	MemoryContextSwitchTo(oldcontext);
+
+	xact_buffer_mark_level(buffer);
+	len = tuple->t_len;
+	stream_write(buffer, &len, sizeof(len));
+	stream_write(buffer, tuple, len);
+	buffer->rows++;
+	pfree(tuple);
+	pfree(values);
+	pfree(isnull);
+}
+
+/* ----------------------------------------------------------------
+ * Commit
+ * ----------------------------------------------------------------
+ */
+
+/* Deform one buffered tuple into segment columns. */
+static void
+xact_buffer_row_to_columns(XactBuffer *buffer, MinimalTuple tuple,
+						   Datum *table_values, bool *table_isnull,
+						   Datum *values, bool *isnull)
+{
+	HeapTupleData htup;
+	RolloutStore *store = buffer->store;
+
+	htup.t_len = tuple->t_len + MINIMAL_TUPLE_OFFSET;
+	htup.t_data = (HeapTupleHeader) ((char *) tuple - MINIMAL_TUPLE_OFFSET);
+	ItemPointerSetInvalid(&htup.t_self);
+	htup.t_tableOid = InvalidOid;
+	heap_deform_tuple(&htup, buffer->tupdesc, table_values, table_isnull);
+
+	for (int i = 0; i < store->schema.ncolumns; i++)
+		isnull[i] = true;
+	for (int i = 0; i < buffer->tupdesc->natts; i++)
+	{
+		int			column = buffer->attr_to_column[i];
+
+		if (column < 0)
+			continue;
+		values[column] = table_values[i];
+		isnull[column] = table_isnull[i];
+	}
+}
+
+/*
+ * Encode the buffered rows as one segment and append it to the shard's WAL.
+ */
+static void
+xact_buffer_commit(XactBuffer *buffer)
+{
+	RolloutStore *store = buffer->store;
+	int			ncolumns = store->schema.ncolumns;
+	Datum	   *values = palloc0(sizeof(Datum) * ncolumns);
+	bool	   *isnull = palloc0(sizeof(bool) * ncolumns);
+	Datum	   *table_values = palloc0(sizeof(Datum) * Max(buffer->tupdesc->natts, 1));
+	bool	   *table_isnull = palloc0(sizeof(bool) * Max(buffer->tupdesc->natts, 1));
+	WalEntryMetadata metadata = {0};
+	char	   *path = rollout_scratch_file_path("wal");
+	MemoryContext row_context = AllocSetContextCreate(CurrentMemoryContext,
+													  "rollout commit row",
+													  ALLOCSET_DEFAULT_SIZES);
+
+	metadata.shard = store->shard;
+	metadata.epoch = 0;			/* epoch claims come with the shared writer */
+	metadata.stamp = wal_next_stamp();
+	metadata.put_id = objstore_new_put_id();
+	metadata.transactions = 1;
+
+	PG_TRY();
+	{
+		SegmentWriter *writer = segment_writer_begin(&store->schema, path, false,
+													 rollout_rows_per_group);
+		SegmentWriteSummary summary;
+		int64		offset = 0;
+
+		if (buffer->file != NULL && BufFileSeek(buffer->file, 0, 0, SEEK_SET) != 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not seek in the transaction buffer of rollout table \"%s\": %m",
+							buffer->relname)));
+		for (int64 row = 0; row < buffer->rows; row++)
+		{
+			MemoryContext oldcontext = MemoryContextSwitchTo(row_context);
+			uint32		len;
+			MinimalTuple tuple;
+
+			CHECK_FOR_INTERRUPTS();
+			if (buffer->file == NULL)
+			{
+				memcpy(&len, buffer->memory.data + offset, sizeof(len));
+				tuple = palloc(len);	/* aligned copy */
+				memcpy(tuple, buffer->memory.data + offset + sizeof(len), len);
+			}
+			else
+			{
+				stream_read_exact(buffer, &len, sizeof(len));
+				tuple = palloc(len);
+				stream_read_exact(buffer, tuple, len);
+			}
+			offset += sizeof(len) + len;
+
+			xact_buffer_row_to_columns(buffer, tuple, table_values, table_isnull,
+									   values, isnull);
+			values[store->ts_column] = Int64GetDatum(metadata.stamp);
+			isnull[store->ts_column] = false;
+			values[store->shard_column] = Int64GetDatum(store->shard_hash);
+			isnull[store->shard_column] = false;
+			values[store->op_column] = Int16GetDatum(ROLLOUT_OP_INSERT);
+			isnull[store->op_column] = false;
+			segment_writer_add_row(writer, values, isnull);
+			MemoryContextSwitchTo(oldcontext);
+			MemoryContextReset(row_context);
+		}
+		segment_writer_finish(writer, wal_metadata_to_json(&metadata), &summary);
+		(void) wal_append(store, path, &metadata);
+	}
+	PG_FINALLY();
+	{
+		(void) unlink(path);
+	}
+	PG_END_TRY();
+	MemoryContextDelete(row_context);
+}
+
+/* ----------------------------------------------------------------
+ * Transaction callbacks
+ * ----------------------------------------------------------------
+ */
+
+static void
+xact_buffer_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+		case XACT_EVENT_PARALLEL_PRE_COMMIT:
+			if (current_buffer != NULL)
+			{
+				if (current_buffer->rows > 0)
+					xact_buffer_commit(current_buffer);
+				/* closed here: at commit a still-open file draws a leak warning */
+				if (current_buffer->file != NULL)
+					BufFileClose(current_buffer->file);
+			}
+			current_buffer = NULL;
+			break;
+		case XACT_EVENT_PRE_PREPARE:
+			if (current_buffer != NULL && current_buffer->rows > 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot prepare a transaction that wrote to rollout table \"%s\"",
+								current_buffer->relname),
+						 errdetail("Rollout tables do not support two-phase commit.")));
+			current_buffer = NULL;
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			/* the memory went (or goes) with TopTransactionContext */
+			current_buffer = NULL;
+			break;
+	}
+}
+
+static void
+xact_buffer_subxact_callback(SubXactEvent event, SubTransactionId subid,
+							 SubTransactionId parent_subid, void *arg)
+{
+	XactBuffer *buffer = current_buffer;
+	int			level;
+
+	if (buffer == NULL)
+		return;
+	level = GetCurrentTransactionNestLevel();
+
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		/* drop the rows of this level and of any deeper one */
+		while (buffer->mark_count > 0 &&
+			   buffer->marks[buffer->mark_count - 1].nest_level >= level)
+		{
+			SubxactMark *mark = &buffer->marks[--buffer->mark_count];
+
+			stream_truncate(buffer, mark->offset, mark->rows);
+		}
+	}
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		/*
+		 * The rows now belong to the parent.  If the parent has no mark yet,
+		 * its rows start where this level's did, so the mark moves up.
+		 */
+		if (buffer->mark_count > 0 &&
+			buffer->marks[buffer->mark_count - 1].nest_level >= level)
+		{
+			SubxactMark *mark = &buffer->marks[buffer->mark_count - 1];
+
+			if (buffer->mark_count > 1 &&
+				buffer->marks[buffer->mark_count - 2].nest_level >= level - 1)
+				buffer->mark_count--;
+			else if (level - 1 <= 1)
+				buffer->mark_count--;	/* the top level needs no mark */
+			else
+				mark->nest_level = level - 1;
+		}
+	}
+}
+
+void
+xact_buffer_init(void)
+{
+	RegisterXactCallback(xact_buffer_xact_callback, NULL);
+	RegisterSubXactCallback(xact_buffer_subxact_callback, NULL);
+}

@@ -1,0 +1,705 @@
+/*-------------------------------------------------------------------------
+ *
+ * segment_reader.c
+ *		Read a segment through a SegmentSource: the footer first, with one
+ *		ranged read of the tail, then the wanted column chunks of one row
+ *		group at a time.
+ *
+ * Nothing read is trusted.  The trailer, the footer's checksum and every
+ * field of the footer are validated before use: the schema, every chunk's
+ * offset and size against the object's size, row and null counts, and the
+ * statistics images.  Chunks are checked against their CRC32C and their
+ * decompressed size before the datum codec decodes them, with its own
+ * bounds checks.  Anything wrong raises
+ *		ERROR:  segment "<name>" is corrupt
+ * (ERRCODE_DATA_CORRUPTED) with a detail saying what.  docs/FORMAT.md
+ * describes the bytes and the checks.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <zstd.h>
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "port/pg_crc32c.h"
+#include "segment_internal.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+
+/* A bounds-checked cursor over the footer body. */
+typedef struct FooterCursor
+{
+	const unsigned char *data;
+	int64		length;
+	int64		position;
+	const char *segment_name;
+} FooterCursor;
+
+/* The smallest possible encoding of a column, a row group's chunk, etc. */
+#define MIN_COLUMN_ENCODING_SIZE	(4 + 4 + 4 + 4 + 2 + 1 + 1)
+#define MIN_CHUNK_ENCODING_SIZE		(8 + 8 + 8 + 4 + 8 + 1)
+
+/* The smallest footer: fixed fields of an empty segment plus its CRC. */
+#define MIN_FOOTER_LENGTH \
+	(4 + 4 + 4 + 4 + MIN_COLUMN_ENCODING_SIZE + 8 + 4 + 1 + 1 + \
+	 SEGMENT_FOOTER_CRC_SIZE)
+
+/* Fail unless length more bytes are left; what names the field. */
+static void
+cursor_need(FooterCursor *cursor, int64 length, const char *what)
+{
+	if (length < 0 || length > cursor->length - cursor->position)
+		segment_corrupt(cursor->segment_name,
+						"The footer ends inside the %s.", what);
+}
+
+static uint8
+cursor_uint8(FooterCursor *cursor, const char *what)
+{
+	cursor_need(cursor, 1, what);
+	return cursor->data[cursor->position++];
+}
+
+static uint16
+cursor_uint16(FooterCursor *cursor, const char *what)
+{
+	uint16		value;
+
+	cursor_need(cursor, 2, what);
+	value = (uint16) cursor->data[cursor->position] |
+		((uint16) cursor->data[cursor->position + 1] << 8);
+	cursor->position += 2;
+	return value;
+}
+
+static uint32
+cursor_uint32(FooterCursor *cursor, const char *what)
+{
+	uint32		value;
+
+	cursor_need(cursor, 4, what);
+	value = segment_get_uint32(cursor->data + cursor->position);
+	cursor->position += 4;
+	return value;
+}
+
+/* Read a signed 64-bit field that must lie in [min, max]. */
+static int64
+cursor_int64(FooterCursor *cursor, const char *what, int64 min, int64 max)
+{
+	int64		value;
+
+	cursor_need(cursor, 8, what);
+	value = (int64) segment_get_uint64(cursor->data + cursor->position);
+	cursor->position += 8;
+	if (value < min || value > max)
+		segment_corrupt(cursor->segment_name,
+						"The %s is %lld, outside the range %lld to %lld.",
+						what, (long long) value, (long long) min,
+						(long long) max);
+	return value;
+}
+
+/* Read a boolean byte, which must be 0 or 1. */
+static bool
+cursor_bool(FooterCursor *cursor, const char *what)
+{
+	uint8		value = cursor_uint8(cursor, what);
+
+	if (value > 1)
+		segment_corrupt(cursor->segment_name,
+						"The %s flag is %u, not 0 or 1.", what, value);
+	return value == 1;
+}
+
+/*
+ * Read a length-prefixed byte string; returns a pointer into the footer and
+ * sets *length.
+ */
+static const char *
+cursor_bytes(FooterCursor *cursor, const char *what, int64 *length)
+{
+	const char *data;
+
+	*length = cursor_uint32(cursor, what);
+	cursor_need(cursor, *length, what);
+	data = (const char *) cursor->data + cursor->position;
+	cursor->position += *length;
+	return data;
+}
+
+/*
+ * Read a length-prefixed text field (a name), as a palloc'd NUL-terminated
+ * string.  Embedded NULs are rejected so the string means what it says.
+ */
+static char *
+cursor_string(FooterCursor *cursor, const char *what, int64 max_length)
+{
+	int64		length;
+	const char *data = cursor_bytes(cursor, what, &length);
+
+	if (length > max_length)
+		segment_corrupt(cursor->segment_name,
+						"The %s is %lld bytes long, more than the limit of %lld.",
+						what, (long long) length, (long long) max_length);
+	if (memchr(data, '\0', length) != NULL)
+		segment_corrupt(cursor->segment_name,
+						"The %s contains a NUL byte.", what);
+	return pnstrdup(data, length);
+}
+
+/* Read a length-prefixed datum image of a column, as a Datum. */
+static Datum
+cursor_image(FooterCursor *cursor, const SegmentColumn *column,
+			 const char *what)
+{
+	int64		length;
+	const char *image = cursor_bytes(cursor, what, &length);
+
+	return segment_datum_from_image(column, image, length,
+									cursor->segment_name, what);
+}
+
+/*
+ * Give a column decoded from a footer its order, but only after checking
+ * that its typid means the same type here: a built-in type (whose OID is
+ * the same in every PostgreSQL 15 cluster) must exist with the stored
+ * storage attributes, or the segment is corrupt.  A user-defined type's OID
+ * is only meaningful in the cluster that wrote the segment; when it does
+ * not name a type of the same storage attributes here, the column simply
+ * gets no order, and callers that know the type compare through their own
+ * schema.  Calling a comparison function of another type on these bytes
+ * could crash the server, hence the check.
+ */
+static void
+column_init_order_checked(SegmentColumn *column, const char *segment_name)
+{
+	HeapTuple	tuple;
+	bool		matches = false;
+
+	tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(column->typid));
+	if (HeapTupleIsValid(tuple))
+	{
+		Form_pg_type type = (Form_pg_type) GETSTRUCT(tuple);
+
+		matches = type->typlen == column->typlen &&
+			type->typbyval == column->typbyval &&
+			type->typalign == column->typalign &&
+			type->typisdefined;
+		ReleaseSysCache(tuple);
+	}
+
+	if (!matches && column->typid < FirstNormalObjectId)
+		segment_corrupt(segment_name,
+						"Column \"%s\" claims built-in type %u, which does not exist or has another storage layout.",
+						column->name, column->typid);
+
+	column->has_order = false;
+	column->compare_collation = InvalidOid;
+	if (matches)
+		segment_column_init_order(column);
+}
+
+/* Check the header's magic and version, given its first 8 bytes. */
+static void
+check_header(const char *bytes, const char *segment_name)
+{
+	uint32		version;
+
+	if (bytes[0] != SEGMENT_MAGIC_0 || bytes[1] != SEGMENT_MAGIC_1 ||
+		bytes[2] != SEGMENT_MAGIC_2 || bytes[3] != SEGMENT_MAGIC_3)
+		segment_corrupt(segment_name,
+						"The header does not start with the segment magic number.");
+	version = segment_get_uint32((const unsigned char *) bytes + 4);
+	if (version != SEGMENT_FORMAT_VERSION)
+		segment_corrupt(segment_name,
+						"The header says format version %u; this reader knows version %d.",
+						version, SEGMENT_FORMAT_VERSION);
+}
+
+/* Decode the footer body into reader (in the reader's context). */
+static void
+decode_footer(SegmentReader *reader, const char *body, int64 body_length,
+			  int64 footer_start)
+{
+	const char *name = reader->source->name;
+	FooterCursor cursor;
+	FooterCursor *c = &cursor;
+	SegmentSchema *schema = &reader->schema;
+	uint32		flags;
+	uint32		ncolumns;
+	uint32		key_column;
+	uint32		row_group_count;
+	int64		rows_seen = 0;
+	int64		expected_offset = SEGMENT_HEADER_SIZE;
+	int			i;
+
+	cursor.data = (const unsigned char *) body;
+	cursor.length = body_length;
+	cursor.position = 0;
+	cursor.segment_name = name;
+
+	reader->format_version = cursor_uint32(c, "format version");
+	if (reader->format_version != SEGMENT_FORMAT_VERSION)
+		segment_corrupt(name,
+						"The footer says format version %u; this reader knows version %d.",
+						reader->format_version, SEGMENT_FORMAT_VERSION);
+
+	flags = cursor_uint32(c, "flags");
+	if ((flags & ~SEGMENT_KNOWN_FLAGS) != 0)
+		segment_corrupt(name, "The footer has unknown flags 0x%08x.",
+						flags & ~SEGMENT_KNOWN_FLAGS);
+	if ((flags & SEGMENT_FLAG_BIG_ENDIAN) != SEGMENT_NATIVE_BYTE_ORDER_FLAG)
+		segment_corrupt(name,
+						"Its datum images are in another byte order than this server's.");
+	reader->sorted = (flags & SEGMENT_FLAG_SORTED) != 0;
+
+	/* the schema */
+	ncolumns = cursor_uint32(c, "column count");
+	if (ncolumns < 1 || ncolumns > SEGMENT_MAX_COLUMNS)
+		segment_corrupt(name, "The footer says %u columns.", ncolumns);
+	cursor_need(c, (int64) ncolumns * MIN_COLUMN_ENCODING_SIZE, "schema");
+	key_column = cursor_uint32(c, "key column");
+	if (key_column >= ncolumns)
+		segment_corrupt(name, "The key column %u is not one of the %u columns.",
+						key_column, ncolumns);
+	schema->ncolumns = ncolumns;
+	schema->key_column = key_column;
+	schema->columns = palloc0(sizeof(SegmentColumn) * ncolumns);
+	for (i = 0; i < (int) ncolumns; i++)
+	{
+		SegmentColumn *column = &schema->columns[i];
+
+		column->name = cursor_string(c, "column name", SEGMENT_MAX_NAME_LENGTH);
+		column->type_name = cursor_string(c, "type name", SEGMENT_MAX_NAME_LENGTH);
+		column->typid = cursor_uint32(c, "type OID");
+		column->typmod = (int32) cursor_uint32(c, "type modifier");
+		column->typlen = (int16) cursor_uint16(c, "type length");
+		column->typbyval = cursor_bool(c, "by-value");
+		column->typalign = (char) cursor_uint8(c, "type alignment");
+		if (!segment_column_layout_is_valid(column->typlen, column->typbyval,
+											column->typalign))
+			segment_corrupt(name,
+							"Column \"%s\" has an invalid storage layout (length %d, by-value %d, alignment %d).",
+							column->name, (int) column->typlen,
+							(int) column->typbyval, (int) column->typalign);
+		column_init_order_checked(column, name);
+	}
+
+	/* the row-group directory */
+	reader->row_count = cursor_int64(c, "row count", 0, PG_INT64_MAX);
+	row_group_count = cursor_uint32(c, "row group count");
+	if (row_group_count > (uint32) PG_INT32_MAX)
+		segment_corrupt(name, "The footer says %u row groups.", row_group_count);
+	cursor_need(c, (int64) row_group_count *
+				(8 + (int64) ncolumns * MIN_CHUNK_ENCODING_SIZE),
+				"row group directory");
+	reader->row_group_count = (int) row_group_count;
+	reader->row_groups = palloc0(sizeof(SegmentRowGroupInfo) *
+								 Max(row_group_count, 1));
+
+	for (i = 0; i < (int) row_group_count; i++)
+	{
+		SegmentRowGroupInfo *group = &reader->row_groups[i];
+		int			j;
+
+		CHECK_FOR_INTERRUPTS();
+
+		group->row_count = cursor_int64(c, "row group's row count", 1,
+										SEGMENT_MAX_ROWS_PER_GROUP);
+		rows_seen += group->row_count;
+		group->chunks = palloc0(sizeof(SegmentChunkInfo) * ncolumns);
+
+		for (j = 0; j < (int) ncolumns; j++)
+		{
+			SegmentChunkInfo *chunk = &group->chunks[j];
+			SegmentColumn *column = &schema->columns[j];
+
+			/* chunks tile the space between header and footer, in order */
+			chunk->offset = cursor_int64(c, "chunk offset", SEGMENT_HEADER_SIZE,
+										 footer_start);
+			if (chunk->offset != expected_offset)
+				segment_corrupt(name,
+								"Chunk %d of row group %d starts at %lld, but the previous chunk ends at %lld.",
+								j, i, (long long) chunk->offset,
+								(long long) expected_offset);
+			chunk->compressed_size = cursor_int64(c, "chunk's compressed size",
+												  1, footer_start - chunk->offset);
+			expected_offset = chunk->offset + chunk->compressed_size;
+			chunk->raw_size = cursor_int64(c, "chunk's raw size",
+										   (group->row_count + 7) / 8,
+										   SEGMENT_MAX_CHUNK_RAW_SIZE);
+			if (chunk->compressed_size > (int64) ZSTD_compressBound(chunk->raw_size))
+				segment_corrupt(name,
+								"Chunk %d of row group %d is %lld bytes compressed, more than zstd makes of %lld bytes.",
+								j, i, (long long) chunk->compressed_size,
+								(long long) chunk->raw_size);
+			chunk->crc = cursor_uint32(c, "chunk checksum");
+			chunk->null_count = cursor_int64(c, "chunk's null count", 0,
+											 group->row_count);
+			chunk->has_stats = cursor_bool(c, "statistics");
+			if (chunk->has_stats)
+			{
+				if (chunk->null_count == group->row_count)
+					segment_corrupt(name,
+									"Chunk %d of row group %d has statistics but only nulls.",
+									j, i);
+				chunk->min = cursor_image(c, column, "chunk minimum");
+				chunk->max = cursor_image(c, column, "chunk maximum");
+			}
+			if (j == (int) key_column &&
+				(chunk->null_count != 0 || !chunk->has_stats))
+				segment_corrupt(name,
+								"The key column has nulls or lacks its range in row group %d.",
+								i);
+		}
+	}
+	if (expected_offset != footer_start)
+		segment_corrupt(name,
+						"The chunks end at %lld, but the footer starts at %lld.",
+						(long long) expected_offset, (long long) footer_start);
+	if (rows_seen != reader->row_count)
+		segment_corrupt(name,
+						"The row groups hold %lld rows, but the footer says %lld.",
+						(long long) rows_seen, (long long) reader->row_count);
+
+	/* key range */
+	reader->has_key_range = cursor_bool(c, "key range");
+	if (reader->has_key_range != (reader->row_count > 0))
+		segment_corrupt(name,
+						"The footer %s a key range for %lld rows.",
+						reader->has_key_range ? "has" : "lacks",
+						(long long) reader->row_count);
+	if (reader->has_key_range)
+	{
+		reader->key_min = cursor_image(c, &schema->columns[key_column],
+									   "key minimum");
+		reader->key_max = cursor_image(c, &schema->columns[key_column],
+									   "key maximum");
+	}
+
+	/* the caller's metadata */
+	reader->metadata = NULL;
+	if (cursor_bool(c, "metadata"))
+	{
+		int64		length;
+		const char *data = cursor_bytes(c, "metadata", &length);
+
+		if (memchr(data, '\0', length) != NULL)
+			segment_corrupt(name, "The metadata contains a NUL byte.");
+		reader->metadata = pnstrdup(data, length);
+	}
+
+	if (cursor.position != cursor.length)
+		segment_corrupt(name,
+						"The footer has %lld bytes after its last field.",
+						(long long) (cursor.length - cursor.position));
+}
+
+/*
+ * Read and validate the footer: one read of the tail (SEGMENT_TAIL_READ_SIZE
+ * bytes), and one more ranged read if the footer is larger.  Returns NULL if
+ * the object does not exist.  The reader lives in a new child of
+ * CurrentMemoryContext.
+ */
+SegmentReader *
+segment_reader_open(SegmentSource *source)
+{
+	const char *name = source->name;
+	MemoryContext context;
+	MemoryContext oldcontext;
+	SegmentReader *reader;
+	StringInfoData tail;
+	int64		object_size = -1;
+	int64		expected_tail;
+	const char *trailer;
+	int64		footer_length;
+	int64		footer_start;
+	const char *footer;
+	int64		body_length;
+	pg_crc32c	crc;
+	StringInfoData extra;
+	bool		footer_in_tail;
+
+	context = AllocSetContextCreate(CurrentMemoryContext, "segment reader",
+									ALLOCSET_SMALL_SIZES);
+	oldcontext = MemoryContextSwitchTo(context);
+
+	reader = palloc0(sizeof(SegmentReader));
+	reader->source = source;
+	reader->context = context;
+
+	initStringInfo(&tail);
+	if (!source->read_tail(source->arg, SEGMENT_TAIL_READ_SIZE, &tail,
+						   &object_size))
+	{
+		MemoryContextSwitchTo(oldcontext);
+		MemoryContextDelete(context);
+		return NULL;
+	}
+	reader->object_size = object_size;
+
+	if (object_size < SEGMENT_HEADER_SIZE + MIN_FOOTER_LENGTH + SEGMENT_TRAILER_SIZE)
+		segment_corrupt(name,
+						"The object is %lld bytes long, too short for a segment.",
+						(long long) object_size);
+	expected_tail = Min(object_size, (int64) SEGMENT_TAIL_READ_SIZE);
+	if (tail.len != expected_tail)
+		segment_corrupt(name,
+						"Reading the last %lld bytes returned %d bytes.",
+						(long long) expected_tail, tail.len);
+
+	/* trailer: footer length, magic */
+	trailer = tail.data + tail.len - SEGMENT_TRAILER_SIZE;
+	if (trailer[4] != SEGMENT_MAGIC_0 || trailer[5] != SEGMENT_MAGIC_1 ||
+		trailer[6] != SEGMENT_MAGIC_2 || trailer[7] != SEGMENT_MAGIC_3)
+		segment_corrupt(name,
+						"The object does not end with the segment magic number.");
+	footer_length = segment_get_uint32((const unsigned char *) trailer);
+	if (footer_length < MIN_FOOTER_LENGTH ||
+		footer_length > SEGMENT_MAX_FOOTER_LENGTH ||
+		footer_length > object_size - SEGMENT_HEADER_SIZE - SEGMENT_TRAILER_SIZE)
+		segment_corrupt(name,
+						"The footer length %lld does not fit an object of %lld bytes.",
+						(long long) footer_length, (long long) object_size);
+	footer_start = object_size - SEGMENT_TRAILER_SIZE - footer_length;
+
+	/* the header, when the tail covers it */
+	if (tail.len == object_size)
+		check_header(tail.data, name);
+
+	/* the footer, from the tail or with one more read */
+	footer_in_tail = (footer_length + SEGMENT_TRAILER_SIZE <= tail.len);
+	if (footer_in_tail)
+		footer = trailer - footer_length;
+	else
+	{
+		CHECK_FOR_INTERRUPTS();
+		initStringInfo(&extra);
+		if (!source->read_range(source->arg, footer_start, footer_length,
+								&extra))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_FILE),
+					 errmsg("segment \"%s\" vanished while being read", name)));
+		if (extra.len != footer_length)
+			segment_corrupt(name,
+							"Reading the %lld-byte footer returned %d bytes.",
+							(long long) footer_length, extra.len);
+		footer = extra.data;
+	}
+
+	body_length = footer_length - SEGMENT_FOOTER_CRC_SIZE;
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, footer, body_length);
+	FIN_CRC32C(crc);
+	if (crc != segment_get_uint32((const unsigned char *) footer + body_length))
+		segment_corrupt(name, "The footer checksum does not match.");
+
+	decode_footer(reader, footer, body_length, footer_start);
+
+	/* the footer bytes are no longer needed */
+	pfree(tail.data);
+	if (!footer_in_tail)
+		pfree(extra.data);
+
+	MemoryContextSwitchTo(oldcontext);
+	return reader;
+}
+
+/*
+ * Check, decompress and decode one chunk whose compressed bytes are at
+ * compressed; the result goes into out->values[column]/out->isnull[column]
+ * in CurrentMemoryContext.
+ */
+static void
+read_chunk(SegmentReader *reader, int row_group, int column_index,
+		   const char *compressed, SegmentRowGroup *out)
+{
+	const char *name = reader->source->name;
+	SegmentRowGroupInfo *group = &reader->row_groups[row_group];
+	SegmentChunkInfo *chunk = &group->chunks[column_index];
+	pg_crc32c	crc;
+	unsigned long long content_size;
+	char	   *raw;
+	size_t		decompressed;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, compressed, chunk->compressed_size);
+	FIN_CRC32C(crc);
+	if (crc != chunk->crc)
+		segment_corrupt(name,
+						"The checksum of chunk %d of row group %d does not match.",
+						column_index, row_group);
+
+	content_size = ZSTD_getFrameContentSize(compressed, chunk->compressed_size);
+	if (content_size == ZSTD_CONTENTSIZE_ERROR ||
+		content_size == ZSTD_CONTENTSIZE_UNKNOWN ||
+		content_size != (unsigned long long) chunk->raw_size)
+		segment_corrupt(name,
+						"Chunk %d of row group %d is not a zstd frame of %lld bytes.",
+						column_index, row_group, (long long) chunk->raw_size);
+
+	raw = palloc(chunk->raw_size);
+	decompressed = ZSTD_decompress(raw, chunk->raw_size, compressed,
+								   chunk->compressed_size);
+	if (ZSTD_isError(decompressed))
+		segment_corrupt(name,
+						"Chunk %d of row group %d could not be decompressed: %s.",
+						column_index, row_group, ZSTD_getErrorName(decompressed));
+	if ((int64) decompressed != chunk->raw_size)
+		segment_corrupt(name,
+						"Chunk %d of row group %d decompressed to %lld bytes instead of %lld.",
+						column_index, row_group, (long long) decompressed,
+						(long long) chunk->raw_size);
+
+	out->values[column_index] = palloc(sizeof(Datum) * group->row_count);
+	out->isnull[column_index] = palloc(sizeof(bool) * group->row_count);
+	segment_chunk_decode(&reader->schema.columns[column_index], raw,
+						 chunk->raw_size, group->row_count, chunk->null_count,
+						 out->values[column_index], out->isnull[column_index],
+						 name);
+}
+
+/*
+ * Decode the wanted columns of one row group into *out, in
+ * CurrentMemoryContext.  Adjacent wanted chunks are fetched with one ranged
+ * read.  A read that covers the first chunk of the segment is extended
+ * backwards over the header, which is checked on the way.
+ */
+void
+segment_reader_read_row_group(SegmentReader *reader, int row_group,
+							  const bool *want, SegmentRowGroup *out)
+{
+	const char *name = reader->source->name;
+	SegmentSource *source = reader->source;
+	int			ncolumns = reader->schema.ncolumns;
+	SegmentRowGroupInfo *group;
+	int			first;
+
+	if (row_group < 0 || row_group >= reader->row_group_count)
+		elog(ERROR, "row group %d of segment \"%s\" does not exist",
+			 row_group, name);
+	group = &reader->row_groups[row_group];
+
+	out->row_count = group->row_count;
+	out->values = palloc0(sizeof(Datum *) * ncolumns);
+	out->isnull = palloc0(sizeof(bool *) * ncolumns);
+
+	first = 0;
+	while (first < ncolumns)
+	{
+		int			last;
+		int64		start;
+		int64		end;
+		int64		read_start;
+		StringInfoData buffer;
+		int			i;
+
+		if (!want[first])
+		{
+			first++;
+			continue;
+		}
+
+		/* a run of adjacent wanted chunks: one read */
+		last = first;
+		while (last + 1 < ncolumns && want[last + 1] &&
+			   group->chunks[last + 1].offset +
+			   group->chunks[last + 1].compressed_size -
+			   group->chunks[first].offset <= SEGMENT_MAX_COALESCED_READ)
+			last++;
+		start = group->chunks[first].offset;
+		end = group->chunks[last].offset + group->chunks[last].compressed_size;
+		read_start = (start == SEGMENT_HEADER_SIZE) ? 0 : start;
+
+		CHECK_FOR_INTERRUPTS();
+		initStringInfo(&buffer);
+		if (!source->read_range(source->arg, read_start, end - read_start,
+								&buffer))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_FILE),
+					 errmsg("segment \"%s\" vanished while being read", name)));
+		if (buffer.len != end - read_start)
+			segment_corrupt(name,
+							"Reading %lld bytes at offset %lld returned %d bytes.",
+							(long long) (end - read_start),
+							(long long) read_start, buffer.len);
+		if (read_start == 0)
+			check_header(buffer.data, name);
+
+		for (i = first; i <= last; i++)
+		{
+			CHECK_FOR_INTERRUPTS();
+			read_chunk(reader, row_group, i,
+					   buffer.data + (group->chunks[i].offset - read_start),
+					   out);
+		}
+		pfree(buffer.data);
+		first = last + 1;
+	}
+}
+
+/* Free the reader and everything it holds. */
+void
+segment_reader_close(SegmentReader *reader)
+{
+	MemoryContextDelete(reader->context);
+}
+
+/* The state of a SegmentSource over a memory buffer. */
+typedef struct BufferSource
+{
+	const char *data;
+	int64		size;
+} BufferSource;
+
+/* read_range of a buffer source; asking outside the buffer is a bug. */
+static bool
+buffer_read_range(void *arg, int64 offset, int64 length, StringInfo out)
+{
+	BufferSource *buffer = (BufferSource *) arg;
+
+	if (offset < 0 || length < 0 || offset > buffer->size ||
+		length > buffer->size - offset || length > (int64) MaxAllocSize - 1)
+		elog(ERROR, "read of %lld bytes at %lld is outside a buffer of %lld bytes",
+			 (long long) length, (long long) offset, (long long) buffer->size);
+	appendBinaryStringInfo(out, buffer->data + offset, (int) length);
+	return true;
+}
+
+/* read_tail of a buffer source: the last min(length, size) bytes. */
+static bool
+buffer_read_tail(void *arg, int64 length, StringInfo out, int64 *object_size)
+{
+	BufferSource *buffer = (BufferSource *) arg;
+	int64		take = Min(length, buffer->size);
+
+	*object_size = buffer->size;
+	if (take > 0)
+		appendBinaryStringInfo(out, buffer->data + buffer->size - take,
+							   (int) take);
+	return true;
+}
+
+/*
+ * A SegmentSource over a memory buffer (tests, fuzzing), in
+ * CurrentMemoryContext.  The buffer is not copied and must outlive the
+ * source.
+ */
+SegmentSource *
+segment_source_from_buffer(const char *name, const char *data, int64 size)
+{
+	SegmentSource *source = palloc0(sizeof(SegmentSource));
+	BufferSource *buffer = palloc0(sizeof(BufferSource));
+
+	buffer->data = data;
+	buffer->size = size;
+	source->name = pstrdup(name);
+	source->arg = buffer;
+	source->read_range = buffer_read_range;
+	source->read_tail = buffer_read_tail;
+	return source;
+}

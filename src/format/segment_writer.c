@@ -1,0 +1,606 @@
+/*-------------------------------------------------------------------------
+ *
+ * segment_writer.c
+ *		Write a segment to a local file: rows in, row groups of compressed,
+ *		checksummed column chunks out, the footer last.
+ *
+ * The writer buffers one row group at a time.  Each column of the group is
+ * encoded as it arrives (datum_codec.c) into its own buffer, with its null
+ * bitmap and its statistics (null count, and min/max for columns that have
+ * an order).  A group is cut after rows_per_group rows or once its raw size
+ * passes SEGMENT_GROUP_RAW_SIZE_LIMIT; then every chunk is compressed with
+ * zstd, checksummed with CRC32C and appended to the file, and its directory
+ * entry is appended to the footer under construction.  The footer is written
+ * by segment_writer_finish().  docs/FORMAT.md describes the bytes.
+ *
+ * The file is opened with OpenTransientFile(), so an ERROR closes it at
+ * transaction abort; the partially written file stays behind for the caller
+ * (which writes into a scratch directory) to remove.  zstd is used through
+ * its one-shot API, which allocates and frees its context inside the call,
+ * so an ERROR can never leak one.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <zstd.h>
+
+#include "miscadmin.h"
+#include "port/pg_crc32c.h"
+#include "segment_internal.h"
+#include "storage/fd.h"
+#include "utils/datum.h"
+#include "utils/memutils.h"
+
+/* The statistics of one column of the row group being buffered. */
+typedef struct ColumnGroupState
+{
+	StringInfoData values;		/* encoded values of non-null rows */
+	unsigned char *bitmap;		/* bit set = value present */
+	int64		null_count;
+	bool		stats_disabled; /* a value's image was too large */
+	bool		has_min_max;
+	Datum		min;
+	Datum		max;
+} ColumnGroupState;
+
+/* The statistics of one column over the whole segment. */
+typedef struct ColumnTotals
+{
+	int64		null_count;
+	bool		stats_disabled;
+	bool		has_min_max;
+	Datum		min;
+	Datum		max;
+} ColumnTotals;
+
+struct SegmentWriter
+{
+	const SegmentSchema *schema;
+	char	   *path;
+	int			fd;
+	bool		sorted;
+	int			rows_per_group;
+	int64		file_offset;	/* bytes written so far */
+
+	MemoryContext context;		/* the writer and everything segment-wide */
+	MemoryContext group_context;	/* reset after each row group */
+	MemoryContext row_context;	/* reset after each row */
+
+	/* the row group being buffered */
+	int			group_rows;
+	int64		group_raw_size;
+	ColumnGroupState *columns;
+
+	/* segment-wide */
+	int64		row_count;
+	int			row_group_count;
+	ColumnTotals *totals;
+	StringInfoData directory;	/* row-group directory entries, encoded */
+	bool		has_previous_key;	/* for checking sorted input */
+	Datum		previous_key;
+};
+
+/* Append little-endian integers and length-prefixed bytes to a buffer. */
+static void
+append_uint8(StringInfo buf, uint8 value)
+{
+	appendStringInfoCharMacro(buf, (char) value);
+}
+
+static void
+append_uint16(StringInfo buf, uint16 value)
+{
+	append_uint8(buf, (uint8) value);
+	append_uint8(buf, (uint8) (value >> 8));
+}
+
+static void
+append_uint32(StringInfo buf, uint32 value)
+{
+	unsigned char bytes[4];
+
+	segment_put_uint32(bytes, value);
+	appendBinaryStringInfo(buf, (char *) bytes, 4);
+}
+
+static void
+append_uint64(StringInfo buf, uint64 value)
+{
+	append_uint32(buf, (uint32) value);
+	append_uint32(buf, (uint32) (value >> 32));
+}
+
+static void
+append_bytes(StringInfo buf, const char *data, Size length)
+{
+	append_uint32(buf, (uint32) length);
+	appendBinaryStringInfo(buf, data, length);
+}
+
+/* Append a value's datum image, length-prefixed (statistics, key range). */
+static void
+append_image(StringInfo buf, const SegmentColumn *column, Datum value)
+{
+	Size		size = segment_datum_image_size(column, value);
+
+	append_uint32(buf, (uint32) size);
+	enlargeStringInfo(buf, size);
+	segment_datum_write_image(column, buf->data + buf->len, value);
+	buf->len += size;
+	buf->data[buf->len] = '\0';
+}
+
+/*
+ * Write bytes at the end of the file, retrying short writes.  Errors name
+ * the file; ENOSPC is reported as such even when write() returns short.
+ */
+static void
+write_bytes(SegmentWriter *writer, const char *data, Size length)
+{
+	while (length > 0)
+	{
+		ssize_t		written;
+
+		errno = 0;
+		written = write(writer->fd, data, Min(length, (Size) (1024 * 1024 * 1024)));
+		if (written < 0 && errno == EINTR)
+			continue;
+		if (written <= 0)
+		{
+			if (errno == 0)
+				errno = ENOSPC;
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not write file \"%s\": %m", writer->path)));
+		}
+		data += written;
+		length -= written;
+		writer->file_offset += written;
+	}
+}
+
+/* Start the buffers of a new row group in the (freshly reset) group context. */
+static void
+start_row_group(SegmentWriter *writer)
+{
+	const SegmentSchema *schema = writer->schema;
+	MemoryContext oldcontext;
+	int			i;
+
+	oldcontext = MemoryContextSwitchTo(writer->group_context);
+	writer->columns = palloc0(sizeof(ColumnGroupState) * schema->ncolumns);
+	for (i = 0; i < schema->ncolumns; i++)
+	{
+		initStringInfo(&writer->columns[i].values);
+		writer->columns[i].bitmap = palloc0((writer->rows_per_group + 7) / 8);
+	}
+	MemoryContextSwitchTo(oldcontext);
+	writer->group_rows = 0;
+	writer->group_raw_size = 0;
+}
+
+/*
+ * Start a segment at local_path (created or truncated).  The header is
+ * written at once; the schema must stay valid until segment_writer_finish().
+ * The key column must have an order, since key ranges and sorted segments
+ * are defined by it.
+ */
+SegmentWriter *
+segment_writer_begin(const SegmentSchema *schema, const char *local_path,
+					 bool sorted, int rows_per_group)
+{
+	SegmentWriter *writer;
+	MemoryContext context;
+	MemoryContext oldcontext;
+	char		header[SEGMENT_HEADER_SIZE];
+	int			i;
+
+	if (schema->ncolumns < 1 || schema->ncolumns > SEGMENT_MAX_COLUMNS)
+		elog(ERROR, "a segment must have between 1 and %d columns, not %d",
+			 SEGMENT_MAX_COLUMNS, schema->ncolumns);
+	if (schema->key_column < 0 || schema->key_column >= schema->ncolumns)
+		elog(ERROR, "segment key column %d is out of range", schema->key_column);
+	for (i = 0; i < schema->ncolumns; i++)
+	{
+		const SegmentColumn *column = &schema->columns[i];
+
+		if (!segment_column_layout_is_valid(column->typlen, column->typbyval,
+											column->typalign))
+			elog(ERROR, "column \"%s\" has an invalid type layout", column->name);
+	}
+	if (!schema->columns[schema->key_column].has_order)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("key column \"%s\" has no ordering",
+						schema->columns[schema->key_column].name),
+				 errdetail("Type %s has no default btree operator class.",
+						   schema->columns[schema->key_column].type_name)));
+	if (rows_per_group <= 0)
+		rows_per_group = SEGMENT_DEFAULT_ROWS_PER_GROUP;
+	if (rows_per_group > SEGMENT_MAX_ROWS_PER_GROUP)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("rows per row group must be at most %d",
+						SEGMENT_MAX_ROWS_PER_GROUP)));
+
+	context = AllocSetContextCreate(CurrentMemoryContext, "segment writer",
+									ALLOCSET_DEFAULT_SIZES);
+	oldcontext = MemoryContextSwitchTo(context);
+
+	writer = palloc0(sizeof(SegmentWriter));
+	writer->schema = schema;
+	writer->path = pstrdup(local_path);
+	writer->sorted = sorted;
+	writer->rows_per_group = rows_per_group;
+	writer->context = context;
+	writer->group_context = AllocSetContextCreate(context, "segment row group",
+												  ALLOCSET_DEFAULT_SIZES);
+	writer->row_context = AllocSetContextCreate(context, "segment row",
+												ALLOCSET_DEFAULT_SIZES);
+	writer->totals = palloc0(sizeof(ColumnTotals) * schema->ncolumns);
+	initStringInfo(&writer->directory);
+	MemoryContextSwitchTo(oldcontext);
+
+	writer->fd = OpenTransientFile(local_path,
+								   O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+	if (writer->fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", local_path)));
+
+	header[0] = SEGMENT_MAGIC_0;
+	header[1] = SEGMENT_MAGIC_1;
+	header[2] = SEGMENT_MAGIC_2;
+	header[3] = SEGMENT_MAGIC_3;
+	segment_put_uint32((unsigned char *) header + 4, SEGMENT_FORMAT_VERSION);
+	write_bytes(writer, header, SEGMENT_HEADER_SIZE);
+
+	start_row_group(writer);
+	return writer;
+}
+
+/*
+ * Replace *slot (a copy in context, or nothing) by a copy of value.  Old
+ * copies are freed so that a group arriving in descending order does not
+ * accumulate one copy per row.
+ */
+static void
+replace_datum(Datum *slot, bool had_value, Datum value,
+			  const SegmentColumn *column, MemoryContext context)
+{
+	MemoryContext oldcontext = MemoryContextSwitchTo(context);
+
+	if (had_value && !column->typbyval)
+		pfree(DatumGetPointer(*slot));
+	*slot = datumCopy(value, column->typbyval, column->typlen);
+	MemoryContextSwitchTo(oldcontext);
+}
+
+/* Fold a value into a running min/max. */
+static void
+update_min_max(bool *has_min_max, Datum *min, Datum *max, Datum value,
+			   const SegmentColumn *column, MemoryContext context)
+{
+	if (!*has_min_max)
+	{
+		replace_datum(min, false, value, column, context);
+		replace_datum(max, false, value, column, context);
+		*has_min_max = true;
+		return;
+	}
+	if (segment_column_compare(column, value, *min) < 0)
+		replace_datum(min, true, value, column, context);
+	if (segment_column_compare(column, value, *max) > 0)
+		replace_datum(max, true, value, column, context);
+}
+
+/*
+ * Compress, checksum and write the buffered row group, and append its
+ * directory entry; fold its statistics into the segment's.  Then start the
+ * next group.
+ */
+static void
+flush_row_group(SegmentWriter *writer)
+{
+	const SegmentSchema *schema = writer->schema;
+	StringInfo	directory = &writer->directory;
+	MemoryContext oldcontext;
+	int64		bitmap_size = (writer->group_rows + 7) / 8;
+	int			i;
+
+	if (writer->group_rows == 0)
+		return;
+
+	oldcontext = MemoryContextSwitchTo(writer->group_context);
+	append_uint64(directory, (uint64) writer->group_rows);
+
+	for (i = 0; i < schema->ncolumns; i++)
+	{
+		const SegmentColumn *column = &schema->columns[i];
+		ColumnGroupState *state = &writer->columns[i];
+		ColumnTotals *totals = &writer->totals[i];
+		StringInfo	raw = &state->values;
+		size_t		bound;
+		size_t		compressed_size;
+		char	   *compressed;
+		pg_crc32c	crc;
+		int64		offset = writer->file_offset;
+		bool		has_stats;
+
+		CHECK_FOR_INTERRUPTS();
+
+		/* the chunk: values, then the null bitmap */
+		appendBinaryStringInfo(raw, (char *) state->bitmap, bitmap_size);
+
+		bound = ZSTD_compressBound(raw->len);
+		compressed = palloc_extended(bound, MCXT_ALLOC_HUGE);
+		compressed_size = ZSTD_compress(compressed, bound, raw->data, raw->len,
+										SEGMENT_ZSTD_LEVEL);
+		if (ZSTD_isError(compressed_size))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not compress a chunk of segment \"%s\": %s",
+							writer->path, ZSTD_getErrorName(compressed_size))));
+
+		INIT_CRC32C(crc);
+		COMP_CRC32C(crc, compressed, compressed_size);
+		FIN_CRC32C(crc);
+
+		write_bytes(writer, compressed, compressed_size);
+		pfree(compressed);
+
+		has_stats = column->has_order && !state->stats_disabled &&
+			state->has_min_max;
+
+		append_uint64(directory, (uint64) offset);
+		append_uint64(directory, (uint64) compressed_size);
+		append_uint64(directory, (uint64) raw->len);
+		append_uint32(directory, crc);
+		append_uint64(directory, (uint64) state->null_count);
+		append_uint8(directory, has_stats ? 1 : 0);
+		if (has_stats)
+		{
+			append_image(directory, column, state->min);
+			append_image(directory, column, state->max);
+		}
+
+		/* segment-wide statistics */
+		totals->null_count += state->null_count;
+		if (state->stats_disabled)
+			totals->stats_disabled = true;
+		if (has_stats && !totals->stats_disabled)
+		{
+			update_min_max(&totals->has_min_max, &totals->min, &totals->max,
+						   state->min, column, writer->context);
+			update_min_max(&totals->has_min_max, &totals->min, &totals->max,
+						   state->max, column, writer->context);
+		}
+	}
+
+	MemoryContextSwitchTo(oldcontext);
+
+	writer->row_group_count++;
+	MemoryContextReset(writer->group_context);
+	start_row_group(writer);
+}
+
+/*
+ * Append one row.  Varlena values may be toasted or compressed; they are
+ * stored flat.  The key must not be null, and in a sorted segment keys must
+ * not descend.
+ */
+void
+segment_writer_add_row(SegmentWriter *writer, const Datum *values,
+					   const bool *isnull)
+{
+	const SegmentSchema *schema = writer->schema;
+	int			row = writer->group_rows;
+	MemoryContext oldcontext;
+	int			i;
+
+	if (isnull[schema->key_column])
+		ereport(ERROR,
+				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				 errmsg("key column \"%s\" must not be null",
+						schema->columns[schema->key_column].name)));
+
+	oldcontext = MemoryContextSwitchTo(writer->row_context);
+
+	for (i = 0; i < schema->ncolumns; i++)
+	{
+		const SegmentColumn *column = &schema->columns[i];
+		ColumnGroupState *state = &writer->columns[i];
+		bool		is_key = (i == schema->key_column);
+		Datum		flat;
+		int64		before;
+
+		if (isnull[i])
+		{
+			state->null_count++;
+			continue;
+		}
+		state->bitmap[row / 8] |= (1 << (row % 8));
+
+		flat = segment_datum_flatten(column, values[i]);
+		before = state->values.len;
+		segment_chunk_append_value(column, &state->values, flat);
+		writer->group_raw_size += state->values.len - before;
+
+		if (is_key && writer->sorted)
+		{
+			if (writer->has_previous_key &&
+				segment_column_compare(column, flat, writer->previous_key) < 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INTERNAL_ERROR),
+						 errmsg("rows of sorted segment \"%s\" arrived out of key order",
+								writer->path)));
+			replace_datum(&writer->previous_key, writer->has_previous_key,
+						  flat, column, writer->context);
+			writer->has_previous_key = true;
+		}
+
+		if (!column->has_order || state->stats_disabled)
+			continue;
+		if (!is_key &&
+			segment_datum_image_size(column, flat) > SEGMENT_MAX_STATS_IMAGE_SIZE)
+		{
+			state->stats_disabled = true;
+			continue;
+		}
+		update_min_max(&state->has_min_max, &state->min, &state->max, flat,
+					   column, writer->group_context);
+	}
+
+	MemoryContextSwitchTo(oldcontext);
+	MemoryContextReset(writer->row_context);
+
+	writer->group_rows++;
+	writer->row_count++;
+	if (writer->group_rows >= writer->rows_per_group ||
+		writer->group_raw_size >= SEGMENT_GROUP_RAW_SIZE_LIMIT)
+		flush_row_group(writer);
+}
+
+/*
+ * Write the last row group and the footer, close the file and fill
+ * *summary with copies in the caller's memory context.  The writer is
+ * freed.  The file is not fsync'd: the object store makes the final object
+ * durable.
+ */
+void
+segment_writer_finish(SegmentWriter *writer, const char *metadata,
+					  SegmentWriteSummary *summary)
+{
+	const SegmentSchema *schema = writer->schema;
+	MemoryContext caller_context = CurrentMemoryContext;
+	const SegmentColumn *key = &schema->columns[schema->key_column];
+	ColumnTotals *key_totals = &writer->totals[schema->key_column];
+	StringInfoData footer;
+	pg_crc32c	crc;
+	uint32		flags;
+	int			i;
+
+	flush_row_group(writer);
+
+	MemoryContextSwitchTo(writer->context);
+	initStringInfo(&footer);
+
+	flags = SEGMENT_NATIVE_BYTE_ORDER_FLAG;
+	if (writer->sorted)
+		flags |= SEGMENT_FLAG_SORTED;
+
+	append_uint32(&footer, SEGMENT_FORMAT_VERSION);
+	append_uint32(&footer, flags);
+	append_uint32(&footer, (uint32) schema->ncolumns);
+	append_uint32(&footer, (uint32) schema->key_column);
+	for (i = 0; i < schema->ncolumns; i++)
+	{
+		const SegmentColumn *column = &schema->columns[i];
+
+		append_bytes(&footer, column->name, strlen(column->name));
+		append_bytes(&footer, column->type_name, strlen(column->type_name));
+		append_uint32(&footer, column->typid);
+		append_uint32(&footer, (uint32) column->typmod);
+		append_uint16(&footer, (uint16) column->typlen);
+		append_uint8(&footer, column->typbyval ? 1 : 0);
+		append_uint8(&footer, (uint8) column->typalign);
+	}
+	append_uint64(&footer, (uint64) writer->row_count);
+	append_uint32(&footer, (uint32) writer->row_group_count);
+	appendBinaryStringInfo(&footer, writer->directory.data,
+						   writer->directory.len);
+
+	/* the key column's statistics are never disabled: they are the range */
+	append_uint8(&footer, key_totals->has_min_max ? 1 : 0);
+	if (key_totals->has_min_max)
+	{
+		append_image(&footer, key, key_totals->min);
+		append_image(&footer, key, key_totals->max);
+	}
+
+	append_uint8(&footer, metadata != NULL ? 1 : 0);
+	if (metadata != NULL)
+		append_bytes(&footer, metadata, strlen(metadata));
+
+	if (footer.len + SEGMENT_FOOTER_CRC_SIZE > SEGMENT_MAX_FOOTER_LENGTH)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("footer of segment \"%s\" would be too large", writer->path),
+				 errdetail("The footer would be %lld bytes long; the limit is %lld.",
+						   (long long) footer.len + SEGMENT_FOOTER_CRC_SIZE,
+						   (long long) SEGMENT_MAX_FOOTER_LENGTH)));
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, footer.data, footer.len);
+	FIN_CRC32C(crc);
+	append_uint32(&footer, crc);
+
+	/* trailer: footer length (body and CRC), magic */
+	append_uint32(&footer, (uint32) footer.len);
+	append_uint8(&footer, SEGMENT_MAGIC_0);
+	append_uint8(&footer, SEGMENT_MAGIC_1);
+	append_uint8(&footer, SEGMENT_MAGIC_2);
+	append_uint8(&footer, SEGMENT_MAGIC_3);
+
+	write_bytes(writer, footer.data, footer.len);
+
+	if (CloseTransientFile(writer->fd) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not close file \"%s\": %m", writer->path)));
+	writer->fd = -1;
+
+	/* the summary, in the caller's context */
+	MemoryContextSwitchTo(caller_context);
+	memset(summary, 0, sizeof(SegmentWriteSummary));
+	summary->row_count = writer->row_count;
+	summary->bytes = writer->file_offset;
+	summary->row_group_count = writer->row_group_count;
+	summary->has_key_range = key_totals->has_min_max;
+	if (summary->has_key_range)
+	{
+		summary->key_min = datumCopy(key_totals->min, key->typbyval, key->typlen);
+		summary->key_max = datumCopy(key_totals->max, key->typbyval, key->typlen);
+	}
+	summary->has_stats = palloc0(sizeof(bool) * schema->ncolumns);
+	summary->column_min = palloc0(sizeof(Datum) * schema->ncolumns);
+	summary->column_max = palloc0(sizeof(Datum) * schema->ncolumns);
+	summary->null_count = palloc0(sizeof(int64) * schema->ncolumns);
+	for (i = 0; i < schema->ncolumns; i++)
+	{
+		const SegmentColumn *column = &schema->columns[i];
+		ColumnTotals *totals = &writer->totals[i];
+
+		summary->null_count[i] = totals->null_count;
+		if (totals->stats_disabled || !totals->has_min_max)
+			continue;
+		summary->has_stats[i] = true;
+		summary->column_min[i] = datumCopy(totals->min, column->typbyval,
+										   column->typlen);
+		summary->column_max[i] = datumCopy(totals->max, column->typbyval,
+										   column->typlen);
+	}
+
+	MemoryContextDelete(writer->context);
+}
+
+/*
+ * Close and remove the file, and free the writer, on an error path that does
+ * not raise an ERROR (after an ERROR the file descriptor is closed at abort,
+ * and the memory goes with the caller's context).
+ */
+void
+segment_writer_discard(SegmentWriter *writer)
+{
+	if (writer->fd >= 0)
+		CloseTransientFile(writer->fd);
+	if (unlink(writer->path) != 0 && errno != ENOENT)
+		ereport(WARNING,
+				(errcode_for_file_access(),
+				 errmsg("could not remove file \"%s\": %m", writer->path)));
+	MemoryContextDelete(writer->context);
+}

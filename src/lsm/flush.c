@@ -1,0 +1,234 @@
+/*-------------------------------------------------------------------------
+ *
+ * flush.c
+ *		Turn a shard's WAL tail into one sorted, deduplicated generation and
+ *		commit the shard manifest that lists it (DESIGN.md §6.4).
+ *
+ * What may be sealed: the WAL entries after replay_after up to the first
+ * hole.  A listing can miss an entry that is being created while it runs,
+ * but never one that existed before it began; and a writer creates p+1 only
+ * once p exists.  So the contiguous run that a listing shows is durable and
+ * complete, and an entry landing later lands after it.
+ *
+ * No off-by-one: replay_after becomes the position of the last entry the
+ * generation contains, taken from the entries that were actually read, not
+ * from a separate counter.  last_stamp becomes that entry's effective stamp,
+ * so the running maximum of stamps continues exactly where the generation
+ * stopped.
+ *
+ * Concurrency: flushes of one store on this cluster take an advisory lock
+ * (appends never take it).  A flush on another cluster sharing the shard id
+ * would lose the manifest race and retry from the new manifest; its
+ * generation object is deleted at once, since no manifest names it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <unistd.h>
+
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "storage/lmgr.h"
+
+#include "rollout/flush.h"
+#include "rollout/json_doc.h"
+#include "rollout/manifest.h"
+#include "rollout/merge_read.h"
+#include "rollout/rollout_fdw.h"
+#include "rollout/wal.h"
+
+#define FLUSH_MAX_ATTEMPTS			5
+#define FLUSH_MAX_NUMBER_PROBES		100
+
+/*
+ * Serialise flushes of one store within this cluster for the rest of the
+ * transaction.  The lock is an advisory lock on a hash of location and store
+ * (field 4 = 0x524f, "RO", apart from user advisory locks' 1 and 2).
+ */
+static void
+flush_lock_store(RolloutStore *store)
+{
+	LOCKTAG		tag;
+	uint32		h1 = hash_bytes((const unsigned char *) store->location,
+								strlen(store->location));
+	uint32		h2 = hash_bytes((const unsigned char *) store->name,
+								strlen(store->name));
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, h1, h2, 0x524f);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+static char *
+flush_generation_metadata(RolloutStore *store, int64 first, int64 last)
+{
+	StringInfoData buf;
+	bool		first_member = true;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	json_append_member_text(&buf, &first_member, "kind", "generation");
+	json_append_member_text(&buf, &first_member, "shard", store->shard);
+	json_append_member_int64(&buf, &first_member, "first_position", first);
+	json_append_member_int64(&buf, &first_member, "last_position", last);
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
+/*
+ * Write the sealed entries as one generation into a scratch file; fills the
+ * generation entry's statistics and returns the effective stamp of the last
+ * entry.
+ */
+static int64
+flush_write_generation(RolloutStore *store, List *sealed, int64 stamp_floor,
+					   const char *path, GenerationEntry *generation)
+{
+	RolloutSnapshot snapshot = {0};
+	ListCell   *lc;
+	bool	   *want = palloc(sizeof(bool) * store->schema.ncolumns);
+	Datum	   *values = palloc0(sizeof(Datum) * store->schema.ncolumns);
+	bool	   *isnull = palloc0(sizeof(bool) * store->schema.ncolumns);
+	MergeRead  *read;
+	SegmentWriter *writer;
+	SegmentWriteSummary summary;
+	int64		last_stamp;
+
+	foreach(lc, sealed)
+	{
+		WalEntryRef *entry = lfirst(lc);
+		SnapshotSource *source = palloc0(sizeof(SnapshotSource));
+
+		source->kind = SNAPSHOT_WAL_ENTRY;
+		source->key = entry->key;
+		source->shard = store->shard;
+		source->shard_hash = store->shard_hash;
+		source->position = entry->position;
+		source->rows = -1;
+		source->stamp_floor = foreach_current_index(lc) == 0 ? stamp_floor : -1;
+		snapshot.sources = lappend(snapshot.sources, source);
+	}
+	for (int i = 0; i < store->schema.ncolumns; i++)
+		want[i] = true;
+
+	read = merge_read_begin(store, &snapshot, want, NULL, true);
+	writer = segment_writer_begin(&store->schema, path, true,
+								  rollout_rows_per_group);
+	generation->min_ts = PG_INT64_MAX;
+	generation->max_ts = PG_INT64_MIN;
+	while (merge_read_next(read, values, isnull))
+	{
+		int64		ts = DatumGetInt64(values[store->ts_column]);
+
+		generation->min_ts = Min(generation->min_ts, ts);
+		generation->max_ts = Max(generation->max_ts, ts);
+		segment_writer_add_row(writer, values, isnull);
+	}
+	last_stamp = merge_read_stats(read)->last_wal_stamp;
+	merge_read_end(read);
+
+	segment_writer_finish(writer,
+						  flush_generation_metadata(store, generation->first_position,
+													generation->last_position),
+						  &summary);
+	generation->rows = summary.row_count;
+	generation->bytes = summary.bytes;
+	generation->has_key_range = summary.has_key_range;
+	generation->min_key = summary.key_min;
+	generation->max_key = summary.key_max;
+	return last_stamp;
+}
+
+FlushResult
+rollout_flush_shard(RolloutStore *store)
+{
+	FlushResult result = {0};
+
+	flush_lock_store(store);
+
+	for (int attempt = 0; attempt < FLUSH_MAX_ATTEMPTS; attempt++)
+	{
+		ShardManifest *manifest = shard_manifest_read_latest(store, store->shard);
+		List	   *sealed;
+		GenerationEntry *generation;
+		char	   *path;
+		/* set inside PG_TRY and used after it */
+		volatile int64 last_stamp = 0;
+		volatile int64 number = 0;
+		char	   *volatile key = NULL;
+		volatile bool created = false;
+
+		sealed = wal_contiguous_prefix(wal_list_after(store, store->shard,
+													  manifest->replay_after),
+									   manifest->replay_after);
+		if (sealed == NIL)
+			return result;		/* nothing durable to seal */
+
+		generation = palloc0(sizeof(GenerationEntry));
+		generation->first_position = ((WalEntryRef *) linitial(sealed))->position;
+		generation->last_position = ((WalEntryRef *) llast(sealed))->position;
+
+		path = rollout_scratch_file_path("generation");
+		PG_TRY();
+		{
+			last_stamp = flush_write_generation(store, sealed, manifest->last_stamp,
+												path, generation);
+
+			/*
+			 * A number can be taken by the generation of a flush that died
+			 * before its manifest commit: such an object is named by no
+			 * manifest, so we leave it to garbage collection and move on.
+			 */
+			for (number = manifest->next_generation;
+				 number < manifest->next_generation + FLUSH_MAX_NUMBER_PROBES;
+				 number++)
+			{
+				CHECK_FOR_INTERRUPTS();
+				key = rollout_key_generation(store, store->shard, number);
+				if (objstore_create_from_file_if_absent(store->objstore, key, path,
+														objstore_new_put_id()) == OBJSTORE_CREATED)
+				{
+					created = true;
+					break;
+				}
+			}
+		}
+		PG_FINALLY();
+		{
+			(void) unlink(path);
+		}
+		PG_END_TRY();
+
+		if (!created)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("could not find a free generation number in shard \"%s\" of store \"%s\"",
+							store->shard, store->name)));
+
+		generation->number = number;
+		generation->file = key;
+		manifest->generations = lappend(manifest->generations, generation);
+		manifest->replay_after = generation->last_position;
+		manifest->last_stamp = last_stamp;
+		manifest->next_generation = number + 1;
+
+		if (shard_manifest_commit(store, manifest) == MANIFEST_COMMITTED)
+		{
+			result.rows_flushed = generation->rows;
+			result.generation = number;
+			result.first_position = generation->first_position;
+			result.last_position = generation->last_position;
+			return result;
+		}
+
+		/* lost a race with another flusher of this shard: nobody names ours */
+		(void) objstore_delete(store->objstore, key);
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not flush shard \"%s\" of store \"%s\": the shard manifest kept changing",
+					store->shard, store->name),
+			 errhint("Another flush of the same shard is running; retry.")));
+	return result;				/* keep compiler quiet */
+}

@@ -1,0 +1,222 @@
+/*-------------------------------------------------------------------------
+ *
+ * json_doc.c
+ *		Parse and build the JSON documents of a store with PostgreSQL's own
+ *		JSON machinery.
+ *
+ * Parsing goes through two steps: pg_parse_json() with the null semantic
+ * actions checks the text without throwing, so that malformed input becomes
+ * our own "object is corrupt" error naming the object; only then is the
+ * text converted with jsonb_in(), which cannot fail any more, and read
+ * through the jsonb container API.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/json.h"
+#include "utils/numeric.h"
+
+#include "rollout/json_doc.h"
+
+/*
+ * Report a document that does not say what this code wrote.
+ */
+void
+json_doc_corrupt(const JsonDoc *doc, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("object \"%s\" is corrupt", doc->object_name),
+			 errdetail("%s", detail)));
+	pg_unreachable();
+}
+
+/*
+ * Parse text as a JSON object.
+ */
+JsonDoc *
+json_doc_parse(const char *text, int len, const char *object_name)
+{
+	JsonDoc    *doc = palloc0(sizeof(JsonDoc));
+	char	   *copy = pnstrdup(text, len);
+	JsonLexContext *lex;
+	JsonParseErrorType result;
+	Jsonb	   *jb;
+
+	doc->object_name = pstrdup(object_name);
+
+	/* jsonb_in would stop at a NUL byte; a document with one is not ours */
+	if (strlen(copy) != (size_t) len)
+		json_doc_corrupt(doc, "The document contains a NUL byte.");
+
+	lex = makeJsonLexContextCstringLen(copy, len, GetDatabaseEncoding(), true);
+	result = pg_parse_json(lex, &nullSemAction);
+	if (result != JSON_SUCCESS)
+		json_doc_corrupt(doc, psprintf("It is not valid JSON: %s",
+									   json_errdetail(result, lex)));
+
+	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(copy)));
+	if (!JB_ROOT_IS_OBJECT(jb))
+		json_doc_corrupt(doc, "The document is not a JSON object.");
+	doc->root = &jb->root;
+	return doc;
+}
+
+/* Look up a member; NULL if absent. */
+static JsonbValue *
+json_doc_member(JsonbContainer *obj, const char *member)
+{
+	return getKeyJsonValueFromContainer(obj, member, strlen(member), NULL);
+}
+
+static void
+json_doc_missing(const JsonDoc *doc, const char *member)
+{
+	json_doc_corrupt(doc, psprintf("Member \"%s\" is missing.", member));
+}
+
+int64
+json_doc_int64(const JsonDoc *doc, JsonbContainer *obj, const char *member,
+			   bool required, int64 default_value)
+{
+	JsonbValue *v = json_doc_member(obj, member);
+	char	   *digits;
+	char	   *end;
+	long long	result;
+
+	if (v == NULL || v->type == jbvNull)
+	{
+		if (required)
+			json_doc_missing(doc, member);
+		return default_value;
+	}
+	if (v->type != jbvNumeric)
+		json_doc_corrupt(doc, psprintf("Member \"%s\" is not a number.", member));
+	/*
+	 * Go through the text form: numeric_int8() would throw its own error on a
+	 * fraction or an overflow, and we want ours naming the object.
+	 */
+	digits = DatumGetCString(DirectFunctionCall1(numeric_out,
+												 NumericGetDatum(v->val.numeric)));
+	errno = 0;
+	result = strtoll(digits, &end, 10);
+	if (errno != 0 || *end != '\0' || end == digits)
+		json_doc_corrupt(doc, psprintf("Member \"%s\" is not a 64-bit integer.", member));
+	return (int64) result;
+}
+
+char *
+json_doc_text(const JsonDoc *doc, JsonbContainer *obj, const char *member,
+			  bool required)
+{
+	JsonbValue *v = json_doc_member(obj, member);
+
+	if (v == NULL || v->type == jbvNull)
+	{
+		if (required)
+			json_doc_missing(doc, member);
+		return NULL;
+	}
+	if (v->type != jbvString)
+		json_doc_corrupt(doc, psprintf("Member \"%s\" is not a string.", member));
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+bool
+json_doc_bool(const JsonDoc *doc, JsonbContainer *obj, const char *member,
+			  bool required, bool default_value)
+{
+	JsonbValue *v = json_doc_member(obj, member);
+
+	if (v == NULL || v->type == jbvNull)
+	{
+		if (required)
+			json_doc_missing(doc, member);
+		return default_value;
+	}
+	if (v->type != jbvBool)
+		json_doc_corrupt(doc, psprintf("Member \"%s\" is not a boolean.", member));
+	return v->val.boolean;
+}
+
+JsonbContainer *
+json_doc_container(const JsonDoc *doc, JsonbContainer *obj, const char *member,
+				   bool required, bool want_array)
+{
+	JsonbValue *v = json_doc_member(obj, member);
+	JsonbContainer *c;
+
+	if (v == NULL || v->type == jbvNull)
+	{
+		if (required)
+			json_doc_missing(doc, member);
+		return NULL;
+	}
+	if (v->type != jbvBinary)
+		json_doc_corrupt(doc, psprintf("Member \"%s\" is not an %s.", member,
+									   want_array ? "array" : "object"));
+	c = v->val.binary.data;
+	if (want_array ? !JsonContainerIsArray(c) : !JsonContainerIsObject(c))
+		json_doc_corrupt(doc, psprintf("Member \"%s\" is not an %s.", member,
+									   want_array ? "array" : "object"));
+	return c;
+}
+
+int
+json_doc_array_length(JsonbContainer *array)
+{
+	return JsonContainerSize(array);
+}
+
+JsonbContainer *
+json_doc_array_object(const JsonDoc *doc, JsonbContainer *array, int index)
+{
+	JsonbValue *v = getIthJsonbValueFromContainer(array, index);
+
+	if (v == NULL || v->type != jbvBinary ||
+		!JsonContainerIsObject(v->val.binary.data))
+		json_doc_corrupt(doc, psprintf("Array element %d is not an object.", index));
+	return v->val.binary.data;
+}
+
+static void
+json_append_key(StringInfo buf, bool *first, const char *member)
+{
+	if (!*first)
+		appendStringInfoString(buf, ", ");
+	*first = false;
+	escape_json(buf, member);
+	appendStringInfoString(buf, ": ");
+}
+
+void
+json_append_member_text(StringInfo buf, bool *first, const char *member,
+						const char *value)
+{
+	json_append_key(buf, first, member);
+	if (value == NULL)
+		appendStringInfoString(buf, "null");
+	else
+		escape_json(buf, value);
+}
+
+void
+json_append_member_int64(StringInfo buf, bool *first, const char *member,
+						 int64 value)
+{
+	json_append_key(buf, first, member);
+	appendStringInfo(buf, INT64_FORMAT, value);
+}
+
+void
+json_append_member_raw(StringInfo buf, bool *first, const char *member,
+					   const char *raw_json)
+{
+	json_append_key(buf, first, member);
+	appendStringInfoString(buf, raw_json);
+}

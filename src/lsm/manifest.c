@@ -1,0 +1,392 @@
+/*-------------------------------------------------------------------------
+ *
+ * manifest.c
+ *		Read the newest base or shard manifest, and commit the next version.
+ *
+ * Versions live at <prefix><20-digit version>.json.  The newest is found by
+ * listing the _manifest/ folder, starting after the newest version this
+ * backend has already seen (a hint: versions only ever grow, and garbage
+ * collection never removes the newest one).  Committing is a create-if-absent
+ * of version v+1: exactly one committer of v+1 wins, and the others learn
+ * of the conflict and rebase.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/timestamp.h"
+
+#include "rollout/json_doc.h"
+#include "rollout/manifest.h"
+
+/* Key of one manifest version under prefix. */
+static char *
+manifest_key(const char *prefix, int64 version)
+{
+	return psprintf("%s%020lld.json", prefix, (long long) version);
+}
+
+/*
+ * Find and fetch the newest version under prefix.  Returns the version (0
+ * when there is none) and the document in *json.
+ */
+static int64
+manifest_fetch_latest(RolloutStore *store, const char *prefix, int64 hint,
+					  StringInfo json, char **key_out)
+{
+	int			attempts = 0;
+
+	for (;;)
+	{
+		char	   *start_after = hint > 0 ? manifest_key(prefix, hint) : NULL;
+		List	   *entries = objstore_list_all(store->objstore, prefix, start_after);
+		int64		newest = hint;
+		char	   *key;
+
+		for (int i = list_length(entries) - 1; i >= 0; i--)
+		{
+			ObjectStoreEntry *entry = list_nth(entries, i);
+			int64		number = rollout_key_number(entry->key);
+
+			if (number > newest)
+			{
+				newest = number;
+				break;
+			}
+		}
+		if (newest == 0)
+			return 0;
+
+		key = manifest_key(prefix, newest);
+		resetStringInfo(json);
+		if (objstore_get(store->objstore, key, json))
+		{
+			*key_out = key;
+			return newest;
+		}
+
+		/*
+		 * The version vanished between listing and reading: only garbage
+		 * collection removes manifests, and never the newest, so a newer one
+		 * exists now.  Start over without the hint.
+		 */
+		if (++attempts >= 5)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("could not read a stable version of manifest \"%s\"",
+							prefix)));
+		hint = 0;
+	}
+}
+
+static void
+manifest_check_version(JsonDoc *doc, int64 expected)
+{
+	int64		version = json_doc_int64(doc, doc->root, "version", true, 0);
+
+	if (version != expected)
+		json_doc_corrupt(doc, psprintf("It says version %lld but is stored as version %lld.",
+									   (long long) version, (long long) expected));
+}
+
+/* Read an optional hex key member into *value; returns whether present. */
+static bool
+manifest_read_key(RolloutStore *store, JsonDoc *doc, JsonbContainer *obj,
+				  const char *member, Datum *value)
+{
+	char	   *hex = json_doc_text(doc, obj, member, false);
+
+	if (hex == NULL)
+		return false;
+	*value = rollout_datum_from_hex(&store->schema.columns[store->key_column],
+									hex, doc->object_name);
+	return true;
+}
+
+static void
+manifest_append_key(RolloutStore *store, StringInfo buf, bool *first,
+					const char *member, Datum value)
+{
+	json_append_member_text(buf, first, member,
+							rollout_datum_to_hex(&store->schema.columns[store->key_column],
+												 value));
+}
+
+/* ----------------------------------------------------------------
+ * Shard manifests
+ * ----------------------------------------------------------------
+ */
+
+ShardManifest *
+shard_manifest_read_latest(RolloutStore *store, const char *shard)
+{
+	ShardManifest *manifest = palloc0(sizeof(ShardManifest));
+	char	   *prefix = rollout_key_shard_manifest_prefix(store, shard);
+	bool		own_shard = strcmp(shard, store->shard) == 0;
+	StringInfoData json;
+	char	   *key = NULL;
+	JsonDoc    *doc;
+	JsonbContainer *generations;
+	char	   *stored_shard;
+
+	manifest->shard = pstrdup(shard);
+	manifest->next_generation = 1;
+	manifest->epoch_start_position = 1;
+
+	initStringInfo(&json);
+	manifest->version = manifest_fetch_latest(store, prefix,
+											  own_shard ? store->shard_manifest_hint : 0,
+											  &json, &key);
+	if (manifest->version == 0)
+		return manifest;
+	if (own_shard)
+		store->shard_manifest_hint = manifest->version;
+
+	doc = json_doc_parse(json.data, json.len, key);
+	manifest_check_version(doc, manifest->version);
+	stored_shard = json_doc_text(doc, doc->root, "shard", true);
+	if (strcmp(stored_shard, shard) != 0)
+		json_doc_corrupt(doc, psprintf("It belongs to shard \"%s\".", stored_shard));
+	manifest->writer_epoch = json_doc_int64(doc, doc->root, "writer_epoch", true, 0);
+	manifest->epoch_start_position = json_doc_int64(doc, doc->root, "epoch_start_position", true, 0);
+	manifest->replay_after = json_doc_int64(doc, doc->root, "replay_after", true, 0);
+	manifest->last_stamp = json_doc_int64(doc, doc->root, "last_stamp", true, 0);
+	manifest->next_generation = json_doc_int64(doc, doc->root, "next_generation", true, 0);
+	if (manifest->replay_after < 0 || manifest->next_generation < 1)
+		json_doc_corrupt(doc, "Its positions are out of range.");
+
+	generations = json_doc_container(doc, doc->root, "generations", true, true);
+	for (int i = 0; i < json_doc_array_length(generations); i++)
+	{
+		JsonbContainer *g = json_doc_array_object(doc, generations, i);
+		GenerationEntry *entry = palloc0(sizeof(GenerationEntry));
+
+		entry->number = json_doc_int64(doc, g, "number", true, 0);
+		entry->file = json_doc_text(doc, g, "file", true);
+		entry->first_position = json_doc_int64(doc, g, "first_position", true, 0);
+		entry->last_position = json_doc_int64(doc, g, "last_position", true, 0);
+		entry->rows = json_doc_int64(doc, g, "rows", true, 0);
+		entry->bytes = json_doc_int64(doc, g, "bytes", true, 0);
+		entry->min_ts = json_doc_int64(doc, g, "min_ts", false, 0);
+		entry->max_ts = json_doc_int64(doc, g, "max_ts", false, 0);
+		entry->has_key_range =
+			manifest_read_key(store, doc, g, "min_key", &entry->min_key) &&
+			manifest_read_key(store, doc, g, "max_key", &entry->max_key);
+		if (entry->number >= manifest->next_generation ||
+			entry->first_position > entry->last_position ||
+			entry->last_position > manifest->replay_after)
+			json_doc_corrupt(doc, psprintf("Generation %lld is inconsistent with the manifest.",
+										   (long long) entry->number));
+		manifest->generations = lappend(manifest->generations, entry);
+	}
+	return manifest;
+}
+
+ManifestCommitResult
+shard_manifest_commit(RolloutStore *store, ShardManifest *manifest)
+{
+	StringInfoData buf;
+	bool		first = true;
+	ListCell   *lc;
+	char	   *key;
+	int64		version = manifest->version + 1;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	json_append_member_text(&buf, &first, "shard", manifest->shard);
+	json_append_member_int64(&buf, &first, "version", version);
+	json_append_member_int64(&buf, &first, "previous", manifest->version);
+	json_append_member_text(&buf, &first, "created_at",
+							timestamptz_to_str(GetCurrentTimestamp()));
+	json_append_member_int64(&buf, &first, "writer_epoch", manifest->writer_epoch);
+	json_append_member_int64(&buf, &first, "epoch_start_position",
+							 manifest->epoch_start_position);
+	json_append_member_int64(&buf, &first, "replay_after", manifest->replay_after);
+	json_append_member_int64(&buf, &first, "last_stamp", manifest->last_stamp);
+	json_append_member_int64(&buf, &first, "next_generation",
+							 manifest->next_generation);
+	json_append_member_raw(&buf, &first, "generations", "[");
+	foreach(lc, manifest->generations)
+	{
+		GenerationEntry *entry = lfirst(lc);
+		bool		gfirst = true;
+
+		if (foreach_current_index(lc) > 0)
+			appendStringInfoString(&buf, ", ");
+		appendStringInfoChar(&buf, '{');
+		json_append_member_int64(&buf, &gfirst, "number", entry->number);
+		json_append_member_text(&buf, &gfirst, "file", entry->file);
+		json_append_member_int64(&buf, &gfirst, "first_position", entry->first_position);
+		json_append_member_int64(&buf, &gfirst, "last_position", entry->last_position);
+		json_append_member_int64(&buf, &gfirst, "rows", entry->rows);
+		json_append_member_int64(&buf, &gfirst, "bytes", entry->bytes);
+		json_append_member_int64(&buf, &gfirst, "min_ts", entry->min_ts);
+		json_append_member_int64(&buf, &gfirst, "max_ts", entry->max_ts);
+		if (entry->has_key_range)
+		{
+			manifest_append_key(store, &buf, &gfirst, "min_key", entry->min_key);
+			manifest_append_key(store, &buf, &gfirst, "max_key", entry->max_key);
+		}
+		appendStringInfoChar(&buf, '}');
+	}
+	appendStringInfoString(&buf, "]}");
+
+	key = manifest_key(rollout_key_shard_manifest_prefix(store, manifest->shard),
+					   version);
+	if (objstore_create_if_absent(store->objstore, key, buf.data, buf.len,
+								  objstore_new_put_id()) != OBJSTORE_CREATED)
+		return MANIFEST_CONFLICT;
+	manifest->version = version;
+	if (strcmp(manifest->shard, store->shard) == 0)
+		store->shard_manifest_hint = version;
+	return MANIFEST_COMMITTED;
+}
+
+/* ----------------------------------------------------------------
+ * Base manifests
+ * ----------------------------------------------------------------
+ */
+
+BaseManifest *
+base_manifest_read_latest(RolloutStore *store)
+{
+	BaseManifest *manifest = palloc0(sizeof(BaseManifest));
+	char	   *prefix = rollout_key_base_manifest_prefix(store);
+	StringInfoData json;
+	char	   *key = NULL;
+	JsonDoc    *doc;
+	JsonbContainer *fragments;
+	JsonbContainer *merged;
+	JsonbContainer *compactions;
+
+	initStringInfo(&json);
+	manifest->version = manifest_fetch_latest(store, prefix,
+											  store->base_manifest_hint,
+											  &json, &key);
+	if (manifest->version == 0)
+		return manifest;
+	store->base_manifest_hint = manifest->version;
+
+	doc = json_doc_parse(json.data, json.len, key);
+	manifest_check_version(doc, manifest->version);
+
+	fragments = json_doc_container(doc, doc->root, "fragments", true, true);
+	for (int i = 0; i < json_doc_array_length(fragments); i++)
+	{
+		JsonbContainer *f = json_doc_array_object(doc, fragments, i);
+		FragmentEntry *entry = palloc0(sizeof(FragmentEntry));
+
+		entry->file = json_doc_text(doc, f, "file", true);
+		entry->rows = json_doc_int64(doc, f, "rows", true, 0);
+		entry->bytes = json_doc_int64(doc, f, "bytes", true, 0);
+		entry->min_ts = json_doc_int64(doc, f, "min_ts", false, 0);
+		entry->max_ts = json_doc_int64(doc, f, "max_ts", false, 0);
+		entry->has_key_range =
+			manifest_read_key(store, doc, f, "min_key", &entry->min_key) &&
+			manifest_read_key(store, doc, f, "max_key", &entry->max_key);
+		manifest->fragments = lappend(manifest->fragments, entry);
+	}
+
+	/* merged: an array of {shard, generation} (shard ids are JSON keys' peers) */
+	merged = json_doc_container(doc, doc->root, "merged", true, true);
+	for (int i = 0; i < json_doc_array_length(merged); i++)
+	{
+		JsonbContainer *m = json_doc_array_object(doc, merged, i);
+		MergedMark *mark = palloc0(sizeof(MergedMark));
+
+		mark->shard = json_doc_text(doc, m, "shard", true);
+		mark->generation = json_doc_int64(doc, m, "generation", true, 0);
+		manifest->merged = lappend(manifest->merged, mark);
+	}
+
+	compactions = json_doc_container(doc, doc->root, "compactions", false, false);
+	if (compactions != NULL)
+	{
+		manifest->total_compactions = json_doc_int64(doc, compactions, "count", false, 0);
+		manifest->last_compaction = json_doc_text(doc, compactions, "last_time", false);
+		manifest->last_compaction_error = json_doc_text(doc, compactions, "last_error", false);
+	}
+	return manifest;
+}
+
+ManifestCommitResult
+base_manifest_commit(RolloutStore *store, BaseManifest *manifest)
+{
+	StringInfoData buf;
+	bool		first = true;
+	bool		cfirst = true;
+	ListCell   *lc;
+	char	   *key;
+	int64		version = manifest->version + 1;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	json_append_member_int64(&buf, &first, "version", version);
+	json_append_member_int64(&buf, &first, "previous", manifest->version);
+	json_append_member_text(&buf, &first, "created_at",
+							timestamptz_to_str(GetCurrentTimestamp()));
+	json_append_member_raw(&buf, &first, "fragments", "[");
+	foreach(lc, manifest->fragments)
+	{
+		FragmentEntry *entry = lfirst(lc);
+		bool		ffirst = true;
+
+		if (foreach_current_index(lc) > 0)
+			appendStringInfoString(&buf, ", ");
+		appendStringInfoChar(&buf, '{');
+		json_append_member_text(&buf, &ffirst, "file", entry->file);
+		json_append_member_int64(&buf, &ffirst, "rows", entry->rows);
+		json_append_member_int64(&buf, &ffirst, "bytes", entry->bytes);
+		json_append_member_int64(&buf, &ffirst, "min_ts", entry->min_ts);
+		json_append_member_int64(&buf, &ffirst, "max_ts", entry->max_ts);
+		if (entry->has_key_range)
+		{
+			manifest_append_key(store, &buf, &ffirst, "min_key", entry->min_key);
+			manifest_append_key(store, &buf, &ffirst, "max_key", entry->max_key);
+		}
+		appendStringInfoChar(&buf, '}');
+	}
+	appendStringInfoString(&buf, "]");
+	json_append_member_raw(&buf, &first, "merged", "[");
+	foreach(lc, manifest->merged)
+	{
+		MergedMark *mark = lfirst(lc);
+		bool		mfirst = true;
+
+		if (foreach_current_index(lc) > 0)
+			appendStringInfoString(&buf, ", ");
+		appendStringInfoChar(&buf, '{');
+		json_append_member_text(&buf, &mfirst, "shard", mark->shard);
+		json_append_member_int64(&buf, &mfirst, "generation", mark->generation);
+		appendStringInfoChar(&buf, '}');
+	}
+	appendStringInfoString(&buf, "]");
+	json_append_member_raw(&buf, &first, "compactions", "{");
+	json_append_member_int64(&buf, &cfirst, "count", manifest->total_compactions);
+	json_append_member_text(&buf, &cfirst, "last_time", manifest->last_compaction);
+	json_append_member_text(&buf, &cfirst, "last_error", manifest->last_compaction_error);
+	appendStringInfoString(&buf, "}}");
+
+	key = manifest_key(rollout_key_base_manifest_prefix(store), version);
+	if (objstore_create_if_absent(store->objstore, key, buf.data, buf.len,
+								  objstore_new_put_id()) != OBJSTORE_CREATED)
+		return MANIFEST_CONFLICT;
+	manifest->version = version;
+	store->base_manifest_hint = version;
+	return MANIFEST_COMMITTED;
+}
+
+int64
+base_manifest_merged_generation(const BaseManifest *base, const char *shard)
+{
+	ListCell   *lc;
+
+	foreach(lc, base->merged)
+	{
+		MergedMark *mark = lfirst(lc);
+
+		if (strcmp(mark->shard, shard) == 0)
+			return mark->generation;
+	}
+	return 0;
+}

@@ -1,0 +1,220 @@
+/*-------------------------------------------------------------------------
+ *
+ * wal.c
+ *		Append entries to a shard's WAL on the object store, and list them.
+ *
+ * The rules that keep positions free of holes and never reused (DESIGN.md
+ * §6.2), and how this file keeps them:
+ *
+ *	- A writer creates position p+1 only once p is known to exist: the
+ *	  starting tip is the highest position a listing returned (listed objects
+ *	  exist), or the shard manifest's replay_after, whichever is higher.
+ *	- It never attempts a position <= replay_after: the tip starts there.
+ *	- A backend's knowledge of the tip may be stale (others commit too), so
+ *	  every append refreshes it from the shard manifest and a listing that
+ *	  starts after the highest position this backend has seen.
+ *	- "Already exists" is resolved by reading who wrote the entry: the same
+ *	  epoch means a concurrent committer of this shard was first, and we try
+ *	  the next position; a newer epoch means this writer has been fenced,
+ *	  and the transaction fails naming the shard.  Nothing is overwritten and
+ *	  no position is skipped.
+ *
+ * Stamps.  Each entry carries the writer's wall-clock stamp.  Clocks of
+ * different backends are not ordered with positions, so readers that apply
+ * entries in position order make the stamps non-decreasing with a running
+ * maximum (snapshot.c and flush.c); a backend also never goes below its own
+ * previous stamp.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "utils/timestamp.h"
+
+#include "rollout/json_doc.h"
+#include "rollout/manifest.h"
+#include "rollout/rollout_fdw.h"
+#include "rollout/wal.h"
+
+/* The newest stamp this backend handed out. */
+static int64 last_stamp_issued = 0;
+
+int64
+wal_next_stamp(void)
+{
+	int64		now = (int64) GetCurrentTimestamp();
+
+	last_stamp_issued = Max(now, last_stamp_issued + 1);
+	return last_stamp_issued;
+}
+
+char *
+wal_metadata_to_json(const WalEntryMetadata *metadata)
+{
+	StringInfoData buf;
+	bool		first = true;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	json_append_member_text(&buf, &first, "kind", "wal");
+	json_append_member_text(&buf, &first, "shard", metadata->shard);
+	json_append_member_int64(&buf, &first, "epoch", metadata->epoch);
+	json_append_member_int64(&buf, &first, "stamp", metadata->stamp);
+	json_append_member_text(&buf, &first, "put_id", metadata->put_id);
+	json_append_member_int64(&buf, &first, "transactions", metadata->transactions);
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
+WalEntryMetadata *
+wal_metadata_from_json(const char *json, const char *key)
+{
+	WalEntryMetadata *metadata = palloc0(sizeof(WalEntryMetadata));
+	JsonDoc    *doc;
+	char	   *kind;
+
+	if (json == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("object \"%s\" is corrupt", key),
+				 errdetail("The segment has no WAL entry metadata.")));
+	doc = json_doc_parse(json, strlen(json), key);
+	kind = json_doc_text(doc, doc->root, "kind", true);
+	if (strcmp(kind, "wal") != 0)
+		json_doc_corrupt(doc, psprintf("It is a \"%s\" segment, not a WAL entry.", kind));
+	metadata->shard = json_doc_text(doc, doc->root, "shard", true);
+	metadata->epoch = json_doc_int64(doc, doc->root, "epoch", true, 0);
+	metadata->stamp = json_doc_int64(doc, doc->root, "stamp", true, 0);
+	metadata->put_id = json_doc_text(doc, doc->root, "put_id", true);
+	metadata->transactions = json_doc_int64(doc, doc->root, "transactions", false, 1);
+	return metadata;
+}
+
+/*
+ * List a shard's WAL entries with position > after, in position order.
+ * Objects that do not look like WAL entries are ignored.
+ */
+List *
+wal_list_after(RolloutStore *store, const char *shard, int64 after)
+{
+	char	   *prefix = rollout_key_wal_prefix(store, shard);
+	char	   *start_after = after > 0 ? rollout_key_wal(store, shard, after) : NULL;
+	List	   *objects = objstore_list_all(store->objstore, prefix, start_after);
+	List	   *entries = NIL;
+	ListCell   *lc;
+
+	foreach(lc, objects)
+	{
+		ObjectStoreEntry *object = lfirst(lc);
+		int64		position = rollout_key_number(object->key);
+		size_t		keylen = strlen(object->key);
+		WalEntryRef *ref;
+
+		if (position <= after || keylen < 4 ||
+			strcmp(object->key + keylen - 4, ".wal") != 0)
+			continue;
+		ref = palloc(sizeof(WalEntryRef));
+		ref->position = position;
+		ref->key = object->key;
+		ref->size = object->size;
+		entries = lappend(entries, ref);
+	}
+	return entries;
+}
+
+List *
+wal_contiguous_prefix(List *entries, int64 after)
+{
+	List	   *prefix = NIL;
+	ListCell   *lc;
+	int64		expected = after + 1;
+
+	foreach(lc, entries)
+	{
+		WalEntryRef *ref = lfirst(lc);
+
+		if (ref->position != expected)
+			break;
+		prefix = lappend(prefix, ref);
+		expected++;
+	}
+	return prefix;
+}
+
+/* The epoch recorded in an existing WAL entry (reads its footer). */
+static int64
+wal_entry_epoch(RolloutStore *store, const char *key)
+{
+	SegmentReader *reader = segment_reader_open(rollout_segment_source(store, key));
+	WalEntryMetadata *metadata;
+
+	if (reader == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("WAL entry \"%s\" vanished right after it was found to exist",
+						key)));
+	metadata = wal_metadata_from_json(reader->metadata, key);
+	segment_reader_close(reader);
+	return metadata->epoch;
+}
+
+int64
+wal_append(RolloutStore *store, const char *segment_path,
+		   const WalEntryMetadata *metadata)
+{
+	ShardManifest *manifest;
+	List	   *entries;
+	int64		tip;
+
+	rollout_store_register_shard(store);
+
+	/* refresh our knowledge of the tip: manifest first, then a listing */
+	manifest = shard_manifest_read_latest(store, store->shard);
+	if (metadata->epoch < manifest->writer_epoch)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("shard \"%s\" of store \"%s\" is owned by a newer writer",
+						store->shard, store->name),
+				 errdetail("This writer has epoch %lld; the shard manifest says %lld.",
+						   (long long) metadata->epoch,
+						   (long long) manifest->writer_epoch)));
+	tip = Max(manifest->replay_after, store->wal_tip_hint);
+	entries = wal_list_after(store, store->shard, tip);
+	if (entries != NIL)
+		tip = ((WalEntryRef *) llast(entries))->position;
+
+	for (int attempt = 0; attempt < rollout_max_wal_append_attempts; attempt++)
+	{
+		int64		position = tip + 1;
+		char	   *key = rollout_key_wal(store, store->shard, position);
+		int64		their_epoch;
+
+		CHECK_FOR_INTERRUPTS();
+		if (objstore_create_from_file_if_absent(store->objstore, key, segment_path,
+												metadata->put_id) == OBJSTORE_CREATED)
+		{
+			store->wal_tip_hint = position;
+			return position;
+		}
+
+		/* taken: by a committer of our epoch, or by a newer writer? */
+		their_epoch = wal_entry_epoch(store, key);
+		if (their_epoch > metadata->epoch)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("WAL position %lld of shard \"%s\" in store \"%s\" was taken by another writer",
+							(long long) position, store->shard, store->name),
+					 errdetail("The entry there has writer epoch %lld; this writer has epoch %lld. Nothing was overwritten.",
+							   (long long) their_epoch, (long long) metadata->epoch),
+					 errhint("Another cluster is writing this shard. Give each cluster its own rollout_fdw.shard_id.")));
+		tip = position;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not append to the WAL of shard \"%s\" in store \"%s\" after %d attempts",
+					store->shard, store->name, rollout_max_wal_append_attempts),
+			 errdetail("Every position tried was taken by a concurrent commit."),
+			 errhint("Retry the transaction.")));
+	return 0;					/* keep compiler quiet */
+}

@@ -1,0 +1,1233 @@
+/*-------------------------------------------------------------------------
+ *
+ * file_store.c
+ *		The local-directory object-store backend ("file:///abs/dir").
+ *
+ * An object is a regular file at <root>/<key>; the '/' separators of the
+ * key become directories, created on demand.  The backend gives the same
+ * guarantees the LSM protocols rely on from a remote store:
+ *
+ *	- create-if-absent is atomic and never overwrites.  The bytes go to a
+ *	  uniquely named temporary file under <root>/_tmp/ (same file system as
+ *	  the objects), are fsync'd, and the file is then hard-linked to its key
+ *	  with link(2).  link fails with EEXIST when the name exists, whoever
+ *	  created it, so of any number of racing writers (processes of one
+ *	  cluster, or several clusters sharing the directory) exactly one wins,
+ *	  and readers only ever see complete objects.  The directory holding the
+ *	  new name is fsync'd before CREATED is returned, so an acknowledged
+ *	  object survives a crash.
+ *
+ *	- The put id is kept in the object's own inode, as the extended
+ *	  attribute user.rollout_put_id, set before the data is fsync'd and
+ *	  before the object becomes visible.  A sidecar file would be a second
+ *	  object that could be lost or raced independently.  On file systems
+ *	  without user extended attributes the put id is simply not kept
+ *	  (get_put_id answers NULL).  That loses nothing: the put id exists to
+ *	  resolve ambiguous outcomes, and a local create has none, since link(2)
+ *	  either returns success (the object is ours) or EEXIST (it is not).
+ *
+ *	- Listing walks the directories below the root, skipping _tmp/, and
+ *	  sorts full keys in byte order, like an S3 listing.  A prefix may end in
+ *	  the middle of a name.  The continuation token is the last key of the
+ *	  page, so keys added between pages are listed iff they sort after it.
+ *
+ * Directories are never removed, not even when their last object is
+ * deleted: a concurrent create may have just made the directory and be about
+ * to link into it.  Empty directories list as nothing.
+ *
+ * Every file descriptor comes from OpenTransientFile or AllocateDir, which
+ * the transaction machinery closes on abort; the create paths additionally
+ * close their descriptors and remove their temporary file in PG_CATCH, so a
+ * caller that catches the error does not keep either.
+ *
+ * Copyright (c) rollout_fdw authors
+ *
+ * IDENTIFICATION
+ *		src/objstore/file_store.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "common/file_perm.h"
+#include "common/file_utils.h"
+#include "miscadmin.h"
+#include "rollout/objstore.h"
+#include "storage/fd.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+/* Folder at the location root that holds objects being written. */
+#define FILE_STORE_TEMP_FOLDER "_tmp"
+
+/* The extended attribute that holds an object's put id. */
+#define FILE_STORE_PUT_ID_XATTR "user.rollout_put_id"
+
+/* Longest put id we keep; put ids are UUIDs (36 bytes) in practice. */
+#define FILE_STORE_MAX_PUT_ID_LENGTH 1024
+
+/* Buffer size for copying a local file into a temporary object. */
+#define FILE_STORE_COPY_BUFFER_SIZE (1024 * 1024)
+
+/* The backend's private state, ObjectStore.backend. */
+typedef struct FileStore
+{
+	char	   *root;			/* absolute directory, no trailing slash */
+	char	   *temp_dir;		/* <root>/_tmp */
+} FileStore;
+
+/* Working state of one listing. */
+typedef struct FileStoreListing
+{
+	ObjectStore *store;
+	const char *prefix;			/* keys must start with this ("" = all) */
+	size_t		prefix_length;
+	const char *bound;			/* keys must sort after this, or NULL */
+	char	  **keys;			/* candidate keys, unsorted */
+	int			key_count;
+	int			key_capacity;
+} FileStoreListing;
+
+/* Constructor, called by objstore_open (objstore.c). */
+extern void file_store_open(ObjectStore *store, const char *root_path,
+							bool create_root);
+
+static ObjectStoreCreateResult file_store_create_if_absent(ObjectStore *store,
+														   const char *key,
+														   const char *data,
+														   size_t len,
+														   const char *put_id);
+static ObjectStoreCreateResult file_store_create_from_file_if_absent(ObjectStore *store,
+																	 const char *key,
+																	 const char *local_path,
+																	 const char *put_id);
+static bool file_store_get_range(ObjectStore *store, const char *key,
+								 int64 offset, int64 length,
+								 StringInfo out, int64 *object_size);
+static bool file_store_get_tail(ObjectStore *store, const char *key,
+								int64 length, StringInfo out,
+								int64 *object_size);
+static bool file_store_get_put_id(ObjectStore *store, const char *key,
+								  char **put_id);
+static ObjectStoreListing *file_store_list(ObjectStore *store,
+										   const char *prefix,
+										   const char *start_after,
+										   int max_keys,
+										   const char *continuation);
+static bool file_store_delete_object(ObjectStore *store, const char *key);
+static void file_store_close(ObjectStore *store);
+
+static void file_store_check_key(ObjectStore *store, const char *key);
+static void file_store_check_prefix(ObjectStore *store, const char *prefix);
+static char *file_store_object_path(ObjectStore *store, const char *key);
+static char *file_store_parent_directory(const char *path);
+static void file_store_fsync_directory(ObjectStore *store, const char *path,
+									   const char *key, int elevel);
+static void file_store_make_directory(ObjectStore *store, const char *path,
+									  const char *key);
+static int	file_store_open_temp(ObjectStore *store, const char *key,
+								 char **temp_path);
+static void file_store_write_all(ObjectStore *store, int fd, const char *key,
+								 const char *data, size_t len);
+static void file_store_set_put_id(ObjectStore *store, int fd, const char *key,
+								  const char *put_id);
+static ObjectStoreCreateResult file_store_publish(ObjectStore *store,
+												  const char *key,
+												  const char *temp_path);
+static int	file_store_open_object(ObjectStore *store, const char *key,
+								   int64 *size);
+static void file_store_read(ObjectStore *store, int fd, const char *key,
+							int64 offset, int64 length, StringInfo out);
+static void file_store_list_directory(FileStoreListing *listing,
+									  const char *directory_path,
+									  const char *directory_key);
+static void file_store_list_add(FileStoreListing *listing, const char *key);
+
+static const ObjectStoreOps file_store_ops = {
+	.create_if_absent = file_store_create_if_absent,
+	.create_from_file_if_absent = file_store_create_from_file_if_absent,
+	.get_range = file_store_get_range,
+	.get_tail = file_store_get_tail,
+	.get_put_id = file_store_get_put_id,
+	.list = file_store_list,
+	.delete_object = file_store_delete_object,
+	.close = file_store_close
+};
+
+/* Makes temporary names unique within this process. */
+static uint32 file_store_temp_counter = 0;
+
+
+/*
+ * file_store_open
+ *		Attach the file backend to store, rooted at root_path.
+ *
+ * root_path is absolute and canonical (objstore.c checked it).  With
+ * create_root the directory is made now (the embedded default); otherwise it
+ * is made by the first write, and a missing root reads as an empty store.
+ */
+void
+file_store_open(ObjectStore *store, const char *root_path, bool create_root)
+{
+	FileStore  *file_store = palloc0(sizeof(FileStore));
+
+	file_store->root = pstrdup(root_path);
+	file_store->temp_dir = psprintf("%s/%s", root_path, FILE_STORE_TEMP_FOLDER);
+
+	store->ops = &file_store_ops;
+	store->backend = file_store;
+
+	if (create_root)
+		file_store_make_directory(store, file_store->root, "");
+}
+
+/*
+ * file_store_close
+ *		Free the backend state; a file store holds no open resources.
+ */
+static void
+file_store_close(ObjectStore *store)
+{
+	FileStore  *file_store = (FileStore *) store->backend;
+
+	if (file_store == NULL)
+		return;
+	pfree(file_store->root);
+	pfree(file_store->temp_dir);
+	pfree(file_store);
+	store->backend = NULL;
+}
+
+/*
+ * file_store_check_key
+ *		Reject keys that are not plain relative names below the root.
+ *
+ * The upper layers build keys from fixed names and numbers, so a bad key is
+ * a bug; refusing it here is defence in depth against a key that would
+ * escape the location ("..", a leading '/'), alias another key ("a//b",
+ * "./a", "a/"), or reach into the temporary folder.
+ */
+static void
+file_store_check_key(ObjectStore *store, const char *key)
+{
+	FileStore  *file_store = (FileStore *) store->backend;
+	const char *component;
+	bool		first = true;
+
+	if (key == NULL || key[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("object key must not be empty")));
+
+	if (key[0] == '/')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid object key \"%s\"", key),
+				 errdetail("Object keys are relative to the store location and must not start with \"/\".")));
+
+	component = key;
+	for (;;)
+	{
+		const char *end = strchr(component, '/');
+		size_t		length = end ? (size_t) (end - component) : strlen(component);
+
+		if (length == 0 ||
+			(length == 1 && component[0] == '.') ||
+			(length == 2 && component[0] == '.' && component[1] == '.'))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid object key \"%s\"", key),
+					 errdetail("Object keys must not contain empty, \".\" or \"..\" components.")));
+
+		if (first && length == strlen(FILE_STORE_TEMP_FOLDER) &&
+			strncmp(component, FILE_STORE_TEMP_FOLDER, length) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid object key \"%s\"", key),
+					 errdetail("The folder \"%s\" at the root of a file location is reserved for objects being written.",
+							   FILE_STORE_TEMP_FOLDER)));
+
+		if (end == NULL)
+			break;
+		component = end + 1;
+		first = false;
+	}
+
+	if (strlen(file_store->root) + 1 + strlen(key) >= MAXPGPATH)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("object key \"%s\" is too long for store \"%s\"",
+						key, store->location)));
+}
+
+/*
+ * file_store_check_prefix
+ *		Reject listing prefixes that could not match any valid key.
+ *
+ * A prefix may end in the middle of a name or with '/', and may be empty;
+ * what it may not do is start with '/' or contain a ".." component.  The
+ * prefix is never used to build a path, so this too is defence in depth.
+ */
+static void
+file_store_check_prefix(ObjectStore *store, const char *prefix)
+{
+	const char *component = prefix;
+
+	if (prefix == NULL || prefix[0] == '\0')
+		return;
+
+	if (prefix[0] == '/')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid object key prefix \"%s\"", prefix),
+				 errdetail("Object keys are relative to the store location and must not start with \"/\".")));
+
+	for (;;)
+	{
+		const char *end = strchr(component, '/');
+		size_t		length = end ? (size_t) (end - component) : strlen(component);
+
+		if (length == 2 && component[0] == '.' && component[1] == '.')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid object key prefix \"%s\"", prefix),
+					 errdetail("Object keys must not contain \"..\" components.")));
+		if (end == NULL)
+			break;
+		component = end + 1;
+	}
+}
+
+/*
+ * file_store_object_path
+ *		The file system path of a (checked) key.
+ */
+static char *
+file_store_object_path(ObjectStore *store, const char *key)
+{
+	FileStore  *file_store = (FileStore *) store->backend;
+
+	return psprintf("%s/%s", file_store->root, key);
+}
+
+/*
+ * file_store_parent_directory
+ *		The directory part of an absolute path ("/" for "/name").
+ */
+static char *
+file_store_parent_directory(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	Assert(slash != NULL);
+	if (slash == path)
+		return pstrdup("/");
+	return pnstrdup(path, slash - path);
+}
+
+/*
+ * file_store_fsync_directory
+ *		fsync a directory, so that entries made or removed in it are durable.
+ *
+ * Some file systems refuse to fsync a directory (EBADF, EINVAL); like
+ * PostgreSQL's own fsync_fname, we accept that.  elevel is ERROR where a
+ * failure leaves nothing visible that we then report as failed, and
+ * data_sync_elevel(ERROR) (PANIC unless data_sync_retry is on) after an
+ * object has been published, matching how PostgreSQL treats an fsync failure
+ * on data it has already acknowledged.
+ */
+static void
+file_store_fsync_directory(ObjectStore *store, const char *path,
+						   const char *key, int elevel)
+{
+	int			fd;
+	int			save_errno;
+
+	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+	{
+		/* Opening a directory for reading is not allowed on every system. */
+		if (errno == EACCES || errno == EISDIR)
+			return;
+		ereport(elevel,
+				(errcode_for_file_access(),
+				 errmsg("could not open directory \"%s\" for object \"%s\" in store \"%s\": %m",
+						path, key, store->location)));
+		return;
+	}
+
+	if (pg_fsync(fd) != 0 && errno != EBADF && errno != EINVAL)
+	{
+		save_errno = errno;
+		CloseTransientFile(fd);
+		errno = save_errno;
+		ereport(elevel,
+				(errcode_for_file_access(),
+				 errmsg("could not fsync directory \"%s\" for object \"%s\" in store \"%s\": %m",
+						path, key, store->location)));
+		return;
+	}
+
+	CloseTransientFile(fd);
+}
+
+/*
+ * file_store_make_directory
+ *		Make a directory and any missing parents (mkdir -p), durably.
+ *
+ * Each directory we create is made durable by fsyncing its parent, so that
+ * an object linked into it later (whose own directory is then fsync'd) is
+ * reachable after a crash.  Racing creators are fine: EEXIST on a directory
+ * counts as success.  key is only for messages.
+ */
+static void
+file_store_make_directory(ObjectStore *store, const char *path,
+						  const char *key)
+{
+	struct stat st;
+	char	   *parent;
+
+	check_stack_depth();
+
+	if (stat(path, &st) == 0)
+	{
+		if (S_ISDIR(st.st_mode))
+			return;
+		errno = ENOTDIR;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create directory \"%s\" for object \"%s\" in store \"%s\": %m",
+						path, key, store->location)));
+	}
+
+	if (mkdir(path, pg_dir_create_mode) != 0)
+	{
+		if (errno == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+			return;
+		if (errno != ENOENT || strcmp(path, "/") == 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not create directory \"%s\" for object \"%s\" in store \"%s\": %m",
+							path, key, store->location)));
+
+		/* A parent is missing: make it, then try again. */
+		parent = file_store_parent_directory(path);
+		file_store_make_directory(store, parent, key);
+		pfree(parent);
+
+		if (mkdir(path, pg_dir_create_mode) != 0)
+		{
+			if (errno == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+				return;
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not create directory \"%s\" for object \"%s\" in store \"%s\": %m",
+							path, key, store->location)));
+		}
+	}
+
+	parent = file_store_parent_directory(path);
+	file_store_fsync_directory(store, parent, key, ERROR);
+	pfree(parent);
+}
+
+/*
+ * file_store_open_temp
+ *		Create a new, uniquely named temporary file under <root>/_tmp/.
+ *
+ * The name combines the process id, a per-process counter and random bits,
+ * so that processes of different clusters sharing the directory (possibly on
+ * different hosts, with equal pids) do not collide; O_EXCL makes a collision
+ * a retry rather than a shared file.  Returns the descriptor, and the path in
+ * *temp_path.
+ */
+static int
+file_store_open_temp(ObjectStore *store, const char *key, char **temp_path)
+{
+	FileStore  *file_store = (FileStore *) store->backend;
+	int			attempt;
+
+	for (attempt = 0;; attempt++)
+	{
+		uint32		random_bits = 0;
+		char	   *path;
+		int			fd;
+
+		if (!pg_strong_random(&random_bits, sizeof(random_bits)))
+			random_bits = (uint32) MyStartTime ^ (uint32) attempt;
+
+		path = psprintf("%s/%d.%u.%08x.tmp", file_store->temp_dir, MyProcPid,
+						++file_store_temp_counter, random_bits);
+
+		fd = OpenTransientFile(path, O_WRONLY | O_CREAT | O_EXCL | PG_BINARY);
+		if (fd >= 0)
+		{
+			*temp_path = path;
+			return fd;
+		}
+
+		if (errno == ENOENT && attempt < 3)
+			file_store_make_directory(store, file_store->temp_dir, key);
+		else if (errno != EEXIST || attempt >= 10)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not create temporary file \"%s\" for object \"%s\" in store \"%s\": %m",
+							path, key, store->location)));
+		pfree(path);
+	}
+}
+
+/*
+ * file_store_write_all
+ *		Write len bytes to fd, failing loudly on a short write.
+ */
+static void
+file_store_write_all(ObjectStore *store, int fd, const char *key,
+					 const char *data, size_t len)
+{
+	while (len > 0)
+	{
+		size_t		chunk = Min(len, (size_t) MaxAllocSize);
+		ssize_t		written;
+
+		errno = 0;
+		written = write(fd, data, chunk);
+		if (written < 0 && errno == EINTR)
+			continue;
+		if (written <= 0)
+		{
+			/* A short write with no error set means the disk is full. */
+			if (errno == 0)
+				errno = ENOSPC;
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not write object \"%s\" in store \"%s\": %m",
+							key, store->location)));
+		}
+		data += written;
+		len -= written;
+	}
+}
+
+/*
+ * file_store_set_put_id
+ *		Attach the put id to the object's inode as an extended attribute.
+ *
+ * Done on the temporary file, before fsync and before the object becomes
+ * visible, so that no reader can see the object without its put id.  A file
+ * system without user extended attributes keeps no put id (see the header
+ * comment for why that is safe locally).
+ */
+static void
+file_store_set_put_id(ObjectStore *store, int fd, const char *key,
+					  const char *put_id)
+{
+	size_t		length;
+
+	if (put_id == NULL)
+		return;
+
+	length = strlen(put_id);
+	if (length > FILE_STORE_MAX_PUT_ID_LENGTH)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("put id for object \"%s\" is too long", key)));
+
+	if (fsetxattr(fd, FILE_STORE_PUT_ID_XATTR, put_id, length, 0) != 0)
+	{
+		if (errno == ENOTSUP || errno == EOPNOTSUPP)
+		{
+			elog(DEBUG1, "store \"%s\" does not support extended attributes; put id of object \"%s\" not kept",
+				 store->location, key);
+			return;
+		}
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not set put id of object \"%s\" in store \"%s\": %m",
+						key, store->location)));
+	}
+}
+
+/*
+ * file_store_publish
+ *		Give a complete, fsync'd temporary file its key, unless taken.
+ *
+ * link(2) is the create-if-absent: it never replaces an existing name, and
+ * EEXIST is the "already exists" answer.  A missing parent directory
+ * (ENOENT) is created and the link retried.  Once the link succeeds the
+ * write has landed, so nothing after it may report failure except an fsync
+ * failure, which is treated like one on PostgreSQL's own data.  The
+ * temporary name is removed in both outcomes.
+ */
+static ObjectStoreCreateResult
+file_store_publish(ObjectStore *store, const char *key, const char *temp_path)
+{
+	char	   *path = file_store_object_path(store, key);
+	char	   *directory = file_store_parent_directory(path);
+	int			attempt;
+
+	for (attempt = 0;; attempt++)
+	{
+		if (link(temp_path, path) == 0)
+			break;
+
+		if (errno == EEXIST)
+		{
+			struct stat st;
+
+			/*
+			 * A folder of that name holds other keys, which a bucket would
+			 * allow but a directory cannot; reading the key would find no
+			 * object, so answering "already exists" would be a lie.
+			 */
+			if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+				ereport(ERROR,
+						(errcode(ERRCODE_DUPLICATE_FILE),
+						 errmsg("could not create object \"%s\" in store \"%s\": a folder of that name holds other objects",
+								key, store->location)));
+
+			if (unlink(temp_path) != 0)
+				ereport(WARNING,
+						(errcode_for_file_access(),
+						 errmsg("could not remove temporary file \"%s\": %m",
+								temp_path)));
+			pfree(path);
+			pfree(directory);
+			return OBJSTORE_ALREADY_EXISTS;
+		}
+
+		if (errno != ENOENT || attempt >= 3)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not create object \"%s\" in store \"%s\": %m",
+							key, store->location)));
+
+		file_store_make_directory(store, directory, key);
+	}
+
+	if (unlink(temp_path) != 0)
+		ereport(WARNING,
+				(errcode_for_file_access(),
+				 errmsg("could not remove temporary file \"%s\": %m",
+						temp_path)));
+
+	file_store_fsync_directory(store, directory, key, data_sync_elevel(ERROR));
+
+	pfree(path);
+	pfree(directory);
+	return OBJSTORE_CREATED;
+}
+
+/*
+ * file_store_create_if_absent
+ *		Create key with the given bytes unless it exists.
+ *
+ * Write a temporary file, attach the put id, fsync, close, then publish it
+ * with link(2).  On error the temporary file is closed and removed before
+ * the error propagates.
+ */
+static ObjectStoreCreateResult
+file_store_create_if_absent(ObjectStore *store, const char *key,
+							const char *data, size_t len, const char *put_id)
+{
+	char	   *temp_path = NULL;
+	volatile int fd = -1;
+	ObjectStoreCreateResult result = OBJSTORE_ALREADY_EXISTS;
+
+	file_store_check_key(store, key);
+
+	fd = file_store_open_temp(store, key, &temp_path);
+
+	PG_TRY();
+	{
+		file_store_write_all(store, fd, key, data, len);
+		file_store_set_put_id(store, fd, key, put_id);
+		if (pg_fsync(fd) != 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not fsync object \"%s\" in store \"%s\": %m",
+							key, store->location)));
+		if (CloseTransientFile(fd) != 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not close object \"%s\" in store \"%s\": %m",
+							key, store->location)));
+		fd = -1;
+
+		result = file_store_publish(store, key, temp_path);
+	}
+	PG_CATCH();
+	{
+		if (fd >= 0)
+			CloseTransientFile(fd);
+		unlink(temp_path);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	pfree(temp_path);
+	return result;
+}
+
+/*
+ * file_store_create_from_file_if_absent
+ *		Create key with the contents of a local file unless it exists.
+ *
+ * The file is copied into a temporary object rather than hard-linked: a
+ * link would share the inode with the caller's file, so anything the caller
+ * later did to that file (rewrite, truncate, reuse as a spill file) would
+ * change an object that must be immutable.  The copy costs one extra write
+ * of the data, which is small next to the fsync it is followed by.  The
+ * local file is left in place.
+ */
+static ObjectStoreCreateResult
+file_store_create_from_file_if_absent(ObjectStore *store, const char *key,
+									  const char *local_path,
+									  const char *put_id)
+{
+	char	   *temp_path = NULL;
+	volatile int source_fd = -1;
+	volatile int fd = -1;
+	char	   *buffer;
+	ObjectStoreCreateResult result = OBJSTORE_ALREADY_EXISTS;
+
+	file_store_check_key(store, key);
+
+	buffer = palloc(FILE_STORE_COPY_BUFFER_SIZE);
+	fd = file_store_open_temp(store, key, &temp_path);
+
+	PG_TRY();
+	{
+		source_fd = OpenTransientFile(local_path, O_RDONLY | PG_BINARY);
+		if (source_fd < 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not open file \"%s\" to create object \"%s\" in store \"%s\": %m",
+							local_path, key, store->location)));
+
+		for (;;)
+		{
+			ssize_t		nread;
+
+			CHECK_FOR_INTERRUPTS();
+
+			nread = read(source_fd, buffer, FILE_STORE_COPY_BUFFER_SIZE);
+			if (nread < 0 && errno == EINTR)
+				continue;
+			if (nread < 0)
+				ereport(ERROR,
+						(errcode_for_file_access(),
+						 errmsg("could not read file \"%s\" to create object \"%s\" in store \"%s\": %m",
+								local_path, key, store->location)));
+			if (nread == 0)
+				break;
+			file_store_write_all(store, fd, key, buffer, nread);
+		}
+
+		CloseTransientFile(source_fd);
+		source_fd = -1;
+
+		file_store_set_put_id(store, fd, key, put_id);
+		if (pg_fsync(fd) != 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not fsync object \"%s\" in store \"%s\": %m",
+							key, store->location)));
+		if (CloseTransientFile(fd) != 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not close object \"%s\" in store \"%s\": %m",
+							key, store->location)));
+		fd = -1;
+
+		result = file_store_publish(store, key, temp_path);
+	}
+	PG_CATCH();
+	{
+		if (source_fd >= 0)
+			CloseTransientFile(source_fd);
+		if (fd >= 0)
+			CloseTransientFile(fd);
+		unlink(temp_path);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	pfree(buffer);
+	pfree(temp_path);
+	return result;
+}
+
+/*
+ * file_store_open_object
+ *		Open an object for reading; -1 if there is no object at key.
+ *
+ * A key whose path is missing, runs through a regular file (ENOTDIR) or
+ * names a directory has no object, just as a key of a bucket that is only a
+ * prefix of other keys.  *size receives the object's size.
+ */
+static int
+file_store_open_object(ObjectStore *store, const char *key, int64 *size)
+{
+	char	   *path = file_store_object_path(store, key);
+	struct stat st;
+	int			fd;
+
+	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+	{
+		if (errno == ENOENT || errno == ENOTDIR)
+		{
+			pfree(path);
+			return -1;
+		}
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open object \"%s\" in store \"%s\": %m",
+						key, store->location)));
+	}
+
+	if (fstat(fd, &st) != 0)
+	{
+		int			save_errno = errno;
+
+		CloseTransientFile(fd);
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat object \"%s\" in store \"%s\": %m",
+						key, store->location)));
+	}
+
+	if (!S_ISREG(st.st_mode))
+	{
+		CloseTransientFile(fd);
+		pfree(path);
+		return -1;
+	}
+
+	pfree(path);
+	*size = (int64) st.st_size;
+	return fd;
+}
+
+/*
+ * file_store_read
+ *		Append length bytes at offset of an open object to *out.
+ *
+ * The caller has already clipped the range to the object.  Objects are
+ * immutable, so reading fewer bytes than the size fstat reported means the
+ * file was damaged behind our back.
+ */
+static void
+file_store_read(ObjectStore *store, int fd, const char *key,
+				int64 offset, int64 length, StringInfo out)
+{
+	if (length <= 0)
+		return;
+
+	if (length > (int64) (MaxAllocSize - 1) - out->len)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("could not read object \"%s\" in store \"%s\": range of " INT64_FORMAT " bytes is too large",
+						key, store->location, length)));
+
+	enlargeStringInfo(out, (int) length);
+
+	while (length > 0)
+	{
+		ssize_t		nread;
+
+		nread = pg_pread(fd, out->data + out->len, (size_t) length,
+						 (off_t) offset);
+		if (nread < 0 && errno == EINTR)
+			continue;
+		if (nread < 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not read object \"%s\" in store \"%s\": %m",
+							key, store->location)));
+		if (nread == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("could not read object \"%s\" in store \"%s\": unexpected end of file at offset " INT64_FORMAT,
+							key, store->location, offset)));
+		out->len += (int) nread;
+		offset += nread;
+		length -= nread;
+	}
+	out->data[out->len] = '\0';
+}
+
+/*
+ * file_store_get_range
+ *		Append bytes [offset, offset + length) of key to *out, clipped to the
+ *		object; length < 0 reads to the end.  False if key does not exist.
+ */
+static bool
+file_store_get_range(ObjectStore *store, const char *key,
+					 int64 offset, int64 length,
+					 StringInfo out, int64 *object_size)
+{
+	int			fd;
+	int64		size = 0;
+
+	file_store_check_key(store, key);
+
+	fd = file_store_open_object(store, key, &size);
+	if (fd < 0)
+		return false;
+
+	if (offset < 0)
+		offset = 0;
+	if (offset > size)
+		offset = size;
+	if (length < 0 || length > size - offset)
+		length = size - offset;
+
+	file_store_read(store, fd, key, offset, length, out);
+	CloseTransientFile(fd);
+
+	if (object_size != NULL)
+		*object_size = size;
+	return true;
+}
+
+/*
+ * file_store_get_tail
+ *		Append the last length bytes of key (all of it if smaller, or if
+ *		length < 0) to *out.  False if key does not exist.
+ */
+static bool
+file_store_get_tail(ObjectStore *store, const char *key,
+					int64 length, StringInfo out, int64 *object_size)
+{
+	int			fd;
+	int64		size = 0;
+
+	file_store_check_key(store, key);
+
+	fd = file_store_open_object(store, key, &size);
+	if (fd < 0)
+		return false;
+
+	if (length < 0 || length > size)
+		length = size;
+
+	file_store_read(store, fd, key, size - length, length, out);
+	CloseTransientFile(fd);
+
+	if (object_size != NULL)
+		*object_size = size;
+	return true;
+}
+
+/*
+ * file_store_get_put_id
+ *		Read the put id kept with key; *put_id is NULL if it has none.
+ */
+static bool
+file_store_get_put_id(ObjectStore *store, const char *key, char **put_id)
+{
+	int			fd;
+	int64		size;
+	char		buffer[FILE_STORE_MAX_PUT_ID_LENGTH + 1];
+	ssize_t		length;
+
+	file_store_check_key(store, key);
+
+	fd = file_store_open_object(store, key, &size);
+	if (fd < 0)
+		return false;
+
+	length = fgetxattr(fd, FILE_STORE_PUT_ID_XATTR, buffer,
+					   FILE_STORE_MAX_PUT_ID_LENGTH);
+	if (length < 0)
+	{
+		int			save_errno = errno;
+
+		CloseTransientFile(fd);
+		if (save_errno == ENODATA || save_errno == ENOTSUP ||
+			save_errno == EOPNOTSUPP)
+		{
+			*put_id = NULL;
+			return true;
+		}
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read put id of object \"%s\" in store \"%s\": %m",
+						key, store->location)));
+	}
+
+	CloseTransientFile(fd);
+	*put_id = pnstrdup(buffer, length);
+	return true;
+}
+
+/*
+ * file_store_list_add
+ *		Remember one candidate key of a listing.
+ */
+static void
+file_store_list_add(FileStoreListing *listing, const char *key)
+{
+	if (listing->key_count >= listing->key_capacity)
+	{
+		listing->key_capacity *= 2;
+		listing->keys = repalloc(listing->keys,
+								 listing->key_capacity * sizeof(char *));
+	}
+	listing->keys[listing->key_count++] = pstrdup(key);
+}
+
+/*
+ * file_store_list_directory
+ *		Collect the candidate keys at and below one directory.
+ *
+ * directory_key is the key prefix the directory stands for ("" at the root,
+ * otherwise ending in '/').  Whole subtrees are skipped when no key in them
+ * can match: when the prefix diverges from the subtree's key prefix, or when
+ * every key in the subtree sorts at or before the bound (the start_after or
+ * continuation), which keeps later pages of a long listing cheap.  Files are
+ * filtered by name alone; they are stat'ed only if they make the page.
+ * Entries that are neither regular files nor directories (symbolic links
+ * included, which could form loops) are not objects and are skipped.
+ */
+static void
+file_store_list_directory(FileStoreListing *listing,
+						  const char *directory_path,
+						  const char *directory_key)
+{
+	DIR		   *dir;
+	struct dirent *de;
+	StringInfoData key;
+	StringInfoData path;
+	bool		at_root = (directory_key[0] == '\0');
+
+	check_stack_depth();
+	CHECK_FOR_INTERRUPTS();
+
+	dir = AllocateDir(directory_path);
+	if (dir == NULL)
+	{
+		/* A root not yet written to, or a name that is a file: no keys. */
+		if (errno == ENOENT || errno == ENOTDIR)
+			return;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open directory \"%s\" to list store \"%s\": %m",
+						directory_path, listing->store->location)));
+	}
+
+	initStringInfo(&key);
+	initStringInfo(&path);
+
+	while ((de = ReadDir(dir, directory_path)) != NULL)
+	{
+		PGFileType	type;
+		size_t		compare_length;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (at_root && strcmp(de->d_name, FILE_STORE_TEMP_FOLDER) == 0)
+			continue;
+
+		resetStringInfo(&key);
+		appendStringInfoString(&key, directory_key);
+		appendStringInfoString(&key, de->d_name);
+
+		resetStringInfo(&path);
+		appendStringInfo(&path, "%s/%s", directory_path, de->d_name);
+
+		type = get_dirent_type(path.data, de, false, DEBUG1);
+
+		if (type == PGFILETYPE_REG)
+		{
+			if (strncmp(key.data, listing->prefix, listing->prefix_length) != 0)
+				continue;
+			if (listing->bound != NULL && strcmp(key.data, listing->bound) <= 0)
+				continue;
+			file_store_list_add(listing, key.data);
+		}
+		else if (type == PGFILETYPE_DIR)
+		{
+			appendStringInfoChar(&key, '/');
+
+			/* Descend only if the prefix and this subtree can meet. */
+			compare_length = Min((size_t) key.len, listing->prefix_length);
+			if (strncmp(key.data, listing->prefix, compare_length) != 0)
+				continue;
+
+			/* Skip a subtree whose keys all sort at or before the bound. */
+			if (listing->bound != NULL &&
+				strncmp(key.data, listing->bound, key.len) < 0)
+				continue;
+
+			file_store_list_directory(listing, path.data, key.data);
+		}
+	}
+
+	FreeDir(dir);
+	pfree(key.data);
+	pfree(path.data);
+}
+
+/*
+ * file_store_list
+ *		One page of the keys starting with prefix, after start_after and the
+ *		continuation token, in byte order.
+ *
+ * The continuation token is the last key of the page: the next page lists
+ * what sorts after it at the time it is asked for.  So a key created between
+ * pages is listed if and only if it sorts after the page boundary, as with
+ * S3.  The walk happens in a scratch memory context; only the page is
+ * copied out.
+ */
+static ObjectStoreListing *
+file_store_list(ObjectStore *store, const char *prefix,
+				const char *start_after, int max_keys,
+				const char *continuation)
+{
+	FileStore  *file_store = (FileStore *) store->backend;
+	MemoryContext caller_context = CurrentMemoryContext;
+	MemoryContext walk_context;
+	FileStoreListing listing;
+	ObjectStoreListing *page;
+	int			page_keys;
+	int			i;
+
+	file_store_check_prefix(store, prefix);
+	if (max_keys <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid page size %d for a listing of store \"%s\"",
+						max_keys, store->location)));
+
+	memset(&listing, 0, sizeof(listing));
+	listing.store = store;
+	listing.prefix = prefix ? prefix : "";
+	listing.prefix_length = strlen(listing.prefix);
+
+	/* The token is never before start_after, but take the later anyway. */
+	listing.bound = start_after;
+	if (continuation != NULL &&
+		(listing.bound == NULL || strcmp(continuation, listing.bound) > 0))
+		listing.bound = continuation;
+
+	walk_context = AllocSetContextCreate(CurrentMemoryContext,
+										 "rollout file store listing",
+										 ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSwitchTo(walk_context);
+
+	listing.key_capacity = 64;
+	listing.keys = palloc(listing.key_capacity * sizeof(char *));
+	file_store_list_directory(&listing, file_store->root, "");
+
+	qsort(listing.keys, listing.key_count, sizeof(char *), pg_qsort_strcmp);
+
+	MemoryContextSwitchTo(caller_context);
+
+	page_keys = Min(listing.key_count, max_keys);
+	page = palloc0(sizeof(ObjectStoreListing));
+	page->entries = palloc0(Max(page_keys, 1) * sizeof(ObjectStoreEntry));
+	page->count = 0;
+
+	for (i = 0; i < page_keys; i++)
+	{
+		char	   *path = psprintf("%s/%s", file_store->root, listing.keys[i]);
+		struct stat st;
+		ObjectStoreEntry *entry;
+
+		if (stat(path, &st) != 0)
+		{
+			/* Deleted since we read its directory: no longer listed. */
+			if (errno == ENOENT || errno == ENOTDIR)
+			{
+				pfree(path);
+				continue;
+			}
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not stat object \"%s\" in store \"%s\": %m",
+							listing.keys[i], store->location)));
+		}
+		pfree(path);
+
+		entry = &page->entries[page->count++];
+		entry->key = pstrdup(listing.keys[i]);
+		entry->size = (int64) st.st_size;
+		entry->modified = time_t_to_timestamptz(st.st_mtime) +
+			st.st_mtim.tv_nsec / 1000;
+	}
+
+	/*
+	 * There is a next page only if keys remain.  The token is the last key
+	 * considered, even if it vanished before we could stat it, so that a
+	 * page always advances.
+	 */
+	if (listing.key_count > max_keys)
+		page->continuation = pstrdup(listing.keys[page_keys - 1]);
+	else
+		page->continuation = NULL;
+
+	MemoryContextDelete(walk_context);
+
+	return page;
+}
+
+/*
+ * file_store_delete_object
+ *		Remove key; false if it did not exist.
+ *
+ * The directory is fsync'd so that the deletion survives a crash (garbage
+ * collection would otherwise find the object again, which is harmless but
+ * wasteful).  Directories are left in place; see the header comment.
+ */
+static bool
+file_store_delete_object(ObjectStore *store, const char *key)
+{
+	char	   *path;
+	char	   *directory;
+
+	file_store_check_key(store, key);
+
+	path = file_store_object_path(store, key);
+	if (unlink(path) != 0)
+	{
+		struct stat st;
+		bool		no_object;
+
+		/*
+		 * ENOENT: no such key.  ENOTDIR: a component of the key is a file.
+		 * EISDIR (Linux) or EPERM (POSIX): the key is a folder, which holds
+		 * other keys but is not an object itself.
+		 */
+		no_object = (errno == ENOENT || errno == ENOTDIR || errno == EISDIR ||
+					 (errno == EPERM && stat(path, &st) == 0 &&
+					  S_ISDIR(st.st_mode)));
+		if (no_object)
+		{
+			pfree(path);
+			return false;
+		}
+		errno = (errno == 0) ? EPERM : errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not delete object \"%s\" in store \"%s\": %m",
+						key, store->location)));
+	}
+
+	directory = file_store_parent_directory(path);
+	file_store_fsync_directory(store, directory, key, ERROR);
+
+	pfree(directory);
+	pfree(path);
+	return true;
+}

@@ -1,0 +1,399 @@
+/*-------------------------------------------------------------------------
+ *
+ * objstore.c
+ *		Location parsing and dispatch for the object-store interface.
+ *
+ * This file turns a location string into an ObjectStore whose ops belong to
+ * one backend, checks location strings for the option validator, and wraps
+ * the backend operations in functions that read naturally at the call sites
+ * (objstore_get, objstore_list_all...).  It knows nothing of the LSM layers
+ * above it, and nothing of how a backend stores its bytes: see file_store.c
+ * for the local-directory backend and docs/OBJSTORE.md for the contract.
+ *
+ * Locations understood by this build:
+ *
+ *	file:///abs/dir		a local (or locally mounted) directory
+ *	(empty)				the embedded default, <DataDir>/rollout_fdw
+ *
+ * "s3://" and "az://" are recognised so that the messages say what is
+ * missing, but their backends are not part of this build yet.
+ *
+ * Copyright (c) rollout_fdw authors
+ *
+ * IDENTIFICATION
+ *		src/objstore/objstore.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "rollout/objstore.h"
+
+/*
+ * Backend constructors.  They are private to the objstore layer, so they are
+ * declared here rather than in the public header; each backend file repeats
+ * its own prototype.
+ */
+extern void file_store_open(ObjectStore *store, const char *root_path,
+							bool create_root);
+
+/* The folder under the data directory that holds the embedded default. */
+#define OBJSTORE_DEFAULT_FOLDER "rollout_fdw"
+
+/* Scheme prefixes. */
+#define FILE_SCHEME_PREFIX	"file://"
+#define S3_SCHEME_PREFIX	"s3://"
+#define AZURE_SCHEME_PREFIX "az://"
+
+/*
+ * Page size objstore_list_all asks for.  Remote backends clamp it to what
+ * their service allows (1000 for S3 and Azure); the file backend walks its
+ * directories once per page, so large pages keep big listings cheap there.
+ */
+#define OBJSTORE_LIST_ALL_PAGE_SIZE 10000
+
+static bool path_has_dot_dot_component(const char *path);
+
+
+/*
+ * objstore_default_location
+ *		The location string of the embedded default store.
+ *
+ * DataDir is absolute once the postmaster has started (it is made absolute
+ * in SelectConfigFiles), so the result is a valid file:// location.
+ */
+char *
+objstore_default_location(void)
+{
+	return psprintf("%s%s/%s", FILE_SCHEME_PREFIX, DataDir,
+					OBJSTORE_DEFAULT_FOLDER);
+}
+
+/*
+ * path_has_dot_dot_component
+ *		True if some '/'-separated component of path is exactly "..".
+ *
+ * A substring test would wrongly reject names such as "a..b", which are
+ * harmless; only a whole ".." component can climb out of a directory.
+ */
+static bool
+path_has_dot_dot_component(const char *path)
+{
+	const char *component = path;
+
+	for (;;)
+	{
+		const char *end = strchr(component, '/');
+		size_t		component_length;
+
+		component_length = end ? (size_t) (end - component) : strlen(component);
+		if (component_length == 2 && component[0] == '.' && component[1] == '.')
+			return true;
+		if (end == NULL)
+			return false;
+		component = end + 1;
+	}
+}
+
+/*
+ * objstore_check_location
+ *		Check a location string without opening it.
+ *
+ * Used by the option validator, so that CREATE SERVER fails early with a
+ * clear message instead of the first INSERT failing later.  Returns NULL when
+ * the location is usable by this build, otherwise a palloc'd message in the
+ * PostgreSQL style (lower case, no trailing period).  NULL and "" are valid:
+ * they mean the embedded default.
+ */
+char *
+objstore_check_location(const char *location)
+{
+	if (location == NULL || location[0] == '\0')
+		return NULL;
+
+	if (strncmp(location, FILE_SCHEME_PREFIX, strlen(FILE_SCHEME_PREFIX)) == 0)
+	{
+		const char *path = location + strlen(FILE_SCHEME_PREFIX);
+		const char *c;
+
+		/*
+		 * "file://host/dir" and "file://dir" both fail this test: only the
+		 * three-slash form naming an absolute local path is accepted.
+		 */
+		if (path[0] != '/')
+			return psprintf("invalid location \"%s\": a file location must name an absolute path, as in file:///var/lib/rollout",
+							location);
+		if (path_has_dot_dot_component(path))
+			return psprintf("invalid location \"%s\": the path must not contain \"..\" components",
+							location);
+		for (c = path; *c == '/'; c++)
+			;
+		if (*c == '\0')
+			return psprintf("invalid location \"%s\": the path must name a directory other than the file system root",
+							location);
+		for (c = path; *c != '\0'; c++)
+		{
+			if ((unsigned char) *c < 0x20 || *c == 0x7f)
+				return psprintf("invalid location \"%s\": the path must not contain control characters",
+								location);
+		}
+		if (strlen(path) >= MAXPGPATH / 2)
+			return psprintf("invalid location \"%s\": the path is too long",
+							location);
+		return NULL;
+	}
+
+	if (strncmp(location, S3_SCHEME_PREFIX, strlen(S3_SCHEME_PREFIX)) == 0)
+		return psprintf("invalid location \"%s\": the s3 backend is not available in this build",
+						location);
+
+	if (strncmp(location, AZURE_SCHEME_PREFIX, strlen(AZURE_SCHEME_PREFIX)) == 0)
+		return psprintf("invalid location \"%s\": the az (Azure Blob Storage) backend is not available in this build",
+						location);
+
+	return psprintf("invalid location \"%s\": a location must start with file://, s3:// or az://",
+					location);
+}
+
+/*
+ * objstore_open
+ *		Open a location into an ObjectStore.
+ *
+ * A NULL or empty location opens the embedded default, whose directory is
+ * created here (mkdir -p) so that it exists as soon as a store is opened.
+ * An explicit file:// directory is not created at open: its folders appear
+ * on the first write, the way a prefix comes to exist in a bucket, and a
+ * missing directory simply reads as an empty store.  options (server and
+ * user-mapping DefElems) are for backends that need credentials or an
+ * endpoint; the file backend needs none.
+ */
+ObjectStore *
+objstore_open(const char *location, List *options)
+{
+	ObjectStore *store;
+	char	   *message;
+	bool		is_default = (location == NULL || location[0] == '\0');
+	char	   *root_path;
+
+	if (is_default)
+		location = objstore_default_location();
+
+	message = objstore_check_location(location);
+	if (message != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg_internal("%s", message)));
+
+	/* Only file:// passes the check in this build. */
+	Assert(strncmp(location, FILE_SCHEME_PREFIX,
+				   strlen(FILE_SCHEME_PREFIX)) == 0);
+
+	store = palloc0(sizeof(ObjectStore));
+	store->location = pstrdup(location);
+	store->scheme = pstrdup("file");
+
+	/* Drop repeated and trailing slashes so that keys join cleanly. */
+	root_path = pstrdup(location + strlen(FILE_SCHEME_PREFIX));
+	canonicalize_path(root_path);
+
+	file_store_open(store, root_path, is_default);
+
+	return store;
+}
+
+/*
+ * objstore_close
+ *		Release a store's backend resources and the store itself.
+ */
+void
+objstore_close(ObjectStore *store)
+{
+	if (store == NULL)
+		return;
+	if (store->ops->close != NULL)
+		store->ops->close(store);
+	pfree(store->location);
+	pfree(store->scheme);
+	pfree(store);
+}
+
+/*
+ * objstore_create_if_absent
+ *		Write key with the given bytes unless it exists; see objstore.h.
+ */
+ObjectStoreCreateResult
+objstore_create_if_absent(ObjectStore *store, const char *key,
+						  const char *data, size_t len, const char *put_id)
+{
+	return store->ops->create_if_absent(store, key, data, len, put_id);
+}
+
+/*
+ * objstore_create_from_file_if_absent
+ *		Write key with a local file's contents unless it exists.
+ */
+ObjectStoreCreateResult
+objstore_create_from_file_if_absent(ObjectStore *store, const char *key,
+									const char *local_path, const char *put_id)
+{
+	return store->ops->create_from_file_if_absent(store, key, local_path,
+												  put_id);
+}
+
+/*
+ * objstore_get
+ *		Append a whole object to *out; false if it does not exist.
+ */
+bool
+objstore_get(ObjectStore *store, const char *key, StringInfo out)
+{
+	return store->ops->get_range(store, key, 0, -1, out, NULL);
+}
+
+/*
+ * objstore_get_range
+ *		Append a byte range of an object to *out; false if it does not exist.
+ */
+bool
+objstore_get_range(ObjectStore *store, const char *key,
+				   int64 offset, int64 length,
+				   StringInfo out, int64 *object_size)
+{
+	if (offset < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid offset " INT64_FORMAT " for object \"%s\" in store \"%s\"",
+						offset, key, store->location)));
+	return store->ops->get_range(store, key, offset, length, out,
+								 object_size);
+}
+
+/*
+ * objstore_get_tail
+ *		Append the last length bytes of an object (footers) to *out.
+ */
+bool
+objstore_get_tail(ObjectStore *store, const char *key,
+				  int64 length, StringInfo out, int64 *object_size)
+{
+	return store->ops->get_tail(store, key, length, out, object_size);
+}
+
+/*
+ * objstore_get_put_id
+ *		Ask who wrote an object: *put_id receives its put id, or NULL.
+ */
+bool
+objstore_get_put_id(ObjectStore *store, const char *key, char **put_id)
+{
+	return store->ops->get_put_id(store, key, put_id);
+}
+
+/*
+ * objstore_list_page
+ *		One page of a prefix listing, in key order.
+ */
+ObjectStoreListing *
+objstore_list_page(ObjectStore *store, const char *prefix,
+				   const char *start_after, int max_keys,
+				   const char *continuation)
+{
+	if (max_keys <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid page size %d for a listing of store \"%s\"",
+						max_keys, store->location)));
+	return store->ops->list(store, prefix, start_after, max_keys,
+							continuation);
+}
+
+/*
+ * objstore_list_all
+ *		Every key under prefix after start_after, as a sorted List of
+ *		ObjectStoreEntry *.
+ *
+ * Follows continuation tokens page after page.  Interrupts are checked
+ * between pages, since a remote listing of a large prefix is many requests.
+ * A backend that hands back the same token twice, or a page out of order,
+ * would make this loop forever or return a wrongly sorted list, so both are
+ * reported as internal errors instead.
+ */
+List *
+objstore_list_all(ObjectStore *store, const char *prefix,
+				  const char *start_after)
+{
+	List	   *entries = NIL;
+	char	   *continuation = NULL;
+	const char *last_key = start_after;
+
+	for (;;)
+	{
+		ObjectStoreListing *page;
+		int			i;
+
+		CHECK_FOR_INTERRUPTS();
+
+		page = store->ops->list(store, prefix, start_after,
+								OBJSTORE_LIST_ALL_PAGE_SIZE, continuation);
+
+		for (i = 0; i < page->count; i++)
+		{
+			ObjectStoreEntry *entry = &page->entries[i];
+
+			if (last_key != NULL && strcmp(entry->key, last_key) <= 0)
+				elog(ERROR, "listing of store \"%s\" returned key \"%s\" out of order after \"%s\"",
+					 store->location, entry->key, last_key);
+			last_key = entry->key;
+			entries = lappend(entries, entry);
+		}
+
+		if (page->continuation == NULL)
+			break;
+		if (continuation != NULL && strcmp(page->continuation, continuation) == 0)
+			elog(ERROR, "listing of store \"%s\" did not advance past continuation token \"%s\"",
+				 store->location, continuation);
+		continuation = page->continuation;
+	}
+
+	return entries;
+}
+
+/*
+ * objstore_delete
+ *		Delete an object; false if it did not exist.
+ */
+bool
+objstore_delete(ObjectStore *store, const char *key)
+{
+	return store->ops->delete_object(store, key);
+}
+
+/*
+ * objstore_new_put_id
+ *		A fresh put id: a random (version 4) UUID in its text form.
+ *
+ * Put ids must be unique per logical write across every cluster writing to a
+ * store, with no coordination, so they come from the strong random source
+ * rather than from anything process- or clock-based.
+ */
+char *
+objstore_new_put_id(void)
+{
+	uint8		bytes[16];
+
+	if (!pg_strong_random(bytes, sizeof(bytes)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate random put id")));
+
+	/* RFC 4122: version 4, variant 10xx. */
+	bytes[6] = (bytes[6] & 0x0f) | 0x40;
+	bytes[8] = (bytes[8] & 0x3f) | 0x80;
+
+	return psprintf("%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+					bytes[0], bytes[1], bytes[2], bytes[3],
+					bytes[4], bytes[5], bytes[6], bytes[7],
+					bytes[8], bytes[9], bytes[10], bytes[11],
+					bytes[12], bytes[13], bytes[14], bytes[15]);
+}

@@ -1,0 +1,197 @@
+/*-------------------------------------------------------------------------
+ *
+ * merge_iterator.c
+ *		The deduplicating LSM read: k-way merge of sorted row sources by key,
+ *		emitting for each key only its newest version (DESIGN.md §5).
+ *
+ * Every source yields each key at most once, in ascending order
+ * (segment_source.c).  A binary heap orders the sources by their current
+ * key.  For each key the merge takes every source positioned on it and
+ * keeps the newest version by (_ts, shard, WAL position); a tombstone
+ * winner hides the key.  The sources that took part are advanced only at
+ * the start of the next call, so that the values returned (which point into
+ * a source's current row group) stay valid until then.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "lib/binaryheap.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+
+#include "rollout/merge_read.h"
+
+struct MergeRead
+{
+	RolloutStore *store;
+	bool	   *want;
+	KeyRange   *range;
+	MemoryContext context;
+
+	RowSource **sources;
+	int			source_count;
+	binaryheap *heap;			/* sources with a current row, by key */
+
+	/* sources positioned on the key returned last; advanced next call */
+	RowSource **consumed;
+	int			consumed_count;
+
+	bool		keep_tombstones;
+	MergeReadStats stats;
+};
+
+/*
+ * binaryheap keeps the largest element on top; invert the key order so the
+ * smallest key comes first.
+ */
+static int
+merge_heap_compare(Datum a, Datum b, void *arg)
+{
+	MergeRead  *read = arg;
+	RowSource  *sa = (RowSource *) DatumGetPointer(a);
+	RowSource  *sb = (RowSource *) DatumGetPointer(b);
+
+	return -segment_column_compare(&read->store->schema.columns[read->store->key_column],
+								   row_source_key(sa), row_source_key(sb));
+}
+
+/*
+ * Is a's current row a newer version than b's?  Order: _ts, then shard
+ * (hash), then WAL position (a generation counts as its last position, a
+ * fragment as 0).  Equal on all three means the same version twice (a
+ * generation and the fragment it was merged into): either will do.
+ */
+static bool
+merge_version_newer(RowSource *a, RowSource *b)
+{
+	int64		ta = row_source_ts(a);
+	int64		tb = row_source_ts(b);
+	const SnapshotSource *ma;
+	const SnapshotSource *mb;
+
+	if (ta != tb)
+		return ta > tb;
+	ma = row_source_meta(a);
+	mb = row_source_meta(b);
+	if (ma->shard_hash != mb->shard_hash)
+		return ma->shard_hash > mb->shard_hash;
+	return ma->position > mb->position;
+}
+
+MergeRead *
+merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
+				 const bool *want, const KeyRange *range, bool keep_tombstones)
+{
+	MemoryContext context;
+	MemoryContext oldcontext;
+	MergeRead  *read;
+	ListCell   *lc;
+	int64		running_stamp = 0;
+
+	context = AllocSetContextCreate(CurrentMemoryContext, "rollout merge read",
+									ALLOCSET_DEFAULT_SIZES);
+	oldcontext = MemoryContextSwitchTo(context);
+
+	read = palloc0(sizeof(MergeRead));
+	read->store = store;
+	read->context = context;
+	read->keep_tombstones = keep_tombstones;
+	read->want = palloc(sizeof(bool) * store->schema.ncolumns);
+	memcpy(read->want, want, sizeof(bool) * store->schema.ncolumns);
+	if (range != NULL)
+	{
+		read->range = palloc(sizeof(KeyRange));
+		*read->range = *range;
+	}
+	read->sources = palloc0(sizeof(RowSource *) * Max(list_length(snapshot->sources), 1));
+	read->consumed = palloc0(sizeof(RowSource *) * Max(list_length(snapshot->sources), 1));
+	read->heap = binaryheap_allocate(Max(list_length(snapshot->sources), 1),
+									 merge_heap_compare, read);
+
+	if (read->range == NULL || !read->range->empty)
+	{
+		foreach(lc, snapshot->sources)
+		{
+			SnapshotSource *meta = lfirst(lc);
+			RowSource  *source;
+
+			CHECK_FOR_INTERRUPTS();
+			source = row_source_open(store, meta, read->want, read->range,
+									 &running_stamp, &read->stats);
+			if (source == NULL)
+				continue;
+			read->sources[read->source_count++] = source;
+			if (row_source_next(source))
+				binaryheap_add_unordered(read->heap, PointerGetDatum(source));
+		}
+		binaryheap_build(read->heap);
+	}
+	read->stats.last_wal_stamp = running_stamp;
+
+	MemoryContextSwitchTo(oldcontext);
+	return read;
+}
+
+bool
+merge_read_next(MergeRead *read, Datum *values, bool *isnull)
+{
+	const SegmentColumn *key_column =
+		&read->store->schema.columns[read->store->key_column];
+
+	for (;;)
+	{
+		RowSource  *winner;
+		Datum		key;
+
+		/* advance the sources that produced the previous key */
+		for (int i = 0; i < read->consumed_count; i++)
+		{
+			if (row_source_next(read->consumed[i]))
+				binaryheap_add(read->heap, PointerGetDatum(read->consumed[i]));
+		}
+		read->consumed_count = 0;
+
+		if (binaryheap_empty(read->heap))
+			return false;
+
+		CHECK_FOR_INTERRUPTS();
+
+		/* take every source positioned on the smallest key */
+		winner = (RowSource *) DatumGetPointer(binaryheap_remove_first(read->heap));
+		key = row_source_key(winner);
+		read->consumed[read->consumed_count++] = winner;
+		while (!binaryheap_empty(read->heap))
+		{
+			RowSource  *next = (RowSource *) DatumGetPointer(binaryheap_first(read->heap));
+
+			if (segment_column_compare(key_column, row_source_key(next), key) != 0)
+				break;
+			(void) binaryheap_remove_first(read->heap);
+			read->consumed[read->consumed_count++] = next;
+			if (merge_version_newer(next, winner))
+				winner = next;
+		}
+
+		if (!read->keep_tombstones && row_source_op(winner) == ROLLOUT_OP_DELETE)
+			continue;			/* the newest version is a tombstone */
+
+		row_source_values(winner, read->want, values, isnull);
+		read->stats.rows_returned++;
+		return true;
+	}
+}
+
+const MergeReadStats *
+merge_read_stats(MergeRead *read)
+{
+	return &read->stats;
+}
+
+void
+merge_read_end(MergeRead *read)
+{
+	for (int i = 0; i < read->source_count; i++)
+		row_source_close(read->sources[i]);
+	MemoryContextDelete(read->context);
+}

@@ -1,0 +1,537 @@
+/*-------------------------------------------------------------------------
+ *
+ * segment_source.c
+ *		One object of a snapshot as a stream of rows sorted by key, each key
+ *		at most once: the input of the k-way merge (merge_iterator.c).
+ *
+ * Generations and fragments are written sorted and deduplicated, so their
+ * rows are streamed one row group at a time (one memory context reset per
+ * row group), skipping row groups whose key zone map misses the key range.
+ * A WAL entry holds rows in commit order: it is small, so it is loaded
+ * whole, sorted by key and reduced to the last row of each key (within one
+ * entry the later row is the newer version).
+ *
+ * Only the key range may skip data.  A zone map on another column must not:
+ * skipping the row group that holds the newest version of a key would let
+ * an older version, in another object, win the merge.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "utils/datum.h"
+#include "utils/memutils.h"
+
+#include "rollout/merge_read.h"
+#include "rollout/wal.h"
+
+typedef struct RowRef
+{
+	int			group;
+	int64		row;
+} RowRef;
+
+struct RowSource
+{
+	RolloutStore *store;
+	SnapshotSource *meta;
+	SegmentReader *reader;
+	const KeyRange *range;
+	bool	   *want;			/* requested + key + hidden columns */
+	MergeReadStats *stats;
+	MemoryContext context;		/* lives as long as the source */
+	MemoryContext group_context;	/* reset per row group (sorted mode) */
+
+	bool		sorted;
+	bool		exhausted;
+
+	/* sorted mode: the current row group and row */
+	int			group;
+	SegmentRowGroup rows;
+	int64		row;
+
+	/* WAL mode: every row group, and the surviving rows in key order */
+	SegmentRowGroup *groups;
+	RowRef	   *order;
+	int64		order_count;
+	int64		cursor;
+
+	/* WAL entries: the effective stamp replaces the stored _ts */
+	bool		has_stamp;
+	int64		stamp;
+
+	bool		has_previous_key;
+	Datum		previous_key;
+};
+
+/* ----------------------------------------------------------------
+ * Key ranges
+ * ----------------------------------------------------------------
+ */
+
+static int
+key_bound_compare(const KeyBound *bound, Datum key)
+{
+	return DatumGetInt32(FunctionCall2Coll((FmgrInfo *) &bound->compare_proc,
+										   bound->collation, key, bound->value));
+}
+
+bool
+key_range_past_upper(const KeyRange *range, Datum key)
+{
+	int			cmp;
+
+	if (range == NULL || !range->upper.present)
+		return false;
+	cmp = key_bound_compare(&range->upper, key);
+	return cmp > 0 || (cmp == 0 && !range->upper.inclusive);
+}
+
+static bool
+key_range_below_lower(const KeyRange *range, Datum key)
+{
+	int			cmp;
+
+	if (range == NULL || !range->lower.present)
+		return false;
+	cmp = key_bound_compare(&range->lower, key);
+	return cmp < 0 || (cmp == 0 && !range->lower.inclusive);
+}
+
+bool
+key_range_contains(const KeyRange *range, Datum key)
+{
+	if (range == NULL)
+		return true;
+	if (range->empty)
+		return false;
+	return !key_range_below_lower(range, key) && !key_range_past_upper(range, key);
+}
+
+bool
+key_range_overlaps(const KeyRange *range, Datum min, Datum max)
+{
+	if (range == NULL)
+		return true;
+	if (range->empty)
+		return false;
+	/* the object ends before the range starts, or starts after it ends */
+	return !key_range_below_lower(range, max) && !key_range_past_upper(range, min);
+}
+
+/* ----------------------------------------------------------------
+ * Opening
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * A segment whose schema differs from the store's is not ours: refuse it
+ * rather than decode bytes with the wrong types.
+ */
+static void
+row_source_check_schema(RowSource *source)
+{
+	const SegmentSchema *expected = &source->store->schema;
+	const SegmentSchema *found = &source->reader->schema;
+	const char *name = source->meta->key;
+
+	if (found->ncolumns != expected->ncolumns ||
+		found->key_column != expected->key_column)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("segment \"%s\" does not belong to store \"%s\"",
+						name, source->store->name),
+				 errdetail("It has %d columns keyed by column %d; the store has %d columns keyed by column %d.",
+						   found->ncolumns, found->key_column,
+						   expected->ncolumns, expected->key_column)));
+	for (int i = 0; i < expected->ncolumns; i++)
+	{
+		const SegmentColumn *e = &expected->columns[i];
+		const SegmentColumn *f = &found->columns[i];
+
+		if (strcmp(e->name, f->name) != 0 || e->typlen != f->typlen ||
+			e->typbyval != f->typbyval || e->typalign != f->typalign)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("segment \"%s\" does not belong to store \"%s\"",
+							name, source->store->name),
+					 errdetail("Its column %d is \"%s\"; the store's is \"%s\" of another storage type.",
+							   i + 1, f->name, e->name)));
+	}
+}
+
+static int
+row_ref_compare(const void *a, const void *b, void *arg)
+{
+	RowSource  *source = arg;
+	const RowRef *ra = a;
+	const RowRef *rb = b;
+	int			key = source->store->key_column;
+	int			cmp;
+
+	cmp = segment_column_compare(&source->store->schema.columns[key],
+								 source->groups[ra->group].values[key][ra->row],
+								 source->groups[rb->group].values[key][rb->row]);
+	if (cmp != 0)
+		return cmp;
+	/* equal keys: keep commit order, so the last one is the newest */
+	if (ra->group != rb->group)
+		return ra->group < rb->group ? -1 : 1;
+	return ra->row < rb->row ? -1 : (ra->row > rb->row ? 1 : 0);
+}
+
+/*
+ * Load a WAL entry whole, keep the rows in the key range, sort them by key
+ * and keep the last (newest) row of each key.
+ */
+static void
+row_source_load_wal_entry(RowSource *source)
+{
+	SegmentReader *reader = source->reader;
+	int			key = source->store->key_column;
+	int64		count = 0;
+	int64		kept = 0;
+
+	source->groups = palloc0(sizeof(SegmentRowGroup) * Max(reader->row_group_count, 1));
+	for (int g = 0; g < reader->row_group_count; g++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		segment_reader_read_row_group(reader, g, source->want, &source->groups[g]);
+		count += source->groups[g].row_count;
+		source->stats->row_groups_read++;
+	}
+	source->order = palloc(sizeof(RowRef) * Max(count, 1));
+	for (int g = 0; g < reader->row_group_count; g++)
+	{
+		for (int64 r = 0; r < source->groups[g].row_count; r++)
+		{
+			if (source->groups[g].isnull[key][r])
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("segment \"%s\" is corrupt", source->meta->key),
+						 errdetail("Row %lld has a NULL key.", (long long) r)));
+			if (!key_range_contains(source->range, source->groups[g].values[key][r]))
+				continue;
+			source->order[kept].group = g;
+			source->order[kept].row = r;
+			kept++;
+		}
+	}
+	source->stats->versions_read += count;
+
+	qsort_arg(source->order, kept, sizeof(RowRef), row_ref_compare, source);
+
+	/* keep the last row of each run of equal keys */
+	source->order_count = 0;
+	for (int64 i = 0; i < kept; i++)
+	{
+		if (i + 1 < kept &&
+			segment_column_compare(&source->store->schema.columns[key],
+								   source->groups[source->order[i].group].values[key][source->order[i].row],
+								   source->groups[source->order[i + 1].group].values[key][source->order[i + 1].row]) == 0)
+			continue;
+		source->order[source->order_count++] = source->order[i];
+	}
+	source->cursor = -1;
+}
+
+RowSource *
+row_source_open(RolloutStore *store, SnapshotSource *meta, const bool *want,
+				const KeyRange *range, int64 *running_stamp,
+				MergeReadStats *stats)
+{
+	MemoryContext context;
+	MemoryContext oldcontext;
+	RowSource  *source;
+	SegmentReader *reader;
+	bool		is_wal = meta->kind == SNAPSHOT_WAL_ENTRY;
+
+	/* fragments and generations: the manifest's key range may spare a GET */
+	if (!is_wal && meta->has_key_range &&
+		!key_range_overlaps(range, meta->min_key, meta->max_key))
+	{
+		if (meta->kind == SNAPSHOT_FRAGMENT)
+			stats->fragments_skipped++;
+		else
+			stats->generations_skipped++;
+		return NULL;
+	}
+
+	context = AllocSetContextCreate(CurrentMemoryContext, "rollout row source",
+									ALLOCSET_DEFAULT_SIZES);
+	oldcontext = MemoryContextSwitchTo(context);
+
+	source = palloc0(sizeof(RowSource));
+	source->store = store;
+	source->meta = meta;
+	source->range = range;
+	source->stats = stats;
+	source->context = context;
+	source->group_context = AllocSetContextCreate(context, "rollout row group",
+												  ALLOCSET_DEFAULT_SIZES);
+	source->group = -1;
+	source->want = palloc(sizeof(bool) * store->schema.ncolumns);
+	for (int i = 0; i < store->schema.ncolumns; i++)
+		source->want[i] = want[i];
+	source->want[store->key_column] = true;
+	source->want[store->ts_column] = true;
+	source->want[store->shard_column] = true;
+	source->want[store->op_column] = true;
+
+	reader = segment_reader_open(rollout_segment_source(store, meta->key));
+	if (reader == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FILE),
+				 errmsg("object \"%s\" of store \"%s\" vanished during the scan",
+						meta->key, store->name),
+				 errhint("Garbage collection removed it; run the query again.")));
+	source->reader = reader;
+	row_source_check_schema(source);
+
+	if (is_wal)
+	{
+		WalEntryMetadata *metadata = wal_metadata_from_json(reader->metadata,
+															 meta->key);
+
+		if (strcmp(metadata->shard, meta->shard) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("WAL entry \"%s\" belongs to shard \"%s\", not \"%s\"",
+							meta->key, metadata->shard, meta->shard)));
+
+		/*
+		 * The running maximum must advance over every entry, including the
+		 * ones the key range then skips.
+		 */
+		if (meta->stamp_floor >= 0)
+			*running_stamp = meta->stamp_floor;
+		source->has_stamp = true;
+		source->stamp = Max(metadata->stamp, *running_stamp + 1);
+		*running_stamp = source->stamp;
+	}
+	source->sorted = reader->sorted && !is_wal;
+
+	if (reader->row_count == 0 ||
+		(reader->has_key_range &&
+		 !key_range_overlaps(range, reader->key_min, reader->key_max)))
+	{
+		MemoryContextSwitchTo(oldcontext);
+		if (is_wal)
+			stats->wal_entries_skipped++;
+		else if (meta->kind == SNAPSHOT_FRAGMENT)
+			stats->fragments_skipped++;
+		else
+			stats->generations_skipped++;
+		row_source_close(source);
+		return NULL;
+	}
+
+	if (is_wal)
+		stats->wal_entries_read++;
+	else if (meta->kind == SNAPSHOT_FRAGMENT)
+		stats->fragments_read++;
+	else
+		stats->generations_read++;
+
+	if (!source->sorted)
+		row_source_load_wal_entry(source);
+
+	MemoryContextSwitchTo(oldcontext);
+	return source;
+}
+
+/* ----------------------------------------------------------------
+ * Iteration
+ * ----------------------------------------------------------------
+ */
+
+/* Load the next row group of a sorted source that can hold keys in range. */
+static bool
+row_source_next_group(RowSource *source)
+{
+	SegmentReader *reader = source->reader;
+	int			key = source->store->key_column;
+
+	while (++source->group < reader->row_group_count)
+	{
+		SegmentChunkInfo *chunk = &reader->row_groups[source->group].chunks[key];
+		MemoryContext oldcontext;
+
+		if (chunk->has_stats)
+		{
+			if (key_range_past_upper(source->range, chunk->min))
+				return false;	/* sorted: every later group is past it too */
+			if (!key_range_overlaps(source->range, chunk->min, chunk->max))
+			{
+				source->stats->row_groups_skipped++;
+				continue;
+			}
+		}
+		CHECK_FOR_INTERRUPTS();
+		MemoryContextReset(source->group_context);
+		oldcontext = MemoryContextSwitchTo(source->group_context);
+		segment_reader_read_row_group(reader, source->group, source->want,
+									  &source->rows);
+		MemoryContextSwitchTo(oldcontext);
+		source->stats->row_groups_read++;
+		source->stats->versions_read += source->rows.row_count;
+		source->row = -1;
+		return true;
+	}
+	return false;
+}
+
+bool
+row_source_next(RowSource *source)
+{
+	int			key = source->store->key_column;
+
+	if (source->exhausted)
+		return false;
+
+	if (!source->sorted)
+	{
+		if (++source->cursor >= source->order_count)
+		{
+			source->exhausted = true;
+			return false;
+		}
+		return true;
+	}
+
+	for (;;)
+	{
+		Datum		current;
+
+		if (source->group < 0 || source->row + 1 >= source->rows.row_count)
+		{
+			if (!row_source_next_group(source))
+			{
+				source->exhausted = true;
+				return false;
+			}
+			if (source->rows.row_count == 0)
+				continue;
+		}
+		source->row++;
+		if (source->rows.isnull[key][source->row])
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("segment \"%s\" is corrupt", source->meta->key),
+					 errdetail("A row has a NULL key.")));
+		current = source->rows.values[key][source->row];
+		if (key_range_past_upper(source->range, current))
+		{
+			source->exhausted = true;
+			return false;
+		}
+		if (!key_range_contains(source->range, current))
+			continue;
+
+		/*
+		 * The merge relies on each source being strictly ascending; a segment
+		 * that is not is corrupt, and must not silently produce duplicates.
+		 * (The previous key lives in the group context, which is only reset
+		 * when the next group loads, after which we compare with its copy.)
+		 */
+		if (source->has_previous_key &&
+			segment_column_compare(&source->store->schema.columns[key],
+								   source->previous_key, current) >= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("segment \"%s\" is corrupt", source->meta->key),
+					 errdetail("Its keys are not strictly ascending.")));
+		source->has_previous_key = true;
+		source->previous_key = current;
+		if (source->row + 1 >= source->rows.row_count)
+		{
+			/* keep a copy that survives the next group's reset */
+			const SegmentColumn *column = &source->store->schema.columns[key];
+			MemoryContext oldcontext = MemoryContextSwitchTo(source->context);
+
+			source->previous_key = datumCopy(current, column->typbyval, column->typlen);
+			MemoryContextSwitchTo(oldcontext);
+		}
+		return true;
+	}
+}
+
+/* Column values of the current row. */
+static inline Datum
+row_source_value(RowSource *source, int column, bool *isnull)
+{
+	if (source->sorted)
+	{
+		*isnull = source->rows.isnull[column][source->row];
+		return source->rows.values[column][source->row];
+	}
+	else
+	{
+		RowRef	   *ref = &source->order[source->cursor];
+
+		*isnull = source->groups[ref->group].isnull[column][ref->row];
+		return source->groups[ref->group].values[column][ref->row];
+	}
+}
+
+Datum
+row_source_key(RowSource *source)
+{
+	bool		isnull;
+
+	return row_source_value(source, source->store->key_column, &isnull);
+}
+
+int64
+row_source_ts(RowSource *source)
+{
+	bool		isnull;
+	Datum		value;
+
+	if (source->has_stamp)
+		return source->stamp;
+	value = row_source_value(source, source->store->ts_column, &isnull);
+	return isnull ? 0 : DatumGetInt64(value);
+}
+
+int16
+row_source_op(RowSource *source)
+{
+	bool		isnull;
+	Datum		value = row_source_value(source, source->store->op_column, &isnull);
+
+	return isnull ? ROLLOUT_OP_INSERT : DatumGetInt16(value);
+}
+
+const SnapshotSource *
+row_source_meta(RowSource *source)
+{
+	return source->meta;
+}
+
+void
+row_source_values(RowSource *source, const bool *want, Datum *values,
+				  bool *isnull)
+{
+	for (int i = 0; i < source->store->schema.ncolumns; i++)
+	{
+		if (!want[i])
+			continue;
+		values[i] = row_source_value(source, i, &isnull[i]);
+	}
+	/* WAL entries carry the effective stamp, not the stored one */
+	if (source->has_stamp && want[source->store->ts_column])
+	{
+		values[source->store->ts_column] = Int64GetDatum(source->stamp);
+		isnull[source->store->ts_column] = false;
+	}
+}
+
+void
+row_source_close(RowSource *source)
+{
+	if (source->reader)
+		segment_reader_close(source->reader);
+	MemoryContextDelete(source->context);
+}

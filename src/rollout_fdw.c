@@ -1,0 +1,107 @@
+/*-------------------------------------------------------------------------
+ *
+ * rollout_fdw.c
+ *		Module entry point: settings (GUCs) and callback registration.
+ *
+ * The extension works without shared_preload_libraries: nothing here
+ * needs shared memory yet, so every setting is defined on first load in
+ * any backend.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sys/stat.h>
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "utils/guc.h"
+
+#include "rollout/fdw.h"
+#include "rollout/rollout_fdw.h"
+#include "rollout/segment.h"
+#include "rollout/store.h"
+#include "rollout/xact_buffer.h"
+
+PG_MODULE_MAGIC;
+
+char	   *rollout_shard_id_setting = NULL;
+int			rollout_transaction_buffer_kb = 16 * 1024;
+int			rollout_rows_per_group = SEGMENT_DEFAULT_ROWS_PER_GROUP;
+int			rollout_max_wal_append_attempts = 1000;
+
+void		_PG_init(void);
+
+static bool
+check_shard_id(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || (*newval)[0] == '\0')
+		return true;
+	if (!rollout_shard_id_is_valid(*newval))
+	{
+		GUC_check_errdetail("A shard id is 1 to 64 letters, digits, \"_\" or \"-\".");
+		return false;
+	}
+	return true;
+}
+
+void
+_PG_init(void)
+{
+	DefineCustomStringVariable("rollout_fdw.shard_id",
+							   "Shard this cluster writes to in every rollout store.",
+							   "Empty means the PostgreSQL system identifier. Two clusters must never write with the same shard id.",
+							   &rollout_shard_id_setting,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   check_shard_id, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.transaction_buffer_size",
+							"Memory for a transaction's buffered rows before they spill to a temporary file.",
+							NULL,
+							&rollout_transaction_buffer_kb,
+							16 * 1024, 64, MAX_KILOBYTES,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.rows_per_group",
+							"Rows per row group in the segments this backend writes.",
+							NULL,
+							&rollout_rows_per_group,
+							SEGMENT_DEFAULT_ROWS_PER_GROUP, 1, 1024 * 1024,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.max_wal_append_attempts",
+							"WAL positions a commit tries before it gives up.",
+							"Each attempt that finds its position taken by a concurrent commit of the same shard moves to the next.",
+							&rollout_max_wal_append_attempts,
+							1000, 1, 1000000,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+	MarkGUCPrefixReserved("rollout_fdw");
+
+	xact_buffer_init();
+	rollout_store_cache_init();
+}
+
+/*
+ * A path for a scratch file (a segment being built before upload).  The name
+ * starts with PG_TEMP_FILE_PREFIX in the data directory's temporary folder, so
+ * a crash leaves nothing that the next server start does not remove.
+ */
+char *
+rollout_scratch_file_path(const char *purpose)
+{
+	static uint32 counter = 0;
+	char	   *dir = psprintf("base/%s", PG_TEMP_FILES_DIR);
+
+	if (MakePGDirectory(dir) < 0 && errno != EEXIST)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create directory \"%s\": %m", dir)));
+	return psprintf("%s/%s_rollout%d.%u.%s", dir, PG_TEMP_FILE_PREFIX,
+					MyProcPid, counter++, purpose);
+}
