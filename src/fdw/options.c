@@ -208,16 +208,30 @@ rollout_table_options(Oid relid)
 }
 
 /*
- * ERROR unless relid is a foreign table served by rollout_fdw.  The wrapper
- * is recognised by its handler's callbacks, not by its name, which users
- * may choose freely.
+ * Is the foreign table relid served by rollout_fdw?  The wrapper is
+ * recognised by its handler's callbacks, not by its name, which users may
+ * choose freely; a wrapper without a handler is not ours.
  */
+static bool
+rollout_is_rollout_foreign_table(Oid relid)
+{
+	ForeignDataWrapper *fdw;
+	FdwRoutine *routine;
+	FdwRoutine	ours = {0};
+
+	fdw = GetForeignDataWrapper(GetForeignServer(GetForeignTable(relid)->serverid)->fdwid);
+	if (!OidIsValid(fdw->fdwhandler))
+		return false;
+	routine = GetFdwRoutine(fdw->fdwhandler);
+	rollout_scan_routines(&ours);
+	return routine->GetForeignRelSize == ours.GetForeignRelSize;
+}
+
+/* ERROR unless relid is a foreign table served by rollout_fdw. */
 void
 rollout_check_is_rollout_table(Oid relid)
 {
 	char	   *name = get_rel_name(relid);
-	FdwRoutine *routine;
-	FdwRoutine	ours = {0};
 
 	if (name == NULL)
 		ereport(ERROR,
@@ -228,9 +242,7 @@ rollout_check_is_rollout_table(Oid relid)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not a rollout foreign table", name),
 				 errdetail("It is not a foreign table.")));
-	routine = GetFdwRoutineByRelId(relid);
-	rollout_scan_routines(&ours);
-	if (routine->GetForeignRelSize != ours.GetForeignRelSize)
+	if (!rollout_is_rollout_foreign_table(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not a rollout foreign table", name),
@@ -251,14 +263,9 @@ rollout_fdw_check_table(PG_FUNCTION_ARGS)
 	Relation	rel;
 	TupleDesc	tupdesc;
 	int			key_attno = InvalidAttrNumber;
-	FdwRoutine *routine;
-	FdwRoutine	ours = {0};
 
-	if (get_rel_relkind(relid) != RELKIND_FOREIGN_TABLE)
-		PG_RETURN_VOID();
-	routine = GetFdwRoutineByRelId(relid);
-	rollout_scan_routines(&ours);
-	if (routine->GetForeignRelSize != ours.GetForeignRelSize)
+	if (get_rel_relkind(relid) != RELKIND_FOREIGN_TABLE ||
+		!rollout_is_rollout_foreign_table(relid))
 		PG_RETURN_VOID();
 
 	options = rollout_table_options(relid);

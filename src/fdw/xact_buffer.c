@@ -89,13 +89,16 @@ stream_write(XactBuffer *buffer, const void *data, size_t len)
 		/*
 		 * Spill.  The file belongs to the top transaction's resource owner:
 		 * a subtransaction's owner would close it when that subtransaction
-		 * ends, taking the parent's rows with it.
+		 * ends, taking the parent's rows with it.  Likewise its memory
+		 * belongs to the transaction, not to the statement that spilled.
 		 */
-		ResourceOwner saved = CurrentResourceOwner;
+		ResourceOwner saved_owner = CurrentResourceOwner;
+		MemoryContext saved_context = MemoryContextSwitchTo(TopTransactionContext);
 
 		CurrentResourceOwner = TopTransactionResourceOwner;
 		buffer->file = BufFileCreateTemp(false);
-		CurrentResourceOwner = saved;
+		CurrentResourceOwner = saved_owner;
+		MemoryContextSwitchTo(saved_context);
 		BufFileWrite(buffer->file, buffer->memory.data, buffer->memory.len);
 		pfree(buffer->memory.data);
 		buffer->memory.data = NULL;

@@ -329,8 +329,9 @@ store_init_schema_from_json(RolloutStore *store, const RolloutStoreSpec *spec,
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("column \"%s\" has type %s in the foreign table but %s in store \"%s\"",
-							name, store_type_name(spec->columns[t].typid),
-							type, store->name)));
+							name, format_type_be(spec->columns[t].typid),
+							type, store->name),
+					 errdetail("A store's column types are fixed by its _store.json when it was created.")));
 		matched[t] = true;
 		segment_column_init(&schema->columns[c], name, spec->columns[t].typid,
 							spec->columns[t].typmod);

@@ -142,21 +142,59 @@ wal_contiguous_prefix(List *entries, int64 after)
 	return prefix;
 }
 
-/* The epoch recorded in an existing WAL entry (reads its footer). */
-static int64
-wal_entry_epoch(RolloutStore *store, const char *key)
+/* Context for errors met while looking at a taken WAL position. */
+typedef struct WalPositionContext
 {
-	SegmentReader *reader = segment_reader_open(rollout_segment_source(store, key));
-	WalEntryMetadata *metadata;
+	RolloutStore *store;
+	int64		position;
+} WalPositionContext;
 
+static void
+wal_position_error_context(void *arg)
+{
+	WalPositionContext *context = arg;
+
+	errcontext("while checking who holds WAL position %lld of shard \"%s\" in store \"%s\"; nothing was overwritten",
+			   (long long) context->position, context->store->shard,
+			   context->store->name);
+}
+
+/*
+ * Read the metadata of the WAL entry that holds a position we could not
+ * create.  An object there that is not a WAL entry of this shard (corrupt,
+ * foreign, another shard's) is an ERROR that names the shard: the position
+ * is neither overwritten nor skipped.
+ */
+static WalEntryMetadata *
+wal_entry_owner(RolloutStore *store, const char *key, int64 position)
+{
+	SegmentReader *reader;
+	WalEntryMetadata *metadata;
+	ErrorContextCallback callback;
+	WalPositionContext context = {store, position};
+
+	callback.callback = wal_position_error_context;
+	callback.arg = &context;
+	callback.previous = error_context_stack;
+	error_context_stack = &callback;
+
+	reader = segment_reader_open(rollout_segment_source(store, key));
 	if (reader == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("WAL entry \"%s\" vanished right after it was found to exist",
 						key)));
 	metadata = wal_metadata_from_json(reader->metadata, key);
+	if (strcmp(metadata->shard, store->shard) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("WAL position %lld of shard \"%s\" in store \"%s\" holds an entry of shard \"%s\"",
+						(long long) position, store->shard, store->name,
+						metadata->shard)));
 	segment_reader_close(reader);
-	return metadata->epoch;
+
+	error_context_stack = callback.previous;
+	return metadata;
 }
 
 int64
@@ -188,7 +226,7 @@ wal_append(RolloutStore *store, const char *segment_path,
 	{
 		int64		position = tip + 1;
 		char	   *key = rollout_key_wal(store, store->shard, position);
-		int64		their_epoch;
+		WalEntryMetadata *owner;
 
 		CHECK_FOR_INTERRUPTS();
 		if (objstore_create_from_file_if_absent(store->objstore, key, segment_path,
@@ -199,14 +237,14 @@ wal_append(RolloutStore *store, const char *segment_path,
 		}
 
 		/* taken: by a committer of our epoch, or by a newer writer? */
-		their_epoch = wal_entry_epoch(store, key);
-		if (their_epoch > metadata->epoch)
+		owner = wal_entry_owner(store, key, position);
+		if (owner->epoch > metadata->epoch)
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 					 errmsg("WAL position %lld of shard \"%s\" in store \"%s\" was taken by another writer",
 							(long long) position, store->shard, store->name),
 					 errdetail("The entry there has writer epoch %lld; this writer has epoch %lld. Nothing was overwritten.",
-							   (long long) their_epoch, (long long) metadata->epoch),
+							   (long long) owner->epoch, (long long) metadata->epoch),
 					 errhint("Another cluster is writing this shard. Give each cluster its own rollout_fdw.shard_id.")));
 		tip = position;
 	}

@@ -102,8 +102,8 @@ path_has_dot_dot_component(const char *path)
  *
  * Used by the option validator, so that CREATE SERVER fails early with a
  * clear message instead of the first INSERT failing later.  Returns NULL when
- * the location is usable by this build, otherwise a palloc'd message in the
- * PostgreSQL style (lower case, no trailing period).  NULL and "" are valid:
+ * the location is usable by this build, otherwise a palloc'd sentence that
+ * says what is wrong, for the errdetail of the caller's error.  NULL and "" are valid:
  * they mean the embedded default.
  */
 char *
@@ -122,38 +122,30 @@ objstore_check_location(const char *location)
 		 * three-slash form naming an absolute local path is accepted.
 		 */
 		if (path[0] != '/')
-			return psprintf("invalid location \"%s\": a file location must name an absolute path, as in file:///var/lib/rollout",
-							location);
+			return pstrdup("A file location must name an absolute path, as in file:///var/lib/rollout.");
 		if (path_has_dot_dot_component(path))
-			return psprintf("invalid location \"%s\": the path must not contain \"..\" components",
-							location);
+			return pstrdup("The path must not contain \"..\" components.");
 		for (c = path; *c == '/'; c++)
 			;
 		if (*c == '\0')
-			return psprintf("invalid location \"%s\": the path must name a directory other than the file system root",
-							location);
+			return pstrdup("The path must name a directory other than the file system root.");
 		for (c = path; *c != '\0'; c++)
 		{
 			if ((unsigned char) *c < 0x20 || *c == 0x7f)
-				return psprintf("invalid location \"%s\": the path must not contain control characters",
-								location);
+				return pstrdup("The path must not contain control characters.");
 		}
 		if (strlen(path) >= MAXPGPATH / 2)
-			return psprintf("invalid location \"%s\": the path is too long",
-							location);
+			return pstrdup("The path is too long.");
 		return NULL;
 	}
 
 	if (strncmp(location, S3_SCHEME_PREFIX, strlen(S3_SCHEME_PREFIX)) == 0)
-		return psprintf("invalid location \"%s\": the s3 backend is not available in this build",
-						location);
+		return pstrdup("The s3 backend is not available in this build.");
 
 	if (strncmp(location, AZURE_SCHEME_PREFIX, strlen(AZURE_SCHEME_PREFIX)) == 0)
-		return psprintf("invalid location \"%s\": the az (Azure Blob Storage) backend is not available in this build",
-						location);
+		return pstrdup("The az (Azure Blob Storage) backend is not available in this build.");
 
-	return psprintf("invalid location \"%s\": a location must start with file://, s3:// or az://",
-					location);
+	return pstrdup("A location must start with file://, s3:// or az://.");
 }
 
 /*
@@ -183,7 +175,8 @@ objstore_open(const char *location, List *options)
 	if (message != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg_internal("%s", message)));
+				 errmsg("invalid location \"%s\"", location),
+				 errdetail("%s", message)));
 
 	/* Only file:// passes the check in this build. */
 	Assert(strncmp(location, FILE_SCHEME_PREFIX,

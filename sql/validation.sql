@@ -1,0 +1,105 @@
+--
+-- Option validation, table checks, schema mismatches and privileges.
+--
+-- unknown options at every level
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (colour 'blue');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (store 'x');
+CREATE FOREIGN DATA WRAPPER rollout_fdw2 HANDLER rollout_fdw_handler VALIDATOR rollout_fdw_validator OPTIONS (location 'file:///tmp');
+
+-- locations
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'relative/path');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location '/tmp/no-scheme');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://tmp/relative');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file:///tmp/../etc');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'ftp://host/x');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 's3://bucket/prefix');
+
+CREATE SERVER v_server FOREIGN DATA WRAPPER rollout_fdw;
+ALTER SERVER v_server OPTIONS (ADD location 'file:///tmp/../x');
+
+-- store names
+CREATE FOREIGN TABLE bad_table (id text) SERVER v_server OPTIONS (store 'a/b');
+CREATE FOREIGN TABLE bad_table (id text) SERVER v_server OPTIONS (store '..');
+CREATE FOREIGN TABLE bad_table (id text) SERVER v_server OPTIONS (store 'x..y');
+CREATE FOREIGN TABLE bad_table (id text) SERVER v_server OPTIONS (store '');
+CREATE FOREIGN TABLE bad_table (id text) SERVER v_server OPTIONS (store '_tmp');
+CREATE FOREIGN TABLE bad_table (id text) SERVER v_server OPTIONS (store 'sp ace');
+-- other table options
+CREATE FOREIGN TABLE bad_table (id text) SERVER v_server OPTIONS (key '');
+CREATE FOREIGN TABLE bad_table (id text) SERVER v_server OPTIONS (batch_size '0');
+CREATE FOREIGN TABLE bad_table (id text) SERVER v_server OPTIONS (batch_size 'many');
+CREATE FOREIGN TABLE bad_table (id text) SERVER v_server OPTIONS (read_wal_tail 'perhaps');
+CREATE FOREIGN TABLE bad_table (id text) SERVER v_server OPTIONS (location 'file:///tmp');
+
+-- the key column must exist and be sortable
+CREATE FOREIGN TABLE bad_table (rid text) SERVER v_server;
+CREATE FOREIGN TABLE bad_table (rid text) SERVER v_server OPTIONS (key 'nope');
+CREATE FOREIGN TABLE bad_table (id point) SERVER v_server;
+CREATE FOREIGN TABLE bad_table (id json) SERVER v_server;
+SELECT count(*) FROM pg_class WHERE relname = 'bad_table';
+
+CREATE FOREIGN TABLE v_table (id text, n int) SERVER v_server OPTIONS (store 'validation_store');
+ALTER FOREIGN TABLE v_table DROP COLUMN id;
+ALTER FOREIGN TABLE v_table OPTIONS (ADD key 'missing');
+ALTER FOREIGN TABLE v_table OPTIONS (ADD key 'n');
+ALTER FOREIGN TABLE v_table OPTIONS (DROP key);
+
+-- a store's schema is fixed by its first table
+INSERT INTO v_table VALUES ('k1', 1);
+CREATE FOREIGN TABLE v_changed_type (id text, n text) SERVER v_server OPTIONS (store 'validation_store');
+SELECT * FROM v_changed_type;
+INSERT INTO v_changed_type VALUES ('k2', 'two');
+CREATE FOREIGN TABLE v_missing_column (id text) SERVER v_server OPTIONS (store 'validation_store');
+SELECT * FROM v_missing_column;
+CREATE FOREIGN TABLE v_extra_column (id text, n int, extra int) SERVER v_server OPTIONS (store 'validation_store');
+SELECT * FROM v_extra_column;
+CREATE FOREIGN TABLE v_other_key (id text, n int) SERVER v_server OPTIONS (store 'validation_store', key 'n');
+SELECT * FROM v_other_key;
+-- column order may differ; typmods do not matter
+CREATE FOREIGN TABLE v_reordered (n int, id text) SERVER v_server OPTIONS (store 'validation_store');
+SELECT * FROM v_reordered;
+CREATE FOREIGN TABLE v_varchar (id varchar(10), n int) SERVER v_server OPTIONS (store 'validation_varchar');
+INSERT INTO v_varchar VALUES ('a', 1);
+CREATE FOREIGN TABLE v_varchar_wider (id varchar(20), n int) SERVER v_server OPTIONS (store 'validation_varchar');
+SELECT * FROM v_varchar_wider;
+-- nothing was written by the refused tables
+SELECT * FROM v_table;
+
+-- maintenance functions check their argument and the caller
+SELECT * FROM rollout_flush(NULL);
+SELECT * FROM rollout_flush('pg_class');
+CREATE TABLE v_heap (id text);
+SELECT * FROM rollout_flush('v_heap');
+CREATE FOREIGN DATA WRAPPER v_other_fdw;
+CREATE SERVER v_other_server FOREIGN DATA WRAPPER v_other_fdw;
+CREATE FOREIGN TABLE v_other (id text) SERVER v_other_server;
+SELECT * FROM rollout_flush('v_other');
+CREATE ROLE rollout_v_stranger;
+GRANT SELECT ON v_table TO rollout_v_stranger;
+SET ROLE rollout_v_stranger;
+SELECT count(*) FROM v_table;
+SELECT * FROM rollout_flush('v_table');
+INSERT INTO v_table VALUES ('k3', 3);
+RESET ROLE;
+-- a member of the owning role may flush
+CREATE ROLE rollout_v_owner;
+ALTER FOREIGN TABLE v_table OWNER TO rollout_v_owner;
+GRANT rollout_v_owner TO rollout_v_stranger;
+SET ROLE rollout_v_stranger;
+SELECT rows_flushed FROM rollout_flush('v_table');
+RESET ROLE;
+
+-- GUCs
+SET rollout_fdw.shard_id = 'no/slash';
+SET rollout_fdw.shard_id = 'shard-B_2';
+RESET rollout_fdw.shard_id;
+SET rollout_fdw.no_such_setting = 1;
+SET rollout_fdw.rows_per_group = 0;
+
+DROP FOREIGN TABLE v_other;
+DROP SERVER v_other_server;
+DROP FOREIGN DATA WRAPPER v_other_fdw;
+DROP FOREIGN TABLE v_table;
+DROP OWNED BY rollout_v_stranger;
+DROP ROLE rollout_v_stranger;
+DROP ROLE rollout_v_owner;
