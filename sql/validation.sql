@@ -103,3 +103,10 @@ DROP FOREIGN TABLE v_table;
 DROP OWNED BY rollout_v_stranger;
 DROP ROLE rollout_v_stranger;
 DROP ROLE rollout_v_owner;
+
+-- an unusable location is a clear error naming it, never a crash
+CREATE SERVER v_unwritable FOREIGN DATA WRAPPER rollout_fdw
+    OPTIONS (location 'file:///proc/rollout_fdw_cannot_exist');
+CREATE FOREIGN TABLE v_nowhere (id text) SERVER v_unwritable;
+SELECT count(*) FROM v_nowhere;
+INSERT INTO v_nowhere VALUES ('x');
