@@ -78,7 +78,8 @@ typedef struct RolloutStore
 	/* Hints that save listings; only ever hints (see manifest.c). */
 	int64		base_manifest_hint;
 	int64		shard_manifest_hint;	/* of this cluster's shard */
-	int64		wal_tip_hint;	/* highest WAL position known to exist */
+	int64		wal_tip_hint;	/* highest WAL position known to exist and to
+								 * be an entry of this shard */
 
 	MemoryContext context;		/* everything above lives here */
 } RolloutStore;

@@ -197,6 +197,26 @@ wal_entry_owner(RolloutStore *store, const char *key, int64 position)
 	return metadata;
 }
 
+/*
+ * Check that the entry at the tip a writer is about to build on is a WAL
+ * entry of this shard written under an epoch not newer than ours.
+ */
+static void
+wal_check_tip_owner(RolloutStore *store, const char *key, int64 position,
+					int64 epoch)
+{
+	WalEntryMetadata *owner = wal_entry_owner(store, key, position);
+
+	if (owner->epoch > epoch)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("WAL position %lld of shard \"%s\" in store \"%s\" was written by a newer writer",
+						(long long) position, store->shard, store->name),
+				 errdetail("The entry there has writer epoch %lld; this writer has epoch %lld. Nothing was overwritten.",
+						   (long long) owner->epoch, (long long) epoch),
+				 errhint("Another cluster is writing this shard. Give each cluster its own rollout_fdw.shard_id.")));
+}
+
 int64
 wal_append(RolloutStore *store, const char *segment_path,
 		   const WalEntryMetadata *metadata)
@@ -220,7 +240,22 @@ wal_append(RolloutStore *store, const char *segment_path,
 	tip = Max(manifest->replay_after, store->wal_tip_hint);
 	entries = wal_list_after(store, store->shard, tip);
 	if (entries != NIL)
-		tip = ((WalEntryRef *) llast(entries))->position;
+	{
+		WalEntryRef *last = llast(entries);
+
+		/*
+		 * Build only on an entry known to be ours: the listing shows that
+		 * something exists at the tip, not that it is a WAL entry of this
+		 * shard.  Positions this backend created or already checked need no
+		 * second look; anything newer costs one footer read.
+		 */
+		if (last->position > store->wal_tip_hint)
+		{
+			wal_check_tip_owner(store, last->key, last->position, metadata->epoch);
+			store->wal_tip_hint = last->position;
+		}
+		tip = last->position;
+	}
 
 	for (int attempt = 0; attempt < rollout_max_wal_append_attempts; attempt++)
 	{
