@@ -1,0 +1,297 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# 002_concurrent_inserts.pl — concurrent committers of one shard (DESIGN.md §6.2).
+#
+# Eight sessions commit single-row and multi-row transactions at the same time.
+# Afterwards: no row is lost or returned twice (count, distinct count and sum
+# are exact), the shard's WAL holds exactly positions 1..N without holes, the
+# entries account for every committed transaction, and a flush changes
+# nothing visible.  A second run has one session flush again and again while
+# the others insert: the generations must cover the WAL positions exactly
+# once, and the result must again be exact, before and after a final flush.
+
+use strict;
+use warnings;
+
+use IPC::Run;
+use JSON::PP;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('concurrent');
+$node->init;
+$node->append_conf('postgresql.conf', "max_connections = 30");
+$node->append_conf('postgresql.conf',
+	"shared_preload_libraries = '$ENV{ROLLOUT_TEST_PRELOAD}'")
+  if $ENV{ROLLOUT_TEST_PRELOAD};
+$node->start;
+
+# Without the preloaded writer every commit is its own WAL entry; with group
+# commit (preloaded) one entry may carry several transactions.
+my $group_commit = ($ENV{ROLLOUT_TEST_PRELOAD} // '') =~ /rollout_fdw/;
+
+my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+my $scripts = PostgreSQL::Test::Utils::tempdir('scripts');
+
+$node->safe_psql(
+	'postgres', qq{
+CREATE EXTENSION rollout_fdw;
+CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
+CREATE FOREIGN TABLE t1 (id text, v int, payload jsonb) SERVER s OPTIONS (store 'conc1');
+CREATE FOREIGN TABLE t2 (id text, v int, payload jsonb) SERVER s OPTIONS (store 'conc2');
+});
+my $shard = $node->safe_psql('postgres',
+	'SELECT system_identifier FROM pg_control_system()');
+
+my $SINGLE = 120;     # single-row transactions per session
+my $MULTI = 5;        # multi-row transactions per session
+my $MULTI_ROWS = 10;  # rows per multi-row transaction (two statements)
+
+# The script of inserting session $k into $table; returns (sql, rows, sum, transactions).
+sub session_script
+{
+	my ($table, $prefix, $k) = @_;
+	my ($sql, $rows, $sum, $xacts) = ('', 0, 0, 0);
+	for my $i (1 .. $SINGLE)
+	{
+		my $v = $k * 100000 + $i;
+		$sql .= "INSERT INTO $table VALUES ('$prefix$k-$i', $v, '{\"s\": $k, \"i\": $i}');\n";
+		$rows++;
+		$sum += $v;
+		$xacts++;
+		if ($i % int($SINGLE / $MULTI) == 0)
+		{
+			my $j = $i / int($SINGLE / $MULTI);
+			my $half = $MULTI_ROWS / 2;
+			my $base = $k * 100000 + 50000 + $j * 100;
+			$sql .= "BEGIN;\n"
+			  . "INSERT INTO $table SELECT '${prefix}m$k-$j-' || r, $base + r, '{}' FROM generate_series(1, $half) r;\n"
+			  . "INSERT INTO $table SELECT '${prefix}m$k-$j-' || r, $base + r, '{}' FROM generate_series($half + 1, $MULTI_ROWS) r;\n"
+			  . "COMMIT;\n";
+			$rows += $MULTI_ROWS;
+			$sum += $base * $MULTI_ROWS + $MULTI_ROWS * ($MULTI_ROWS + 1) / 2;
+			$xacts++;
+		}
+	}
+	return ($sql, $rows, $sum, $xacts);
+}
+
+# Start psql on each script at once; wait for all; check each succeeded.
+sub run_parallel
+{
+	my ($label, @files) = @_;
+	my @runs;
+	for my $f (@files)
+	{
+		my ($out, $err) = ('', '');
+		my $h = IPC::Run::start(
+			[
+				'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1',
+				'-d', $node->connstr('postgres'), '-f', $f
+			],
+			'<', \undef, '>', \$out, '2>', \$err,
+			IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+		push @runs, [ $f, $h, \$out, \$err ];
+	}
+	my %output;
+	for my $r (@runs)
+	{
+		my ($f, $h, $out, $err) = @$r;
+		$h->finish;
+		is($h->result(0), 0, "$label: session $f exited cleanly")
+		  or diag("stderr of $f:\n$$err");
+		$output{$f} = $$out;
+	}
+	return \%output;
+}
+
+sub wal_positions
+{
+	my ($store) = @_;
+	my $dir = "$location/$store/shards/$shard/wal";
+	opendir(my $dh, $dir) or die "opendir $dir: $!";
+	my @p = sort { $a <=> $b }
+	  map { /^(\d{20})\.wal$/ ? $1 + 0 : () } readdir($dh);
+	closedir($dh);
+	return @p;
+}
+
+# The "transactions" field of every WAL entry's footer metadata.
+sub wal_transactions
+{
+	my ($store) = @_;
+	my $dir = "$location/$store/shards/$shard/wal";
+	my $total = 0;
+	for my $p (wal_positions($store))
+	{
+		my $bytes = slurp_file(sprintf("%s/%020d.wal", $dir, $p));
+		my ($meta) = $bytes =~ /(\{"kind":\s*"wal".*?\})/s;
+		die "no WAL metadata in position $p" unless defined $meta;
+		my $doc = decode_json($meta);
+		die "position $p belongs to shard $doc->{shard}" unless $doc->{shard} eq $shard;
+		$total += $doc->{transactions} // 1;
+	}
+	return $total;
+}
+
+sub newest_manifest
+{
+	my ($store) = @_;
+	my $dir = "$location/$store/shards/$shard/_manifest";
+	opendir(my $dh, $dir) or die "opendir $dir: $!";
+	my @m = sort grep { /^\d{20}\.json$/ } readdir($dh);
+	closedir($dh);
+	return undef unless @m;
+	return decode_json(slurp_file("$dir/$m[-1]"));
+}
+
+sub contiguous
+{
+	my @p = @_;
+	for my $i (0 .. $#p)
+	{
+		return 0 if $p[$i] != $i + 1;
+	}
+	return 1;
+}
+
+sub check_table
+{
+	my ($table, $rows, $sum, $label) = @_;
+	my $got = $node->safe_psql('postgres',
+		"SELECT count(*), count(DISTINCT id), sum(v) FROM $table");
+	is($got, "$rows|$rows|$sum", "$label: count(*) = count(DISTINCT id) = $rows, sum(v) = $sum");
+}
+
+# ---------------------------------------------------------------------------
+# Run 1: eight inserting sessions.
+my ($rows1, $sum1, $xacts1) = (0, 0, 0);
+my @files1;
+for my $k (0 .. 7)
+{
+	my ($sql, $r, $s, $x) = session_script('t1', 's', $k);
+	my $f = "$scripts/ins1_$k.sql";
+	open(my $fh, '>', $f) or die;
+	print $fh $sql;
+	close $fh;
+	push @files1, $f;
+	($rows1, $sum1, $xacts1) = ($rows1 + $r, $sum1 + $s, $xacts1 + $x);
+}
+my $t0 = time;
+run_parallel('8 inserters', @files1);
+note(sprintf('8 sessions committed %d transactions in %d s', $xacts1, time - $t0));
+
+check_table('t1', $rows1, $sum1, 'after 8 concurrent sessions');
+is( $node->safe_psql('postgres',
+		q{SELECT count(*) FROM t1 WHERE id ~ '^s[0-7]-[0-9]+$'}),
+	8 * $SINGLE, 'every single-row transaction is visible');
+is( $node->safe_psql('postgres',
+		q{SELECT count(*) FROM t1 WHERE id ~ '^sm[0-7]-[0-9]+-[0-9]+$'}),
+	8 * $MULTI * $MULTI_ROWS, 'every row of every multi-row transaction is visible');
+
+my @pos = wal_positions('conc1');
+ok(contiguous(@pos), 'the WAL holds positions 1..N with no hole')
+  or diag("positions: @pos");
+if ($group_commit)
+{
+	cmp_ok(scalar(@pos), '<=', $xacts1, 'no more WAL entries than transactions');
+}
+else
+{
+	is(scalar(@pos), $xacts1, "N = $xacts1, one WAL entry per committed transaction");
+}
+is(wal_transactions('conc1'), $xacts1,
+	'the entries, all of this shard, account for every committed transaction');
+
+my $before_flush = $node->safe_psql('postgres',
+	q{SELECT md5(string_agg(id || ':' || v || ':' || payload::text, ',' ORDER BY id)) FROM t1});
+my $flush = $node->safe_psql('postgres', q{SELECT rows_flushed, generation FROM rollout_flush('t1')});
+is($flush, "$rows1|1", "rollout_flush seals all $rows1 rows into generation 1");
+check_table('t1', $rows1, $sum1, 'after flush');
+is( $node->safe_psql('postgres',
+		q{SELECT md5(string_agg(id || ':' || v || ':' || payload::text, ',' ORDER BY id)) FROM t1}),
+	$before_flush, 'every row and column is identical after the flush');
+my $m = newest_manifest('conc1');
+is($m->{replay_after}, scalar(@pos), 'the manifest says replay_after = N');
+is(scalar(@{ $m->{generations} }), 1, 'one generation');
+is("$m->{generations}[0]{first_position}-$m->{generations}[0]{last_position}",
+	'1-' . scalar(@pos), 'the generation covers positions 1..N');
+
+# ---------------------------------------------------------------------------
+# Run 2: seven inserting sessions and one that flushes over and over.
+my ($rows2, $sum2, $xacts2) = (0, 0, 0);
+my @files2;
+for my $k (0 .. 6)
+{
+	my ($sql, $r, $s, $x) = session_script('t2', 'f', $k);
+	my $f = "$scripts/ins2_$k.sql";
+	open(my $fh, '>', $f) or die;
+	print $fh $sql;
+	close $fh;
+	push @files2, $f;
+	($rows2, $sum2, $xacts2) = ($rows2 + $r, $sum2 + $s, $xacts2 + $x);
+}
+my $flusher = "$scripts/flusher.sql";
+{
+	open(my $fh, '>', $flusher) or die;
+	print $fh "SELECT rows_flushed, generation FROM rollout_flush('t2');\nSELECT pg_sleep(0.01);\n"
+	  for 1 .. 60;
+	close $fh;
+}
+$t0 = time;
+my $outputs = run_parallel('7 inserters + flusher', @files2, $flusher);
+note(sprintf('7 sessions committed %d transactions in %d s while flushing', $xacts2, time - $t0));
+
+my @flushes = grep { /^\d+\|\d+$/ } split /\n/, $outputs->{$flusher};
+my @made = grep { (split /\|/)[0] > 0 } @flushes;
+cmp_ok(scalar(@made), '>=', 2, 'the concurrent flusher made several generations')
+  or diag("flusher output:\n$outputs->{$flusher}");
+
+check_table('t2', $rows2, $sum2, 'after inserts racing with flushes');
+
+@pos = wal_positions('conc2');
+ok(contiguous(@pos), 'the WAL of run 2 holds positions 1..N with no hole')
+  or diag("positions: @pos");
+is(wal_transactions('conc2'), $xacts2, 'its entries account for every committed transaction');
+
+my $final = $node->safe_psql('postgres', q{SELECT rows_flushed, generation FROM rollout_flush('t2')});
+like($final, qr/^\d+\|\d*$/, "a final flush succeeds ($final)");
+check_table('t2', $rows2, $sum2, 'after the final flush');
+is($node->safe_psql('postgres', q{SELECT rows_flushed FROM rollout_flush('t2')}),
+	'0', 'a flush with nothing left to seal seals nothing');
+check_table('t2', $rows2, $sum2, 'after an empty flush');
+
+# The generations tile positions 1..N exactly once and hold every row once
+# (all keys are distinct, so no generation drops a version).
+$m = newest_manifest('conc2');
+my @gens = sort { $a->{number} <=> $b->{number} } @{ $m->{generations} };
+my ($next, $ok, $gen_rows) = (1, 1, 0);
+for my $g (@gens)
+{
+	$ok = 0 if $g->{first_position} != $next || $g->{last_position} < $g->{first_position};
+	$next = $g->{last_position} + 1;
+	$gen_rows += $g->{rows};
+}
+ok($ok, 'each generation starts right after the previous one ends')
+  or diag(encode_json($m->{generations}));
+is($next - 1, scalar(@pos), 'the generations end at the last WAL position');
+is($m->{replay_after}, scalar(@pos), 'replay_after = N');
+is($gen_rows, $rows2, "the generations hold $rows2 rows in all: none twice, none lost");
+my @missing = grep { !-f "$location/$_->{file}" } @gens;
+is_deeply([ map { $_->{file} } @missing ], [], 'every listed generation exists');
+is(scalar(@gens), scalar(@made) + ((split /\|/, $final)[0] > 0 ? 1 : 0),
+	'every successful non-empty flush made exactly one listed generation');
+
+# A restart re-reads everything from the store.
+$node->stop;
+$node->start;
+check_table('t1', $rows1, $sum1, 't1 after restart');
+check_table('t2', $rows2, $sum2, 't2 after restart');
+
+my $log = slurp_file($node->logfile);
+unlike($log, qr/terminated by signal|PANIC/, 'no backend crashed');
+
+$node->stop;
+done_testing();

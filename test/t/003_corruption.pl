@@ -1,0 +1,323 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# 003_corruption.pl — corrupt objects give a clean error, never a crash
+# (DESIGN.md §4, §11.6; docs/FORMAT.md "How a reader validates").
+#
+# A flushed generation is truncated, has single bits flipped (in the header,
+# every column chunk of every row group, the footer, its CRC and the trailer),
+# has bytes cut out of its middle, is replaced by garbage (plain, and garbage
+# dressed with a valid header or trailer), by an empty file, and by a valid
+# segment of another store.  Each time a SELECT must fail with SQLSTATE XX001
+# and a message naming the object, and the server must stay up.  Restoring the
+# original bytes restores the original result.  Then the same for a shard
+# manifest, _store.json and a WAL entry of the unflushed tail.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('corruption');
+$node->init;
+$node->append_conf('postgresql.conf',
+	"shared_preload_libraries = '$ENV{ROLLOUT_TEST_PRELOAD}'")
+  if $ENV{ROLLOUT_TEST_PRELOAD};
+$node->start;
+
+my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+
+$node->safe_psql(
+	'postgres', qq{
+CREATE EXTENSION rollout_fdw;
+CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
+CREATE FOREIGN TABLE t (id text, v int, note text, payload jsonb) SERVER s OPTIONS (store 'damaged');
+CREATE FOREIGN TABLE other (id text, x float8) SERVER s OPTIONS (store 'other');
+});
+my $shard = $node->safe_psql('postgres',
+	'SELECT system_identifier FROM pg_control_system()');
+
+# Reads every column of every row, so that every chunk is decoded.
+my $query = q{SELECT count(*), sum(v), md5(string_agg(id || ':' || v || ':' || coalesce(note, '-') || ':' || payload::text, ',' ORDER BY id)) FROM t};
+
+# 300 rows in row groups of 100 (3 groups), some nulls, then one generation.
+$node->safe_psql('postgres', q{
+SET rollout_fdw.rows_per_group = 100;
+INSERT INTO t SELECT 'key-' || lpad(i::text, 4, '0'), i, CASE WHEN i % 7 = 0 THEN NULL ELSE 'note ' || i END,
+                     jsonb_build_object('i', i, 'text', repeat('abc', i % 13))
+FROM generate_series(1, 300) i;
+SELECT rollout_flush('t');
+});
+$node->safe_psql('postgres', q{INSERT INTO other VALUES ('o1', 1.5), ('o2', 2.5); SELECT rollout_flush('other');});
+
+my $original = $node->safe_psql('postgres', $query);
+like($original, qr/^300\|45150\|[0-9a-f]{32}$/, 'the generation reads back 300 rows, sum 45150');
+
+my $gen_key = "damaged/shards/$shard/gen/00000000000000000001.seg";
+my $gen_file = "$location/$gen_key";
+ok(-f $gen_file, "the flush made $gen_key");
+my $gen_bytes = slurp_bin($gen_file);
+my $size = length($gen_bytes);
+
+sub slurp_bin
+{
+	my ($f) = @_;
+	open(my $fh, '<:raw', $f) or die "open $f: $!";
+	local $/;
+	my $b = <$fh>;
+	close $fh;
+	return $b // '';
+}
+
+sub write_bin
+{
+	my ($f, $b) = @_;
+	open(my $fh, '>:raw', $f) or die "open $f: $!";
+	print $fh $b;
+	close $fh or die "close $f: $!";
+}
+
+# The query must fail with SQLSTATE $state and a message naming $key, and the
+# server must stay up.
+sub expect_error
+{
+	my ($label, $key, %opt) = @_;
+	my $state = $opt{state} // 'XX001';
+	my $what = $opt{what} // qr/(?:segment|object) "[^"]*\Q$key\E"/;
+	my $sql = $opt{sql} // $query;
+	my ($ret, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\n$sql");
+	my $ok = isnt($ret, 0, "$label: the query fails");
+	$ok &&= like($err, qr/ERROR:\s+$state: .*$what/, "$label: ERROR $state naming the object");
+	diag("stderr: $err") unless $ok;
+	is($node->safe_psql('postgres', 'SELECT 1'), '1', "$label: the server is still up");
+}
+
+# ---------------------------------------------------------------------------
+# The segment's structure, from docs/FORMAT.md: chunk positions per column.
+sub parse_segment
+{
+	my ($b) = @_;
+	my $n = length($b);
+	die "too short" if $n < 16;
+	my $footer_length = unpack('V', substr($b, $n - 8, 4));
+	die "bad trailer magic" unless substr($b, $n - 4, 4) eq 'ROSG';
+	my $footer_start = $n - 8 - $footer_length;
+	my $body = substr($b, $footer_start, $footer_length - 4);
+	my $pos = 0;
+	my $take = sub {
+		my ($len, $fmt) = @_;
+		die "footer overrun" if $pos + $len > length($body);
+		my $v = substr($body, $pos, $len);
+		$pos += $len;
+		return defined $fmt ? unpack($fmt, $v) : $v;
+	};
+	my $string = sub { my $l = $take->(4, 'V'); return $take->($l); };
+	my ($version, $flags, $ncol, $keycol) =
+	  ($take->(4, 'V'), $take->(4, 'V'), $take->(4, 'V'), $take->(4, 'V'));
+	my @names;
+	for (1 .. $ncol)
+	{
+		push @names, $string->();
+		$string->();                  # type_name
+		$take->(4); $take->(4);       # typid, typmod
+		$take->(2); $take->(1); $take->(1);    # typlen, typbyval, typalign
+	}
+	my $rows = $take->(8, 'q<');
+	my $ngroups = $take->(4, 'V');
+	my @chunks;
+	for my $g (0 .. $ngroups - 1)
+	{
+		$take->(8);
+		for my $c (0 .. $ncol - 1)
+		{
+			my $offset = $take->(8, 'q<');
+			my $csize = $take->(8, 'q<');
+			$take->(8); $take->(4); $take->(8);    # raw_size, crc, null_count
+			if ($take->(1, 'C'))
+			{
+				$string->();
+				$string->();
+			}
+			push @chunks, { group => $g, column => $names[$c], offset => $offset, size => $csize };
+		}
+	}
+	return {
+		footer_start => $footer_start,
+		footer_length => $footer_length,
+		rows => $rows,
+		groups => $ngroups,
+		chunks => \@chunks,
+		columns => \@names,
+	};
+}
+
+my $layout = eval { parse_segment($gen_bytes) };
+ok(defined $layout, 'the generation parses as docs/FORMAT.md describes') or diag($@);
+$layout //= { chunks => [], footer_start => 8, footer_length => 12, groups => 0, rows => 0 };
+is($layout->{rows}, 300, 'its footer says 300 rows');
+is($layout->{groups}, 3, 'in 3 row groups');
+
+# ---------------------------------------------------------------------------
+# (a) truncation to several lengths
+for my $len (1, 7, 8, 9, 16, 100, int($size / 2), $size - 13, $size - 9, $size - 8, $size - 1)
+{
+	write_bin($gen_file, substr($gen_bytes, 0, $len));
+	expect_error("truncated to $len of $size bytes", $gen_key);
+}
+
+# bytes cut out of the middle (the tail still looks right)
+write_bin($gen_file, substr($gen_bytes, 0, 200) . substr($gen_bytes, 210));
+expect_error('10 bytes cut out at offset 200', $gen_key);
+# bytes inserted in the middle
+write_bin($gen_file, substr($gen_bytes, 0, 200) . ("\0" x 10) . substr($gen_bytes, 200));
+expect_error('10 bytes inserted at offset 200', $gen_key);
+
+# (b) single flipped bits: header, every chunk, footer, footer CRC, trailer
+my @flips = (0, 3, 4, 7);
+for my $c (@{ $layout->{chunks} })
+{
+	push @flips, $c->{offset} + int($c->{size} / 2);
+}
+my $fs = $layout->{footer_start};
+push @flips, $fs, $fs + 4, $fs + 9, $fs + int(($layout->{footer_length} - 4) / 2),
+  $size - 13, $size - 12, $size - 9, ($size - 8 .. $size - 1);
+my %seen;
+@flips = grep { $_ >= 0 && $_ < $size && !$seen{$_}++ } @flips;
+cmp_ok(scalar(@flips), '>=', 20, scalar(@flips) . ' offsets to flip a bit at');
+for my $off (@flips)
+{
+	my $b = $gen_bytes;
+	my $bit = $off % 8;
+	substr($b, $off, 1) = chr(ord(substr($b, $off, 1)) ^ (1 << $bit));
+	write_bin($gen_file, $b);
+	my ($where) = map { "chunk of $_->{column}, group $_->{group}" }
+	  grep { $off >= $_->{offset} && $off < $_->{offset} + $_->{size} } @{ $layout->{chunks} };
+	$where //= $off < 8 ? 'header' : $off >= $size - 8 ? 'trailer' : 'footer';
+	expect_error("bit $bit flipped at offset $off ($where)", $gen_key);
+}
+
+# (c) garbage
+srand(20240601);
+my $garbage = join('', map { chr(int(rand(256))) } 1 .. $size);
+write_bin($gen_file, $garbage);
+expect_error('random garbage of the same size', $gen_key);
+write_bin($gen_file, "\0" x $size);
+expect_error('zeros of the same size', $gen_key);
+write_bin($gen_file, substr($gen_bytes, 0, 8) . substr($garbage, 8));
+expect_error('garbage behind a valid header', $gen_key);
+write_bin($gen_file, substr($garbage, 0, $size - 8) . pack('V', 64) . 'ROSG');
+expect_error('garbage before a plausible trailer', $gen_key);
+write_bin($gen_file,
+	substr($gen_bytes, 0, $layout->{footer_start}) . substr($garbage, $layout->{footer_start}, $layout->{footer_length}) . substr($gen_bytes, $size - 8));
+expect_error('garbage footer between valid data and trailer', $gen_key);
+write_bin($gen_file, "this is not a segment\n" x 50);
+expect_error('a text file', $gen_key);
+
+# (d) empty file
+write_bin($gen_file, '');
+expect_error('an empty file', $gen_key);
+
+# a valid segment of another store (other schema) in its place
+my $other_gen = "$location/other/shards/$shard/gen/00000000000000000001.seg";
+write_bin($gen_file, slurp_bin($other_gen));
+expect_error('a valid segment of another store', $gen_key);
+
+# restore: the original result again
+write_bin($gen_file, $gen_bytes);
+is($node->safe_psql('postgres', $query), $original, 'restoring the original bytes restores the result');
+
+# a generation that is missing altogether: clean error, any SQLSTATE
+unlink($gen_file) or die;
+{
+	my ($ret, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\n$query");
+	isnt($ret, 0, 'a missing generation: the query fails');
+	like($err, qr/ERROR:\s+[0-9A-Z]{5}: .*\Q$gen_key\E/, 'a missing generation: the error names it');
+	is($node->safe_psql('postgres', 'SELECT 1'), '1', 'a missing generation: the server is still up');
+}
+write_bin($gen_file, $gen_bytes);
+is($node->safe_psql('postgres', $query), $original, 'restored again');
+
+# ---------------------------------------------------------------------------
+# A corrupt shard manifest.
+my $manifest_key = "damaged/shards/$shard/_manifest/00000000000000000001.json";
+my $manifest_file = "$location/$manifest_key";
+ok(-f $manifest_file, "the flush committed $manifest_key");
+my $manifest_bytes = slurp_bin($manifest_file);
+like($manifest_bytes, qr/"replay_after"/, 'the manifest is JSON with replay_after');
+
+for my $len (int(length($manifest_bytes) / 2), length($manifest_bytes) - 1, 1)
+{
+	write_bin($manifest_file, substr($manifest_bytes, 0, $len));
+	expect_error("manifest truncated to $len bytes", $manifest_key);
+}
+write_bin($manifest_file, '');
+expect_error('empty manifest', $manifest_key);
+write_bin($manifest_file, '[1, 2, 3]');
+expect_error('a manifest that is valid JSON of the wrong shape', $manifest_key);
+(my $wrong_type = $manifest_bytes) =~ s/"replay_after":\s*\d+/"replay_after": "many"/;
+write_bin($manifest_file, $wrong_type);
+expect_error('a manifest with a string where a number belongs', $manifest_key);
+write_bin($manifest_file, "\x{ff}\x{fe}garbage\0\x01");
+expect_error('binary garbage as manifest', $manifest_key);
+write_bin($manifest_file, $manifest_bytes);
+is($node->safe_psql('postgres', $query), $original, 'restoring the manifest restores the result');
+
+# ---------------------------------------------------------------------------
+# A corrupt _store.json: each psql run is a new session, which opens the store.
+my $store_key = 'damaged/_store.json';
+my $store_file = "$location/$store_key";
+my $store_bytes = slurp_bin($store_file);
+ok(length($store_bytes) > 0, '_store.json exists');
+write_bin($store_file, substr($store_bytes, 0, int(length($store_bytes) / 2)));
+expect_error('_store.json truncated', $store_key);
+write_bin($store_file, '');
+expect_error('_store.json empty', $store_key);
+write_bin($store_file, 'not json at all');
+expect_error('_store.json garbage', $store_key);
+expect_error('_store.json garbage, on INSERT', $store_key,
+	sql => q{INSERT INTO t VALUES ('never', 1, NULL, '{}')});
+write_bin($store_file, $store_bytes);
+is($node->safe_psql('postgres', $query), $original, 'restoring _store.json restores the result');
+
+# ---------------------------------------------------------------------------
+# A corrupt WAL entry in the tail (after replay_after): committed, not flushed.
+$node->safe_psql('postgres', q{INSERT INTO t SELECT 'tail-' || i, 1000 + i, 'tail', '{}' FROM generate_series(1, 20) i});
+my $with_tail = $node->safe_psql('postgres', $query);
+like($with_tail, qr/^320\|65360\|/, 'the WAL tail adds 20 rows');
+
+my $wal_key = "damaged/shards/$shard/wal/00000000000000000002.wal";
+my $wal_file = "$location/$wal_key";
+ok(-f $wal_file, "the insert made $wal_key");
+my $wal_bytes = slurp_bin($wal_file);
+my $wal_size = length($wal_bytes);
+my $manifests_before = join(',', sort glob("$location/damaged/shards/$shard/_manifest/*"));
+
+for my $case (
+	[ 'WAL entry truncated to half', substr($wal_bytes, 0, int($wal_size / 2)) ],
+	[ 'WAL entry with its last byte gone', substr($wal_bytes, 0, $wal_size - 1) ],
+	[ 'WAL entry with a bit flipped in the middle', do { my $b = $wal_bytes; my $o = int($wal_size / 3); substr($b, $o, 1) = chr(ord(substr($b, $o, 1)) ^ 0x10); $b } ],
+	[ 'WAL entry of garbage', substr($garbage, 0, $wal_size) ],
+	[ 'WAL entry empty', '' ])
+{
+	my ($label, $bytes) = @$case;
+	write_bin($wal_file, $bytes);
+	expect_error($label, $wal_key);
+	expect_error("$label, rollout_flush", $wal_key,
+		sql => q{SELECT * FROM rollout_flush('t')});
+}
+is(join(',', sort glob("$location/damaged/shards/$shard/_manifest/*")), $manifests_before,
+	'no flush over a corrupt WAL entry committed a manifest');
+write_bin($wal_file, $wal_bytes);
+is($node->safe_psql('postgres', $query), $with_tail, 'restoring the WAL entry restores the result');
+is($node->safe_psql('postgres', q{SELECT rows_flushed, generation FROM rollout_flush('t')}),
+	'20|2', 'and it then flushes into generation 2');
+is($node->safe_psql('postgres', $query), $with_tail, 'with the same result');
+
+my $log = slurp_file($node->logfile);
+unlike($log, qr/terminated by signal|PANIC|server process .* was terminated/,
+	'no backend crashed during all of this');
+
+$node->stop;
+done_testing();
