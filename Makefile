@@ -21,6 +21,12 @@ OBJS = \
 	src/lsm/wal.o \
 	src/lsm/snapshot.o \
 	src/lsm/flush.o \
+	src/lsm/rewrite.o \
+	src/lsm/fault.o \
+	src/lsm/merge.o \
+	src/lsm/compact.o \
+	src/lsm/gc.o \
+	src/lsm/observe.o \
 	src/lsm/json_doc.o \
 	src/read/segment_source.o \
 	src/read/merge_iterator.o \
@@ -29,7 +35,8 @@ OBJS = \
 	src/fdw/scan.o \
 	src/fdw/modify.o \
 	src/fdw/xact_buffer.o \
-	src/sql/functions.o
+	src/sql/maintenance.o \
+	src/sql/inspection.o
 
 EXTENSION = rollout_fdw
 DATA = rollout_fdw--0.1.sql
@@ -48,3 +55,7 @@ SHLIB_LINK = -lzstd
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# PGXS tracks no header dependencies: rebuild everything when a header changes,
+# rather than link objects compiled against an old struct layout.
+$(OBJS): $(wildcard $(srcdir)/include/rollout/*.h) $(wildcard $(srcdir)/src/*/*.h)

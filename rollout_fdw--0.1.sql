@@ -20,10 +20,14 @@ CREATE FOREIGN DATA WRAPPER rollout_fdw
 COMMENT ON FOREIGN DATA WRAPPER rollout_fdw IS
   'rollout stores: an LSM on object storage exposed as foreign tables';
 
--- Checks that need the table's columns, which an FDW validator cannot see:
+-- Checks that need the table's columns, which an FDW validator cannot see,
 -- run at the end of CREATE/ALTER FOREIGN TABLE by the event trigger below.
+-- rollout_fdw_check_table() raises an error for a bad rollout table and
+-- returns the store name to pin when the table relies on the default (its
+-- own name), so that renaming the table later cannot switch it to another
+-- store.  It reads only the catalogs; anyone may call it.
 CREATE FUNCTION rollout_fdw_check_table(regclass)
-RETURNS void
+RETURNS text
 AS 'MODULE_PATHNAME'
 LANGUAGE C STRICT;
 
@@ -33,11 +37,16 @@ LANGUAGE plpgsql
 AS $$
 DECLARE
   r record;
+  pinned text;
 BEGIN
   FOR r IN SELECT objid FROM pg_event_trigger_ddl_commands()
            WHERE object_type = 'foreign table'
   LOOP
-    PERFORM @extschema@.rollout_fdw_check_table(r.objid::regclass);
+    pinned := @extschema@.rollout_fdw_check_table(r.objid::regclass);
+    IF pinned IS NOT NULL THEN
+      EXECUTE format('ALTER FOREIGN TABLE %s OPTIONS (ADD store %L)',
+                     r.objid::regclass, pinned);
+    END IF;
   END LOOP;
 END
 $$;
@@ -57,4 +66,85 @@ LANGUAGE C;
 COMMENT ON FUNCTION rollout_flush(regclass) IS
   'seal this cluster''s WAL tail of a rollout table''s store into one generation';
 
-REVOKE ALL ON FUNCTION rollout_fdw_check_table(regclass) FROM PUBLIC;
+
+CREATE FUNCTION rollout_merge(tbl regclass,
+                              max_generations int DEFAULT NULL,
+                              flush_first boolean DEFAULT true,
+                              OUT generations_merged int,
+                              OUT rows_merged bigint,
+                              OUT fragments_added int)
+RETURNS record
+AS 'MODULE_PATHNAME', 'rollout_merge'
+LANGUAGE C;
+
+COMMENT ON FUNCTION rollout_merge(regclass, int, boolean) IS
+  'fold this cluster''s oldest generations of a rollout table''s store into one base fragment';
+
+CREATE FUNCTION rollout_compact(tbl regclass,
+                                min_fragments int DEFAULT 5,
+                                target_rows_per_fragment bigint DEFAULT 1048576,
+                                max_source_fragments int DEFAULT NULL,
+                                OUT fragments_before int,
+                                OUT fragments_after int,
+                                OUT rows_written bigint,
+                                OUT versions_dropped bigint,
+                                OUT skipped_reason text)
+RETURNS record
+AS 'MODULE_PATHNAME', 'rollout_compact'
+LANGUAGE C;
+
+COMMENT ON FUNCTION rollout_compact(regclass, int, bigint, int) IS
+  'rewrite base fragments of a rollout table''s store into fewer, deduplicated fragments';
+
+CREATE FUNCTION rollout_should_compact(tbl regclass,
+                                       min_fragments int DEFAULT 5,
+                                       quiet_hours text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rollout_should_compact'
+LANGUAGE C;
+
+COMMENT ON FUNCTION rollout_should_compact(regclass, int, text) IS
+  'true when a rollout table''s base has min_fragments fragments and the UTC hour is outside quiet_hours (''22-06'')';
+
+CREATE FUNCTION rollout_compaction_stats(tbl regclass,
+                                         OUT fragments int,
+                                         OUT total_compactions bigint,
+                                         OUT last_compaction timestamptz,
+                                         OUT last_error text)
+RETURNS record
+AS 'MODULE_PATHNAME', 'rollout_compaction_stats'
+LANGUAGE C;
+
+COMMENT ON FUNCTION rollout_compaction_stats(regclass) IS
+  'compaction history of a rollout table''s store, kept in its base manifest';
+
+CREATE FUNCTION rollout_observe(tbl regclass,
+                                exact boolean DEFAULT false,
+                                OUT row_count bigint,
+                                OUT exact_row_count bigint,
+                                OUT base_rows bigint,
+                                OUT fragments int,
+                                OUT generations int,
+                                OUT generation_rows bigint,
+                                OUT unflushed_rows bigint,
+                                OUT bytes bigint,
+                                OUT base_version bigint,
+                                OUT writer_epoch bigint,
+                                OUT wal_entries int)
+RETURNS record
+AS 'MODULE_PATHNAME', 'rollout_observe'
+LANGUAGE C;
+
+COMMENT ON FUNCTION rollout_observe(regclass, boolean) IS
+  'counts and sizes of a rollout table''s store: cheap from metadata, exact (= count(*)) when asked';
+
+CREATE FUNCTION rollout_gc(tbl regclass,
+                           grace interval DEFAULT '1 hour',
+                           OUT objects_deleted bigint,
+                           OUT bytes_freed bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'rollout_gc'
+LANGUAGE C;
+
+COMMENT ON FUNCTION rollout_gc(regclass, interval) IS
+  'delete objects of a rollout table''s store that no manifest current within the grace period references';

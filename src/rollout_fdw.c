@@ -18,6 +18,7 @@
 #include "storage/fd.h"
 #include "utils/guc.h"
 
+#include "rollout/fault.h"
 #include "rollout/fdw.h"
 #include "rollout/rollout_fdw.h"
 #include "rollout/segment.h"
@@ -30,6 +31,8 @@ char	   *rollout_shard_id_setting = NULL;
 int			rollout_transaction_buffer_kb = 16 * 1024;
 int			rollout_rows_per_group = SEGMENT_DEFAULT_ROWS_PER_GROUP;
 int			rollout_max_wal_append_attempts = 1000;
+int			rollout_min_gc_grace_seconds = 600;
+int			rollout_merge_max_kb = 1024 * 1024;
 
 void		_PG_init(void);
 
@@ -81,6 +84,30 @@ _PG_init(void)
 							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.min_gc_grace",
+							"Shortest grace period rollout_gc accepts.",
+							"Merges, compactions and flushes abandon outputs that waited longer than half of it before their commit, so that garbage collection can never delete an object a commit is about to reference.",
+							&rollout_min_gc_grace_seconds,
+							600, 0, 7 * 24 * 3600,
+							PGC_SUSET,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.merge_max_bytes",
+							"Generation bytes one merge pass reads at most.",
+							"A pass always takes at least one generation.",
+							&rollout_merge_max_kb,
+							1024 * 1024, 1024, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+	DefineCustomStringVariable("rollout_fdw.fail_at",
+							   "Fault points for tests: step:error, step:crash or step:sleep=N, comma-separated.",
+							   "The steps are listed in docs/MAINTENANCE.md. Never set this in production.",
+							   &rollout_fail_at_setting,
+							   "",
+							   PGC_SUSET,
+							   GUC_NOT_IN_SAMPLE,
+							   rollout_fail_at_check, NULL, NULL);
 	MarkGUCPrefixReserved("rollout_fdw");
 
 	xact_buffer_init();

@@ -85,6 +85,15 @@ extern ShardManifest *shard_manifest_read_latest(RolloutStore *store,
 												 const char *shard);
 extern BaseManifest *base_manifest_read_latest(RolloutStore *store);
 
+/* Read one version; NULL when it does not exist (any more). */
+extern ShardManifest *shard_manifest_read_version(RolloutStore *store,
+												  const char *shard,
+												  int64 version);
+extern BaseManifest *base_manifest_read_version(RolloutStore *store, int64 version);
+
+/* Key of one manifest version under a _manifest/ prefix. */
+extern char *manifest_key(const char *prefix, int64 version);
+
 /* Commit manifest->version + 1; on success manifest->version is bumped. */
 extern ManifestCommitResult shard_manifest_commit(RolloutStore *store,
 												  ShardManifest *manifest);

@@ -63,10 +63,15 @@ typedef struct MergeRead MergeRead;
  * key and hidden columns are always read.  range may be NULL (everything).
  * A query drops keys whose newest version is a tombstone; flush and merge
  * keep them (keep_tombstones), since they must still hide older versions.
+ *
+ * An object of the snapshot may have been removed by garbage collection
+ * since the snapshot was taken.  With vanished == NULL that is an ERROR;
+ * otherwise merge_read_begin returns NULL and sets *vanished, and the
+ * caller takes a fresh snapshot and tries again.
  */
 extern MergeRead *merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 								   const bool *want, const KeyRange *range,
-								   bool keep_tombstones);
+								   bool keep_tombstones, bool *vanished);
 
 /*
  * The next row: values/isnull indexed by segment schema column (only wanted
@@ -86,18 +91,22 @@ typedef struct RowSource RowSource;
 
 /*
  * Open a source; returns NULL when the key range excludes the object (after
- * reading its footer).  stamp_in/stamp_out carry the WAL running maximum
- * from one entry of a shard to the next.
+ * reading its footer), or when the object does not exist and vanished is
+ * not NULL (then *vanished is set; with vanished NULL that is an ERROR).
+ * running_stamp carries the WAL running maximum from one entry of a shard to
+ * the next.
  */
 extern RowSource *row_source_open(RolloutStore *store, SnapshotSource *meta,
 								  const bool *want, const KeyRange *range,
-								  int64 *running_stamp, MergeReadStats *stats);
+								  int64 *running_stamp, MergeReadStats *stats,
+								  bool *vanished);
 /* Advance to the next row; false at the end. */
 extern bool row_source_next(RowSource *source);
 /* The current row. */
 extern Datum row_source_key(RowSource *source);
 extern int64 row_source_ts(RowSource *source);
 extern int16 row_source_op(RowSource *source);
+extern int64 row_source_shard(RowSource *source);
 extern const SnapshotSource *row_source_meta(RowSource *source);
 extern void row_source_values(RowSource *source, const bool *want,
 							  Datum *values, bool *isnull);

@@ -21,6 +21,13 @@ extern int	rollout_rows_per_group;
 /* rollout_fdw.max_wal_append_attempts: positions a commit tries before giving up */
 extern int	rollout_max_wal_append_attempts;
 
+/* rollout_fdw.min_gc_grace (seconds): the shortest grace rollout_gc accepts;
+ * outputs waiting longer than half of it are abandoned, not committed */
+extern int	rollout_min_gc_grace_seconds;
+
+/* rollout_fdw.merge_max_bytes (kB): input bytes one merge pass reads at most */
+extern int	rollout_merge_max_kb;
+
 /* A path for a local scratch file (segments being built), unique per call. */
 extern char *rollout_scratch_file_path(const char *purpose);
 

@@ -70,6 +70,9 @@ typedef struct RolloutStore
 	int			shard_column;
 	int			op_column;
 
+	/* _store.json to create at the first write; NULL once it exists */
+	char	   *pending_definition;
+
 	/* This cluster's shard. */
 	char	   *shard;			/* shard id text */
 	int64		shard_hash;		/* value of the _shard column */
@@ -89,6 +92,9 @@ typedef struct RolloutStore
 extern RolloutStore *rollout_store_open(const RolloutStoreSpec *spec,
 										MemoryContext parent);
 extern void rollout_store_close(RolloutStore *store);
+
+/* Create _store.json if the store is new (before its first write). */
+extern void rollout_store_ensure_created(RolloutStore *store);
 
 /* This cluster's shard id: rollout_fdw.shard_id, else the system identifier. */
 extern char *rollout_current_shard_id(void);

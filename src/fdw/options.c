@@ -254,6 +254,10 @@ rollout_check_is_rollout_table(Oid relid)
  * event trigger after CREATE/ALTER FOREIGN TABLE: the key column exists and
  * its type has a default btree operator class (the store sorts by it).
  * Tables of other wrappers are ignored.
+ *
+ * Returns the store name to pin as the table's "store" option when the table
+ * has none (the default is the table's name, which a RENAME would otherwise
+ * change), or NULL.
  */
 Datum
 rollout_fdw_check_table(PG_FUNCTION_ARGS)
@@ -263,10 +267,11 @@ rollout_fdw_check_table(PG_FUNCTION_ARGS)
 	Relation	rel;
 	TupleDesc	tupdesc;
 	int			key_attno = InvalidAttrNumber;
+	ListCell   *lc;
 
 	if (get_rel_relkind(relid) != RELKIND_FOREIGN_TABLE ||
 		!rollout_is_rollout_foreign_table(relid))
-		PG_RETURN_VOID();
+		PG_RETURN_NULL();
 
 	options = rollout_table_options(relid);
 	rel = table_open(relid, AccessShareLock);
@@ -298,7 +303,11 @@ rollout_fdw_check_table(PG_FUNCTION_ARGS)
 					 errhint("Use a key of a type that can be sorted, such as text, uuid or bigint.")));
 	}
 	table_close(rel, AccessShareLock);
-	PG_RETURN_VOID();
+
+	foreach(lc, GetForeignTable(relid)->options)
+		if (strcmp(((DefElem *) lfirst(lc))->defname, "store") == 0)
+			PG_RETURN_NULL();
+	PG_RETURN_TEXT_P(cstring_to_text(options->store_name));
 }
 
 /* ----------------------------------------------------------------
@@ -404,6 +413,12 @@ rollout_store_for_relation(Relation rel)
 		entry->valid = false;
 		entry->store = NULL;
 	}
+	/*
+	 * The shard id is a setting: a store opened under another one must be
+	 * reopened, or this backend would keep writing the old shard.
+	 */
+	if (entry->valid && strcmp(entry->store->shard, rollout_current_shard_id()) != 0)
+		entry->valid = false;
 	if (!entry->valid)
 	{
 		RolloutStoreSpec *spec = store_spec_for_relation(rel);

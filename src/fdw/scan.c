@@ -43,9 +43,13 @@
 #include "utils/rel.h"
 #include "utils/typcache.h"
 
+#include "rollout/fault.h"
 #include "rollout/fdw.h"
 #include "rollout/merge_read.h"
 #include "rollout/snapshot.h"
+
+/* Fresh snapshots a scan takes when objects vanish under it. */
+#define SCAN_MAX_SNAPSHOT_ATTEMPTS	5
 
 /* Index of items in a ForeignScan's fdw_private list. */
 enum RolloutScanPrivate
@@ -87,7 +91,8 @@ typedef struct RolloutScanState
 	bool	   *want;			/* per segment column */
 	List	   *key_quals;		/* KeyQual * (value unused) */
 	List	   *key_value_states;	/* ExprState * */
-	MemoryContext scan_context;
+	MemoryContext scan_context;	/* the snapshot: lives across rescans */
+	MemoryContext rescan_context;	/* key range and read: reset per rescan */
 	RolloutSnapshot *snapshot;
 	MergeRead  *read;
 	Datum	   *values;
@@ -353,6 +358,9 @@ rollout_begin_foreign_scan(ForeignScanState *node, int eflags)
 	state->scan_context = AllocSetContextCreate(CurrentMemoryContext,
 												"rollout scan",
 												ALLOCSET_DEFAULT_SIZES);
+	state->rescan_context = AllocSetContextCreate(state->scan_context,
+												  "rollout rescan",
+												  ALLOCSET_DEFAULT_SIZES);
 	tupdesc = RelationGetDescr(state->rel);
 	state->natts = tupdesc->natts;
 	state->attr_to_column = palloc(sizeof(int) * Max(state->natts, 1));
@@ -476,16 +484,35 @@ rollout_iterate_foreign_scan(ForeignScanState *node)
 
 	if (state->read == NULL)
 	{
-		MemoryContext oldcontext = MemoryContextSwitchTo(state->scan_context);
+		MemoryContext oldcontext = MemoryContextSwitchTo(state->rescan_context);
 		KeyRange	range;
 
 		rollout_build_key_range(node, state, &range);
-		/* one snapshot per scan node: rescans see the same objects */
-		if (state->snapshot == NULL)
-			state->snapshot = rollout_snapshot_take(state->store,
-													state->options->read_wal_tail);
-		state->read = merge_read_begin(state->store, state->snapshot,
-									   state->want, &range, false);
+
+		/*
+		 * One snapshot per scan node: rescans see the same objects.  If
+		 * garbage collection removed an object of the snapshot before we
+		 * opened it, the snapshot is stale: take a fresh one (DESIGN.md §5).
+		 */
+		for (int attempt = 0;; attempt++)
+		{
+			bool		vanished = false;
+
+			if (state->snapshot == NULL)
+			{
+				MemoryContextSwitchTo(state->scan_context);
+				state->snapshot = rollout_snapshot_take(state->store,
+														state->options->read_wal_tail);
+				MemoryContextSwitchTo(state->rescan_context);
+				rollout_fault_point("scan.after_snapshot");
+			}
+			state->read = merge_read_begin(state->store, state->snapshot,
+										   state->want, &range, false,
+										   attempt < SCAN_MAX_SNAPSHOT_ATTEMPTS - 1 ? &vanished : NULL);
+			if (state->read != NULL)
+				break;
+			state->snapshot = NULL;
+		}
 		MemoryContextSwitchTo(oldcontext);
 	}
 
@@ -523,6 +550,8 @@ rollout_rescan_foreign_scan(ForeignScanState *node)
 		merge_read_end(state->read);
 		state->read = NULL;
 	}
+	if (state->rescan_context != NULL)
+		MemoryContextReset(state->rescan_context);
 }
 
 static void

@@ -64,6 +64,8 @@ typedef struct XactBuffer
 	int64		length;			/* logical length of the stream */
 	int64		rows;
 
+	MemoryContext row_context;	/* reset after each buffered row */
+
 	/* subtransaction marks, innermost last */
 	SubxactMark *marks;
 	int			mark_count;
@@ -74,6 +76,7 @@ typedef struct XactBuffer
 static XactBuffer *current_buffer = NULL;
 
 static void xact_buffer_commit(XactBuffer *buffer);
+static void xact_buffer_release(XactBuffer *buffer);
 
 /* ----------------------------------------------------------------
  * The row stream
@@ -179,6 +182,9 @@ xact_buffer_get(Relation rel, RolloutStore *store)
 			rollout_store_column_index(store, NameStr(attr->attname));
 	}
 	initStringInfo(&buffer->memory);
+	buffer->row_context = AllocSetContextCreate(TopTransactionContext,
+												"rollout buffered row",
+												ALLOCSET_DEFAULT_SIZES);
 	buffer->mark_capacity = 8;
 	buffer->marks = palloc(sizeof(SubxactMark) * buffer->mark_capacity);
 	MemoryContextSwitchTo(oldcontext);
@@ -216,8 +222,8 @@ xact_buffer_mark_level(XactBuffer *buffer)
 void
 xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot)
 {
-	XactBuffer *buffer = xact_buffer_get(rel, store);
-	TupleDesc	tupdesc = buffer->tupdesc;
+	XactBuffer *buffer;
+	TupleDesc	tupdesc;
 	MemoryContext oldcontext;
 	Datum	   *values;
 	bool	   *isnull;
@@ -225,8 +231,26 @@ xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot)
 	uint32		len;
 	int			key_column = store->key_column;
 
+	/*
+	 * The rows become durable at PRE_COMMIT, the last hook before the commit
+	 * record.  Under SERIALIZABLE, PostgreSQL may still fail the commit
+	 * after that hook (a serialization failure found at commit), which would
+	 * leave an aborted transaction's rows durable and visible.
+	 */
+	if (IsolationIsSerializable())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot write to rollout table \"%s\" in a SERIALIZABLE transaction",
+						RelationGetRelationName(rel)),
+				 errdetail("A serializable transaction can still fail after its rows were made durable."),
+				 errhint("Use READ COMMITTED or REPEATABLE READ for transactions that write rollout tables.")));
+
+	buffer = xact_buffer_get(rel, store);
+	tupdesc = buffer->tupdesc;
 	slot_getallattrs(slot);
-	oldcontext = MemoryContextSwitchTo(TopTransactionContext);
+
+	/* per-row work (detoasted copies) is freed with the row context */
+	oldcontext = MemoryContextSwitchTo(buffer->row_context);
 	values = palloc(sizeof(Datum) * Max(tupdesc->natts, 1));
 	isnull = palloc(sizeof(bool) * Max(tupdesc->natts, 1));
 	for (int i = 0; i < tupdesc->natts; i++)
@@ -243,9 +267,8 @@ xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot)
 					 errdetail("Every row of a rollout store needs a key.")));
 
 		/*
-		 * A toast pointer may point into a table the transaction is still
-		 * allowed to read now but that commit-time code must not depend on:
-		 * fetch the value.
+		 * A toast pointer refers to another table's storage; the buffer must
+		 * hold the value itself.
 		 */
 		if (!isnull[i] && attr->attlen == -1 &&
 			VARATT_IS_EXTERNAL(DatumGetPointer(values[i])))
@@ -260,9 +283,7 @@ xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot)
 	stream_write(buffer, &len, sizeof(len));
 	stream_write(buffer, tuple, len);
 	buffer->rows++;
-	pfree(tuple);
-	pfree(values);
-	pfree(isnull);
+	MemoryContextReset(buffer->row_context);
 }
 
 /* ----------------------------------------------------------------
@@ -378,6 +399,23 @@ xact_buffer_commit(XactBuffer *buffer)
 	MemoryContextDelete(row_context);
 }
 
+/*
+ * Forget the current buffer before the transaction ends.  Its memory goes
+ * with TopTransactionContext; the spill file is closed here, since a file
+ * still open at commit draws a leak warning.
+ */
+static void
+xact_buffer_release(XactBuffer *buffer)
+{
+	if (buffer->file != NULL)
+	{
+		BufFileClose(buffer->file);
+		buffer->file = NULL;
+	}
+	if (current_buffer == buffer)
+		current_buffer = NULL;
+}
+
 /* ----------------------------------------------------------------
  * Transaction callbacks
  * ----------------------------------------------------------------
@@ -394,11 +432,8 @@ xact_buffer_xact_callback(XactEvent event, void *arg)
 			{
 				if (current_buffer->rows > 0)
 					xact_buffer_commit(current_buffer);
-				/* closed here: at commit a still-open file draws a leak warning */
-				if (current_buffer->file != NULL)
-					BufFileClose(current_buffer->file);
+				xact_buffer_release(current_buffer);
 			}
-			current_buffer = NULL;
 			break;
 		case XACT_EVENT_PRE_PREPARE:
 			if (current_buffer != NULL && current_buffer->rows > 0)
@@ -407,7 +442,8 @@ xact_buffer_xact_callback(XactEvent event, void *arg)
 						 errmsg("cannot prepare a transaction that wrote to rollout table \"%s\"",
 								current_buffer->relname),
 						 errdetail("Rollout tables do not support two-phase commit.")));
-			current_buffer = NULL;
+			if (current_buffer != NULL)
+				xact_buffer_release(current_buffer);
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
@@ -441,6 +477,13 @@ xact_buffer_subxact_callback(SubXactEvent event, SubTransactionId subid,
 
 			stream_truncate(buffer, mark->offset, mark->rows);
 		}
+
+		/*
+		 * If the rolled-back rows were the only ones, the transaction has
+		 * written nothing: let it write another rollout table after all.
+		 */
+		if (buffer->rows == 0 && buffer->mark_count == 0)
+			xact_buffer_release(buffer);
 	}
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
 	{

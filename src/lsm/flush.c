@@ -25,17 +25,17 @@
  */
 #include "postgres.h"
 
-#include <unistd.h>
-
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
 #include "storage/lmgr.h"
 
+#include "rollout/fault.h"
 #include "rollout/flush.h"
 #include "rollout/json_doc.h"
 #include "rollout/manifest.h"
 #include "rollout/merge_read.h"
+#include "rollout/rewrite.h"
 #include "rollout/rollout_fdw.h"
 #include "rollout/wal.h"
 
@@ -76,24 +76,12 @@ flush_generation_metadata(RolloutStore *store, int64 first, int64 last)
 	return buf.data;
 }
 
-/*
- * Write the sealed entries as one generation into a scratch file; fills the
- * generation entry's statistics and returns the effective stamp of the last
- * entry.
- */
-static int64
-flush_write_generation(RolloutStore *store, List *sealed, int64 stamp_floor,
-					   const char *path, GenerationEntry *generation)
+/* The sealed WAL entries as the sources of a rewrite. */
+static RolloutSnapshot *
+flush_sources(RolloutStore *store, List *sealed, int64 stamp_floor)
 {
-	RolloutSnapshot snapshot = {0};
+	RolloutSnapshot *snapshot = palloc0(sizeof(RolloutSnapshot));
 	ListCell   *lc;
-	bool	   *want = palloc(sizeof(bool) * store->schema.ncolumns);
-	Datum	   *values = palloc0(sizeof(Datum) * store->schema.ncolumns);
-	bool	   *isnull = palloc0(sizeof(bool) * store->schema.ncolumns);
-	MergeRead  *read;
-	SegmentWriter *writer;
-	SegmentWriteSummary summary;
-	int64		last_stamp;
 
 	foreach(lc, sealed)
 	{
@@ -107,37 +95,82 @@ flush_write_generation(RolloutStore *store, List *sealed, int64 stamp_floor,
 		source->position = entry->position;
 		source->rows = -1;
 		source->stamp_floor = foreach_current_index(lc) == 0 ? stamp_floor : -1;
-		snapshot.sources = lappend(snapshot.sources, source);
+		snapshot->sources = lappend(snapshot->sources, source);
+		snapshot->wal_entry_count++;
 	}
-	for (int i = 0; i < store->schema.ncolumns; i++)
-		want[i] = true;
+	return snapshot;
+}
 
-	read = merge_read_begin(store, &snapshot, want, NULL, true);
-	writer = segment_writer_begin(&store->schema, path, true,
-								  rollout_rows_per_group);
-	generation->min_ts = PG_INT64_MAX;
-	generation->max_ts = PG_INT64_MIN;
-	while (merge_read_next(read, values, isnull))
+/*
+ * Write the sealed entries as one generation into a scratch file and upload
+ * it under the first free generation number.  Returns the object key and
+ * sets *number.
+ */
+static char *
+flush_write_and_upload(RolloutStore *store, ShardManifest *manifest,
+					   List *sealed, GenerationEntry *generation,
+					   RewriteResult *rewrite, int64 *number)
+{
+	RewriteOutput *output;
+
+	rewrite_sources(store, flush_sources(store, sealed, manifest->last_stamp),
+					0,
+					flush_generation_metadata(store, generation->first_position,
+											  generation->last_position),
+					rewrite);
+	if (rewrite->outputs == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("WAL entries %lld to %lld of shard \"%s\" in store \"%s\" hold no rows",
+						(long long) generation->first_position,
+						(long long) generation->last_position,
+						store->shard, store->name)));
+	output = linitial(rewrite->outputs);
+
+	/*
+	 * A number can be taken by the generation of a flush that died before
+	 * its manifest commit: such an object is named by no manifest, so we
+	 * leave it to garbage collection and move on.
+	 */
+	for (*number = manifest->next_generation;
+		 *number < manifest->next_generation + FLUSH_MAX_NUMBER_PROBES;
+		 (*number)++)
 	{
-		int64		ts = DatumGetInt64(values[store->ts_column]);
+		char	   *key = rollout_key_generation(store, store->shard, *number);
 
-		generation->min_ts = Min(generation->min_ts, ts);
-		generation->max_ts = Max(generation->max_ts, ts);
-		segment_writer_add_row(writer, values, isnull);
+		CHECK_FOR_INTERRUPTS();
+		if (objstore_create_from_file_if_absent(store->objstore, key, output->path,
+												objstore_new_put_id()) == OBJSTORE_CREATED)
+			return key;
 	}
-	last_stamp = merge_read_stats(read)->last_wal_stamp;
-	merge_read_end(read);
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("could not find a free generation number in shard \"%s\" of store \"%s\"",
+					store->shard, store->name)));
+	return NULL;				/* keep compiler quiet */
+}
 
-	segment_writer_finish(writer,
-						  flush_generation_metadata(store, generation->first_position,
-													generation->last_position),
-						  &summary);
-	generation->rows = summary.row_count;
-	generation->bytes = summary.bytes;
-	generation->has_key_range = summary.has_key_range;
-	generation->min_key = summary.key_min;
-	generation->max_key = summary.key_max;
-	return last_stamp;
+/* The same, removing the scratch file whatever happens. */
+static char *
+flush_write_generation(RolloutStore *store, ShardManifest *manifest,
+					   List *sealed, GenerationEntry *generation,
+					   RewriteResult *rewrite, int64 *number)
+{
+	char	   *volatile key = NULL;
+
+	PG_TRY();
+	{
+		key = flush_write_and_upload(store, manifest, sealed, generation,
+									 rewrite, number);
+	}
+	PG_CATCH();
+	{
+		rewrite_cleanup(rewrite);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	rewrite_cleanup(rewrite);
+	return key;
 }
 
 FlushResult
@@ -152,12 +185,10 @@ rollout_flush_shard(RolloutStore *store)
 		ShardManifest *manifest = shard_manifest_read_latest(store, store->shard);
 		List	   *sealed;
 		GenerationEntry *generation;
-		char	   *path;
-		/* set inside PG_TRY and used after it */
-		volatile int64 last_stamp = 0;
-		volatile int64 number = 0;
-		char	   *volatile key = NULL;
-		volatile bool created = false;
+		RewriteResult *rewrite = palloc0(sizeof(RewriteResult));
+		RewriteOutput *output;
+		int64		number;
+		char	   *key;
 
 		sealed = wal_contiguous_prefix(wal_list_after(store, store->shard,
 													  manifest->replay_after),
@@ -169,52 +200,28 @@ rollout_flush_shard(RolloutStore *store)
 		generation->first_position = ((WalEntryRef *) linitial(sealed))->position;
 		generation->last_position = ((WalEntryRef *) llast(sealed))->position;
 
-		path = rollout_scratch_file_path("generation");
-		PG_TRY();
-		{
-			last_stamp = flush_write_generation(store, sealed, manifest->last_stamp,
-												path, generation);
+		key = flush_write_generation(store, manifest, sealed, generation,
+									 rewrite, &number);
+		rollout_fault_point("flush.after_generation_put");
 
-			/*
-			 * A number can be taken by the generation of a flush that died
-			 * before its manifest commit: such an object is named by no
-			 * manifest, so we leave it to garbage collection and move on.
-			 */
-			for (number = manifest->next_generation;
-				 number < manifest->next_generation + FLUSH_MAX_NUMBER_PROBES;
-				 number++)
-			{
-				CHECK_FOR_INTERRUPTS();
-				key = rollout_key_generation(store, store->shard, number);
-				if (objstore_create_from_file_if_absent(store->objstore, key, path,
-														objstore_new_put_id()) == OBJSTORE_CREATED)
-				{
-					created = true;
-					break;
-				}
-			}
-		}
-		PG_FINALLY();
-		{
-			(void) unlink(path);
-		}
-		PG_END_TRY();
-
-		if (!created)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("could not find a free generation number in shard \"%s\" of store \"%s\"",
-							store->shard, store->name)));
-
+		output = linitial(rewrite->outputs);
 		generation->number = number;
 		generation->file = key;
+		generation->rows = output->summary.row_count;
+		generation->bytes = output->summary.bytes;
+		generation->min_ts = output->min_ts;
+		generation->max_ts = output->max_ts;
+		generation->has_key_range = output->summary.has_key_range;
+		generation->min_key = output->summary.key_min;
+		generation->max_key = output->summary.key_max;
 		manifest->generations = lappend(manifest->generations, generation);
 		manifest->replay_after = generation->last_position;
-		manifest->last_stamp = last_stamp;
+		manifest->last_stamp = rewrite->last_wal_stamp;
 		manifest->next_generation = number + 1;
 
 		if (shard_manifest_commit(store, manifest) == MANIFEST_COMMITTED)
 		{
+			rollout_fault_point("flush.after_manifest_commit");
 			result.rows_flushed = generation->rows;
 			result.generation = number;
 			result.first_position = generation->first_position;

@@ -20,7 +20,7 @@
 #include "rollout/manifest.h"
 
 /* Key of one manifest version under prefix. */
-static char *
+char *
 manifest_key(const char *prefix, int64 version)
 {
 	return psprintf("%s%020lld.json", prefix, (long long) version);
@@ -117,32 +117,19 @@ manifest_append_key(RolloutStore *store, StringInfo buf, bool *first,
  * ----------------------------------------------------------------
  */
 
-ShardManifest *
-shard_manifest_read_latest(RolloutStore *store, const char *shard)
+/* Parse one shard manifest version (json from object key). */
+static ShardManifest *
+shard_manifest_parse(RolloutStore *store, const char *shard, int64 version,
+					 StringInfo json, const char *key)
 {
 	ShardManifest *manifest = palloc0(sizeof(ShardManifest));
-	char	   *prefix = rollout_key_shard_manifest_prefix(store, shard);
-	bool		own_shard = strcmp(shard, store->shard) == 0;
-	StringInfoData json;
-	char	   *key = NULL;
 	JsonDoc    *doc;
 	JsonbContainer *generations;
 	char	   *stored_shard;
 
 	manifest->shard = pstrdup(shard);
-	manifest->next_generation = 1;
-	manifest->epoch_start_position = 1;
-
-	initStringInfo(&json);
-	manifest->version = manifest_fetch_latest(store, prefix,
-											  own_shard ? store->shard_manifest_hint : 0,
-											  &json, &key);
-	if (manifest->version == 0)
-		return manifest;
-	if (own_shard)
-		store->shard_manifest_hint = manifest->version;
-
-	doc = json_doc_parse(json.data, json.len, key);
+	manifest->version = version;
+	doc = json_doc_parse(json->data, json->len, key);
 	manifest_check_version(doc, manifest->version);
 	stored_shard = json_doc_text(doc, doc->root, "shard", true);
 	if (strcmp(stored_shard, shard) != 0)
@@ -180,6 +167,45 @@ shard_manifest_read_latest(RolloutStore *store, const char *shard)
 		manifest->generations = lappend(manifest->generations, entry);
 	}
 	return manifest;
+}
+
+ShardManifest *
+shard_manifest_read_latest(RolloutStore *store, const char *shard)
+{
+	char	   *prefix = rollout_key_shard_manifest_prefix(store, shard);
+	bool		own_shard = strcmp(shard, store->shard) == 0;
+	StringInfoData json;
+	char	   *key = NULL;
+	int64		version;
+	ShardManifest *manifest;
+
+	initStringInfo(&json);
+	version = manifest_fetch_latest(store, prefix,
+									own_shard ? store->shard_manifest_hint : 0,
+									&json, &key);
+	if (version == 0)
+	{
+		manifest = palloc0(sizeof(ShardManifest));
+		manifest->shard = pstrdup(shard);
+		manifest->next_generation = 1;
+		manifest->epoch_start_position = 1;
+		return manifest;
+	}
+	if (own_shard)
+		store->shard_manifest_hint = version;
+	return shard_manifest_parse(store, shard, version, &json, key);
+}
+
+ShardManifest *
+shard_manifest_read_version(RolloutStore *store, const char *shard, int64 version)
+{
+	char	   *key = manifest_key(rollout_key_shard_manifest_prefix(store, shard), version);
+	StringInfoData json;
+
+	initStringInfo(&json);
+	if (!objstore_get(store->objstore, key, &json))
+		return NULL;
+	return shard_manifest_parse(store, shard, version, &json, key);
 }
 
 ManifestCommitResult
@@ -247,29 +273,20 @@ shard_manifest_commit(RolloutStore *store, ShardManifest *manifest)
  * ----------------------------------------------------------------
  */
 
-BaseManifest *
-base_manifest_read_latest(RolloutStore *store)
+/* Parse one base manifest version (json from object key). */
+static BaseManifest *
+base_manifest_parse(RolloutStore *store, int64 version, StringInfo json,
+					const char *key)
 {
 	BaseManifest *manifest = palloc0(sizeof(BaseManifest));
-	char	   *prefix = rollout_key_base_manifest_prefix(store);
-	StringInfoData json;
-	char	   *key = NULL;
 	JsonDoc    *doc;
 	JsonbContainer *fragments;
 	JsonbContainer *merged;
 	JsonbContainer *compactions;
 
-	initStringInfo(&json);
-	manifest->version = manifest_fetch_latest(store, prefix,
-											  store->base_manifest_hint,
-											  &json, &key);
-	if (manifest->version == 0)
-		return manifest;
-	store->base_manifest_hint = manifest->version;
-
-	doc = json_doc_parse(json.data, json.len, key);
+	manifest->version = version;
+	doc = json_doc_parse(json->data, json->len, key);
 	manifest_check_version(doc, manifest->version);
-
 	fragments = json_doc_container(doc, doc->root, "fragments", true, true);
 	for (int i = 0; i < json_doc_array_length(fragments); i++)
 	{
@@ -287,7 +304,7 @@ base_manifest_read_latest(RolloutStore *store)
 		manifest->fragments = lappend(manifest->fragments, entry);
 	}
 
-	/* merged: an array of {shard, generation} (shard ids are JSON keys' peers) */
+	/* merged: an array of {shard, generation} */
 	merged = json_doc_container(doc, doc->root, "merged", true, true);
 	for (int i = 0; i < json_doc_array_length(merged); i++)
 	{
@@ -307,6 +324,35 @@ base_manifest_read_latest(RolloutStore *store)
 		manifest->last_compaction_error = json_doc_text(doc, compactions, "last_error", false);
 	}
 	return manifest;
+}
+
+BaseManifest *
+base_manifest_read_latest(RolloutStore *store)
+{
+	char	   *prefix = rollout_key_base_manifest_prefix(store);
+	StringInfoData json;
+	char	   *key = NULL;
+	int64		version;
+
+	initStringInfo(&json);
+	version = manifest_fetch_latest(store, prefix, store->base_manifest_hint,
+									&json, &key);
+	if (version == 0)
+		return palloc0(sizeof(BaseManifest));
+	store->base_manifest_hint = version;
+	return base_manifest_parse(store, version, &json, key);
+}
+
+BaseManifest *
+base_manifest_read_version(RolloutStore *store, int64 version)
+{
+	char	   *key = manifest_key(rollout_key_base_manifest_prefix(store), version);
+	StringInfoData json;
+
+	initStringInfo(&json);
+	if (!objstore_get(store->objstore, key, &json))
+		return NULL;
+	return base_manifest_parse(store, version, &json, key);
 }
 
 ManifestCommitResult

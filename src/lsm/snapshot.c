@@ -7,8 +7,9 @@
  *	1. every shard's newest manifest;
  *	2. the base manifest;
  *	3. per shard, the generations newer than base.merged[shard];
- *	4. the WAL entries after each shard's replay_after (this cluster's shard
- *	   always, the others only when the table asks for read_wal_tail).
+ *	4. the WAL entries after each shard's replay_after, up to the first hole
+ *	   (this cluster's shard always, the others only when the table asks for
+ *	   read_wal_tail).
  * A merge commits the base manifest (adding its fragment and raising
  * merged[shard] to G) before the shard manifest that drops generations <= G.
  * Because the shard manifests are read first, seeing a shard manifest without
@@ -101,7 +102,15 @@ rollout_snapshot_take(RolloutStore *store, bool all_wal_tails)
 
 		if (!all_wal_tails && strcmp(manifest->shard, store->shard) != 0)
 			continue;
-		entries = wal_list_after(store, manifest->shard, manifest->replay_after);
+		/*
+		 * Only the run without holes: a listing racing with commits can show
+		 * p+2 before p+1, and a reader must not see a later commit without an
+		 * earlier one.  Every commit that returned before this listing began
+		 * is inside the run.
+		 */
+		entries = wal_contiguous_prefix(wal_list_after(store, manifest->shard,
+													   manifest->replay_after),
+										manifest->replay_after);
 		foreach(ec, entries)
 		{
 			WalEntryRef *entry = lfirst(ec);

@@ -32,6 +32,7 @@ static void store_init_schema_from_json(RolloutStore *store,
 										const char *json, int len,
 										const char *object_name);
 static char *store_json_for_spec(const RolloutStoreSpec *spec);
+static char *store_type_name(Oid typid);
 
 /* ----------------------------------------------------------------
  * Shard identity
@@ -190,26 +191,72 @@ rollout_store_open(const RolloutStoreSpec *spec, MemoryContext parent)
 	initStringInfo(&json);
 	if (!objstore_get(store->objstore, key, &json))
 	{
-		char	   *created = store_json_for_spec(spec);
-
 		/*
-		 * Two clusters may create the same store at once: whoever loses the
-		 * create-if-absent reads and checks the winner's definition.
+		 * A new store.  Reading it needs nothing on storage (it is empty), so
+		 * _store.json is written by the first write, not by a SELECT (which
+		 * may run on a hot standby, or by a user who may only read).
 		 */
-		if (objstore_create_if_absent(store->objstore, key, created,
-									  strlen(created),
-									  objstore_new_put_id()) == OBJSTORE_CREATED)
-			appendStringInfoString(&json, created);
-		else if (!objstore_get(store->objstore, key, &json))
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("store \"%s\" vanished while it was being created",
-							store->name)));
+		store->pending_definition = store_json_for_spec(spec);
+		appendStringInfoString(&json, store->pending_definition);
 	}
 	store_init_schema_from_json(store, spec, json.data, json.len, key);
 
 	MemoryContextSwitchTo(oldcontext);
 	return store;
+}
+
+/*
+ * Make sure _store.json exists before the first write.  Two clusters may
+ * create the same store at once: the loser of the create-if-absent checks
+ * that the winner's definition is the one this store was opened with.
+ */
+void
+rollout_store_ensure_created(RolloutStore *store)
+{
+	char	   *key;
+	StringInfoData json;
+	JsonDoc    *doc;
+	JsonbContainer *columns;
+	bool		same;
+
+	if (store->pending_definition == NULL)
+		return;
+	key = rollout_key_store_json(store);
+	if (objstore_create_if_absent(store->objstore, key, store->pending_definition,
+								  strlen(store->pending_definition),
+								  objstore_new_put_id()) == OBJSTORE_CREATED)
+	{
+		store->pending_definition = NULL;
+		return;
+	}
+
+	initStringInfo(&json);
+	if (!objstore_get(store->objstore, key, &json))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("store \"%s\" vanished while it was being created",
+						store->name)));
+	doc = json_doc_parse(json.data, json.len, key);
+	columns = json_doc_container(doc, doc->root, "columns", true, true);
+	same = strcmp(json_doc_text(doc, doc->root, "key", true),
+				  store->schema.columns[store->key_column].name) == 0 &&
+		json_doc_array_length(columns) == store->user_column_count;
+	for (int c = 0; same && c < store->user_column_count; c++)
+	{
+		JsonbContainer *col = json_doc_array_object(doc, columns, c);
+
+		same = strcmp(json_doc_text(doc, col, "name", true),
+					  store->schema.columns[c].name) == 0 &&
+			strcmp(json_doc_text(doc, col, "type", true),
+				   store_type_name(store->schema.columns[c].typid)) == 0;
+	}
+	if (!same)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+				 errmsg("store \"%s\" was just created by another session with a different definition",
+						store->name),
+				 errhint("Check the foreign table against %s and retry.", key)));
+	store->pending_definition = NULL;
 }
 
 void

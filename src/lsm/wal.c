@@ -223,8 +223,10 @@ wal_append(RolloutStore *store, const char *segment_path,
 {
 	ShardManifest *manifest;
 	List	   *entries;
+	int64		start;
 	int64		tip;
 
+	rollout_store_ensure_created(store);
 	rollout_store_register_shard(store);
 
 	/* refresh our knowledge of the tip: manifest first, then a listing */
@@ -237,8 +239,30 @@ wal_append(RolloutStore *store, const char *segment_path,
 				 errdetail("This writer has epoch %lld; the shard manifest says %lld.",
 						   (long long) metadata->epoch,
 						   (long long) manifest->writer_epoch)));
-	tip = Max(manifest->replay_after, store->wal_tip_hint);
-	entries = wal_list_after(store, store->shard, tip);
+	/*
+	 * Find the tip: the end of the run of positions without holes after
+	 * replay_after.  A hint above replay_after saves listing the whole tail,
+	 * but only once the listing confirms that the hinted entry still exists
+	 * (a store dropped and created again, or entries collected, would make
+	 * it a hole).
+	 */
+	start = manifest->replay_after;
+	if (store->wal_tip_hint > start)
+	{
+		entries = wal_list_after(store, store->shard, store->wal_tip_hint - 1);
+		if (entries != NIL &&
+			((WalEntryRef *) linitial(entries))->position == store->wal_tip_hint)
+			start = store->wal_tip_hint - 1;
+		else
+		{
+			store->wal_tip_hint = 0;
+			entries = wal_list_after(store, store->shard, start);
+		}
+	}
+	else
+		entries = wal_list_after(store, store->shard, start);
+	entries = wal_contiguous_prefix(entries, start);
+	tip = start;
 	if (entries != NIL)
 	{
 		WalEntryRef *last = llast(entries);

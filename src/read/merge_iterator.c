@@ -70,18 +70,25 @@ merge_version_newer(RowSource *a, RowSource *b)
 	const SnapshotSource *ma;
 	const SnapshotSource *mb;
 
+	int64		sa;
+	int64		sb;
+
 	if (ta != tb)
 		return ta > tb;
+	/* the row's own shard: fragments hold rows of many shards */
+	sa = row_source_shard(a);
+	sb = row_source_shard(b);
+	if (sa != sb)
+		return sa > sb;
 	ma = row_source_meta(a);
 	mb = row_source_meta(b);
-	if (ma->shard_hash != mb->shard_hash)
-		return ma->shard_hash > mb->shard_hash;
 	return ma->position > mb->position;
 }
 
 MergeRead *
 merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
-				 const bool *want, const KeyRange *range, bool keep_tombstones)
+				 const bool *want, const KeyRange *range, bool keep_tombstones,
+				 bool *vanished)
 {
 	MemoryContext context;
 	MemoryContext oldcontext;
@@ -118,7 +125,13 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 
 			CHECK_FOR_INTERRUPTS();
 			source = row_source_open(store, meta, read->want, read->range,
-									 &running_stamp, &read->stats);
+									 &running_stamp, &read->stats, vanished);
+			if (vanished != NULL && *vanished)
+			{
+				MemoryContextSwitchTo(oldcontext);
+				merge_read_end(read);
+				return NULL;
+			}
 			if (source == NULL)
 				continue;
 			read->sources[read->source_count++] = source;

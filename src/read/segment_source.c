@@ -62,7 +62,8 @@ struct RowSource
 	int64		stamp;
 
 	bool		has_previous_key;
-	Datum		previous_key;
+	Datum		previous_key;	/* in the current group, or previous_key_copy */
+	void	   *previous_key_copy;
 };
 
 /* ----------------------------------------------------------------
@@ -239,7 +240,7 @@ row_source_load_wal_entry(RowSource *source)
 RowSource *
 row_source_open(RolloutStore *store, SnapshotSource *meta, const bool *want,
 				const KeyRange *range, int64 *running_stamp,
-				MergeReadStats *stats)
+				MergeReadStats *stats, bool *vanished)
 {
 	MemoryContext context;
 	MemoryContext oldcontext;
@@ -280,6 +281,13 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, const bool *want,
 	source->want[store->op_column] = true;
 
 	reader = segment_reader_open(rollout_segment_source(store, meta->key));
+	if (reader == NULL && vanished != NULL)
+	{
+		*vanished = true;
+		MemoryContextSwitchTo(oldcontext);
+		MemoryContextDelete(context);
+		return NULL;
+	}
 	if (reader == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_FILE),
@@ -369,6 +377,27 @@ row_source_next_group(RowSource *source)
 			}
 		}
 		CHECK_FOR_INTERRUPTS();
+
+		/*
+		 * The previous key points into the group about to be freed; keep a
+		 * copy for the order check (by-value keys need none).
+		 */
+		if (source->has_previous_key)
+		{
+			const SegmentColumn *column = &source->store->schema.columns[key];
+
+			if (!column->typbyval)
+			{
+				MemoryContext oldcontext = MemoryContextSwitchTo(source->context);
+				Datum		copy = datumCopy(source->previous_key, false, column->typlen);
+
+				if (source->previous_key_copy != NULL)
+					pfree(source->previous_key_copy);
+				source->previous_key_copy = DatumGetPointer(copy);
+				source->previous_key = copy;
+				MemoryContextSwitchTo(oldcontext);
+			}
+		}
 		MemoryContextReset(source->group_context);
 		oldcontext = MemoryContextSwitchTo(source->group_context);
 		segment_reader_read_row_group(reader, source->group, source->want,
@@ -432,8 +461,6 @@ row_source_next(RowSource *source)
 		/*
 		 * The merge relies on each source being strictly ascending; a segment
 		 * that is not is corrupt, and must not silently produce duplicates.
-		 * (The previous key lives in the group context, which is only reset
-		 * when the next group loads, after which we compare with its copy.)
 		 */
 		if (source->has_previous_key &&
 			segment_column_compare(&source->store->schema.columns[key],
@@ -444,15 +471,6 @@ row_source_next(RowSource *source)
 					 errdetail("Its keys are not strictly ascending.")));
 		source->has_previous_key = true;
 		source->previous_key = current;
-		if (source->row + 1 >= source->rows.row_count)
-		{
-			/* keep a copy that survives the next group's reset */
-			const SegmentColumn *column = &source->store->schema.columns[key];
-			MemoryContext oldcontext = MemoryContextSwitchTo(source->context);
-
-			source->previous_key = datumCopy(current, column->typbyval, column->typlen);
-			MemoryContextSwitchTo(oldcontext);
-		}
 		return true;
 	}
 }
@@ -502,6 +520,19 @@ row_source_op(RowSource *source)
 	Datum		value = row_source_value(source, source->store->op_column, &isnull);
 
 	return isnull ? ROLLOUT_OP_INSERT : DatumGetInt16(value);
+}
+
+int64
+row_source_shard(RowSource *source)
+{
+	bool		isnull;
+	Datum		value;
+
+	/* a WAL entry's rows are its shard's; a fragment mixes shards */
+	if (source->has_stamp)
+		return source->meta->shard_hash;
+	value = row_source_value(source, source->store->shard_column, &isnull);
+	return isnull ? 0 : DatumGetInt64(value);
 }
 
 const SnapshotSource *

@@ -1,0 +1,45 @@
+/*-------------------------------------------------------------------------
+ *
+ * rewrite.h
+ *		Merge a set of sorted sources into new sorted, deduplicated segments:
+ *		the common core of flush, merge and compaction.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ROLLOUT_REWRITE_H
+#define ROLLOUT_REWRITE_H
+
+#include "rollout/merge_read.h"
+
+/* One output segment, written to a local scratch file. */
+typedef struct RewriteOutput
+{
+	char	   *path;			/* local scratch file */
+	SegmentWriteSummary summary;
+	int64		min_ts;
+	int64		max_ts;
+} RewriteOutput;
+
+typedef struct RewriteResult
+{
+	List	   *outputs;		/* RewriteOutput * */
+	int64		rows_written;
+	int64		versions_read;	/* rows read from all sources */
+	int64		last_wal_stamp; /* effective stamp of the last WAL entry read */
+} RewriteResult;
+
+/*
+ * Merge the sources of snapshot by key (newest version wins, tombstones
+ * kept) into segments of at most rows_per_output rows each (0: one
+ * segment).  Each output carries metadata as its footer metadata.  The
+ * caller provides a zeroed *result before its PG_TRY, uploads the files,
+ * and must call rewrite_cleanup(result) on every path,
+ */
+extern void rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
+							int64 rows_per_output, const char *metadata,
+							RewriteResult *result);
+
+/* Remove the scratch files of a rewrite (safe to call more than once). */
+extern void rewrite_cleanup(RewriteResult *result);
+
+#endif							/* ROLLOUT_REWRITE_H */

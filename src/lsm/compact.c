@@ -1,0 +1,305 @@
+/*-------------------------------------------------------------------------
+ *
+ * compact.c
+ *		Rewrite base fragments into fewer, deduplicated ones (DESIGN.md §7.2).
+ *
+ * One pass picks fragments smallest first (at most max_source_fragments),
+ * merges them by key keeping the newest version of each key, writes
+ * fragments of about target_rows_per_fragment rows, and commits base v+1 =
+ * v - inputs + outputs.
+ *
+ * Any subset of fragments may be compacted: the version order is carried by
+ * the rows (_ts, shard), not by which fragment holds them, so keeping only
+ * the newest version among the inputs never changes what a read returns.
+ * Tombstones are kept (a tombstone may still hide an older version in a
+ * fragment or generation that is not an input).
+ *
+ * Concurrency.  The commit rebases: it re-reads the newest base and succeeds
+ * when every input is still listed there.  Merges only add fragments and
+ * raise merged[shard], so a concurrent merge never makes a compaction fail;
+ * only another compaction that removed one of our inputs does, and then this
+ * pass gives up with a skipped_reason, deleting its outputs.  On one cluster
+ * a second compaction of the same store does not even start: it finds the
+ * store's compaction lock taken and reports "skipped".
+ *
+ * Crash safety.  Until the commit, the outputs are unreferenced objects
+ * (garbage collection removes them after the grace period); after it, the
+ * inputs are.  Either way every row is in exactly the fragments the newest
+ * base lists.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/resowner.h"
+#include "utils/timestamp.h"
+
+#include "rollout/fault.h"
+#include "rollout/json_doc.h"
+#include "rollout/maintenance.h"
+#include "rollout/rewrite.h"
+#include "rollout/rollout_fdw.h"
+
+#define MANIFEST_COMMIT_ATTEMPTS	100
+
+/*
+ * Try to take this store's compaction lock on this cluster for the rest of
+ * the transaction; false when another session holds it.
+ */
+static bool
+compact_try_lock_store(RolloutStore *store)
+{
+	LOCKTAG		tag;
+	uint32		h1 = hash_bytes((const unsigned char *) store->location,
+								strlen(store->location));
+	uint32		h2 = hash_bytes((const unsigned char *) store->name,
+								strlen(store->name));
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, h1, h2, 0x5243);	/* "RC" */
+	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+static int
+fragment_size_compare(const ListCell *a, const ListCell *b)
+{
+	const FragmentEntry *fa = lfirst(a);
+	const FragmentEntry *fb = lfirst(b);
+
+	if (fa->rows != fb->rows)
+		return fa->rows < fb->rows ? -1 : 1;
+	return strcmp(fa->file, fb->file);
+}
+
+static RolloutSnapshot *
+compact_sources(List *inputs)
+{
+	RolloutSnapshot *snapshot = palloc0(sizeof(RolloutSnapshot));
+	ListCell   *lc;
+
+	foreach(lc, inputs)
+	{
+		FragmentEntry *fragment = lfirst(lc);
+		SnapshotSource *source = palloc0(sizeof(SnapshotSource));
+
+		source->kind = SNAPSHOT_FRAGMENT;
+		source->key = fragment->file;
+		source->rows = fragment->rows;
+		source->stamp_floor = -1;
+		snapshot->sources = lappend(snapshot->sources, source);
+		snapshot->fragment_count++;
+	}
+	return snapshot;
+}
+
+/* Write and upload the outputs; returns their fragment entries. */
+static List *
+compact_write_outputs(RolloutStore *store, List *inputs, int64 target_rows,
+					  RewriteResult *rewrite)
+{
+	List	   *entries = NIL;
+	ListCell   *lc;
+
+	rewrite_sources(store, compact_sources(inputs), target_rows,
+					"{\"kind\": \"fragment\", \"made_by\": \"compaction\"}",
+					rewrite);
+	foreach(lc, rewrite->outputs)
+	{
+		RewriteOutput *output = lfirst(lc);
+		char	   *key = rollout_key_new_fragment(store);
+
+		CHECK_FOR_INTERRUPTS();
+		if (objstore_create_from_file_if_absent(store->objstore, key, output->path,
+												objstore_new_put_id()) != OBJSTORE_CREATED)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("fragment \"%s\" of store \"%s\" already exists", key, store->name)));
+		entries = lappend(entries, rollout_fragment_entry(key, output));
+		rollout_fault_point("compact.after_fragment_put");
+	}
+	return entries;
+}
+
+/* The same, removing the scratch files whatever happens. */
+static List *
+compact_prepare_outputs(RolloutStore *store, List *inputs, int64 target_rows,
+						RewriteResult *rewrite)
+{
+	List	   *volatile outputs = NIL;
+
+	PG_TRY();
+	{
+		outputs = compact_write_outputs(store, inputs, target_rows, rewrite);
+	}
+	PG_CATCH();
+	{
+		rewrite_cleanup(rewrite);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	rewrite_cleanup(rewrite);
+	return outputs;
+}
+
+static bool
+fragment_listed(List *fragments, const char *file)
+{
+	ListCell   *lc;
+
+	foreach(lc, fragments)
+		if (strcmp(((FragmentEntry *) lfirst(lc))->file, file) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Commit base v+1 = newest base - inputs + outputs, if every input is still
+ * listed.  Returns NULL on success, else why it gave up.
+ */
+static char *
+compact_commit(RolloutStore *store, List *inputs, List *outputs,
+			   TimestampTz uploaded_at, int *fragments_after)
+{
+	for (int attempt = 0; attempt < MANIFEST_COMMIT_ATTEMPTS; attempt++)
+	{
+		BaseManifest *base = base_manifest_read_latest(store);
+		List	   *fragments = NIL;
+		ListCell   *lc;
+
+		foreach(lc, inputs)
+		{
+			if (!fragment_listed(base->fragments, ((FragmentEntry *) lfirst(lc))->file))
+				return "a concurrent compaction removed one of the input fragments";
+		}
+		if (rollout_output_too_old(uploaded_at))
+			return "the outputs waited longer than half of rollout_fdw.min_gc_grace";
+
+		foreach(lc, base->fragments)
+		{
+			FragmentEntry *fragment = lfirst(lc);
+
+			if (!fragment_listed(inputs, fragment->file))
+				fragments = lappend(fragments, fragment);
+		}
+		fragments = list_concat(fragments, outputs);
+		base->fragments = fragments;
+		base->total_compactions++;
+		base->last_compaction = pstrdup(timestamptz_to_str(GetCurrentTimestamp()));
+		base->last_compaction_error = NULL;
+		CHECK_FOR_INTERRUPTS();
+		if (base_manifest_commit(store, base) == MANIFEST_COMMITTED)
+		{
+			*fragments_after = list_length(fragments);
+			return NULL;
+		}
+	}
+	return "the base manifest kept changing";
+}
+
+CompactResult
+rollout_compact_store(RolloutStore *store, int min_fragments,
+					  int64 target_rows_per_fragment, int max_source_fragments)
+{
+	CompactResult result = {0};
+	BaseManifest *base;
+	List	   *inputs;
+	List	   *outputs;
+	RewriteResult *rewrite = palloc0(sizeof(RewriteResult));
+	TimestampTz uploaded_at;
+	int64		versions_in = 0;
+	ListCell   *lc;
+
+	base = base_manifest_read_latest(store);
+	result.fragments_before = list_length(base->fragments);
+	result.fragments_after = result.fragments_before;
+
+	if (!compact_try_lock_store(store))
+	{
+		result.skipped_reason = "another compaction of this store is running";
+		return result;
+	}
+	if (result.fragments_before < Max(min_fragments, 2))
+	{
+		result.skipped_reason = psprintf("%d fragments, fewer than min_fragments (%d)",
+										 result.fragments_before, Max(min_fragments, 2));
+		return result;
+	}
+
+	/* smallest first, bounded */
+	inputs = list_copy(base->fragments);
+	list_sort(inputs, fragment_size_compare);
+	if (max_source_fragments > 0 && list_length(inputs) > max_source_fragments)
+		inputs = list_truncate(inputs, max_source_fragments);
+	if (list_length(inputs) < 2)
+	{
+		result.skipped_reason = "fewer than two fragments to compact";
+		return result;
+	}
+	foreach(lc, inputs)
+		versions_in += ((FragmentEntry *) lfirst(lc))->rows;
+
+	outputs = compact_prepare_outputs(store, inputs, target_rows_per_fragment,
+									  rewrite);
+	uploaded_at = GetCurrentTimestamp();
+	rollout_fault_point("compact.before_commit");
+
+	result.skipped_reason = compact_commit(store, inputs, outputs, uploaded_at,
+										   &result.fragments_after);
+	if (result.skipped_reason != NULL)
+	{
+		/* not committed: nobody will ever name the outputs */
+		foreach(lc, outputs)
+			(void) objstore_delete(store->objstore, ((FragmentEntry *) lfirst(lc))->file);
+		result.fragments_after = result.fragments_before;
+		return result;
+	}
+	rollout_fault_point("compact.after_commit");
+	result.rows_written = rewrite->rows_written;
+	result.versions_dropped = versions_in - rewrite->rows_written;
+	return result;
+}
+
+/*
+ * Record a failed compaction in the base manifest, so that
+ * rollout_compaction_stats() shows it on every cluster.  Best effort: a
+ * failure to record is logged, never raised over the original error.
+ */
+void
+rollout_compaction_record_error(RolloutStore *store, const char *message)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcontext);
+	PG_TRY();
+	{
+		for (int attempt = 0; attempt < MANIFEST_COMMIT_ATTEMPTS; attempt++)
+		{
+			BaseManifest *base = base_manifest_read_latest(store);
+
+			base->last_compaction_error = pnstrdup(message, 1000);
+			if (base_manifest_commit(store, base) == MANIFEST_COMMITTED)
+				break;
+		}
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		ereport(WARNING,
+				(errmsg("could not record the compaction error of store \"%s\": %s",
+						store->name, edata->message)));
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(oldcontext);
+	CurrentResourceOwner = oldowner;
+}

@@ -1,0 +1,139 @@
+/*-------------------------------------------------------------------------
+ *
+ * fault.c
+ *		Fault points: interrupt a protocol between two object-store writes.
+ *
+ * The crash-safety argument of every maintenance protocol is "whatever
+ * step dies, the next run converges".  Fault points make that testable: the
+ * tests set rollout_fdw.fail_at to stop a flush, merge, compaction or gc at
+ * each named step, then run it again and check that no row was lost or
+ * duplicated and that no orphan escapes garbage collection.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include "miscadmin.h"
+#include "utils/builtins.h"
+
+#include "rollout/fault.h"
+
+char	   *rollout_fail_at_setting = NULL;
+
+/*
+ * Parse one "step:action" item.  Returns false on a malformed item.
+ */
+static bool
+fault_parse_item(const char *item, char **step, char **action, int *seconds)
+{
+	const char *colon = strchr(item, ':');
+
+	if (colon == NULL || colon == item || colon[1] == '\0')
+		return false;
+	*step = pnstrdup(item, colon - item);
+	*action = pstrdup(colon + 1);
+	*seconds = 0;
+	if (strcmp(*action, "error") == 0 || strcmp(*action, "crash") == 0)
+		return true;
+	if (strncmp(*action, "sleep=", 6) == 0)
+	{
+		char	   *end;
+		long		value = strtol(*action + 6, &end, 10);
+
+		if (*end != '\0' || end == *action + 6 || value < 0 || value > 3600)
+			return false;
+		*seconds = (int) value;
+		(*action)[5] = '\0';	/* "sleep" */
+		return true;
+	}
+	return false;
+}
+
+/* Split the setting into trimmed items. */
+static List *
+fault_items(const char *setting)
+{
+	List	   *items = NIL;
+	char	   *copy = pstrdup(setting);
+	char	   *saveptr = NULL;
+
+	for (char *tok = strtok_r(copy, ",", &saveptr); tok; tok = strtok_r(NULL, ",", &saveptr))
+	{
+		while (*tok == ' ')
+			tok++;
+		for (char *end = tok + strlen(tok); end > tok && end[-1] == ' '; end--)
+			end[-1] = '\0';
+		if (*tok != '\0')
+			items = lappend(items, tok);
+	}
+	return items;
+}
+
+bool
+rollout_fail_at_check(char **newval, void **extra, GucSource source)
+{
+	ListCell   *lc;
+
+	if (*newval == NULL || (*newval)[0] == '\0')
+		return true;
+	foreach(lc, fault_items(*newval))
+	{
+		char	   *step;
+		char	   *action;
+		int			seconds;
+
+		if (!fault_parse_item(lfirst(lc), &step, &action, &seconds))
+		{
+			GUC_check_errdetail("\"%s\" is not of the form step:error, step:crash or step:sleep=N.",
+								(char *) lfirst(lc));
+			return false;
+		}
+	}
+	return true;
+}
+
+void
+rollout_fault_point(const char *step)
+{
+	ListCell   *lc;
+
+	if (rollout_fail_at_setting == NULL || rollout_fail_at_setting[0] == '\0')
+		return;
+	foreach(lc, fault_items(rollout_fail_at_setting))
+	{
+		char	   *item_step;
+		char	   *action;
+		int			seconds;
+
+		if (!fault_parse_item(lfirst(lc), &item_step, &action, &seconds) ||
+			strcmp(item_step, step) != 0)
+			continue;
+
+		if (strcmp(action, "error") == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("rollout_fdw fault point \"%s\" reached", step),
+					 errdetail("rollout_fdw.fail_at asked for an error here.")));
+		else if (strcmp(action, "crash") == 0)
+		{
+			ereport(LOG,
+					(errmsg("rollout_fdw fault point \"%s\" reached: crashing", step)));
+			(void) kill(MyProcPid, SIGKILL);
+			pg_usleep(10 * 1000 * 1000L);	/* not reached */
+		}
+		else
+		{
+			ereport(LOG,
+					(errmsg("rollout_fdw fault point \"%s\" reached: sleeping %d s",
+							step, seconds)));
+			for (int ms = 0; ms < seconds * 1000; ms += 100)
+			{
+				CHECK_FOR_INTERRUPTS();
+				pg_usleep(100 * 1000L);
+			}
+		}
+	}
+}

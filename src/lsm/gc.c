@@ -1,0 +1,219 @@
+/*-------------------------------------------------------------------------
+ *
+ * gc.c
+ *		Garbage collection: delete what no manifest a reader may still use
+ *		references (DESIGN.md §7.3).
+ *
+ * The grace period protects readers and writers, and it has to be measured
+ * from the right moment.  An object becomes garbage when a manifest version
+ * that no longer names it becomes current, not when the object was written:
+ * a generation flushed two hours ago and merged a minute ago is still read
+ * by every scan whose snapshot is older than that minute.  So gc keeps every
+ * manifest version that was current at some time within the grace period
+ * (the newest one, and each one whose successor was created after
+ * now - grace), and protects everything those versions reference.  A scan
+ * shorter than the grace period therefore never loses an object.
+ *
+ * Writers are protected by age: an object younger than the grace period is
+ * never deleted, which covers uploaded outputs a merge, compaction or flush
+ * is about to commit; such a writer abandons its commit when its outputs
+ * have waited longer than half the grace period (rollout_output_too_old).
+ *
+ * What is deleted, each only when older than the grace period:
+ *	- base fragments no kept base version references (any cluster);
+ *	- this shard's generations no kept shard version references, and WAL
+ *	  entries at or below the smallest replay_after of the kept shard
+ *	  versions (only a shard's own writer collects its WAL and generations);
+ *	- manifest versions that are no longer kept (after the data objects).
+ * gc deletes only what committed manifests unlink, so a crash at any point
+ * leaves nothing the next run cannot remove.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "utils/timestamp.h"
+
+#include "rollout/fault.h"
+#include "rollout/maintenance.h"
+#include "rollout/wal.h"
+
+/* The manifest versions of one _manifest/ folder, oldest first. */
+typedef struct ManifestVersions
+{
+	List	   *entries;		/* ObjectStoreEntry * of versions */
+	int			first_kept;		/* index of the oldest kept version */
+} ManifestVersions;
+
+/*
+ * List a manifest folder and decide which versions readers may still use:
+ * the newest, and every version whose successor was created after cutoff.
+ */
+static ManifestVersions
+gc_manifest_versions(RolloutStore *store, const char *prefix, TimestampTz cutoff)
+{
+	ManifestVersions versions = {NIL, 0};
+	List	   *objects = objstore_list_all(store->objstore, prefix, NULL);
+	ListCell   *lc;
+	int			n;
+
+	foreach(lc, objects)
+	{
+		ObjectStoreEntry *entry = lfirst(lc);
+
+		if (rollout_key_number(entry->key) > 0)
+			versions.entries = lappend(versions.entries, entry);
+	}
+	n = list_length(versions.entries);
+	versions.first_kept = Max(n - 1, 0);
+	for (int i = n - 2; i >= 0; i--)
+	{
+		ObjectStoreEntry *successor = list_nth(versions.entries, i + 1);
+
+		if (successor->modified > cutoff)
+			versions.first_kept = i;
+		else
+			break;
+	}
+	return versions;
+}
+
+static bool
+gc_delete(RolloutStore *store, ObjectStoreEntry *entry, GcResult *result)
+{
+	CHECK_FOR_INTERRUPTS();
+	if (!objstore_delete(store->objstore, entry->key))
+		return false;
+	result->objects_deleted++;
+	result->bytes_freed += entry->size;
+	rollout_fault_point("gc.after_delete");
+	return true;
+}
+
+/* Delete the manifest versions older than the kept ones. */
+static void
+gc_delete_old_versions(RolloutStore *store, ManifestVersions *versions,
+					   TimestampTz cutoff, GcResult *result)
+{
+	for (int i = 0; i < versions->first_kept; i++)
+	{
+		ObjectStoreEntry *entry = list_nth(versions->entries, i);
+
+		if (entry->modified <= cutoff)
+			(void) gc_delete(store, entry, result);
+	}
+}
+
+static bool
+gc_key_in(List *keys, const char *key)
+{
+	ListCell   *lc;
+
+	foreach(lc, keys)
+		if (strcmp(lfirst(lc), key) == 0)
+			return true;
+	return false;
+}
+
+/* Base fragments and base manifest versions. */
+static void
+gc_base(RolloutStore *store, TimestampTz cutoff, GcResult *result)
+{
+	ManifestVersions versions;
+	List	   *referenced = NIL;
+	List	   *objects;
+	ListCell   *lc;
+
+	versions = gc_manifest_versions(store, rollout_key_base_manifest_prefix(store),
+									cutoff);
+	for (int i = versions.first_kept; i < list_length(versions.entries); i++)
+	{
+		ObjectStoreEntry *entry = list_nth(versions.entries, i);
+		BaseManifest *base = base_manifest_read_version(store,
+														rollout_key_number(entry->key));
+
+		if (base == NULL)
+			continue;			/* removed by a concurrent gc */
+		foreach(lc, base->fragments)
+			referenced = lappend(referenced, ((FragmentEntry *) lfirst(lc))->file);
+	}
+
+	objects = objstore_list_all(store->objstore,
+								psprintf("%s/base/data/", store->name), NULL);
+	foreach(lc, objects)
+	{
+		ObjectStoreEntry *entry = lfirst(lc);
+
+		if (entry->modified <= cutoff && !gc_key_in(referenced, entry->key))
+			(void) gc_delete(store, entry, result);
+	}
+	gc_delete_old_versions(store, &versions, cutoff, result);
+}
+
+/* This cluster's shard: generations, WAL entries and manifest versions. */
+static void
+gc_own_shard(RolloutStore *store, TimestampTz cutoff, GcResult *result)
+{
+	ManifestVersions versions;
+	List	   *referenced = NIL;
+	int64		replay_after = -1;
+	List	   *objects;
+	ListCell   *lc;
+
+	versions = gc_manifest_versions(store,
+									rollout_key_shard_manifest_prefix(store, store->shard),
+									cutoff);
+	if (versions.entries == NIL)
+		return;					/* the shard never flushed */
+	for (int i = versions.first_kept; i < list_length(versions.entries); i++)
+	{
+		ObjectStoreEntry *entry = list_nth(versions.entries, i);
+		ShardManifest *manifest = shard_manifest_read_version(store, store->shard,
+															  rollout_key_number(entry->key));
+
+		if (manifest == NULL)
+			continue;
+		foreach(lc, manifest->generations)
+			referenced = lappend(referenced, ((GenerationEntry *) lfirst(lc))->file);
+		if (replay_after < 0 || manifest->replay_after < replay_after)
+			replay_after = manifest->replay_after;
+	}
+
+	objects = objstore_list_all(store->objstore,
+								psprintf("%s/shards/%s/gen/", store->name, store->shard),
+								NULL);
+	foreach(lc, objects)
+	{
+		ObjectStoreEntry *entry = lfirst(lc);
+
+		if (entry->modified <= cutoff && !gc_key_in(referenced, entry->key))
+			(void) gc_delete(store, entry, result);
+	}
+
+	/* WAL entries every kept version has sealed into a generation */
+	objects = objstore_list_all(store->objstore,
+								rollout_key_wal_prefix(store, store->shard), NULL);
+	foreach(lc, objects)
+	{
+		ObjectStoreEntry *entry = lfirst(lc);
+		int64		position = rollout_key_number(entry->key);
+
+		if (position <= 0 || position > replay_after)
+			break;				/* listed in position order */
+		if (entry->modified <= cutoff)
+			(void) gc_delete(store, entry, result);
+	}
+	gc_delete_old_versions(store, &versions, cutoff, result);
+}
+
+GcResult
+rollout_gc_store(RolloutStore *store, int64 grace_seconds)
+{
+	GcResult	result = {0};
+	TimestampTz cutoff = GetCurrentTimestamp() - grace_seconds * USECS_PER_SEC;
+
+	gc_base(store, cutoff, &result);
+	gc_own_shard(store, cutoff, &result);
+	return result;
+}

@@ -1,0 +1,368 @@
+/*-------------------------------------------------------------------------
+ *
+ * merge.c
+ *		Fold a shard's generations into the base table (DESIGN.md §7.1).
+ *
+ * A merge is split in two so that it never holds anything an append needs:
+ *
+ *	prepare		(optionally flush first,) read the shard manifest and the
+ *				base manifest, pick the oldest pending generations (those
+ *				above base.merged[shard]), merge them into one sorted,
+ *				deduplicated fragment and upload it.  Appends keep flowing:
+ *				they touch only the WAL.
+ *	commit		two short manifest commits.  First the base: the fragment
+ *				is added and merged[shard] raised to G, the newest generation
+ *				folded in.  Then the shard manifest drops generations <= G,
+ *				keeping the writer epoch it read: a merge never claims an
+ *				epoch and so can never fence its own writer.
+ *
+ * Why no row is ever duplicated physically: the base commit succeeds only if
+ * base.merged[shard] still has the value the prepare step saw, i.e. no other
+ * merge folded any of our generations in meanwhile.  A merge that finds
+ * merged[shard] moved drops its fragment; if the other merge covered all of
+ * ours it only drains the shard manifest, otherwise it starts over from the
+ * new state.  merged[shard] only grows, and a generation is in the base iff
+ * its number is <= merged[shard].
+ *
+ * Why no row is ever lost: readers skip exactly the generations <= merged
+ * [shard] of the base they read, and read shard manifests before the base
+ * (snapshot.c).  If the process dies between the two commits, the base
+ * already says merged[shard] = G: readers skip those generations, and the
+ * next merge (or this one's drain step) removes them from the shard manifest.
+ * Generations flushed while a merge runs have numbers above G and survive
+ * the shard-manifest commit, which re-reads the newest manifest on conflict.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "utils/timestamp.h"
+
+#include "rollout/fault.h"
+#include "rollout/flush.h"
+#include "rollout/json_doc.h"
+#include "rollout/maintenance.h"
+#include "rollout/rewrite.h"
+#include "rollout/rollout_fdw.h"
+
+#define MERGE_MAX_ATTEMPTS			10
+#define MANIFEST_COMMIT_ATTEMPTS	100
+
+typedef enum MergeCommitOutcome
+{
+	MERGE_COMMITTED,			/* base now holds our fragment */
+	MERGE_ALREADY_MERGED,		/* another merge folded in all our generations */
+	MERGE_RESTART				/* state moved under us: drop and start over */
+} MergeCommitOutcome;
+
+char *
+rollout_key_new_fragment(RolloutStore *store)
+{
+	return psprintf("%s/base/data/%s.seg", store->name, objstore_new_put_id());
+}
+
+bool
+rollout_output_too_old(TimestampTz uploaded_at)
+{
+	if (rollout_min_gc_grace_seconds <= 0)
+		return false;
+	return TimestampDifferenceExceeds(uploaded_at, GetCurrentTimestamp(),
+									  rollout_min_gc_grace_seconds * 1000 / 2);
+}
+
+FragmentEntry *
+rollout_fragment_entry(const char *key, const RewriteOutput *output)
+{
+	FragmentEntry *entry = palloc0(sizeof(FragmentEntry));
+
+	entry->file = pstrdup(key);
+	entry->rows = output->summary.row_count;
+	entry->bytes = output->summary.bytes;
+	entry->min_ts = output->min_ts;
+	entry->max_ts = output->max_ts;
+	entry->has_key_range = output->summary.has_key_range;
+	entry->min_key = output->summary.key_min;
+	entry->max_key = output->summary.key_max;
+	return entry;
+}
+
+/*
+ * Remove generations <= merged from this shard's manifest, keeping its
+ * writer epoch.  Retries on conflict: a concurrent flush only adds newer
+ * generations, which the re-read manifest keeps.
+ */
+static void
+merge_drain_shard_manifest(RolloutStore *store, int64 merged)
+{
+	for (int attempt = 0; attempt < MANIFEST_COMMIT_ATTEMPTS; attempt++)
+	{
+		ShardManifest *manifest = shard_manifest_read_latest(store, store->shard);
+		List	   *kept = NIL;
+		ListCell   *lc;
+
+		foreach(lc, manifest->generations)
+		{
+			GenerationEntry *generation = lfirst(lc);
+
+			if (generation->number > merged)
+				kept = lappend(kept, generation);
+		}
+		if (list_length(kept) == list_length(manifest->generations))
+			return;				/* nothing to drain */
+		manifest->generations = kept;
+		CHECK_FOR_INTERRUPTS();
+		if (shard_manifest_commit(store, manifest) == MANIFEST_COMMITTED)
+			return;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not commit the shard manifest of shard \"%s\" in store \"%s\": it kept changing",
+					store->shard, store->name)));
+}
+
+/* The pending generations a pass folds in: oldest first, bounded. */
+static List *
+merge_choose(List *pending, int max_generations)
+{
+	List	   *chosen = NIL;
+	int64		bytes = 0;
+	int64		max_bytes = (int64) rollout_merge_max_kb * 1024;
+	ListCell   *lc;
+
+	foreach(lc, pending)
+	{
+		GenerationEntry *generation = lfirst(lc);
+
+		if (chosen != NIL &&
+			((max_generations > 0 && list_length(chosen) >= max_generations) ||
+			 bytes + generation->bytes > max_bytes))
+			break;
+		chosen = lappend(chosen, generation);
+		bytes += generation->bytes;
+	}
+	return chosen;
+}
+
+/* Generations as the sources of a rewrite. */
+static RolloutSnapshot *
+merge_sources(RolloutStore *store, List *generations)
+{
+	RolloutSnapshot *snapshot = palloc0(sizeof(RolloutSnapshot));
+	ListCell   *lc;
+
+	foreach(lc, generations)
+	{
+		GenerationEntry *generation = lfirst(lc);
+		SnapshotSource *source = palloc0(sizeof(SnapshotSource));
+
+		source->kind = SNAPSHOT_GENERATION;
+		source->key = generation->file;
+		source->shard = store->shard;
+		source->shard_hash = store->shard_hash;
+		source->position = generation->last_position;
+		source->rows = generation->rows;
+		source->has_key_range = false;	/* no key range: read everything */
+		source->stamp_floor = -1;
+		snapshot->sources = lappend(snapshot->sources, source);
+		snapshot->generation_count++;
+	}
+	return snapshot;
+}
+
+static char *
+merge_fragment_metadata(RolloutStore *store, int64 first, int64 last)
+{
+	StringInfoData buf;
+	bool		first_member = true;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	json_append_member_text(&buf, &first_member, "kind", "fragment");
+	json_append_member_text(&buf, &first_member, "made_by", "merge");
+	json_append_member_text(&buf, &first_member, "shard", store->shard);
+	json_append_member_int64(&buf, &first_member, "first_generation", first);
+	json_append_member_int64(&buf, &first_member, "last_generation", last);
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
+/* Merge the chosen generations into a fragment and upload it. */
+static FragmentEntry *
+merge_write_fragment(RolloutStore *store, List *chosen, RewriteResult *rewrite)
+{
+	GenerationEntry *first = linitial(chosen);
+	GenerationEntry *last = llast(chosen);
+	RewriteOutput *output;
+	char	   *key;
+
+	rewrite_sources(store, merge_sources(store, chosen), 0,
+					merge_fragment_metadata(store, first->number, last->number),
+					rewrite);
+	if (rewrite->outputs == NIL)
+		return NULL;			/* only possible if every generation was empty */
+	output = linitial(rewrite->outputs);
+	key = rollout_key_new_fragment(store);
+	if (objstore_create_from_file_if_absent(store->objstore, key, output->path,
+											objstore_new_put_id()) != OBJSTORE_CREATED)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("fragment \"%s\" of store \"%s\" already exists", key, store->name),
+				 errdetail("Fragment names are random UUIDs; a collision means the store is damaged.")));
+	return rollout_fragment_entry(key, output);
+}
+
+/* The same, removing the scratch file whatever happens. */
+static FragmentEntry *
+merge_prepare_fragment(RolloutStore *store, List *chosen, RewriteResult *rewrite)
+{
+	FragmentEntry *volatile fragment = NULL;
+
+	PG_TRY();
+	{
+		fragment = merge_write_fragment(store, chosen, rewrite);
+	}
+	PG_CATCH();
+	{
+		rewrite_cleanup(rewrite);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	rewrite_cleanup(rewrite);
+	return fragment;
+}
+
+/*
+ * Commit the base manifest with our fragment and merged[shard] = last, if
+ * merged[shard] is still expected (the value the prepare step saw).
+ */
+static MergeCommitOutcome
+merge_commit_base(RolloutStore *store, int64 expected, int64 last,
+				  FragmentEntry *fragment, TimestampTz uploaded_at,
+				  int64 *merged_now)
+{
+	for (int attempt = 0; attempt < MANIFEST_COMMIT_ATTEMPTS; attempt++)
+	{
+		BaseManifest *base = base_manifest_read_latest(store);
+		int64		merged = base_manifest_merged_generation(base, store->shard);
+		ListCell   *lc;
+		bool		found = false;
+
+		*merged_now = merged;
+		if (merged >= last)
+			return MERGE_ALREADY_MERGED;
+		if (merged != expected || rollout_output_too_old(uploaded_at))
+			return MERGE_RESTART;
+
+		if (fragment != NULL)
+			base->fragments = lappend(base->fragments, fragment);
+		foreach(lc, base->merged)
+		{
+			MergedMark *mark = lfirst(lc);
+
+			if (strcmp(mark->shard, store->shard) == 0)
+			{
+				mark->generation = last;
+				found = true;
+			}
+		}
+		if (!found)
+		{
+			MergedMark *mark = palloc0(sizeof(MergedMark));
+
+			mark->shard = store->shard;
+			mark->generation = last;
+			base->merged = lappend(base->merged, mark);
+		}
+		CHECK_FOR_INTERRUPTS();
+		if (base_manifest_commit(store, base) == MANIFEST_COMMITTED)
+		{
+			*merged_now = last;
+			return MERGE_COMMITTED;
+		}
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not commit the base manifest of store \"%s\": it kept changing",
+					store->name)));
+	return MERGE_RESTART;		/* keep compiler quiet */
+}
+
+MergeResult
+rollout_merge_shard(RolloutStore *store, int max_generations, bool flush_first)
+{
+	MergeResult result = {0};
+
+	if (flush_first)
+	{
+		(void) rollout_flush_shard(store);
+		rollout_fault_point("merge.after_flush");
+	}
+
+	for (int attempt = 0; attempt < MERGE_MAX_ATTEMPTS; attempt++)
+	{
+		ShardManifest *shard = shard_manifest_read_latest(store, store->shard);
+		BaseManifest *base = base_manifest_read_latest(store);
+		int64		merged = base_manifest_merged_generation(base, store->shard);
+		List	   *pending = NIL;
+		List	   *chosen;
+		int64		last;
+		FragmentEntry *fragment;
+		RewriteResult *rewrite = palloc0(sizeof(RewriteResult));
+		TimestampTz uploaded_at;
+		int64		merged_now;
+		ListCell   *lc;
+
+		foreach(lc, shard->generations)
+		{
+			GenerationEntry *generation = lfirst(lc);
+
+			if (generation->number > merged)
+				pending = lappend(pending, generation);
+		}
+		if (pending == NIL)
+		{
+			/* an interrupted merge may have left merged generations listed */
+			merge_drain_shard_manifest(store, merged);
+			return result;
+		}
+
+		chosen = merge_choose(pending, max_generations);
+		last = ((GenerationEntry *) llast(chosen))->number;
+
+		fragment = merge_prepare_fragment(store, chosen, rewrite);
+		uploaded_at = GetCurrentTimestamp();
+		rollout_fault_point("merge.after_fragment_put");
+
+		switch (merge_commit_base(store, merged, last, fragment, uploaded_at,
+								  &merged_now))
+		{
+			case MERGE_COMMITTED:
+				rollout_fault_point("merge.after_base_commit");
+				merge_drain_shard_manifest(store, last);
+				rollout_fault_point("merge.after_shard_commit");
+				result.generations_merged = list_length(chosen);
+				result.rows_merged = rewrite->rows_written;
+				result.fragments_added = fragment != NULL ? 1 : 0;
+				return result;
+
+			case MERGE_ALREADY_MERGED:
+				/* a racing merge did our work: nobody will ever name ours */
+				if (fragment != NULL)
+					(void) objstore_delete(store->objstore, fragment->file);
+				merge_drain_shard_manifest(store, merged_now);
+				return result;
+
+			case MERGE_RESTART:
+				if (fragment != NULL)
+					(void) objstore_delete(store->objstore, fragment->file);
+				continue;
+		}
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not merge shard \"%s\" of store \"%s\": other merges kept changing the base",
+					store->shard, store->name),
+			 errhint("Retry.")));
+	return result;				/* keep compiler quiet */
+}

@@ -1,0 +1,98 @@
+/*-------------------------------------------------------------------------
+ *
+ * rewrite.c
+ *		Merge sorted sources into new sorted, deduplicated segments.
+ *
+ * Flush (WAL entries into a generation), merge (generations into a base
+ * fragment) and compaction (fragments into fewer fragments) are the same
+ * operation over different inputs: a deduplicating k-way merge that keeps
+ * tombstones, written out as sorted segments with their key range and stamp
+ * range recorded for the manifest.  Only the inputs, the naming of the
+ * outputs and the manifest commit differ, and those stay with the callers.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <unistd.h>
+
+#include "miscadmin.h"
+
+#include "rollout/rewrite.h"
+#include "rollout/rollout_fdw.h"
+
+/* Finish the current output, if any. */
+static void
+rewrite_finish_output(RewriteResult *result, SegmentWriter **writer,
+					  RewriteOutput *output, const char *metadata)
+{
+	if (*writer == NULL)
+		return;
+	segment_writer_finish(*writer, metadata, &output->summary);
+	*writer = NULL;
+}
+
+void
+rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
+				int64 rows_per_output, const char *metadata,
+				RewriteResult *result)
+{
+	int			ncolumns = store->schema.ncolumns;
+	bool	   *want = palloc(sizeof(bool) * ncolumns);
+	Datum	   *values = palloc0(sizeof(Datum) * ncolumns);
+	bool	   *isnull = palloc0(sizeof(bool) * ncolumns);
+	SegmentWriter *writer = NULL;
+	RewriteOutput *output = NULL;
+	int64		rows_in_output = 0;
+	MergeRead  *read;
+	const MergeReadStats *stats;
+
+	for (int i = 0; i < ncolumns; i++)
+		want[i] = true;
+
+	read = merge_read_begin(store, snapshot, want, NULL, true, NULL);
+	while (merge_read_next(read, values, isnull))
+	{
+		int64		ts = DatumGetInt64(values[store->ts_column]);
+
+		if (writer == NULL)
+		{
+			output = palloc0(sizeof(RewriteOutput));
+			output->path = rollout_scratch_file_path("segment");
+			output->min_ts = PG_INT64_MAX;
+			output->max_ts = PG_INT64_MIN;
+			/* registered before it exists, so cleanup never misses it */
+			result->outputs = lappend(result->outputs, output);
+			writer = segment_writer_begin(&store->schema, output->path, true,
+										  rollout_rows_per_group);
+			rows_in_output = 0;
+		}
+		segment_writer_add_row(writer, values, isnull);
+		output->min_ts = Min(output->min_ts, ts);
+		output->max_ts = Max(output->max_ts, ts);
+		result->rows_written++;
+		if (rows_per_output > 0 && ++rows_in_output >= rows_per_output)
+			rewrite_finish_output(result, &writer, output, metadata);
+	}
+	rewrite_finish_output(result, &writer, output, metadata);
+
+	stats = merge_read_stats(read);
+	result->versions_read = stats->versions_read;
+	result->last_wal_stamp = stats->last_wal_stamp;
+	merge_read_end(read);
+}
+
+void
+rewrite_cleanup(RewriteResult *result)
+{
+	ListCell   *lc;
+
+	if (result == NULL)
+		return;
+	foreach(lc, result->outputs)
+	{
+		RewriteOutput *output = lfirst(lc);
+
+		(void) unlink(output->path);
+	}
+}

@@ -1,0 +1,279 @@
+/*-------------------------------------------------------------------------
+ *
+ * maintenance.c
+ *		SQL-callable maintenance: rollout_flush, rollout_merge,
+ *		rollout_compact, rollout_gc.
+ *
+ * Each function checks its arguments and that the caller owns the table
+ * (or is a member of the owning role) before it touches the store, then
+ * calls one lsm operation.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/resowner.h"
+#include "utils/timestamp.h"
+
+#include "rollout/fdw.h"
+#include "rollout/flush.h"
+#include "rollout/maintenance.h"
+#include "rollout/rollout_fdw.h"
+#include "rollout/sql_common.h"
+
+PG_FUNCTION_INFO_V1(rollout_flush);
+PG_FUNCTION_INFO_V1(rollout_merge);
+PG_FUNCTION_INFO_V1(rollout_compact);
+PG_FUNCTION_INFO_V1(rollout_gc);
+
+void
+rollout_require_argument(FunctionCallInfo fcinfo, int n, const char *function,
+						 const char *name)
+{
+	if (PG_ARGISNULL(n))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("argument \"%s\" of %s must not be NULL", name, function)));
+}
+
+Relation
+rollout_open_table_argument(FunctionCallInfo fcinfo, const char *function,
+							RolloutTableAccess access)
+{
+	Oid			relid;
+
+	rollout_require_argument(fcinfo, 0, function, "tbl");
+	relid = PG_GETARG_OID(0);
+	rollout_check_is_rollout_table(relid);
+	if (access == ROLLOUT_ACCESS_MAINTAIN)
+	{
+		if (!pg_class_ownercheck(relid, GetUserId()))
+			aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_FOREIGN_TABLE, get_rel_name(relid));
+	}
+	else
+	{
+		AclResult	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+
+		if (aclresult != ACLCHECK_OK)
+			aclcheck_error(aclresult, OBJECT_FOREIGN_TABLE, get_rel_name(relid));
+	}
+	return table_open(relid, AccessShareLock);
+}
+
+/* Build the result row of a function returning a composite. */
+static Datum
+rollout_result_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
+{
+	TupleDesc	tupdesc;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
+}
+
+/*
+ * rollout_flush(tbl regclass) returns (rows_flushed bigint, generation bigint)
+ *
+ * Seal this cluster's durable WAL tail of the table's store into one
+ * generation.  generation is NULL when there was nothing to flush.
+ */
+Datum
+rollout_flush(PG_FUNCTION_ARGS)
+{
+	Relation	rel = rollout_open_table_argument(fcinfo, "rollout_flush",
+												  ROLLOUT_ACCESS_MAINTAIN);
+	FlushResult result = rollout_flush_shard(rollout_store_for_relation(rel));
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	table_close(rel, AccessShareLock);
+	values[0] = Int64GetDatum(result.rows_flushed);
+	values[1] = Int64GetDatum(result.generation);
+	nulls[1] = result.generation == 0;
+	PG_RETURN_DATUM(rollout_result_row(fcinfo, values, nulls));
+}
+
+/*
+ * rollout_merge(tbl regclass, max_generations int DEFAULT NULL,
+ *				 flush_first boolean DEFAULT true)
+ * returns (generations_merged int, rows_merged bigint, fragments_added int)
+ */
+Datum
+rollout_merge(PG_FUNCTION_ARGS)
+{
+	Relation	rel;
+	int			max_generations = 0;
+	bool		flush_first = true;
+	MergeResult result;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	if (!PG_ARGISNULL(1))
+	{
+		max_generations = PG_GETARG_INT32(1);
+		if (max_generations < 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("max_generations must be at least 1"),
+					 errhint("Pass NULL for no limit.")));
+	}
+	rollout_require_argument(fcinfo, 2, "rollout_merge", "flush_first");
+	flush_first = PG_GETARG_BOOL(2);
+	rel = rollout_open_table_argument(fcinfo, "rollout_merge", ROLLOUT_ACCESS_MAINTAIN);
+
+	result = rollout_merge_shard(rollout_store_for_relation(rel), max_generations,
+								 flush_first);
+	table_close(rel, AccessShareLock);
+	values[0] = Int32GetDatum(result.generations_merged);
+	values[1] = Int64GetDatum(result.rows_merged);
+	values[2] = Int32GetDatum(result.fragments_added);
+	PG_RETURN_DATUM(rollout_result_row(fcinfo, values, nulls));
+}
+
+/*
+ * Run a compaction in a subtransaction, so that a failure can be recorded in
+ * the base manifest (rollout_compaction_stats().last_error, which every
+ * cluster sees) before it is re-raised.
+ */
+static CompactResult
+rollout_compact_recording_errors(RolloutStore *store, int min_fragments,
+								 int64 target_rows, int max_source_fragments)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	CompactResult result;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcontext);
+	PG_TRY();
+	{
+		result = rollout_compact_store(store, min_fragments, target_rows,
+									   max_source_fragments);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+
+		/* a cancel is not a compaction error worth keeping */
+		if (edata->sqlerrcode != ERRCODE_QUERY_CANCELED)
+			rollout_compaction_record_error(store, edata->message);
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+	return result;
+}
+
+/*
+ * rollout_compact(tbl regclass, min_fragments int DEFAULT 5,
+ *				   target_rows_per_fragment bigint DEFAULT 1048576,
+ *				   max_source_fragments int DEFAULT NULL)
+ * returns (fragments_before int, fragments_after int, rows_written bigint,
+ *			versions_dropped bigint, skipped_reason text)
+ */
+Datum
+rollout_compact(PG_FUNCTION_ARGS)
+{
+	Relation	rel;
+	int			min_fragments;
+	int64		target_rows;
+	int			max_source_fragments = 0;
+	CompactResult result;
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
+
+	rollout_require_argument(fcinfo, 1, "rollout_compact", "min_fragments");
+	rollout_require_argument(fcinfo, 2, "rollout_compact", "target_rows_per_fragment");
+	min_fragments = PG_GETARG_INT32(1);
+	target_rows = PG_GETARG_INT64(2);
+	if (min_fragments < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("min_fragments must not be negative")));
+	if (target_rows < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("target_rows_per_fragment must be at least 1")));
+	if (!PG_ARGISNULL(3))
+	{
+		max_source_fragments = PG_GETARG_INT32(3);
+		if (max_source_fragments < 2)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("max_source_fragments must be at least 2"),
+					 errhint("Pass NULL for no limit.")));
+	}
+	rel = rollout_open_table_argument(fcinfo, "rollout_compact", ROLLOUT_ACCESS_MAINTAIN);
+
+	result = rollout_compact_recording_errors(rollout_store_for_relation(rel),
+											  min_fragments, target_rows,
+											  max_source_fragments);
+	table_close(rel, AccessShareLock);
+	values[0] = Int32GetDatum(result.fragments_before);
+	values[1] = Int32GetDatum(result.fragments_after);
+	values[2] = Int64GetDatum(result.rows_written);
+	values[3] = Int64GetDatum(result.versions_dropped);
+	if (result.skipped_reason != NULL)
+		values[4] = CStringGetTextDatum(result.skipped_reason);
+	else
+		nulls[4] = true;
+	PG_RETURN_DATUM(rollout_result_row(fcinfo, values, nulls));
+}
+
+/*
+ * rollout_gc(tbl regclass, grace interval DEFAULT '1 hour')
+ * returns (objects_deleted bigint, bytes_freed bigint)
+ */
+Datum
+rollout_gc(PG_FUNCTION_ARGS)
+{
+	Relation	rel;
+	Interval   *grace;
+	int64		grace_seconds;
+	GcResult	result;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	rollout_require_argument(fcinfo, 1, "rollout_gc", "grace");
+	grace = PG_GETARG_INTERVAL_P(1);
+	grace_seconds = (int64) (grace->time / USECS_PER_SEC) +
+		(int64) grace->day * SECS_PER_DAY +
+		(int64) grace->month * DAYS_PER_MONTH * SECS_PER_DAY;
+	if (grace_seconds < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("grace must not be negative")));
+	if (grace_seconds < rollout_min_gc_grace_seconds)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("grace of %lld seconds is shorter than rollout_fdw.min_gc_grace (%d seconds)",
+						(long long) grace_seconds, rollout_min_gc_grace_seconds),
+				 errdetail("A shorter grace could delete objects a running scan or an uncommitted merge still needs."),
+				 errhint("Use a longer grace, or lower rollout_fdw.min_gc_grace (superuser only).")));
+	rel = rollout_open_table_argument(fcinfo, "rollout_gc", ROLLOUT_ACCESS_MAINTAIN);
+
+	result = rollout_gc_store(rollout_store_for_relation(rel), grace_seconds);
+	table_close(rel, AccessShareLock);
+	values[0] = Int64GetDatum(result.objects_deleted);
+	values[1] = Int64GetDatum(result.bytes_freed);
+	PG_RETURN_DATUM(rollout_result_row(fcinfo, values, nulls));
+}
