@@ -155,3 +155,30 @@ ROLLBACK;
 -- UPDATE and DELETE are not supported
 UPDATE steps SET reward = 0 WHERE id = 'r1-s1';
 DELETE FROM steps WHERE id = 'r1-s1';
+
+-- SERIALIZABLE transactions cannot write: PostgreSQL may still fail their
+-- commit after the rows were made durable
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+INSERT INTO steps (id) VALUES ('serializable');
+ROLLBACK;
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT count(*) FROM steps WHERE id = 'serializable';
+COMMIT;
+
+-- a transaction whose only rollout rows were rolled back may write another table
+BEGIN;
+SAVEPOINT s;
+INSERT INTO steps (id) VALUES ('undone');
+ROLLBACK TO SAVEPOINT s;
+INSERT INTO other_steps VALUES ('other');
+COMMIT;
+SELECT (SELECT count(*) FROM steps WHERE id = 'undone') AS undone,
+       (SELECT count(*) FROM other_steps) AS other;
+
+-- the shard id is re-read: a new shard id writes a new shard at once
+SET rollout_fdw.shard_id = 'basic_second_shard';
+INSERT INTO other_steps VALUES ('from-second-shard');
+SELECT id FROM other_steps ORDER BY id;
+RESET rollout_fdw.shard_id;
+-- back on the first shard, the second shard's unflushed row is not visible
+SELECT id FROM other_steps ORDER BY id;

@@ -110,3 +110,29 @@ CREATE SERVER v_unwritable FOREIGN DATA WRAPPER rollout_fdw
 CREATE FOREIGN TABLE v_nowhere (id text) SERVER v_unwritable;
 SELECT count(*) FROM v_nowhere;
 INSERT INTO v_nowhere VALUES ('x');
+
+-- the default store name is pinned at CREATE, so a rename keeps the store
+CREATE FOREIGN TABLE v_pinned (id text) SERVER v_server;
+SELECT ftoptions FROM pg_foreign_table WHERE ftrelid = 'v_pinned'::regclass;
+INSERT INTO v_pinned VALUES ('kept');
+ALTER FOREIGN TABLE v_pinned RENAME TO v_renamed;
+SELECT ftoptions FROM pg_foreign_table WHERE ftrelid = 'v_renamed'::regclass;
+SELECT * FROM v_renamed;
+
+-- the event trigger does not get in the way of other wrappers' tables or
+-- of non-superusers
+CREATE FOREIGN DATA WRAPPER v_dummy_fdw;
+CREATE SERVER v_dummy_server FOREIGN DATA WRAPPER v_dummy_fdw;
+CREATE ROLE rollout_v_creator;
+GRANT USAGE ON FOREIGN SERVER v_dummy_server TO rollout_v_creator;
+GRANT USAGE ON FOREIGN SERVER v_server TO rollout_v_creator;
+GRANT CREATE ON SCHEMA public TO rollout_v_creator;
+SET ROLE rollout_v_creator;
+CREATE FOREIGN TABLE v_dummy (id int) SERVER v_dummy_server;
+CREATE FOREIGN TABLE v_creators (id text) SERVER v_server;
+CREATE FOREIGN TABLE v_creators_bad (x text) SERVER v_server;
+RESET ROLE;
+DROP OWNED BY rollout_v_creator;
+DROP ROLE rollout_v_creator;
+DROP SERVER v_dummy_server;
+DROP FOREIGN DATA WRAPPER v_dummy_fdw;
