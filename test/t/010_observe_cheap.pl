@@ -1,0 +1,63 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# 010_observe_cheap.pl — rollout_observe's cheap mode reads no data object
+# (DESIGN.md §11.5): with every segment of the store unreadable it still
+# answers from manifests and listings, while the exact mode, which must read
+# keys, fails cleanly.
+
+use strict;
+use warnings;
+
+use File::Find;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('observe');
+$node->init;
+$node->append_conf('postgresql.conf',
+	"shared_preload_libraries = '$ENV{ROLLOUT_TEST_PRELOAD}'")
+  if $ENV{ROLLOUT_TEST_PRELOAD};
+$node->start;
+
+my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+$node->safe_psql(
+	'postgres', qq{
+CREATE EXTENSION rollout_fdw;
+CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
+CREATE FOREIGN TABLE t (id int, v text) SERVER s OPTIONS (store 'observed');
+});
+$node->safe_psql('postgres', "INSERT INTO t SELECT g, 'a' FROM generate_series(1, 500) g");
+$node->safe_psql('postgres', "SELECT rollout_merge('t')");
+$node->safe_psql('postgres', "INSERT INTO t SELECT g, 'b' FROM generate_series(400, 700) g");
+$node->safe_psql('postgres', "SELECT rollout_flush('t')");
+$node->safe_psql('postgres', "INSERT INTO t SELECT g, 'c' FROM generate_series(1, 10) g");
+
+my $cheap_sql = q{SELECT row_count, base_rows, fragments, generations, generation_rows,
+  unflushed_rows IS NULL, wal_entries, bytes > 0 FROM rollout_observe('t')};
+my $cheap = $node->safe_psql('postgres', $cheap_sql);
+is($cheap, '801|500|1|1|301|t|1|t',
+	'cheap counts: 500 base rows + 301 generation rows, one unflushed entry');
+is($node->safe_psql('postgres',
+		"SELECT exact_row_count, unflushed_rows, (SELECT count(*) FROM t) FROM rollout_observe('t', true)"),
+	'700|10|700', 'the exact count equals count(*)');
+
+# make every data object (segments and WAL entries) unreadable: listings
+# still show them, any read fails
+my @data;
+find(sub { push @data, $File::Find::name if /\.(seg|wal)$/ }, "$location/observed");
+ok(@data >= 3, 'the store has data objects: ' . scalar(@data));
+chmod 0, @data;
+
+is($node->safe_psql('postgres', $cheap_sql), $cheap,
+	'cheap counts need no data object');
+my ($ret, $out, $err) = $node->psql('postgres', "SELECT * FROM rollout_observe('t', true)");
+isnt($ret, 0, 'the exact count fails without its data objects');
+like($err, qr/could not .*Permission denied/, 'with a clear error: ' . (split /\n/, $err)[0]);
+
+chmod 0600, @data;
+is($node->safe_psql('postgres', 'SELECT count(*) FROM t'), '700', 'restored');
+
+$node->stop;
+done_testing();
