@@ -286,10 +286,20 @@ wal_append(RolloutStore *store, const char *segment_path,
 		int64		position = tip + 1;
 		char	   *key = rollout_key_wal(store, store->shard, position);
 		WalEntryMetadata *owner;
+		ObjectStoreCreateResult created;
 
 		CHECK_FOR_INTERRUPTS();
-		if (objstore_create_from_file_if_absent(store->objstore, key, segment_path,
-												metadata->put_id) == OBJSTORE_CREATED)
+
+		/*
+		 * No cancel between the create and our knowing its outcome: a write
+		 * that landed must never be reported to the client as failed.
+		 */
+		HOLD_INTERRUPTS();
+		created = objstore_create_from_file_if_absent(store->objstore, key,
+													  segment_path,
+													  metadata->put_id);
+		RESUME_INTERRUPTS();
+		if (created == OBJSTORE_CREATED)
 		{
 			store->wal_tip_hint = position;
 			return position;
