@@ -29,6 +29,13 @@ typedef struct GenerationEntry
 	bool		has_key_range;
 	Datum		min_key;
 	Datum		max_key;
+
+	/*
+	 * 0, or the effective stamp of the WAL entry that committed this segment
+	 * when flush adopted a large transaction's ingest segment as a generation
+	 * without rewriting it: readers give every row this _ts.
+	 */
+	int64		stamp;
 } GenerationEntry;
 
 typedef struct ShardManifest

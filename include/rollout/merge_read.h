@@ -54,24 +54,52 @@ typedef struct MergeReadStats
 	int64		versions_read;	/* rows read from all sources */
 	int64		rows_returned;
 	int64		last_wal_stamp; /* effective stamp of the last WAL entry read */
+	List	   *ingest_seen;	/* IngestSeen *, when not following them */
 } MergeReadStats;
 
 typedef struct MergeRead MergeRead;
 
+/* How a read treats what it meets. */
+typedef struct MergeReadOptions
+{
+	/*
+	 * A query drops keys whose newest version is a tombstone; flush and merge
+	 * keep them, since they must still hide older versions.
+	 */
+	bool		keep_tombstones;
+
+	/*
+	 * Read the segments that WAL entries of large transactions reference
+	 * (ingest/).  A query does; a flush does not (it adopts them as
+	 * generations without rewriting, and collects them in ingest_seen).
+	 */
+	bool		follow_ingest;
+
+	/*
+	 * An object of the snapshot may have been removed by garbage collection
+	 * since the snapshot was taken.  With vanished == NULL that is an ERROR;
+	 * otherwise merge_read_begin returns NULL and sets *vanished, and the
+	 * caller takes a fresh snapshot and tries again.
+	 */
+	bool	   *vanished;
+} MergeReadOptions;
+
+/* An ingest segment a WAL entry referenced, with that entry's stamp. */
+typedef struct IngestSeen
+{
+	char	   *file;
+	int64		rows;
+	int64		position;		/* of the WAL entry */
+	int64		stamp;			/* its effective stamp */
+} IngestSeen;
+
 /*
  * Begin a read.  want[i] says whether segment schema column i is needed;
  * key and hidden columns are always read.  range may be NULL (everything).
- * A query drops keys whose newest version is a tombstone; flush and merge
- * keep them (keep_tombstones), since they must still hide older versions.
- *
- * An object of the snapshot may have been removed by garbage collection
- * since the snapshot was taken.  With vanished == NULL that is an ERROR;
- * otherwise merge_read_begin returns NULL and sets *vanished, and the
- * caller takes a fresh snapshot and tries again.
  */
 extern MergeRead *merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 								   const bool *want, const KeyRange *range,
-								   bool keep_tombstones, bool *vanished);
+								   const MergeReadOptions *options);
 
 /*
  * The next row: values/isnull indexed by segment schema column (only wanted
@@ -94,12 +122,14 @@ typedef struct RowSource RowSource;
  * reading its footer), or when the object does not exist and vanished is
  * not NULL (then *vanished is set; with vanished NULL that is an ERROR).
  * running_stamp carries the WAL running maximum from one entry of a shard to
- * the next.
+ * the next.  For a WAL entry, *ingest receives the ingest references of its
+ * metadata (IngestSeen *, with the entry's effective stamp), whether or not
+ * the entry itself has rows.
  */
 extern RowSource *row_source_open(RolloutStore *store, SnapshotSource *meta,
 								  const bool *want, const KeyRange *range,
 								  int64 *running_stamp, MergeReadStats *stats,
-								  bool *vanished);
+								  bool *vanished, List **ingest);
 /* Advance to the next row; false at the end. */
 extern bool row_source_next(RowSource *source);
 /* The current row. */

@@ -26,18 +26,21 @@ typedef struct RewriteResult
 	int64		rows_written;
 	int64		versions_read;	/* rows read from all sources */
 	int64		last_wal_stamp; /* effective stamp of the last WAL entry read */
+	List	   *ingest_seen;	/* IngestSeen *, when not following ingest */
 } RewriteResult;
 
 /*
  * Merge the sources of snapshot by key (newest version wins, tombstones
  * kept) into segments of at most rows_per_output rows each (0: one
- * segment).  Each output carries metadata as its footer metadata.  The
+ * segment).  Each output carries metadata as its footer metadata.  Unless
+ * follow_ingest, the ingest segments named by WAL entries are not read but
+ * reported in result->ingest_seen.  The
  * caller provides a zeroed *result before its PG_TRY, uploads the files,
  * and must call rewrite_cleanup(result) on every path,
  */
 extern void rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 							int64 rows_per_output, const char *metadata,
-							RewriteResult *result);
+							bool follow_ingest, RewriteResult *result);
 
 /* Remove the scratch files of a rewrite (safe to call more than once). */
 extern void rewrite_cleanup(RewriteResult *result);

@@ -14,7 +14,9 @@ typedef enum SnapshotSourceKind
 {
 	SNAPSHOT_FRAGMENT,
 	SNAPSHOT_GENERATION,
-	SNAPSHOT_WAL_ENTRY
+	SNAPSHOT_WAL_ENTRY,
+	SNAPSHOT_INGEST,			/* a large transaction's staged segment */
+	SNAPSHOT_MEMTABLE			/* rows of a WAL entry held in shared memory */
 } SnapshotSourceKind;
 
 /* One object a snapshot reads: everything but the WAL is sorted by key. */
@@ -36,6 +38,17 @@ typedef struct SnapshotSource
 	 * last_stamp), else -1.  Readers apply the running maximum from here.
 	 */
 	int64		stamp_floor;
+
+	/*
+	 * When >= 0, every row's _ts is this stamp (ingest segments and adopted
+	 * generations carry the effective stamp of the WAL entry that committed
+	 * them; memtable batches theirs).
+	 */
+	int64		stamp_fixed;
+
+	/* SNAPSHOT_MEMTABLE: the entry's rows as a row blob (row_blob.h) */
+	const char *rows_data;
+	int64		rows_len;
 } SnapshotSource;
 
 typedef struct RolloutSnapshot
@@ -48,6 +61,9 @@ typedef struct RolloutSnapshot
 	int			wal_entry_count;
 	int			shard_count;
 } RolloutSnapshot;
+
+/* A new source of the given kind, with no stamp floor and no fixed stamp. */
+extern SnapshotSource *snapshot_source_new(SnapshotSourceKind kind);
 
 /*
  * Take a snapshot: every shard manifest first, then the base manifest, then

@@ -17,6 +17,8 @@
 #ifndef ROLLOUT_STORE_H
 #define ROLLOUT_STORE_H
 
+#include "access/tupdesc.h"
+
 #include "rollout/objstore.h"
 #include "rollout/segment.h"
 
@@ -65,6 +67,7 @@ typedef struct RolloutStore
 	 */
 	SegmentSchema schema;
 	int			user_column_count;
+	TupleDesc	row_desc;		/* the user columns, for row blobs */
 	int			key_column;		/* == schema.key_column */
 	int			ts_column;
 	int			shard_column;

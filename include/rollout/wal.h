@@ -17,14 +17,26 @@
 
 #include "rollout/store.h"
 
+/*
+ * A segment staged under ingest/ by a large transaction; the WAL entry that
+ * names it is its commit (DESIGN.md §6.3).
+ */
+typedef struct WalIngestRef
+{
+	char	   *file;			/* object key */
+	int64		rows;
+} WalIngestRef;
+
 /* What a WAL entry's footer metadata says about it. */
 typedef struct WalEntryMetadata
 {
+	char	   *kind;			/* "wal", or "fence" for a fence marker */
 	char	   *shard;
 	int64		epoch;
 	int64		stamp;			/* the writer's stamp, before the running max */
 	char	   *put_id;
 	int64		transactions;
+	List	   *ingest;			/* WalIngestRef * */
 } WalEntryMetadata;
 
 /* A WAL entry found by listing. */
@@ -43,6 +55,15 @@ typedef struct WalEntryRef
  */
 extern int64 wal_append(RolloutStore *store, const char *segment_path,
 						const WalEntryMetadata *metadata);
+
+/*
+ * Write a WAL entry's segment to a local file: the rows of every blob (row
+ * blobs, row_blob.h, as StringInfo) stamped with metadata->stamp, this
+ * shard and the insert op, with metadata in the footer.
+ */
+extern void wal_write_entry_file(RolloutStore *store, List *blobs,
+								 const WalEntryMetadata *metadata,
+								 const char *path);
 
 /* The metadata string a WAL entry's segment is written with. */
 extern char *wal_metadata_to_json(const WalEntryMetadata *metadata);

@@ -497,6 +497,7 @@ rollout_iterate_foreign_scan(ForeignScanState *node)
 		for (int attempt = 0;; attempt++)
 		{
 			bool		vanished = false;
+			MergeReadOptions options = {0};
 
 			if (state->snapshot == NULL)
 			{
@@ -506,9 +507,11 @@ rollout_iterate_foreign_scan(ForeignScanState *node)
 				MemoryContextSwitchTo(state->rescan_context);
 				rollout_fault_point("scan.after_snapshot");
 			}
+			options.keep_tombstones = false;
+			options.follow_ingest = true;
+			options.vanished = attempt < SCAN_MAX_SNAPSHOT_ATTEMPTS - 1 ? &vanished : NULL;
 			state->read = merge_read_begin(state->store, state->snapshot,
-										   state->want, &range, false,
-										   attempt < SCAN_MAX_SNAPSHOT_ATTEMPTS - 1 ? &vanished : NULL);
+										   state->want, &range, &options);
 			if (state->read != NULL)
 				break;
 			state->snapshot = NULL;

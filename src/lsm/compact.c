@@ -83,9 +83,7 @@ compact_sources(List *inputs)
 	foreach(lc, inputs)
 	{
 		FragmentEntry *fragment = lfirst(lc);
-		SnapshotSource *source = palloc0(sizeof(SnapshotSource));
-
-		source->kind = SNAPSHOT_FRAGMENT;
+		SnapshotSource *source = snapshot_source_new(SNAPSHOT_FRAGMENT);
 		source->key = fragment->file;
 		source->rows = fragment->rows;
 		source->stamp_floor = -1;
@@ -105,7 +103,7 @@ compact_write_outputs(RolloutStore *store, List *inputs, int64 target_rows,
 
 	rewrite_sources(store, compact_sources(inputs), target_rows,
 					"{\"kind\": \"fragment\", \"made_by\": \"compaction\"}",
-					rewrite);
+					true, rewrite);
 	foreach(lc, rewrite->outputs)
 	{
 		RewriteOutput *output = lfirst(lc);

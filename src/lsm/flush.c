@@ -86,9 +86,7 @@ flush_sources(RolloutStore *store, List *sealed, int64 stamp_floor)
 	foreach(lc, sealed)
 	{
 		WalEntryRef *entry = lfirst(lc);
-		SnapshotSource *source = palloc0(sizeof(SnapshotSource));
-
-		source->kind = SNAPSHOT_WAL_ENTRY;
+		SnapshotSource *source = snapshot_source_new(SNAPSHOT_WAL_ENTRY);
 		source->key = entry->key;
 		source->shard = store->shard;
 		source->shard_hash = store->shard_hash;
@@ -117,7 +115,7 @@ flush_write_and_upload(RolloutStore *store, ShardManifest *manifest,
 					0,
 					flush_generation_metadata(store, generation->first_position,
 											  generation->last_position),
-					rewrite);
+					false, rewrite);
 	if (rewrite->outputs == NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),

@@ -156,6 +156,7 @@ shard_manifest_parse(RolloutStore *store, const char *shard, int64 version,
 		entry->bytes = json_doc_int64(doc, g, "bytes", true, 0);
 		entry->min_ts = json_doc_int64(doc, g, "min_ts", false, 0);
 		entry->max_ts = json_doc_int64(doc, g, "max_ts", false, 0);
+		entry->stamp = json_doc_int64(doc, g, "stamp", false, 0);
 		entry->has_key_range =
 			manifest_read_key(store, doc, g, "min_key", &entry->min_key) &&
 			manifest_read_key(store, doc, g, "max_key", &entry->max_key);
@@ -248,6 +249,8 @@ shard_manifest_commit(RolloutStore *store, ShardManifest *manifest)
 		json_append_member_int64(&buf, &gfirst, "bytes", entry->bytes);
 		json_append_member_int64(&buf, &gfirst, "min_ts", entry->min_ts);
 		json_append_member_int64(&buf, &gfirst, "max_ts", entry->max_ts);
+		if (entry->stamp > 0)
+			json_append_member_int64(&buf, &gfirst, "stamp", entry->stamp);
 		if (entry->has_key_range)
 		{
 			manifest_append_key(store, &buf, &gfirst, "min_key", entry->min_key);

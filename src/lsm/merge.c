@@ -154,16 +154,14 @@ merge_sources(RolloutStore *store, List *generations)
 	foreach(lc, generations)
 	{
 		GenerationEntry *generation = lfirst(lc);
-		SnapshotSource *source = palloc0(sizeof(SnapshotSource));
-
-		source->kind = SNAPSHOT_GENERATION;
+		SnapshotSource *source = snapshot_source_new(SNAPSHOT_GENERATION);
 		source->key = generation->file;
 		source->shard = store->shard;
 		source->shard_hash = store->shard_hash;
 		source->position = generation->last_position;
 		source->rows = generation->rows;
 		source->has_key_range = false;	/* no key range: read everything */
-		source->stamp_floor = -1;
+		source->stamp_fixed = generation->stamp > 0 ? generation->stamp : -1;
 		snapshot->sources = lappend(snapshot->sources, source);
 		snapshot->generation_count++;
 	}
@@ -198,7 +196,7 @@ merge_write_fragment(RolloutStore *store, List *chosen, RewriteResult *rewrite)
 
 	rewrite_sources(store, merge_sources(store, chosen), 0,
 					merge_fragment_metadata(store, first->number, last->number),
-					rewrite);
+					true, rewrite);
 	if (rewrite->outputs == NIL)
 		return NULL;			/* only possible if every generation was empty */
 	output = linitial(rewrite->outputs);

@@ -86,7 +86,8 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 		bool	   *want = palloc0(sizeof(bool) * store->schema.ncolumns);
 		Datum	   *values = palloc0(sizeof(Datum) * store->schema.ncolumns);
 		bool	   *isnull = palloc0(sizeof(bool) * store->schema.ncolumns);
-		MergeRead  *read = merge_read_begin(store, snapshot, want, NULL, false, NULL);
+		MergeReadOptions options = {.keep_tombstones = false, .follow_ingest = true};
+		MergeRead  *read = merge_read_begin(store, snapshot, want, NULL, &options);
 
 		while (merge_read_next(read, values, isnull))
 			result.exact_row_count++;

@@ -35,7 +35,7 @@ rewrite_finish_output(RewriteResult *result, SegmentWriter **writer,
 void
 rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 				int64 rows_per_output, const char *metadata,
-				RewriteResult *result)
+				bool follow_ingest, RewriteResult *result)
 {
 	int			ncolumns = store->schema.ncolumns;
 	bool	   *want = palloc(sizeof(bool) * ncolumns);
@@ -45,12 +45,15 @@ rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 	RewriteOutput *output = NULL;
 	int64		rows_in_output = 0;
 	MergeRead  *read;
+	MergeReadOptions options = {0};
 	const MergeReadStats *stats;
 
 	for (int i = 0; i < ncolumns; i++)
 		want[i] = true;
 
-	read = merge_read_begin(store, snapshot, want, NULL, true, NULL);
+	options.keep_tombstones = true;
+	options.follow_ingest = follow_ingest;
+	read = merge_read_begin(store, snapshot, want, NULL, &options);
 	while (merge_read_next(read, values, isnull))
 	{
 		int64		ts = DatumGetInt64(values[store->ts_column]);
@@ -79,6 +82,7 @@ rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 	stats = merge_read_stats(read);
 	result->versions_read = stats->versions_read;
 	result->last_wal_stamp = stats->last_wal_stamp;
+	result->ingest_seen = stats->ingest_seen;
 	merge_read_end(read);
 }
 

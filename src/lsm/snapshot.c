@@ -27,6 +27,18 @@
 #include "rollout/snapshot.h"
 #include "rollout/wal.h"
 
+SnapshotSource *
+snapshot_source_new(SnapshotSourceKind kind)
+{
+	SnapshotSource *source = palloc0(sizeof(SnapshotSource));
+
+	source->kind = kind;
+	source->rows = -1;
+	source->stamp_floor = -1;
+	source->stamp_fixed = -1;
+	return source;
+}
+
 RolloutSnapshot *
 rollout_snapshot_take(RolloutStore *store, bool all_wal_tails)
 {
@@ -50,9 +62,7 @@ rollout_snapshot_take(RolloutStore *store, bool all_wal_tails)
 	foreach(lc, base->fragments)
 	{
 		FragmentEntry *fragment = lfirst(lc);
-		SnapshotSource *source = palloc0(sizeof(SnapshotSource));
-
-		source->kind = SNAPSHOT_FRAGMENT;
+		SnapshotSource *source = snapshot_source_new(SNAPSHOT_FRAGMENT);
 		source->key = fragment->file;
 		source->rows = fragment->rows;
 		source->has_key_range = fragment->has_key_range;
@@ -77,8 +87,7 @@ rollout_snapshot_take(RolloutStore *store, bool all_wal_tails)
 
 			if (generation->number <= merged)
 				continue;
-			source = palloc0(sizeof(SnapshotSource));
-			source->kind = SNAPSHOT_GENERATION;
+			source = snapshot_source_new(SNAPSHOT_GENERATION);
 			source->key = generation->file;
 			source->shard = manifest->shard;
 			source->shard_hash = rollout_shard_hash(manifest->shard);
@@ -87,7 +96,7 @@ rollout_snapshot_take(RolloutStore *store, bool all_wal_tails)
 			source->has_key_range = generation->has_key_range;
 			source->min_key = generation->min_key;
 			source->max_key = generation->max_key;
-			source->stamp_floor = -1;
+			source->stamp_fixed = generation->stamp > 0 ? generation->stamp : -1;
 			snapshot->sources = lappend(snapshot->sources, source);
 			snapshot->generation_count++;
 		}
@@ -114,9 +123,7 @@ rollout_snapshot_take(RolloutStore *store, bool all_wal_tails)
 		foreach(ec, entries)
 		{
 			WalEntryRef *entry = lfirst(ec);
-			SnapshotSource *source = palloc0(sizeof(SnapshotSource));
-
-			source->kind = SNAPSHOT_WAL_ENTRY;
+			SnapshotSource *source = snapshot_source_new(SNAPSHOT_WAL_ENTRY);
 			source->key = entry->key;
 			source->shard = manifest->shard;
 			source->shard_hash = rollout_shard_hash(manifest->shard);

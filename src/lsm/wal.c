@@ -30,11 +30,13 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "rollout/json_doc.h"
 #include "rollout/manifest.h"
 #include "rollout/rollout_fdw.h"
+#include "rollout/row_blob.h"
 #include "rollout/wal.h"
 
 /* The newest stamp this backend handed out. */
@@ -54,16 +56,30 @@ wal_metadata_to_json(const WalEntryMetadata *metadata)
 {
 	StringInfoData buf;
 	bool		first = true;
+	ListCell   *lc;
 
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');
-	json_append_member_text(&buf, &first, "kind", "wal");
+	json_append_member_text(&buf, &first, "kind", metadata->kind ? metadata->kind : "wal");
 	json_append_member_text(&buf, &first, "shard", metadata->shard);
 	json_append_member_int64(&buf, &first, "epoch", metadata->epoch);
 	json_append_member_int64(&buf, &first, "stamp", metadata->stamp);
 	json_append_member_text(&buf, &first, "put_id", metadata->put_id);
 	json_append_member_int64(&buf, &first, "transactions", metadata->transactions);
-	appendStringInfoChar(&buf, '}');
+	json_append_member_raw(&buf, &first, "ingest", "[");
+	foreach(lc, metadata->ingest)
+	{
+		WalIngestRef *ref = lfirst(lc);
+		bool		ifirst = true;
+
+		if (foreach_current_index(lc) > 0)
+			appendStringInfoString(&buf, ", ");
+		appendStringInfoChar(&buf, '{');
+		json_append_member_text(&buf, &ifirst, "file", ref->file);
+		json_append_member_int64(&buf, &ifirst, "rows", ref->rows);
+		appendStringInfoChar(&buf, '}');
+	}
+	appendStringInfoString(&buf, "]}");
 	return buf.data;
 }
 
@@ -72,7 +88,7 @@ wal_metadata_from_json(const char *json, const char *key)
 {
 	WalEntryMetadata *metadata = palloc0(sizeof(WalEntryMetadata));
 	JsonDoc    *doc;
-	char	   *kind;
+	JsonbContainer *ingest;
 
 	if (json == NULL)
 		ereport(ERROR,
@@ -80,15 +96,74 @@ wal_metadata_from_json(const char *json, const char *key)
 				 errmsg("object \"%s\" is corrupt", key),
 				 errdetail("The segment has no WAL entry metadata.")));
 	doc = json_doc_parse(json, strlen(json), key);
-	kind = json_doc_text(doc, doc->root, "kind", true);
-	if (strcmp(kind, "wal") != 0)
-		json_doc_corrupt(doc, psprintf("It is a \"%s\" segment, not a WAL entry.", kind));
+	metadata->kind = json_doc_text(doc, doc->root, "kind", true);
+	if (strcmp(metadata->kind, "wal") != 0 && strcmp(metadata->kind, "fence") != 0)
+		json_doc_corrupt(doc, psprintf("It is a \"%s\" segment, not a WAL entry.",
+									   metadata->kind));
 	metadata->shard = json_doc_text(doc, doc->root, "shard", true);
 	metadata->epoch = json_doc_int64(doc, doc->root, "epoch", true, 0);
 	metadata->stamp = json_doc_int64(doc, doc->root, "stamp", true, 0);
 	metadata->put_id = json_doc_text(doc, doc->root, "put_id", true);
 	metadata->transactions = json_doc_int64(doc, doc->root, "transactions", false, 1);
+	ingest = json_doc_container(doc, doc->root, "ingest", false, true);
+	if (ingest != NULL)
+	{
+		for (int i = 0; i < json_doc_array_length(ingest); i++)
+		{
+			JsonbContainer *item = json_doc_array_object(doc, ingest, i);
+			WalIngestRef *ref = palloc0(sizeof(WalIngestRef));
+
+			ref->file = json_doc_text(doc, item, "file", true);
+			ref->rows = json_doc_int64(doc, item, "rows", true, 0);
+			metadata->ingest = lappend(metadata->ingest, ref);
+		}
+	}
 	return metadata;
+}
+
+void
+wal_write_entry_file(RolloutStore *store, List *blobs,
+					 const WalEntryMetadata *metadata, const char *path)
+{
+	int			ncolumns = store->schema.ncolumns;
+	Datum	   *values = palloc0(sizeof(Datum) * ncolumns);
+	bool	   *isnull = palloc0(sizeof(bool) * ncolumns);
+	MemoryContext row_context = AllocSetContextCreate(CurrentMemoryContext,
+													  "rollout WAL entry row",
+													  ALLOCSET_DEFAULT_SIZES);
+	SegmentWriter *writer = segment_writer_begin(&store->schema, path, false,
+												 rollout_rows_per_group);
+	SegmentWriteSummary summary;
+	ListCell   *lc;
+
+	/* hidden columns: the same for every row of the entry */
+	values[store->ts_column] = Int64GetDatum(metadata->stamp);
+	values[store->shard_column] = Int64GetDatum(store->shard_hash);
+	values[store->op_column] = Int16GetDatum(ROLLOUT_OP_INSERT);
+	isnull[store->ts_column] = isnull[store->shard_column] = isnull[store->op_column] = false;
+
+	foreach(lc, blobs)
+	{
+		StringInfo	blob = lfirst(lc);
+		int64		offset = 0;
+
+		for (;;)
+		{
+			MemoryContext oldcontext = MemoryContextSwitchTo(row_context);
+			bool		more;
+
+			CHECK_FOR_INTERRUPTS();
+			more = row_blob_next(store, blob->data, blob->len, &offset, values, isnull);
+			if (more)
+				segment_writer_add_row(writer, values, isnull);
+			MemoryContextSwitchTo(oldcontext);
+			MemoryContextReset(row_context);
+			if (!more)
+				break;
+		}
+	}
+	segment_writer_finish(writer, wal_metadata_to_json(metadata), &summary);
+	MemoryContextDelete(row_context);
 }
 
 /*

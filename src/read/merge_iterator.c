@@ -85,16 +85,49 @@ merge_version_newer(RowSource *a, RowSource *b)
 	return ma->position > mb->position;
 }
 
+/*
+ * Open one source and put it in the heap.  Returns false when the object
+ * vanished and the caller asked to be told (options->vanished).
+ */
+static bool
+merge_read_add_source(MergeRead *read, SnapshotSource *meta, int64 *running_stamp,
+					  const MergeReadOptions *options, List **ingest)
+{
+	RowSource  *source;
+
+	source = row_source_open(read->store, meta, read->want, read->range,
+							 running_stamp, &read->stats, options->vanished, ingest);
+	if (options->vanished != NULL && *options->vanished)
+		return false;
+	if (source == NULL)
+		return true;
+	/* the heap's capacity is fixed: grow it by rebuilding when needed */
+	if (read->heap->bh_size >= read->heap->bh_space)
+	{
+		binaryheap *bigger = binaryheap_allocate(read->heap->bh_space * 2,
+												 merge_heap_compare, read);
+
+		for (int i = 0; i < read->heap->bh_size; i++)
+			binaryheap_add_unordered(bigger, read->heap->bh_nodes[i]);
+		read->heap = bigger;
+	}
+	read->sources[read->source_count++] = source;
+	if (row_source_next(source))
+		binaryheap_add_unordered(read->heap, PointerGetDatum(source));
+	return true;
+}
+
 MergeRead *
 merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
-				 const bool *want, const KeyRange *range, bool keep_tombstones,
-				 bool *vanished)
+				 const bool *want, const KeyRange *range,
+				 const MergeReadOptions *options)
 {
 	MemoryContext context;
 	MemoryContext oldcontext;
 	MergeRead  *read;
 	ListCell   *lc;
 	int64		running_stamp = 0;
+	int			capacity;
 
 	context = AllocSetContextCreate(CurrentMemoryContext, "rollout merge read",
 									ALLOCSET_DEFAULT_SIZES);
@@ -103,7 +136,7 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 	read = palloc0(sizeof(MergeRead));
 	read->store = store;
 	read->context = context;
-	read->keep_tombstones = keep_tombstones;
+	read->keep_tombstones = options->keep_tombstones;
 	read->want = palloc(sizeof(bool) * store->schema.ncolumns);
 	memcpy(read->want, want, sizeof(bool) * store->schema.ncolumns);
 	if (range != NULL)
@@ -111,32 +144,62 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 		read->range = palloc(sizeof(KeyRange));
 		*read->range = *range;
 	}
-	read->sources = palloc0(sizeof(RowSource *) * Max(list_length(snapshot->sources), 1));
-	read->consumed = palloc0(sizeof(RowSource *) * Max(list_length(snapshot->sources), 1));
-	read->heap = binaryheap_allocate(Max(list_length(snapshot->sources), 1),
-									 merge_heap_compare, read);
+	capacity = Max(list_length(snapshot->sources), 1);
+	read->sources = palloc0(sizeof(RowSource *) * capacity);
+	read->consumed = palloc0(sizeof(RowSource *) * capacity);
+	read->heap = binaryheap_allocate(capacity, merge_heap_compare, read);
 
 	if (read->range == NULL || !read->range->empty)
 	{
 		foreach(lc, snapshot->sources)
 		{
 			SnapshotSource *meta = lfirst(lc);
-			RowSource  *source;
+			List	   *ingest = NIL;
+			ListCell   *ic;
 
 			CHECK_FOR_INTERRUPTS();
-			source = row_source_open(store, meta, read->want, read->range,
-									 &running_stamp, &read->stats, vanished);
-			if (vanished != NULL && *vanished)
+			if (!merge_read_add_source(read, meta, &running_stamp, options, &ingest))
 			{
 				MemoryContextSwitchTo(oldcontext);
 				merge_read_end(read);
 				return NULL;
 			}
-			if (source == NULL)
-				continue;
-			read->sources[read->source_count++] = source;
-			if (row_source_next(source))
-				binaryheap_add_unordered(read->heap, PointerGetDatum(source));
+
+			/*
+			 * A large transaction's rows are in the ingest segments its WAL
+			 * entry names, with that entry's stamp.  A flush adopts them as
+			 * they are instead (ingest_seen).
+			 */
+			foreach(ic, ingest)
+			{
+				IngestSeen *seen = lfirst(ic);
+				SnapshotSource *ingest_meta;
+
+				if (!options->follow_ingest)
+				{
+					read->stats.ingest_seen = lappend(read->stats.ingest_seen, seen);
+					continue;
+				}
+				ingest_meta = snapshot_source_new(SNAPSHOT_INGEST);
+				ingest_meta->key = seen->file;
+				ingest_meta->shard = meta->shard;
+				ingest_meta->shard_hash = meta->shard_hash;
+				ingest_meta->position = meta->position;
+				ingest_meta->rows = seen->rows;
+				ingest_meta->stamp_fixed = seen->stamp;
+				if (read->source_count + 1 >= capacity)
+				{
+					capacity *= 2;
+					read->sources = repalloc(read->sources, sizeof(RowSource *) * capacity);
+					read->consumed = repalloc(read->consumed, sizeof(RowSource *) * capacity);
+				}
+				if (!merge_read_add_source(read, ingest_meta, &running_stamp, options, NULL))
+				{
+					MemoryContextSwitchTo(oldcontext);
+					merge_read_end(read);
+					return NULL;
+				}
+			}
 		}
 		binaryheap_build(read->heap);
 	}

@@ -9,7 +9,9 @@
  * row group), skipping row groups whose key zone map misses the key range.
  * A WAL entry holds rows in commit order: it is small, so it is loaded
  * whole, sorted by key and reduced to the last row of each key (within one
- * entry the later row is the newer version).
+ * entry the later row is the newer version).  A memtable batch (the rows of
+ * a durable WAL entry kept in shared memory) is handled the same way, from
+ * its row blob instead of an object.
  *
  * Only the key range may skip data.  A zone map on another column must not:
  * skipping the row group that holds the newest version of a key would let
@@ -24,6 +26,7 @@
 #include "utils/memutils.h"
 
 #include "rollout/merge_read.h"
+#include "rollout/row_blob.h"
 #include "rollout/wal.h"
 
 typedef struct RowRef
@@ -51,8 +54,9 @@ struct RowSource
 	SegmentRowGroup rows;
 	int64		row;
 
-	/* WAL mode: every row group, and the surviving rows in key order */
+	/* unsorted mode: every row group, and the surviving rows in key order */
 	SegmentRowGroup *groups;
+	int			group_count;
 	RowRef	   *order;
 	int64		order_count;
 	int64		cursor;
@@ -182,35 +186,46 @@ row_ref_compare(const void *a, const void *b, void *arg)
 	return ra->row < rb->row ? -1 : (ra->row > rb->row ? 1 : 0);
 }
 
-/*
- * Load a WAL entry whole, keep the rows in the key range, sort them by key
- * and keep the last (newest) row of each key.
- */
+/* Load a WAL entry's row groups whole (it is small). */
 static void
 row_source_load_wal_entry(RowSource *source)
 {
 	SegmentReader *reader = source->reader;
-	int			key = source->store->key_column;
-	int64		count = 0;
-	int64		kept = 0;
 
+	source->group_count = reader->row_group_count;
 	source->groups = palloc0(sizeof(SegmentRowGroup) * Max(reader->row_group_count, 1));
 	for (int g = 0; g < reader->row_group_count; g++)
 	{
 		CHECK_FOR_INTERRUPTS();
 		segment_reader_read_row_group(reader, g, source->want, &source->groups[g]);
-		count += source->groups[g].row_count;
 		source->stats->row_groups_read++;
 	}
+}
+
+/*
+ * Keep the loaded rows in the key range, sort them by key and keep the last
+ * (newest) row of each key: within one WAL entry the later row is the newer
+ * version.
+ */
+static void
+row_source_sort_unsorted(RowSource *source)
+{
+	int			key = source->store->key_column;
+	int64		count = 0;
+	int64		kept = 0;
+
+	for (int g = 0; g < source->group_count; g++)
+		count += source->groups[g].row_count;
 	source->order = palloc(sizeof(RowRef) * Max(count, 1));
-	for (int g = 0; g < reader->row_group_count; g++)
+	for (int g = 0; g < source->group_count; g++)
 	{
 		for (int64 r = 0; r < source->groups[g].row_count; r++)
 		{
 			if (source->groups[g].isnull[key][r])
 				ereport(ERROR,
 						(errcode(ERRCODE_DATA_CORRUPTED),
-						 errmsg("segment \"%s\" is corrupt", source->meta->key),
+						 errmsg("segment \"%s\" is corrupt",
+								source->meta->key ? source->meta->key : "(memtable)"),
 						 errdetail("Row %lld has a NULL key.", (long long) r)));
 			if (!key_range_contains(source->range, source->groups[g].values[key][r]))
 				continue;
@@ -237,25 +252,108 @@ row_source_load_wal_entry(RowSource *source)
 	source->cursor = -1;
 }
 
+/* Count a source as read or skipped, by its kind. */
+static void
+row_source_count(MergeReadStats *stats, SnapshotSourceKind kind, bool read)
+{
+	switch (kind)
+	{
+		case SNAPSHOT_FRAGMENT:
+			if (read)
+				stats->fragments_read++;
+			else
+				stats->fragments_skipped++;
+			break;
+		case SNAPSHOT_GENERATION:
+			if (read)
+				stats->generations_read++;
+			else
+				stats->generations_skipped++;
+			break;
+		case SNAPSHOT_WAL_ENTRY:
+		case SNAPSHOT_INGEST:
+		case SNAPSHOT_MEMTABLE:
+			if (read)
+				stats->wal_entries_read++;
+			else
+				stats->wal_entries_skipped++;
+			break;
+	}
+}
+
+/*
+ * A memtable batch as one in-memory row group: decode the row blob, and
+ * give every row the batch's stamp, shard and the insert op.
+ */
+static void
+row_source_load_memtable_batch(RowSource *source)
+{
+	RolloutStore *store = source->store;
+	SnapshotSource *meta = source->meta;
+	int			ncolumns = store->schema.ncolumns;
+	SegmentRowGroup *group;
+	Datum	   *values = palloc(sizeof(Datum) * ncolumns);
+	bool	   *isnull = palloc(sizeof(bool) * ncolumns);
+	int64		capacity = 64;
+	int64		offset = 0;
+
+	source->groups = palloc0(sizeof(SegmentRowGroup));
+	source->group_count = 1;
+	group = &source->groups[0];
+	group->values = palloc0(sizeof(Datum *) * ncolumns);
+	group->isnull = palloc0(sizeof(bool *) * ncolumns);
+	for (int c = 0; c < ncolumns; c++)
+	{
+		group->values[c] = palloc(sizeof(Datum) * capacity);
+		group->isnull[c] = palloc(sizeof(bool) * capacity);
+	}
+	while (row_blob_next(store, meta->rows_data, meta->rows_len, &offset, values, isnull))
+	{
+		if (group->row_count == capacity)
+		{
+			capacity *= 2;
+			for (int c = 0; c < ncolumns; c++)
+			{
+				group->values[c] = repalloc(group->values[c], sizeof(Datum) * capacity);
+				group->isnull[c] = repalloc(group->isnull[c], sizeof(bool) * capacity);
+			}
+		}
+		for (int c = 0; c < store->user_column_count; c++)
+		{
+			group->values[c][group->row_count] = values[c];
+			group->isnull[c][group->row_count] = isnull[c];
+		}
+		group->values[store->ts_column][group->row_count] = Int64GetDatum(meta->stamp_fixed);
+		group->values[store->shard_column][group->row_count] = Int64GetDatum(meta->shard_hash);
+		group->values[store->op_column][group->row_count] = Int16GetDatum(ROLLOUT_OP_INSERT);
+		group->isnull[store->ts_column][group->row_count] = false;
+		group->isnull[store->shard_column][group->row_count] = false;
+		group->isnull[store->op_column][group->row_count] = false;
+		group->row_count++;
+	}
+}
+
 RowSource *
 row_source_open(RolloutStore *store, SnapshotSource *meta, const bool *want,
 				const KeyRange *range, int64 *running_stamp,
-				MergeReadStats *stats, bool *vanished)
+				MergeReadStats *stats, bool *vanished, List **ingest)
 {
 	MemoryContext context;
 	MemoryContext oldcontext;
 	RowSource  *source;
-	SegmentReader *reader;
+	SegmentReader *reader = NULL;
 	bool		is_wal = meta->kind == SNAPSHOT_WAL_ENTRY;
+	bool		is_memtable = meta->kind == SNAPSHOT_MEMTABLE;
 
-	/* fragments and generations: the manifest's key range may spare a GET */
-	if (!is_wal && meta->has_key_range &&
+	if (ingest != NULL)
+		*ingest = NIL;
+
+	/* objects the manifest describes: the key range may spare a GET */
+	if ((meta->kind == SNAPSHOT_FRAGMENT || meta->kind == SNAPSHOT_GENERATION) &&
+		meta->has_key_range &&
 		!key_range_overlaps(range, meta->min_key, meta->max_key))
 	{
-		if (meta->kind == SNAPSHOT_FRAGMENT)
-			stats->fragments_skipped++;
-		else
-			stats->generations_skipped++;
+		row_source_count(stats, meta->kind, false);
 		return NULL;
 	}
 
@@ -280,6 +378,24 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, const bool *want,
 	source->want[store->shard_column] = true;
 	source->want[store->op_column] = true;
 
+	if (meta->stamp_fixed >= 0)
+	{
+		source->has_stamp = true;
+		source->stamp = meta->stamp_fixed;
+	}
+
+	if (is_memtable)
+	{
+		/* a batch of this cluster's memtable: already durable and stamped */
+		*running_stamp = Max(*running_stamp, meta->stamp_fixed);
+		row_source_load_memtable_batch(source);
+		source->sorted = false;
+		row_source_count(stats, meta->kind, true);
+		row_source_sort_unsorted(source);
+		MemoryContextSwitchTo(oldcontext);
+		return source;
+	}
+
 	reader = segment_reader_open(rollout_segment_source(store, meta->key));
 	if (reader == NULL && vanished != NULL)
 	{
@@ -301,6 +417,7 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, const bool *want,
 	{
 		WalEntryMetadata *metadata = wal_metadata_from_json(reader->metadata,
 															 meta->key);
+		ListCell   *lc;
 
 		if (strcmp(metadata->shard, meta->shard) != 0)
 			ereport(ERROR,
@@ -310,13 +427,30 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, const bool *want,
 
 		/*
 		 * The running maximum must advance over every entry, including the
-		 * ones the key range then skips.
+		 * ones the key range then skips and fence markers.
 		 */
 		if (meta->stamp_floor >= 0)
 			*running_stamp = meta->stamp_floor;
 		source->has_stamp = true;
 		source->stamp = Max(metadata->stamp, *running_stamp + 1);
 		*running_stamp = source->stamp;
+
+		if (ingest != NULL)
+		{
+			MemoryContextSwitchTo(oldcontext);
+			foreach(lc, metadata->ingest)
+			{
+				WalIngestRef *ref = lfirst(lc);
+				IngestSeen *seen = palloc0(sizeof(IngestSeen));
+
+				seen->file = pstrdup(ref->file);
+				seen->rows = ref->rows;
+				seen->position = meta->position;
+				seen->stamp = source->stamp;
+				*ingest = lappend(*ingest, seen);
+			}
+			MemoryContextSwitchTo(context);
+		}
 	}
 	source->sorted = reader->sorted && !is_wal;
 
@@ -325,25 +459,17 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, const bool *want,
 		 !key_range_overlaps(range, reader->key_min, reader->key_max)))
 	{
 		MemoryContextSwitchTo(oldcontext);
-		if (is_wal)
-			stats->wal_entries_skipped++;
-		else if (meta->kind == SNAPSHOT_FRAGMENT)
-			stats->fragments_skipped++;
-		else
-			stats->generations_skipped++;
+		row_source_count(stats, meta->kind, false);
 		row_source_close(source);
 		return NULL;
 	}
-
-	if (is_wal)
-		stats->wal_entries_read++;
-	else if (meta->kind == SNAPSHOT_FRAGMENT)
-		stats->fragments_read++;
-	else
-		stats->generations_read++;
+	row_source_count(stats, meta->kind, true);
 
 	if (!source->sorted)
+	{
 		row_source_load_wal_entry(source);
+		row_source_sort_unsorted(source);
+	}
 
 	MemoryContextSwitchTo(oldcontext);
 	return source;
