@@ -29,6 +29,7 @@ OBJS = \
 	src/lsm/observe.o \
 	src/lsm/json_doc.o \
 	src/lsm/row_blob.o \
+	src/lsm/ingest.o \
 	src/read/segment_source.o \
 	src/read/merge_iterator.o \
 	src/fdw/handler.o \

@@ -33,6 +33,7 @@ int			rollout_rows_per_group = SEGMENT_DEFAULT_ROWS_PER_GROUP;
 int			rollout_max_wal_append_attempts = 1000;
 int			rollout_min_gc_grace_seconds = 600;
 int			rollout_merge_max_kb = 1024 * 1024;
+int			rollout_ingest_threshold_kb = 16 * 1024;
 
 void		_PG_init(void);
 
@@ -91,6 +92,14 @@ _PG_init(void)
 							600, 0, 7 * 24 * 3600,
 							PGC_SUSET,
 							GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.ingest_threshold",
+							"Size past which a transaction's rows are staged as a sorted ingest segment.",
+							"Its WAL entry then only names the segment, so large COPYs need neither memory nor shared memory in proportion to their size. A transaction whose buffer spilled to disk always uses an ingest segment.",
+							&rollout_ingest_threshold_kb,
+							16 * 1024, 64, MAX_KILOBYTES,
+							PGC_USERSET,
+							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("rollout_fdw.merge_max_bytes",
 							"Generation bytes one merge pass reads at most.",

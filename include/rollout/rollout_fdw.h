@@ -25,6 +25,10 @@ extern int	rollout_max_wal_append_attempts;
  * outputs waiting longer than half of it are abandoned, not committed */
 extern int	rollout_min_gc_grace_seconds;
 
+/* rollout_fdw.ingest_threshold (kB): a transaction's rows past this size
+ * are staged as an ingest segment instead of going into its WAL entry */
+extern int	rollout_ingest_threshold_kb;
+
 /* rollout_fdw.merge_max_bytes (kB): input bytes one merge pass reads at most */
 extern int	rollout_merge_max_kb;
 

@@ -48,13 +48,15 @@ typedef struct WalEntryRef
 } WalEntryRef;
 
 /*
- * Make a finished segment file durable as this shard's next WAL entry.
- * Returns the position it landed at.  Raises an ERROR naming the shard when
- * the position is taken by a writer of another epoch, and for store errors;
- * nothing is ever overwritten or skipped.
+ * Make rows durable as this shard's next WAL entry, written by this backend
+ * (the path without the shared-memory writer): the blobs' rows (row_blob.h),
+ * plus the ingest segments metadata names.  metadata->epoch is set to the
+ * shard's current epoch.  Returns the position it landed at.  Raises an
+ * ERROR naming the shard when the position is taken by another writer, and
+ * for store errors; nothing is ever overwritten or skipped.
  */
-extern int64 wal_append(RolloutStore *store, const char *segment_path,
-						const WalEntryMetadata *metadata);
+extern int64 wal_append_rows(RolloutStore *store, List *blobs,
+							 WalEntryMetadata *metadata);
 
 /*
  * Write a WAL entry's segment to a local file: the rows of every blob (row

@@ -37,8 +37,10 @@
 #include "utils/rel.h"
 #include "utils/resowner.h"
 
+#include "rollout/ingest.h"
 #include "rollout/objstore.h"
 #include "rollout/rollout_fdw.h"
+#include "rollout/row_blob.h"
 #include "rollout/wal.h"
 #include "rollout/xact_buffer.h"
 
@@ -291,22 +293,69 @@ xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot)
  * ----------------------------------------------------------------
  */
 
-/* Deform one buffered tuple into segment columns. */
-static void
-xact_buffer_row_to_columns(XactBuffer *buffer, MinimalTuple tuple,
-						   Datum *table_values, bool *table_isnull,
-						   Datum *values, bool *isnull)
+/* Reads the buffered rows back, in store column order (an IngestRowReader). */
+typedef struct BufferedRowReader
 {
-	HeapTupleData htup;
+	XactBuffer *buffer;
+	int64		row;
+	int64		offset;
+	Datum	   *table_values;
+	bool	   *table_isnull;
+} BufferedRowReader;
+
+static void
+buffered_row_reader_init(BufferedRowReader *reader, XactBuffer *buffer)
+{
+	reader->buffer = buffer;
+	reader->row = 0;
+	reader->offset = 0;
+	reader->table_values = palloc0(sizeof(Datum) * Max(buffer->tupdesc->natts, 1));
+	reader->table_isnull = palloc0(sizeof(bool) * Max(buffer->tupdesc->natts, 1));
+	if (buffer->file != NULL && BufFileSeek(buffer->file, 0, 0, SEEK_SET) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not seek in the transaction buffer of rollout table \"%s\": %m",
+						buffer->relname)));
+}
+
+/*
+ * The next buffered row as values in the store's user-column order.  The
+ * values point into memory of CurrentMemoryContext.
+ */
+static bool
+buffered_row_reader_next(void *arg, Datum *values, bool *isnull)
+{
+	BufferedRowReader *reader = arg;
+	XactBuffer *buffer = reader->buffer;
 	RolloutStore *store = buffer->store;
+	HeapTupleData htup;
+	MinimalTuple tuple;
+	uint32		len;
+
+	if (reader->row >= buffer->rows)
+		return false;
+	if (buffer->file == NULL)
+	{
+		memcpy(&len, buffer->memory.data + reader->offset, sizeof(len));
+		tuple = palloc(len);	/* aligned copy */
+		memcpy(tuple, buffer->memory.data + reader->offset + sizeof(len), len);
+	}
+	else
+	{
+		stream_read_exact(buffer, &len, sizeof(len));
+		tuple = palloc(len);
+		stream_read_exact(buffer, tuple, len);
+	}
+	reader->offset += sizeof(len) + len;
+	reader->row++;
 
 	htup.t_len = tuple->t_len + MINIMAL_TUPLE_OFFSET;
 	htup.t_data = (HeapTupleHeader) ((char *) tuple - MINIMAL_TUPLE_OFFSET);
 	ItemPointerSetInvalid(&htup.t_self);
 	htup.t_tableOid = InvalidOid;
-	heap_deform_tuple(&htup, buffer->tupdesc, table_values, table_isnull);
+	heap_deform_tuple(&htup, buffer->tupdesc, reader->table_values, reader->table_isnull);
 
-	for (int i = 0; i < store->schema.ncolumns; i++)
+	for (int i = 0; i < store->user_column_count; i++)
 		isnull[i] = true;
 	for (int i = 0; i < buffer->tupdesc->natts; i++)
 	{
@@ -314,89 +363,66 @@ xact_buffer_row_to_columns(XactBuffer *buffer, MinimalTuple tuple,
 
 		if (column < 0)
 			continue;
-		values[column] = table_values[i];
-		isnull[column] = table_isnull[i];
+		values[column] = reader->table_values[i];
+		isnull[column] = reader->table_isnull[i];
 	}
+	return true;
 }
 
 /*
- * Encode the buffered rows as one segment and append it to the shard's WAL.
+ * Make the buffered rows durable as one WAL entry.  Small transactions put
+ * their rows in the entry itself (as one row blob); a transaction that spilled
+ * to disk or passed rollout_fdw.ingest_threshold stages them as a sorted
+ * ingest segment first, and its WAL entry only names that segment.
  */
 static void
 xact_buffer_commit(XactBuffer *buffer)
 {
 	RolloutStore *store = buffer->store;
-	int			ncolumns = store->schema.ncolumns;
-	Datum	   *values = palloc0(sizeof(Datum) * ncolumns);
-	bool	   *isnull = palloc0(sizeof(bool) * ncolumns);
-	Datum	   *table_values = palloc0(sizeof(Datum) * Max(buffer->tupdesc->natts, 1));
-	bool	   *table_isnull = palloc0(sizeof(bool) * Max(buffer->tupdesc->natts, 1));
 	WalEntryMetadata metadata = {0};
-	char	   *path = rollout_scratch_file_path("wal");
-	MemoryContext row_context = AllocSetContextCreate(CurrentMemoryContext,
-													  "rollout commit row",
-													  ALLOCSET_DEFAULT_SIZES);
+	BufferedRowReader reader;
+	List	   *blobs = NIL;
 
+	metadata.kind = "wal";
 	metadata.shard = store->shard;
-	metadata.epoch = 0;			/* epoch claims come with the shared writer */
 	metadata.stamp = wal_next_stamp();
 	metadata.put_id = objstore_new_put_id();
 	metadata.transactions = 1;
 
-	PG_TRY();
+	buffered_row_reader_init(&reader, buffer);
+	if (buffer->file != NULL ||
+		buffer->length > (int64) rollout_ingest_threshold_kb * 1024)
 	{
-		SegmentWriter *writer = segment_writer_begin(&store->schema, path, false,
-													 rollout_rows_per_group);
-		SegmentWriteSummary summary;
-		int64		offset = 0;
+		rollout_store_ensure_created(store);
+		metadata.ingest = list_make1(ingest_stage_rows(store, buffered_row_reader_next,
+													   &reader, metadata.stamp));
+	}
+	else
+	{
+		StringInfo	blob = makeStringInfo();
+		MemoryContext row_context = AllocSetContextCreate(CurrentMemoryContext,
+														  "rollout commit row",
+														  ALLOCSET_DEFAULT_SIZES);
+		Datum	   *values = palloc0(sizeof(Datum) * store->user_column_count);
+		bool	   *isnull = palloc0(sizeof(bool) * store->user_column_count);
 
-		if (buffer->file != NULL && BufFileSeek(buffer->file, 0, 0, SEEK_SET) != 0)
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not seek in the transaction buffer of rollout table \"%s\": %m",
-							buffer->relname)));
-		for (int64 row = 0; row < buffer->rows; row++)
+		for (;;)
 		{
 			MemoryContext oldcontext = MemoryContextSwitchTo(row_context);
-			uint32		len;
-			MinimalTuple tuple;
+			bool		more = buffered_row_reader_next(&reader, values, isnull);
 
-			CHECK_FOR_INTERRUPTS();
-			if (buffer->file == NULL)
-			{
-				memcpy(&len, buffer->memory.data + offset, sizeof(len));
-				tuple = palloc(len);	/* aligned copy */
-				memcpy(tuple, buffer->memory.data + offset + sizeof(len), len);
-			}
-			else
-			{
-				stream_read_exact(buffer, &len, sizeof(len));
-				tuple = palloc(len);
-				stream_read_exact(buffer, tuple, len);
-			}
-			offset += sizeof(len) + len;
-
-			xact_buffer_row_to_columns(buffer, tuple, table_values, table_isnull,
-									   values, isnull);
-			values[store->ts_column] = Int64GetDatum(metadata.stamp);
-			isnull[store->ts_column] = false;
-			values[store->shard_column] = Int64GetDatum(store->shard_hash);
-			isnull[store->shard_column] = false;
-			values[store->op_column] = Int16GetDatum(ROLLOUT_OP_INSERT);
-			isnull[store->op_column] = false;
-			segment_writer_add_row(writer, values, isnull);
 			MemoryContextSwitchTo(oldcontext);
+			if (!more)
+				break;
+			CHECK_FOR_INTERRUPTS();
+			row_blob_append(store, blob, values, isnull);
 			MemoryContextReset(row_context);
 		}
-		segment_writer_finish(writer, wal_metadata_to_json(&metadata), &summary);
-		(void) wal_append(store, path, &metadata);
+		MemoryContextDelete(row_context);
+		blobs = list_make1(blob);
 	}
-	PG_FINALLY();
-	{
-		(void) unlink(path);
-	}
-	PG_END_TRY();
-	MemoryContextDelete(row_context);
+
+	(void) wal_append_rows(store, blobs, &metadata);
 }
 
 /*

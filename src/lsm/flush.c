@@ -29,6 +29,7 @@
 #include "miscadmin.h"
 #include "storage/fd.h"
 #include "storage/lmgr.h"
+#include "utils/datum.h"
 
 #include "rollout/fault.h"
 #include "rollout/flush.h"
@@ -117,12 +118,7 @@ flush_write_and_upload(RolloutStore *store, ShardManifest *manifest,
 											  generation->last_position),
 					false, rewrite);
 	if (rewrite->outputs == NIL)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("WAL entries %lld to %lld of shard \"%s\" in store \"%s\" hold no rows",
-						(long long) generation->first_position,
-						(long long) generation->last_position,
-						store->shard, store->name)));
+		return NULL;			/* only fence markers and ingest references */
 	output = linitial(rewrite->outputs);
 
 	/*
@@ -171,6 +167,42 @@ flush_write_generation(RolloutStore *store, ShardManifest *manifest,
 	return key;
 }
 
+/*
+ * A large transaction's ingest segment, adopted as a generation: its rows
+ * keep their object and get the effective stamp of the WAL entry that
+ * committed them.  One footer read for its statistics.
+ */
+static GenerationEntry *
+flush_adopt_ingest(RolloutStore *store, IngestSeen *seen, int64 number)
+{
+	GenerationEntry *generation = palloc0(sizeof(GenerationEntry));
+	SegmentReader *reader = segment_reader_open(rollout_segment_source(store, seen->file));
+
+	if (reader == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FILE),
+				 errmsg("ingest segment \"%s\" named by WAL position %lld of shard \"%s\" is missing",
+						seen->file, (long long) seen->position, store->shard)));
+	generation->number = number;
+	generation->file = seen->file;
+	generation->first_position = seen->position;
+	generation->last_position = seen->position;
+	generation->rows = reader->row_count;
+	generation->bytes = reader->object_size;
+	generation->min_ts = generation->max_ts = seen->stamp;
+	generation->stamp = seen->stamp;
+	generation->has_key_range = reader->has_key_range;
+	if (reader->has_key_range)
+	{
+		const SegmentColumn *key = &store->schema.columns[store->key_column];
+
+		generation->min_key = datumCopy(reader->key_min, key->typbyval, key->typlen);
+		generation->max_key = datumCopy(reader->key_max, key->typbyval, key->typlen);
+	}
+	segment_reader_close(reader);
+	return generation;
+}
+
 FlushResult
 rollout_flush_shard(RolloutStore *store)
 {
@@ -186,7 +218,10 @@ rollout_flush_shard(RolloutStore *store)
 		RewriteResult *rewrite = palloc0(sizeof(RewriteResult));
 		RewriteOutput *output;
 		int64		number;
+		int64		last_position;
+		int64		manifest_next_before;
 		char	   *key;
+		ListCell   *lc;
 
 		sealed = wal_contiguous_prefix(wal_list_after(store, store->shard,
 													  manifest->replay_after),
@@ -197,38 +232,59 @@ rollout_flush_shard(RolloutStore *store)
 		generation = palloc0(sizeof(GenerationEntry));
 		generation->first_position = ((WalEntryRef *) linitial(sealed))->position;
 		generation->last_position = ((WalEntryRef *) llast(sealed))->position;
+		last_position = generation->last_position;
 
+		manifest_next_before = manifest->next_generation;
 		key = flush_write_generation(store, manifest, sealed, generation,
 									 rewrite, &number);
 		rollout_fault_point("flush.after_generation_put");
 
-		output = linitial(rewrite->outputs);
-		generation->number = number;
-		generation->file = key;
-		generation->rows = output->summary.row_count;
-		generation->bytes = output->summary.bytes;
-		generation->min_ts = output->min_ts;
-		generation->max_ts = output->max_ts;
-		generation->has_key_range = output->summary.has_key_range;
-		generation->min_key = output->summary.key_min;
-		generation->max_key = output->summary.key_max;
-		manifest->generations = lappend(manifest->generations, generation);
-		manifest->replay_after = generation->last_position;
+		if (key != NULL)
+		{
+			output = linitial(rewrite->outputs);
+			generation->number = number;
+			generation->file = key;
+			generation->rows = output->summary.row_count;
+			generation->bytes = output->summary.bytes;
+			generation->min_ts = output->min_ts;
+			generation->max_ts = output->max_ts;
+			generation->has_key_range = output->summary.has_key_range;
+			generation->min_key = output->summary.key_min;
+			generation->max_key = output->summary.key_max;
+			manifest->generations = lappend(manifest->generations, generation);
+			result.rows_flushed += generation->rows;
+			number++;
+		}
+		else
+			number = manifest->next_generation;
+
+		/* large transactions' segments become generations as they are */
+		foreach(lc, rewrite->ingest_seen)
+		{
+			GenerationEntry *adopted = flush_adopt_ingest(store, lfirst(lc), number++);
+
+			manifest->generations = lappend(manifest->generations, adopted);
+			result.rows_flushed += adopted->rows;
+		}
+
+		manifest->replay_after = last_position;
 		manifest->last_stamp = rewrite->last_wal_stamp;
-		manifest->next_generation = number + 1;
+		manifest->next_generation = number;
 
 		if (shard_manifest_commit(store, manifest) == MANIFEST_COMMITTED)
 		{
 			rollout_fault_point("flush.after_manifest_commit");
-			result.rows_flushed = generation->rows;
-			result.generation = number;
+			/* the newest generation added; 0 when only fences were sealed */
+			result.generation = number > manifest_next_before ? number - 1 : 0;
 			result.first_position = generation->first_position;
-			result.last_position = generation->last_position;
+			result.last_position = last_position;
 			return result;
 		}
 
 		/* lost a race with another flusher of this shard: nobody names ours */
-		(void) objstore_delete(store->objstore, key);
+		if (key != NULL)
+			(void) objstore_delete(store->objstore, key);
+		result.rows_flushed = 0;
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),

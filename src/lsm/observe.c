@@ -99,6 +99,7 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 		{
 			SnapshotSource *source = lfirst(lc);
 			SegmentReader *reader;
+			ListCell   *ic;
 
 			if (source->kind != SNAPSHOT_WAL_ENTRY)
 				continue;
@@ -107,6 +108,9 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 			if (reader == NULL)
 				continue;		/* flushed and collected meanwhile */
 			result.unflushed_rows += reader->row_count;
+			/* a large transaction's rows are in the ingest segments it names */
+			foreach(ic, wal_metadata_from_json(reader->metadata, source->key)->ingest)
+				result.unflushed_rows += ((WalIngestRef *) lfirst(ic))->rows;
 			segment_reader_close(reader);
 		}
 		result.unflushed_known = true;

@@ -29,6 +29,8 @@
  */
 #include "postgres.h"
 
+#include <unistd.h>
+
 #include "miscadmin.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -292,20 +294,18 @@ wal_check_tip_owner(RolloutStore *store, const char *key, int64 position,
 				 errhint("Another cluster is writing this shard. Give each cluster its own rollout_fdw.shard_id.")));
 }
 
-int64
-wal_append(RolloutStore *store, const char *segment_path,
-		   const WalEntryMetadata *metadata)
+/*
+ * Create a finished WAL entry file at this shard's next position (see
+ * wal_append_rows).  manifest is the shard manifest read just before.
+ */
+static int64
+wal_append_file(RolloutStore *store, const char *segment_path,
+				const WalEntryMetadata *metadata, ShardManifest *manifest)
 {
-	ShardManifest *manifest;
 	List	   *entries;
 	int64		start;
 	int64		tip;
 
-	rollout_store_ensure_created(store);
-	rollout_store_register_shard(store);
-
-	/* refresh our knowledge of the tip: manifest first, then a listing */
-	manifest = shard_manifest_read_latest(store, store->shard);
 	if (metadata->epoch < manifest->writer_epoch)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -399,4 +399,34 @@ wal_append(RolloutStore *store, const char *segment_path,
 			 errdetail("Every position tried was taken by a concurrent commit."),
 			 errhint("Retry the transaction.")));
 	return 0;					/* keep compiler quiet */
+}
+
+/*
+ * Without the shared-memory writer every committing backend writes its own
+ * entry; they are one cluster, so they share the shard's current epoch.
+ */
+int64
+wal_append_rows(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
+{
+	ShardManifest *manifest;
+	char	   *path = rollout_scratch_file_path("wal");
+	volatile int64 position = 0;
+
+	rollout_store_ensure_created(store);
+	rollout_store_register_shard(store);
+
+	/* refresh our knowledge of the tip: manifest first, then a listing */
+	manifest = shard_manifest_read_latest(store, store->shard);
+	metadata->epoch = manifest->writer_epoch;
+	PG_TRY();
+	{
+		wal_write_entry_file(store, blobs, metadata, path);
+		position = wal_append_file(store, path, metadata, manifest);
+	}
+	PG_FINALLY();
+	{
+		(void) unlink(path);
+	}
+	PG_END_TRY();
+	return position;
 }
