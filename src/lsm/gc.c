@@ -24,6 +24,8 @@
  *	- this shard's generations no kept shard version references, and WAL
  *	  entries at or below the smallest replay_after of the kept shard
  *	  versions (only a shard's own writer collects its WAL and generations);
+ *	- this shard's ingest segments that neither a kept shard version (as an
+ *	  adopted generation) nor a WAL entry after replay_after names;
  *	- manifest versions that are no longer kept (after the data objects).
  * gc deletes only what committed manifests unlink, so a crash at any point
  * leaves nothing the next run cannot remove.
@@ -36,6 +38,7 @@
 #include "utils/timestamp.h"
 
 #include "rollout/fault.h"
+#include "rollout/ingest.h"
 #include "rollout/maintenance.h"
 #include "rollout/wal.h"
 
@@ -151,6 +154,43 @@ gc_base(RolloutStore *store, TimestampTz cutoff, GcResult *result)
 	gc_delete_old_versions(store, &versions, cutoff, result);
 }
 
+/*
+ * This shard's ingest segments: a segment is live while a kept shard
+ * manifest lists it as an adopted generation (in referenced) or a WAL entry
+ * not yet sealed names it; anything else is the leftover of a transaction
+ * that failed after staging, or of a generation merged away.
+ */
+static void
+gc_own_ingest(RolloutStore *store, List *referenced, int64 replay_after,
+			  TimestampTz cutoff, GcResult *result)
+{
+	List	   *objects = objstore_list_all(store->objstore, ingest_key_prefix(store), NULL);
+	List	   *live = list_copy(referenced);
+	ListCell   *lc;
+
+	if (objects == NIL)
+		return;
+	foreach(lc, wal_list_after(store, store->shard, Max(replay_after, 0)))
+	{
+		WalEntryRef *entry = lfirst(lc);
+		SegmentReader *reader = segment_reader_open(rollout_segment_source(store, entry->key));
+		ListCell   *ic;
+
+		if (reader == NULL)
+			continue;
+		foreach(ic, wal_metadata_from_json(reader->metadata, entry->key)->ingest)
+			live = lappend(live, ((WalIngestRef *) lfirst(ic))->file);
+		segment_reader_close(reader);
+	}
+	foreach(lc, objects)
+	{
+		ObjectStoreEntry *entry = lfirst(lc);
+
+		if (entry->modified <= cutoff && !gc_key_in(live, entry->key))
+			(void) gc_delete(store, entry, result);
+	}
+}
+
 /* This cluster's shard: generations, WAL entries and manifest versions. */
 static void
 gc_own_shard(RolloutStore *store, TimestampTz cutoff, GcResult *result)
@@ -204,6 +244,7 @@ gc_own_shard(RolloutStore *store, TimestampTz cutoff, GcResult *result)
 		if (entry->modified <= cutoff)
 			(void) gc_delete(store, entry, result);
 	}
+	gc_own_ingest(store, referenced, replay_after, cutoff, result);
 	gc_delete_old_versions(store, &versions, cutoff, result);
 }
 
