@@ -29,6 +29,7 @@ OBJS = \
 	src/lsm/observe.o \
 	src/lsm/json_doc.o \
 	src/lsm/row_blob.o \
+	src/lsm/shared_writer.o \
 	src/lsm/ingest.o \
 	src/read/segment_source.o \
 	src/read/merge_iterator.o \
@@ -38,7 +39,8 @@ OBJS = \
 	src/fdw/modify.o \
 	src/fdw/xact_buffer.o \
 	src/sql/maintenance.o \
-	src/sql/inspection.o
+	src/sql/inspection.o \
+	src/sql/stat_view.o
 
 EXTENSION = rollout_fdw
 DATA = rollout_fdw--0.1.sql

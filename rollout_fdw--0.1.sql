@@ -148,3 +148,40 @@ LANGUAGE C;
 
 COMMENT ON FUNCTION rollout_gc(regclass, interval) IS
   'delete objects of a rollout table''s store that no manifest current within the grace period references';
+
+CREATE FUNCTION rollout_stat_stores(
+    OUT location text,
+    OUT store text,
+    OUT shard text,
+    OUT writer_epoch bigint,
+    OUT wal_tip bigint,
+    OUT rows_appended bigint,
+    OUT bytes_appended bigint,
+    OUT transactions_committed bigint,
+    OUT transactions_failed bigint,
+    OUT wal_puts bigint,
+    OUT put_latency_mean_ms float8,
+    OUT put_latency_max_ms float8,
+    OUT memtable_rows bigint,
+    OUT memtable_bytes bigint,
+    OUT memtable_batches bigint,
+    OUT backpressure_waits bigint,
+    OUT flushes bigint,
+    OUT last_flush_ms float8,
+    OUT merges bigint,
+    OUT last_merge_ms float8,
+    OUT compactions bigint,
+    OUT last_compaction_ms float8,
+    OUT gc_runs bigint,
+    OUT last_gc_ms float8,
+    OUT last_error text,
+    OUT last_error_at timestamptz,
+    OUT shared_writer boolean)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rollout_stat_stores'
+LANGUAGE C STRICT;
+
+CREATE VIEW rollout_stat_stores AS SELECT * FROM rollout_stat_stores();
+
+COMMENT ON VIEW rollout_stat_stores IS
+  'per-store counters of this cluster''s shared-memory writer: appends, WAL PUTs, memtable, maintenance, errors';

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # test.sh — build, install and test rollout_fdw on Debian 12. Run as root.
 #
-#   scripts/test.sh [--no-deps] [--preload] [--keep]
+#   scripts/test.sh [--no-deps] [--preload | --no-preload] [--keep]
 #
 #   --no-deps   skip scripts/install-deps.sh (no apt)
-#   --preload   put rollout_fdw in shared_preload_libraries of the pg_regress
-#               cluster (same as ROLLOUT_TEST_PRELOAD=rollout_fdw)
+#   (no mode)   run the whole suite twice: without and with rollout_fdw in
+#               shared_preload_libraries (the shared-memory writer)
+#   --preload   only the preloaded run: rollout_fdw in shared_preload_libraries
+#               of the pg_regress cluster and of every TAP node
+#               (same as ROLLOUT_TEST_PRELOAD=rollout_fdw)
+#   --no-preload only the plain run
 #   --keep      keep the temporary test tree (results/, tmp_check/) for inspection
 #
 # What it does:
@@ -43,10 +47,13 @@ PG_CONFIG=$PG_BIN/pg_config
 run_deps=1
 keep=${ROLLOUT_TEST_KEEP:-0}
 preload=${ROLLOUT_TEST_PRELOAD:-}
+mode=both
+[ -n "$preload" ] && mode=one
 for arg in "$@"; do
 	case $arg in
 	--no-deps) run_deps=0 ;;
-	--preload) preload=rollout_fdw ;;
+	--preload) preload=rollout_fdw mode=one ;;
+	--no-preload) preload='' mode=one ;;
 	--keep) keep=1 ;;
 	-h | --help)
 		sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
@@ -73,6 +80,32 @@ if [ "$(id -u)" != 0 ]; then
 	echo "$SUMMARY"
 	exit 1
 fi
+
+# By default the whole suite runs twice: as a plain extension (each commit
+# writes its own WAL entry) and preloaded (shared-memory writer, group commit,
+# memtable, background worker).  Both are supported configurations.
+if [ "$mode" = both ]; then
+	[ "$run_deps" = 1 ] && { bash "$ROOT/scripts/install-deps.sh" || { echo "$SUMMARY"; exit 1; }; }
+	extra=()
+	[ "$keep" = 1 ] && extra+=(--keep)
+	total_passed=0 total_failed=0 status=0
+	for m in --no-preload --preload; do
+		say "suite ${m#--}"
+		out=$(mktemp)
+		bash "${BASH_SOURCE[0]}" --no-deps "$m" "${extra[@]}" | tee "$out" || status=1
+		line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1)
+		rm -f "$out"
+		[ -n "$line" ] || line="0 passed, 1 failed"
+		total_passed=$((total_passed + ${line%% passed*}))
+		f=${line#*passed, }
+		total_failed=$((total_failed + ${f%% failed*}))
+	done
+	[ "$total_failed" = 0 ] || status=1
+	say "both suites: $total_passed passed, $total_failed failed"
+	echo "$total_passed passed, $total_failed failed"
+	exit "$status"
+fi
+export ROLLOUT_TEST_PRELOAD="$preload"
 
 # ---------------------------------------------------------------------------
 # Temporary, postgres-owned copy of the tree; removed (and any server left in

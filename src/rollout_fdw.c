@@ -22,6 +22,7 @@
 #include "rollout/fdw.h"
 #include "rollout/rollout_fdw.h"
 #include "rollout/segment.h"
+#include "rollout/shared_writer.h"
 #include "rollout/store.h"
 #include "rollout/xact_buffer.h"
 
@@ -117,6 +118,40 @@ _PG_init(void)
 							   PGC_SUSET,
 							   GUC_NOT_IN_SAMPLE,
 							   rollout_fail_at_check, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.commit_delay",
+							"Microseconds a group-commit leader waits for more transactions before it writes.",
+							"0 writes at once; under load, transactions queue up during the previous PUT anyway.",
+							&rollout_commit_delay_us,
+							0, 0, 100000,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	/*
+	 * The shared-memory writer exists only when the library is preloaded:
+	 * its settings size shared memory, and defining a PGC_POSTMASTER setting
+	 * later would be fatal.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+	{
+		DefineCustomIntVariable("rollout_fdw.memtable_size",
+								"Shared memory for the memtable: committed rows not yet flushed.",
+								"When it is full, committers wait for a flush.",
+								&rollout_memtable_size_kb,
+								256 * 1024, 1024, MAX_KILOBYTES,
+								PGC_POSTMASTER,
+								GUC_UNIT_KB,
+								NULL, NULL, NULL);
+		DefineCustomIntVariable("rollout_fdw.max_stores",
+								"Stores (per shard) this cluster can write with group commit and memtable.",
+								NULL,
+								&rollout_max_stores,
+								64, 1, 10000,
+								PGC_POSTMASTER,
+								0,
+								NULL, NULL, NULL);
+		rollout_shared_init();
+	}
 	MarkGUCPrefixReserved("rollout_fdw");
 
 	xact_buffer_init();

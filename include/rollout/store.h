@@ -87,6 +87,9 @@ typedef struct RolloutStore
 	int64		wal_tip_hint;	/* highest WAL position known to exist and to
 								 * be an entry of this shard */
 
+	/* the shared-memory slot of this shard (shared_writer.c), or NULL */
+	struct SharedStoreSlot *shared_slot;
+
 	MemoryContext context;		/* everything above lives here */
 } RolloutStore;
 

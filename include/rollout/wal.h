@@ -72,6 +72,14 @@ extern char *wal_metadata_to_json(const WalEntryMetadata *metadata);
 /* Parse (and check) a WAL entry's metadata; ERROR naming key if invalid. */
 extern WalEntryMetadata *wal_metadata_from_json(const char *json, const char *key);
 
+/*
+ * The metadata of the WAL entry at position (object key).  Anything there
+ * that is not a WAL entry of this shard is an ERROR naming the shard and
+ * saying that nothing was overwritten.
+ */
+extern WalEntryMetadata *wal_read_metadata(RolloutStore *store, const char *key,
+										   int64 position);
+
 /* A stamp for a new entry: the wall clock, never below a previous one. */
 extern int64 wal_next_stamp(void);
 

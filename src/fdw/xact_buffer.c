@@ -11,8 +11,9 @@
  * belongs to it or to its children, so rolling it back truncates the stream
  * to where it stood at the subtransaction's first write.
  *
- * At XACT_EVENT_PRE_COMMIT the rows are encoded as one segment and appended
- * to the shard's WAL (wal.c).  An error there aborts the transaction: nothing
+ * At XACT_EVENT_PRE_COMMIT the rows become part of one WAL entry: written
+ * by a group-commit leader together with other transactions' rows when the
+ * shared-memory writer runs (shared_writer.c), else by this backend (wal.c).  An error there aborts the transaction: nothing
  * of it becomes visible.  PREPARE TRANSACTION is refused, because the rows
  * could not be made durable at PREPARE and visible only at COMMIT PREPARED.
  * On abort the buffer simply disappears with TopTransactionContext (the
@@ -41,6 +42,7 @@
 #include "rollout/objstore.h"
 #include "rollout/rollout_fdw.h"
 #include "rollout/row_blob.h"
+#include "rollout/shared_writer.h"
 #include "rollout/wal.h"
 #include "rollout/xact_buffer.h"
 
@@ -381,7 +383,10 @@ xact_buffer_commit(XactBuffer *buffer)
 	RolloutStore *store = buffer->store;
 	WalEntryMetadata metadata = {0};
 	BufferedRowReader reader;
-	List	   *blobs = NIL;
+	StringInfo	blob = NULL;
+	int64		row_count = 0;
+	int64		ingest_threshold;
+	SharedStoreSlot *slot;
 
 	metadata.kind = "wal";
 	metadata.shard = store->shard;
@@ -389,9 +394,13 @@ xact_buffer_commit(XactBuffer *buffer)
 	metadata.put_id = objstore_new_put_id();
 	metadata.transactions = 1;
 
+	slot = shared_store_slot(store);
+	ingest_threshold = (int64) rollout_ingest_threshold_kb * 1024;
+	if (slot != NULL)
+		ingest_threshold = Min(ingest_threshold, shared_store_max_transaction_bytes());
+
 	buffered_row_reader_init(&reader, buffer);
-	if (buffer->file != NULL ||
-		buffer->length > (int64) rollout_ingest_threshold_kb * 1024)
+	if (buffer->file != NULL || buffer->length > ingest_threshold)
 	{
 		rollout_store_ensure_created(store);
 		metadata.ingest = list_make1(ingest_stage_rows(store, buffered_row_reader_next,
@@ -399,13 +408,13 @@ xact_buffer_commit(XactBuffer *buffer)
 	}
 	else
 	{
-		StringInfo	blob = makeStringInfo();
 		MemoryContext row_context = AllocSetContextCreate(CurrentMemoryContext,
 														  "rollout commit row",
 														  ALLOCSET_DEFAULT_SIZES);
 		Datum	   *values = palloc0(sizeof(Datum) * store->user_column_count);
 		bool	   *isnull = palloc0(sizeof(bool) * store->user_column_count);
 
+		blob = makeStringInfo();
 		for (;;)
 		{
 			MemoryContext oldcontext = MemoryContextSwitchTo(row_context);
@@ -416,13 +425,20 @@ xact_buffer_commit(XactBuffer *buffer)
 				break;
 			CHECK_FOR_INTERRUPTS();
 			row_blob_append(store, blob, values, isnull);
+			row_count++;
 			MemoryContextReset(row_context);
 		}
 		MemoryContextDelete(row_context);
-		blobs = list_make1(blob);
 	}
 
-	(void) wal_append_rows(store, blobs, &metadata);
+	/*
+	 * With the shared-memory writer, a group-commit leader writes our rows
+	 * together with other transactions'; without it, we write our own entry.
+	 */
+	if (slot != NULL)
+		(void) shared_store_commit(store, slot, blob, row_count, metadata.ingest);
+	else
+		(void) wal_append_rows(store, blob ? list_make1(blob) : NIL, &metadata);
 }
 
 /*

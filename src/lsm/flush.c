@@ -38,27 +38,28 @@
 #include "rollout/merge_read.h"
 #include "rollout/rewrite.h"
 #include "rollout/rollout_fdw.h"
+#include "rollout/shared_writer.h"
 #include "rollout/wal.h"
 
 #define FLUSH_MAX_ATTEMPTS			5
 #define FLUSH_MAX_NUMBER_PROBES		100
 
 /*
- * Serialise flushes of one store within this cluster for the rest of the
- * transaction.  The lock is an advisory lock on a hash of location and store
- * (field 4 = 0x524f, "RO", apart from user advisory locks' 1 and 2).
+ * The lock that serialises flushes of one store within this database: an
+ * advisory lock on a hash of location and store (field 4 = 0x524f, "RO",
+ * apart from user advisory locks' 1 and 2).  It is held for the flush only,
+ * not to the end of the transaction, so a merge that flushes first does not
+ * keep other flushes waiting through its own upload.
  */
 static void
-flush_lock_store(RolloutStore *store)
+flush_lock_tag(RolloutStore *store, LOCKTAG *tag)
 {
-	LOCKTAG		tag;
 	uint32		h1 = hash_bytes((const unsigned char *) store->location,
 								strlen(store->location));
 	uint32		h2 = hash_bytes((const unsigned char *) store->name,
 								strlen(store->name));
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, h1, h2, 0x524f);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, h1, h2, 0x524f);
 }
 
 static char *
@@ -107,13 +108,12 @@ flush_sources(RolloutStore *store, List *sealed, int64 stamp_floor)
  */
 static char *
 flush_write_and_upload(RolloutStore *store, ShardManifest *manifest,
-					   List *sealed, GenerationEntry *generation,
+					   RolloutSnapshot *sources, GenerationEntry *generation,
 					   RewriteResult *rewrite, int64 *number)
 {
 	RewriteOutput *output;
 
-	rewrite_sources(store, flush_sources(store, sealed, manifest->last_stamp),
-					0,
+	rewrite_sources(store, sources, 0,
 					flush_generation_metadata(store, generation->first_position,
 											  generation->last_position),
 					false, rewrite);
@@ -147,14 +147,14 @@ flush_write_and_upload(RolloutStore *store, ShardManifest *manifest,
 /* The same, removing the scratch file whatever happens. */
 static char *
 flush_write_generation(RolloutStore *store, ShardManifest *manifest,
-					   List *sealed, GenerationEntry *generation,
+					   RolloutSnapshot *sources, GenerationEntry *generation,
 					   RewriteResult *rewrite, int64 *number)
 {
 	char	   *volatile key = NULL;
 
 	PG_TRY();
 	{
-		key = flush_write_and_upload(store, manifest, sealed, generation,
+		key = flush_write_and_upload(store, manifest, sources, generation,
 									 rewrite, number);
 	}
 	PG_CATCH();
@@ -203,12 +203,179 @@ flush_adopt_ingest(RolloutStore *store, IngestSeen *seen, int64 number)
 	return generation;
 }
 
+/*
+ * Put the new generation (key, when there were rows) and the adopted ingest
+ * segments into the manifest.  Returns the next free generation number.
+ */
+static int64
+flush_add_generations(RolloutStore *store, ShardManifest *manifest, char *key,
+					  int64 number, GenerationEntry *generation,
+					  RewriteResult *rewrite, List *ingest_seen,
+					  FlushResult *result)
+{
+	ListCell   *lc;
+
+	if (key != NULL)
+	{
+		RewriteOutput *output = linitial(rewrite->outputs);
+
+		generation->number = number;
+		generation->file = key;
+		generation->rows = output->summary.row_count;
+		generation->bytes = output->summary.bytes;
+		generation->min_ts = output->min_ts;
+		generation->max_ts = output->max_ts;
+		generation->has_key_range = output->summary.has_key_range;
+		generation->min_key = output->summary.key_min;
+		generation->max_key = output->summary.key_max;
+		manifest->generations = lappend(manifest->generations, generation);
+		result->rows_flushed += generation->rows;
+		number++;
+	}
+	else
+		number = manifest->next_generation;
+
+	/* large transactions' segments become generations as they are */
+	foreach(lc, ingest_seen)
+	{
+		GenerationEntry *adopted = flush_adopt_ingest(store, lfirst(lc), number++);
+
+		manifest->generations = lappend(manifest->generations, adopted);
+		result->rows_flushed += adopted->rows;
+	}
+	return number;
+}
+
+/*
+ * Flush from the memtable: the batches are this shard's durable WAL tail
+ * after the claim's fence, already in memory, so nothing is read back.
+ */
+static FlushResult flush_wal_tail(RolloutStore *store);
+
+static FlushResult
+flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
+{
+	FlushResult result = {0};
+	List	   *sources;
+	List	   *ingest_seen;
+	int64		last_position;
+	int64		last_stamp;
+
+	if (!shared_memtable_for_flush(store, slot, &sources, &ingest_seen,
+								   &last_position, &last_stamp))
+		return result;			/* empty */
+
+	for (int attempt = 0; attempt < FLUSH_MAX_ATTEMPTS; attempt++)
+	{
+		ShardManifest *manifest = shard_manifest_read_latest(store, store->shard);
+		RolloutSnapshot *snapshot = palloc0(sizeof(RolloutSnapshot));
+		List	   *adopt = NIL;
+		GenerationEntry *generation = palloc0(sizeof(GenerationEntry));
+		RewriteResult *rewrite = palloc0(sizeof(RewriteResult));
+		int64		manifest_next_before = manifest->next_generation;
+		int64		number = manifest->next_generation;
+		char	   *key;
+		ListCell   *lc;
+
+		if (manifest->replay_after >= last_position)
+		{
+			/* sealed already (a flush of another database finished first) */
+			shared_memtable_trim(slot, manifest->replay_after);
+			return result;
+		}
+		foreach(lc, sources)
+			if (((SnapshotSource *) lfirst(lc))->position > manifest->replay_after)
+				snapshot->sources = lappend(snapshot->sources, lfirst(lc));
+		foreach(lc, ingest_seen)
+			if (((IngestSeen *) lfirst(lc))->position > manifest->replay_after)
+				adopt = lappend(adopt, lfirst(lc));
+
+		generation->first_position = manifest->replay_after + 1;
+		generation->last_position = last_position;
+		key = snapshot->sources != NIL
+			? flush_write_generation(store, manifest, snapshot, generation, rewrite, &number)
+			: NULL;
+		rollout_fault_point("flush.after_generation_put");
+		number = flush_add_generations(store, manifest, key, number, generation,
+									   rewrite, adopt, &result);
+		manifest->replay_after = last_position;
+		manifest->last_stamp = last_stamp;
+		manifest->next_generation = number;
+
+		if (shard_manifest_commit(store, manifest) == MANIFEST_COMMITTED)
+		{
+			rollout_fault_point("flush.after_manifest_commit");
+			shared_memtable_trim(slot, last_position);
+			result.generation = number > manifest_next_before ? number - 1 : 0;
+			result.first_position = generation->first_position;
+			result.last_position = last_position;
+			return result;
+		}
+		if (key != NULL)
+			(void) objstore_delete(store->objstore, key);
+		result.rows_flushed = 0;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not flush shard \"%s\" of store \"%s\": the shard manifest kept changing",
+					store->shard, store->name)));
+	return result;				/* keep compiler quiet */
+}
+
+/* The memtable flush, serialised across every backend of this cluster. */
+static FlushResult
+flush_memtable_serialized(RolloutStore *store, SharedStoreSlot *slot)
+{
+	FlushResult result;
+	TimestampTz started = GetCurrentTimestamp();
+
+	shared_flush_begin(slot);
+	PG_TRY();
+	{
+		result = flush_memtable(store, slot);
+	}
+	PG_FINALLY();
+	{
+		shared_flush_end(slot);
+	}
+	PG_END_TRY();
+	if (result.last_position > 0)
+		shared_store_note_event(slot, SHARED_EVENT_FLUSH,
+								(int64) (GetCurrentTimestamp() - started));
+	return result;
+}
+
 FlushResult
 rollout_flush_shard(RolloutStore *store)
 {
-	FlushResult result = {0};
+	SharedStoreSlot *slot = shared_store_slot(store);
+	FlushResult result;
+	LOCKTAG		tag;
 
-	flush_lock_store(store);
+	/* with this cluster's writer claimed, the WAL tail is the memtable */
+	if (slot != NULL && shared_writer_is_ready(slot))
+		return flush_memtable_serialized(store, slot);
+
+	/* a session lock, released as soon as the flush is done */
+	flush_lock_tag(store, &tag);
+	(void) LockAcquire(&tag, ExclusiveLock, true, false);
+	PG_TRY();
+	{
+		result = flush_wal_tail(store);
+	}
+	PG_FINALLY();
+	{
+		LockRelease(&tag, ExclusiveLock, true);
+	}
+	PG_END_TRY();
+	return result;
+}
+
+/* Flush from the WAL tail on the store (no shared-memory writer). */
+static FlushResult
+flush_wal_tail(RolloutStore *store)
+{
+	FlushResult result = {0};
 
 	for (int attempt = 0; attempt < FLUSH_MAX_ATTEMPTS; attempt++)
 	{
@@ -216,12 +383,10 @@ rollout_flush_shard(RolloutStore *store)
 		List	   *sealed;
 		GenerationEntry *generation;
 		RewriteResult *rewrite = palloc0(sizeof(RewriteResult));
-		RewriteOutput *output;
 		int64		number;
 		int64		last_position;
 		int64		manifest_next_before;
 		char	   *key;
-		ListCell   *lc;
 
 		sealed = wal_contiguous_prefix(wal_list_after(store, store->shard,
 													  manifest->replay_after),
@@ -235,38 +400,12 @@ rollout_flush_shard(RolloutStore *store)
 		last_position = generation->last_position;
 
 		manifest_next_before = manifest->next_generation;
-		key = flush_write_generation(store, manifest, sealed, generation,
-									 rewrite, &number);
+		key = flush_write_generation(store, manifest,
+									 flush_sources(store, sealed, manifest->last_stamp),
+									 generation, rewrite, &number);
 		rollout_fault_point("flush.after_generation_put");
-
-		if (key != NULL)
-		{
-			output = linitial(rewrite->outputs);
-			generation->number = number;
-			generation->file = key;
-			generation->rows = output->summary.row_count;
-			generation->bytes = output->summary.bytes;
-			generation->min_ts = output->min_ts;
-			generation->max_ts = output->max_ts;
-			generation->has_key_range = output->summary.has_key_range;
-			generation->min_key = output->summary.key_min;
-			generation->max_key = output->summary.key_max;
-			manifest->generations = lappend(manifest->generations, generation);
-			result.rows_flushed += generation->rows;
-			number++;
-		}
-		else
-			number = manifest->next_generation;
-
-		/* large transactions' segments become generations as they are */
-		foreach(lc, rewrite->ingest_seen)
-		{
-			GenerationEntry *adopted = flush_adopt_ingest(store, lfirst(lc), number++);
-
-			manifest->generations = lappend(manifest->generations, adopted);
-			result.rows_flushed += adopted->rows;
-		}
-
+		number = flush_add_generations(store, manifest, key, number, generation,
+									   rewrite, rewrite->ingest_seen, &result);
 		manifest->replay_after = last_position;
 		manifest->last_stamp = rewrite->last_wal_stamp;
 		manifest->next_generation = number;

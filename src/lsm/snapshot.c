@@ -9,7 +9,8 @@
  *	3. per shard, the generations newer than base.merged[shard];
  *	4. the WAL entries after each shard's replay_after, up to the first hole
  *	   (this cluster's shard always, the others only when the table asks for
- *	   read_wal_tail).
+ *	   read_wal_tail); for this cluster's shard the memtable instead, when
+ *	   the shared-memory writer holds it (copied first, see below).
  * A merge commits the base manifest (adding its fragment and raising
  * merged[shard] to G) before the shard manifest that drops generations <= G.
  * Because the shard manifests are read first, seeing a shard manifest without
@@ -24,6 +25,7 @@
  */
 #include "postgres.h"
 
+#include "rollout/shared_writer.h"
 #include "rollout/snapshot.h"
 #include "rollout/wal.h"
 
@@ -47,6 +49,19 @@ rollout_snapshot_take(RolloutStore *store, bool all_wal_tails)
 	List	   *manifests = NIL;
 	BaseManifest *base;
 	ListCell   *lc;
+	SharedStoreSlot *slot = shared_store_lookup(store);
+	List	   *memtable = NIL;
+	bool		have_memtable = false;
+
+	/*
+	 * 0. This cluster's memtable, before any manifest.  A flush commits the
+	 * shard manifest and only then drops the batches it sealed, so batches
+	 * copied now are either still unflushed or in a generation of the
+	 * manifest read next (read twice at worst, deduplicated).  Copied after
+	 * the manifest, a flush in between could hide them from both.
+	 */
+	if (slot != NULL)
+		have_memtable = shared_memtable_sources(store, slot, &memtable);
 
 	/* the own shard may not be registered yet; it then has nothing to read */
 
@@ -109,6 +124,20 @@ rollout_snapshot_take(RolloutStore *store, bool all_wal_tails)
 		List	   *entries;
 		ListCell   *ec;
 
+		if (have_memtable && strcmp(manifest->shard, store->shard) == 0)
+		{
+			/* everything after replay_after is in the memtable */
+			foreach(ec, memtable)
+			{
+				SnapshotSource *source = lfirst(ec);
+
+				if (source->position <= manifest->replay_after)
+					continue;
+				snapshot->sources = lappend(snapshot->sources, source);
+				snapshot->wal_entry_count++;
+			}
+			continue;
+		}
 		if (!all_wal_tails && strcmp(manifest->shard, store->shard) != 0)
 			continue;
 		/*

@@ -242,8 +242,8 @@ wal_position_error_context(void *arg)
  * foreign, another shard's) is an ERROR that names the shard: the position
  * is neither overwritten nor skipped.
  */
-static WalEntryMetadata *
-wal_entry_owner(RolloutStore *store, const char *key, int64 position)
+WalEntryMetadata *
+wal_read_metadata(RolloutStore *store, const char *key, int64 position)
 {
 	SegmentReader *reader;
 	WalEntryMetadata *metadata;
@@ -282,7 +282,7 @@ static void
 wal_check_tip_owner(RolloutStore *store, const char *key, int64 position,
 					int64 epoch)
 {
-	WalEntryMetadata *owner = wal_entry_owner(store, key, position);
+	WalEntryMetadata *owner = wal_read_metadata(store, key, position);
 
 	if (owner->epoch > epoch)
 		ereport(ERROR,
@@ -381,7 +381,7 @@ wal_append_file(RolloutStore *store, const char *segment_path,
 		}
 
 		/* taken: by a committer of our epoch, or by a newer writer? */
-		owner = wal_entry_owner(store, key, position);
+		owner = wal_read_metadata(store, key, position);
 		if (owner->epoch > metadata->epoch)
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),

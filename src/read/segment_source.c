@@ -386,13 +386,25 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, const bool *want,
 
 	if (is_memtable)
 	{
-		/* a batch of this cluster's memtable: already durable and stamped */
+		/*
+		 * A batch of this cluster's memtable: already durable and stamped.
+		 * It counts like the WAL entry it holds: one row group, skipped when
+		 * no row is in the key range.
+		 */
 		*running_stamp = Max(*running_stamp, meta->stamp_fixed);
 		row_source_load_memtable_batch(source);
 		source->sorted = false;
-		row_source_count(stats, meta->kind, true);
 		row_source_sort_unsorted(source);
 		MemoryContextSwitchTo(oldcontext);
+		if (source->order_count == 0)
+		{
+			stats->versions_read -= source->groups[0].row_count;
+			row_source_count(stats, meta->kind, false);
+			row_source_close(source);
+			return NULL;
+		}
+		stats->row_groups_read++;
+		row_source_count(stats, meta->kind, true);
 		return source;
 	}
 

@@ -217,10 +217,15 @@ is_deeply([ wal_positions() ], [ 1 .. 34 ],
 $expected_count += 1;
 $expected_sum += 7;
 
-# Flushing everything after the crash changes nothing visible.
+# Flushing everything after the crash changes nothing visible.  The two
+# transactions that spilled to disk were staged as ingest segments; flush
+# adopts each as a generation of its own, so the newest is generation 4.
 is( $node->safe_psql('postgres', q{SELECT rows_flushed, generation FROM rollout_flush('t')}),
-	'4559|2',
-	'flush after the crash seals positions 22..34 (4559 distinct keys) as generation 2');
+	'4559|4',
+	'flush after the crash seals positions 22..34 (4559 rows; two spilled transactions adopted) up to generation 4');
+is( $node->safe_psql('postgres',
+		q{SELECT generations FROM rollout_observe('t')}),
+	'4', 'generations 1 (before the crash), 2 (the WAL rows) and 3 and 4 (the adopted ingest segments) are pending');
 my $after_flush = $node->safe_psql('postgres', $fingerprint_sql);
 ($count, $distinct, $sum) = split /\|/, $after_flush;
 is($count, $expected_count, "count(*) is $expected_count after the second flush");

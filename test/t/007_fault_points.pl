@@ -1,0 +1,387 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# 007_fault_points.pl — every maintenance protocol converges after an error
+# or a crash at any of its steps (DESIGN.md §7, §11.2, §11.4).
+#
+# For each fault point of flush, merge, compaction, garbage collection and
+# the scan, in both 'error' and 'crash' mode, on a store of its own:
+#  1. prepare data: two base fragments, a pending generation, an unflushed
+#     WAL tail, and upserts across all of them;
+#  2. run the operation with rollout_fdw.fail_at = 'step:mode': it fails with
+#     the fault's error, or the backend is SIGKILLed (the node stops, since
+#     restart_after_crash is off in TAP nodes, and is started again);
+#  3. every row is still there exactly once with its newest version, and
+#     the store is in exactly the intermediate state the step implies (which
+#     objects are uploaded but unlisted, which generations are listed, what
+#     the base says is merged);
+#  4. the operation run again without the fault succeeds with an exact
+#     result (gc: exactly the objects and bytes that vanished from disk), and
+#     the state is exact again;
+#  5. after a final merge and a full compaction, physical rows equal logical
+#     rows (base_rows = exact_row_count = count(*));
+#  6. after rollout_gc(t, '0') (rollout_fdw.min_gc_grace = 0) every object
+#     under base/data and shards/<shard>/gen is referenced by the newest
+#     manifests: the fault left no orphan that gc cannot remove.
+
+use strict;
+use warnings;
+
+use JSON::PP;
+use Time::HiRes qw(usleep);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('fault_points');
+$node->init;
+$node->append_conf('postgresql.conf',
+	"shared_preload_libraries = '$ENV{ROLLOUT_TEST_PRELOAD}'")
+  if $ENV{ROLLOUT_TEST_PRELOAD};
+$node->start;
+
+my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+
+$node->safe_psql(
+	'postgres', qq{
+CREATE EXTENSION rollout_fdw;
+CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
+});
+my $shard = $node->safe_psql('postgres',
+	'SELECT system_identifier FROM pg_control_system()');
+
+# step => the operation it interrupts (%s is the table)
+my @points = (
+	[ 'flush.after_generation_put',  q{SELECT * FROM rollout_flush('%s')} ],
+	[ 'flush.after_manifest_commit', q{SELECT * FROM rollout_flush('%s')} ],
+	[ 'merge.after_flush',           q{SELECT * FROM rollout_merge('%s')} ],
+	[ 'merge.after_fragment_put',    q{SELECT * FROM rollout_merge('%s')} ],
+	[ 'merge.after_base_commit',     q{SELECT * FROM rollout_merge('%s')} ],
+	[ 'merge.after_shard_commit',    q{SELECT * FROM rollout_merge('%s')} ],
+	[ 'compact.after_fragment_put',  q{SELECT * FROM rollout_compact('%s', min_fragments => 2)} ],
+	[ 'compact.before_commit',       q{SELECT * FROM rollout_compact('%s', min_fragments => 2)} ],
+	[ 'compact.after_commit',        q{SELECT * FROM rollout_compact('%s', min_fragments => 2)} ],
+	[ 'gc.after_delete',             q{SET rollout_fdw.min_gc_grace = 0; SELECT * FROM rollout_gc('%s', '0')} ],
+	[ 'scan.after_snapshot',         q{SELECT count(*), sum(v) FROM %s} ],
+);
+
+# ---------------------------------------------------------------------------
+# Helpers.
+
+my %expected;    # table => { key => v }
+
+sub insert_range
+{
+	my ($table, $from, $to, $offset, $single) = @_;
+	if ($single)
+	{
+		$node->safe_psql('postgres',
+			join('', map { sprintf("INSERT INTO %s VALUES ('k%04d', %d);\n", $table, $_, $_ + $offset) } $from .. $to));
+	}
+	else
+	{
+		$node->safe_psql('postgres',
+			"INSERT INTO $table SELECT 'k' || lpad(i::text, 4, '0'), i + $offset FROM generate_series($from, $to) i");
+	}
+	$expected{$table}{ sprintf('k%04d', $_) } = $_ + $offset for $from .. $to;
+}
+
+sub expected_state
+{
+	my ($table) = @_;
+	my $h = $expected{$table};
+	my $n = scalar(keys %$h);
+	my $sum = 0;
+	$sum += $_ for values %$h;
+	return "$n|$n|$sum";
+}
+
+sub check_table
+{
+	my ($table, $label) = @_;
+	my $want = expected_state($table);
+	my $got = $node->safe_psql('postgres',
+		"SELECT count(*), count(DISTINCT id), coalesce(sum(v), 0) FROM $table");
+	return is($got, $want, "$label: no row lost or duplicated, newest versions ($want)");
+}
+
+sub observe
+{
+	my ($table) = @_;
+	my @cols = qw(row_count exact_row_count base_rows fragments generations
+	  generation_rows unflushed_rows base_version wal_entries);
+	my $row = $node->safe_psql('postgres',
+		'SELECT ' . join(', ', @cols) . " FROM rollout_observe('$table', true)");
+	my %o;
+	@o{@cols} = split /\|/, $row;
+	return \%o;
+}
+
+sub manifest_versions
+{
+	my ($dir) = @_;
+	return () unless opendir(my $dh, $dir);
+	my @m = sort grep { /^\d{20}\.json$/ } readdir($dh);
+	closedir($dh);
+	return @m;
+}
+
+sub newest_manifest
+{
+	my ($dir) = @_;
+	my @m = manifest_versions($dir);
+	return undef unless @m;
+	return decode_json(slurp_file("$dir/$m[-1]"));
+}
+
+sub objects_in
+{
+	my ($store, $folder) = @_;
+	my $dir = "$location/$store/$folder";
+	return () unless opendir(my $dh, $dir);
+	my @k = sort map { "$store/$folder/$_" } grep { !/^\.\.?$/ } readdir($dh);
+	closedir($dh);
+	return @k;
+}
+
+# Two fragments (the second with upserts of the first), a pending generation
+# with upserts of both, and an unflushed tail with upserts of the generation.
+sub prepare
+{
+	my ($table) = @_;
+	insert_range($table, 1, 30, 0);
+	insert_range($table, 31, 35, 0, 1);    # five single-row transactions
+	$node->safe_psql('postgres', "SELECT rollout_merge('$table')");
+	insert_range($table, 36, 60, 0);
+	insert_range($table, 1, 5, 1000);
+	$node->safe_psql('postgres', "SELECT rollout_merge('$table')");
+	insert_range($table, 61, 80, 0);
+	insert_range($table, 36, 40, 2000);
+	insert_range($table, 6, 8, 3000, 1);
+	$node->safe_psql('postgres', "SELECT rollout_flush('$table')");
+	insert_range($table, 81, 90, 0);
+	insert_range($table, 61, 63, 4000, 1);
+}
+
+# After a crash the postmaster shuts down (restart_after_crash = off): wait
+# for it to go, forget its pid, start it again.
+sub restart_after_crash
+{
+	my ($label) = @_;
+	my $pidfile = $node->data_dir . '/postmaster.pid';
+	for (1 .. 600)
+	{
+		last unless -e $pidfile;
+		usleep(50_000);
+	}
+	ok(!-e $pidfile, "$label: the postmaster stopped after the crash");
+	$node->stop('immediate', fail_ok => 1);    # only forgets the pid
+	$node->start;
+}
+
+# Every file of a store: path => size.
+sub store_files
+{
+	my ($store) = @_;
+	my %f;
+	my @dirs = ("$location/$store");
+	while (my $dir = shift @dirs)
+	{
+		opendir(my $dh, $dir) or next;
+		for my $e (grep { !/^\.\.?$/ } readdir($dh))
+		{
+			my $p = "$dir/$e";
+			if (-d $p) { push @dirs, $p; }
+			else { $f{$p} = -s $p; }
+		}
+		closedir($dh);
+	}
+	return \%f;
+}
+
+# "fragments on disk the newest base does not list | generations on disk the
+# newest shard manifest does not list | fragments listed | generation numbers
+# listed | merged[shard] | pending generations (observe) | WAL entries after
+# replay_after (observe)"
+sub store_state
+{
+	my ($table, $store) = @_;
+	my $base = newest_manifest("$location/$store/base/_manifest");
+	my $sm = newest_manifest("$location/$store/shards/$shard/_manifest");
+	my %lf = map { $_->{file} => 1 } @{ $base->{fragments} };
+	my %lg = map { $_->{file} => 1 } @{ $sm->{generations} };
+	my $uf = grep { !$lf{$_} } objects_in($store, 'base/data');
+	my $ug = grep { !$lg{$_} } objects_in($store, "shards/$shard/gen");
+	my ($merged) = map { $_->{generation} } grep { $_->{shard} eq $shard } @{ $base->{merged} };
+	my $o = observe($table);
+	return join('|', $uf, $ug, scalar(keys %lf),
+		join(',', map { $_->{number} } @{ $sm->{generations} }),
+		$merged // 0, $o->{generations}, $o->{wal_entries});
+}
+
+# The state right after the fault, per step (see store_state).  After
+# prepare(): 2 fragments, generations 1 and 2 merged (unlisted, not yet
+# collected), generation 3 pending, 4 WAL entries unflushed.
+my %after_fault = (
+	'flush.after_generation_put'  => '0|3|2|3|2|1|4',      # generation 4 uploaded, never listed
+	'flush.after_manifest_commit' => '0|2|2|3,4|2|2|0',
+	'merge.after_flush'           => '0|2|2|3,4|2|2|0',
+	'merge.after_fragment_put'    => '1|2|2|3,4|2|2|0',    # the fragment is unreferenced
+	'merge.after_base_commit'     => '0|2|3|3,4|4|0|0',    # base says merged: 3 and 4 are skipped
+	'merge.after_shard_commit'    => '0|4|3||4|0|0',
+	'compact.after_fragment_put'  => '1|2|2|3|2|1|4',
+	'compact.before_commit'       => '1|2|2|3|2|1|4',
+	'compact.after_commit'        => '2|2|1|3|2|1|4',      # the inputs are unreferenced
+	'scan.after_snapshot'         => '0|2|2|3|2|1|4',
+);
+
+# The result of running the operation again, per step.  Generation 3 holds
+# 28 keys (k0061..k0080, k0036..k0040, k0006..k0008), the tail 13 rows of
+# which 10 new keys (k0081..k0090): a merge of both writes 38 rows.  The
+# compaction of the two fragments (35 + 30 rows, k0001..k0005 in both) writes
+# 60 rows and drops 5 versions.
+my %rerun = (
+	'flush.after_generation_put'  => qr/^13\|\d+$/,
+	'flush.after_manifest_commit' => qr/^0\|$/,
+	'merge.after_flush'           => qr/^2\|38\|1$/,
+	'merge.after_fragment_put'    => qr/^2\|38\|1$/,
+	'merge.after_base_commit'     => qr/^0\|0\|0$/,
+	'merge.after_shard_commit'    => qr/^0\|0\|0$/,
+	'compact.after_fragment_put'  => qr/^2\|1\|60\|5\|$/,
+	'compact.before_commit'       => qr/^2\|1\|60\|5\|$/,
+	'compact.after_commit'        => qr/^1\|1\|0\|0\|1 fragments, fewer than min_fragments \(2\)$/,
+	'scan.after_snapshot'         => qr/^90\|40095$/,
+);
+
+# ---------------------------------------------------------------------------
+my $case = 0;
+my $crashes = 0;
+for my $point (@points)
+{
+	my ($step, $op_format) = @$point;
+	for my $mode ('error', 'crash')
+	{
+		$case++;
+		my $table = "f$case";
+		my $store = "fp$case";
+		my $label = "$step:$mode";
+		my $op = sprintf($op_format, $table);
+		$node->safe_psql('postgres',
+			"CREATE FOREIGN TABLE $table (id text, v int) SERVER s OPTIONS (store '$store', key 'id')");
+		$expected{$table} = {};
+		prepare($table);
+		check_table($table, "$label: prepared");
+
+		my $files_before = store_files($store);
+		my $offset = -s $node->logfile;
+		my ($ret, $out, $err) = $node->psql('postgres',
+			"SET rollout_fdw.fail_at = '$step:$mode';\n$op");
+		isnt($ret, 0, "$label: the operation fails");
+		if ($mode eq 'error')
+		{
+			like($err, qr/fault point "\Q$step\E" reached/, "$label: with the fault's error")
+			  or diag("stdout: $out\nstderr: $err");
+		}
+		else
+		{
+			$crashes++;
+			restart_after_crash($label);
+			like(slurp_file($node->logfile, $offset),
+				qr/fault point "\Q$step\E" reached: crashing/,
+				"$label: the backend crashed at the fault point");
+		}
+		check_table($table, "$label: after the fault");
+		my $files_mid = store_files($store);
+		if (defined $after_fault{$step})
+		{
+			is(store_state($table, $store), $after_fault{$step},
+				"$label: the store is in the expected intermediate state");
+		}
+		else
+		{
+			is(scalar(keys %{ store_files($store) }), scalar(keys %$files_before) - 1,
+				"$label: gc deleted exactly one object before the fault");
+		}
+
+		# the same operation again, without the fault
+		($ret, $out, $err) = $node->psql('postgres', $op);
+		is($ret, 0, "$label: the operation succeeds when run again")
+		  or diag("stderr: $err");
+		if ($step =~ /^gc/)
+		{
+			my $files_after = store_files($store);
+			my @gone_now = grep { !exists $files_after->{$_} } keys %$files_mid;
+			my $bytes_now = 0;
+			$bytes_now += $files_mid->{$_} for @gone_now;
+			is($out, scalar(@gone_now) . "|$bytes_now",
+				"$label: the second run reports exactly the objects and bytes that vanished from disk");
+			cmp_ok(scalar(@gone_now), '>', 0, "$label: the second run deleted the rest of the garbage");
+		}
+		else
+		{
+			like($out, $rerun{$step}, "$label: the second run's result is exact ($out)");
+		}
+		check_table($table, "$label: after running it again");
+		my $o = observe($table);
+		if ($step =~ /^flush/)
+		{
+			is($o->{wal_entries}, 0, "$label: the flush sealed the whole WAL tail");
+		}
+		elsif ($step =~ /^merge/)
+		{
+			is("$o->{generations}|$o->{wal_entries}", '0|0',
+				"$label: the merge left no pending generation and no WAL tail");
+		}
+		elsif ($step =~ /^compact/)
+		{
+			is($o->{fragments}, 1, "$label: the base has one fragment after compaction");
+		}
+
+		# a final merge and a full compaction: physical rows = logical rows
+		$node->safe_psql('postgres', "SELECT rollout_merge('$table')");
+		$out = $node->safe_psql('postgres',
+			"SELECT fragments_after, skipped_reason FROM rollout_compact('$table', min_fragments => 2)");
+		like($out, qr/^1\|/, "$label: the final compaction leaves one fragment ($out)");
+		$o = observe($table);
+		my $n = scalar(keys %{ $expected{$table} });
+		is( "$o->{base_rows}|$o->{exact_row_count}|$o->{generations}|$o->{unflushed_rows}",
+			"$n|$n|0|0",
+			"$label: base_rows = exact_row_count = count(*) = $n");
+
+		# gc at grace 0 leaves exactly what the newest manifests reference
+		$node->safe_psql('postgres',
+			"SET rollout_fdw.min_gc_grace = 0; SELECT rollout_gc('$table', '0')");
+		my $base = newest_manifest("$location/$store/base/_manifest");
+		my $sm = newest_manifest("$location/$store/shards/$shard/_manifest");
+		is_deeply(
+			[ objects_in($store, 'base/data') ],
+			[ sort map { $_->{file} } @{ $base->{fragments} } ],
+			"$label: after gc, base/data holds exactly the fragments of the newest base");
+		is_deeply(
+			[ objects_in($store, "shards/$shard/gen") ],
+			[ sort map { $_->{file} } @{ $sm->{generations} } ],
+			"$label: after gc, gen/ holds exactly the generations of the newest shard manifest");
+		is( scalar(manifest_versions("$location/$store/base/_manifest")) . '|'
+			  . scalar(manifest_versions("$location/$store/shards/$shard/_manifest")),
+			'1|1', "$label: after gc only the newest manifest versions remain");
+		check_table($table, "$label: after gc");
+	}
+}
+
+# Temporary files of the file:// store: nothing left behind by any fault.
+my @tmp_left;
+if (opendir(my $dh, "$location/_tmp"))
+{
+	@tmp_left = grep { !/^\.\.?$/ } readdir($dh);
+	closedir($dh);
+}
+is_deeply(\@tmp_left, [], 'no temporary file of the store is left');
+
+# Exactly the crashes the fault points asked for, and nothing worse.
+my $log = join('', map { slurp_file($_) } glob($node->logfile . '*'));
+my $killed = () = $log =~ /terminated by signal 9/g;
+is($killed, $crashes, "exactly $crashes backends were killed, all by fault points");
+unlike($log, qr/PANIC|terminated by signal (?!9\b)\d+/, 'no PANIC, no other signal');
+
+$node->stop;
+done_testing();

@@ -1,0 +1,640 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# 008_compaction_gc.pl — compaction and garbage collection, alone and racing
+# with merges, other compactions and scans (DESIGN.md §5, §7.2, §7.3, §11).
+#
+#  (a) a compaction held before its commit composes with a concurrent merge:
+#      it commits (skipped_reason NULL), the merge's new fragment survives,
+#      appends never wait for it, every row keeps its newest version;
+#  (b) a second compaction of the same store while one runs returns a
+#      skipped_reason, not an error;
+#  (c) compaction picks the smallest fragments first (max_source_fragments),
+#      respects min_fragments (and rollout_should_compact agrees), keeps the
+#      newest version of every key, drops exactly the shadowed versions, and
+#      after a full compaction physical rows = logical rows;
+#  (d) gc deletes exactly the superseded objects and reports them exactly; a
+#      cursor open across a compaction and a default-grace gc returns the
+#      complete result of its snapshot; a scan whose snapshot's objects are
+#      deleted by gc (grace 0) takes a fresh snapshot and returns the exact
+#      result;
+#  (d4) gc's grace counts from when a manifest unlinked an object: hour-old
+#      fragments that a base version named until a moment ago are kept for
+#      the scan still reading them;
+#  (e) a failed compaction is recorded in rollout_compaction_stats() (and its
+#      uploaded output is collected by gc); a later successful one clears
+#      last_error and counts itself;
+#  (f) an output that waited longer than half of rollout_fdw.min_gc_grace is
+#      never committed (gc may have deleted it): a clear skipped_reason;
+#  (g) two clusters compacting one store: the later commit finds an input
+#      gone and gives up with a skipped_reason, deleting its output.
+
+use strict;
+use warnings;
+
+use Digest::MD5 qw(md5_hex);
+use IPC::Run;
+use JSON::PP;
+use Time::HiRes qw(time);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('compaction_gc');
+$node->init;
+$node->append_conf('postgresql.conf',
+	"shared_preload_libraries = '$ENV{ROLLOUT_TEST_PRELOAD}'")
+  if $ENV{ROLLOUT_TEST_PRELOAD};
+$node->start;
+
+my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+my $scripts = PostgreSQL::Test::Utils::tempdir('scripts');
+
+my @tables = qw(ca cb cc cd ce cf cg ch ci);
+$node->safe_psql('postgres',
+	qq{CREATE EXTENSION rollout_fdw;
+CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
+}
+	  . join('',
+		map { "CREATE FOREIGN TABLE $_ (id text, v int) SERVER s OPTIONS (store 'st_$_', key 'id');\n" }
+		  @tables));
+my $shard = $node->safe_psql('postgres',
+	'SELECT system_identifier FROM pg_control_system()');
+
+# ---------------------------------------------------------------------------
+# Helpers.
+
+my %expected = map { $_ => {} } @tables;    # table => { key => v }
+
+sub insert_range
+{
+	my ($table, $from, $to, $offset) = @_;
+	$offset //= 0;
+	my $p = substr($table, 1, 1);
+	$node->safe_psql('postgres',
+		"INSERT INTO $table SELECT '$p' || lpad(i::text, 4, '0'), i + $offset FROM generate_series($from, $to) i"
+	);
+	$expected{$table}{ sprintf('%s%04d', $p, $_) } = $_ + $offset for $from .. $to;
+}
+
+# count | distinct | sum | md5 of "id=v" in key order
+my $fingerprint = q{SELECT count(*), count(DISTINCT id), coalesce(sum(v), 0),
+  md5(coalesce(string_agg(id || '=' || v, ',' ORDER BY id COLLATE "C"), '')) FROM };
+
+sub expected_fingerprint
+{
+	my ($table) = @_;
+	my $h = $expected{$table};
+	my @k = sort keys %$h;
+	my $sum = 0;
+	$sum += $_ for values %$h;
+	my $n = scalar(@k);
+	return "$n|$n|$sum|" . md5_hex(join(',', map { "$_=$h->{$_}" } @k));
+}
+
+sub check_table
+{
+	my ($table, $label) = @_;
+	return is($node->safe_psql('postgres', $fingerprint . $table),
+		expected_fingerprint($table),
+		"$label: every row once, with its newest version");
+}
+
+sub observe
+{
+	my ($table) = @_;
+	my @cols = qw(row_count exact_row_count base_rows fragments generations
+	  generation_rows unflushed_rows base_version wal_entries);
+	my $row = $node->safe_psql('postgres',
+		'SELECT ' . join(', ', @cols) . " FROM rollout_observe('$table', true)");
+	my %o;
+	@o{@cols} = split /\|/, $row;
+	return \%o;
+}
+
+my $compact_cols = 'fragments_before, fragments_after, rows_written, versions_dropped, coalesce(skipped_reason, \'-\')';
+
+my $session_number = 0;
+
+sub start_session
+{
+	my ($sql) = @_;
+	my %s = (out => '', err => '');
+	my $file = "$scripts/session" . ++$session_number . '.sql';
+	open(my $fh, '>', $file) or die "open $file: $!";
+	print $fh $sql;
+	close $fh;
+	$s{h} = IPC::Run::start(
+		[
+			'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1',
+			'-d', $node->connstr('postgres'), '-f', $file
+		],
+		'<', \undef, '>', \$s{out}, '2>', \$s{err},
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	return \%s;
+}
+
+sub finish_session
+{
+	my ($s) = @_;
+	$s->{h}->finish;
+	my $out = $s->{out};
+	chomp $out;
+	return ($s->{h}->result(0), $out, $s->{err});
+}
+
+sub wait_for_fault
+{
+	my ($step, $offset) = @_;
+	return $node->wait_for_log(qr/fault point "\Q$step\E" reached: sleeping/, $offset);
+}
+
+sub still_running
+{
+	my ($pattern) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '$pattern' AND pid <> pg_backend_pid()"
+	);
+}
+
+sub newest_manifest
+{
+	my ($dir) = @_;
+	opendir(my $dh, $dir) or die "opendir $dir: $!";
+	my @m = sort grep { /^\d{20}\.json$/ } readdir($dh);
+	closedir($dh);
+	return undef unless @m;
+	return decode_json(slurp_file("$dir/$m[-1]"));
+}
+
+sub listed_fragments
+{
+	my ($table) = @_;
+	my $base = newest_manifest("$location/st_$table/base/_manifest");
+	return () unless $base;
+	return sort map { $_->{file} } @{ $base->{fragments} };
+}
+
+sub objects_in
+{
+	my ($table, $folder) = @_;
+	my $dir = "$location/st_$table/$folder";
+	return () unless opendir(my $dh, $dir);
+	my @k = sort map { "st_$table/$folder/$_" } grep { !/^\.\.?$/ } readdir($dh);
+	closedir($dh);
+	return @k;
+}
+
+# Every file of a table's store: path => size.
+sub store_files
+{
+	my ($table) = @_;
+	my %f;
+	my @dirs = ("$location/st_$table");
+	while (my $dir = shift @dirs)
+	{
+		opendir(my $dh, $dir) or next;
+		for my $e (grep { !/^\.\.?$/ } readdir($dh))
+		{
+			my $p = "$dir/$e";
+			if (-d $p) { push @dirs, $p; }
+			else { $f{$p} = -s $p; }
+		}
+		closedir($dh);
+	}
+	return \%f;
+}
+
+sub merge
+{
+	my ($table) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT generations_merged, rows_merged, fragments_added FROM rollout_merge('$table')");
+}
+
+# ---------------------------------------------------------------------------
+# (a) A compaction held before its commit, racing with inserts and a merge.
+#
+# Fragments: a0001..a0100; a0101..a0200 + a0001..a0010 (v + 1000);
+# a0201..a0250.  The compaction of the three writes 250 rows, dropping 10.
+insert_range('ca', 1, 100);
+merge('ca');
+insert_range('ca', 101, 200);
+insert_range('ca', 1, 10, 1000);
+merge('ca');
+insert_range('ca', 201, 250);
+merge('ca');
+is(observe('ca')->{fragments}, 3, '(a) three fragments');
+
+my $off = -s $node->logfile;
+my $compaction = start_session(qq{
+SET rollout_fdw.fail_at = 'compact.before_commit:sleep=5';
+SELECT $compact_cols FROM rollout_compact('ca', min_fragments => 2);
+});
+wait_for_fault('compact.before_commit', $off);
+my %listed_before = map { $_ => 1 } listed_fragments('ca');
+
+# meanwhile: new keys, and newer versions of keys the compaction rewrites
+my $t0 = time;
+insert_range('ca', 251, 300);
+my $insert_took = time - $t0;
+insert_range('ca', 20, 25, 2000);
+is(merge('ca'), '1|56|1', '(a) a merge during the compaction adds a fragment of 56 rows');
+my @new = grep { !$listed_before{$_} } listed_fragments('ca');
+is(scalar(@new), 1, '(a) the merge\'s fragment is listed');
+is(still_running(q{%rollout_compact(''ca''%}), '1',
+	'(a) the compaction was still held when the merge committed');
+cmp_ok($insert_took, '<', 2, sprintf('(a) an INSERT during the compaction did not wait (%.3f s)', $insert_took));
+check_table('ca', '(a) during the compaction');
+
+my ($ret, $out, $err) = finish_session($compaction);
+is($ret, 0, '(a) the held compaction succeeds') or diag($err);
+is($out, '3|2|250|10|-',
+	'(a) it committed (skipped_reason NULL): 3 inputs into 1 output, plus the merge\'s fragment');
+ok((grep { $_ eq $new[0] } listed_fragments('ca')),
+	'(a) the merge\'s fragment survived the compaction\'s commit');
+ok(-f "$location/$new[0]", '(a) ... and exists');
+check_table('ca', '(a) after the compaction');
+is( $node->safe_psql('postgres', q{SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM ca WHERE id IN ('a0001', 'a0020', 'a0026')}),
+	'a0001=1001,a0020=2020,a0026=26',
+	'(a) the versions written during the compaction win over the compacted ones');
+my $o = observe('ca');
+is("$o->{base_rows}|$o->{exact_row_count}|$o->{fragments}", '306|300|2',
+	'(a) 306 physical versions (6 shadowed by the merge\'s fragment), 300 rows');
+is($node->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('ca', min_fragments => 2)"),
+	'2|1|300|6|-', '(a) a full compaction drops exactly those 6');
+$o = observe('ca');
+is("$o->{base_rows}|$o->{exact_row_count}", '300|300', '(a) base_rows = exact_row_count = 300');
+check_table('ca', '(a) after the full compaction');
+
+# ---------------------------------------------------------------------------
+# (b) A second compaction of the same store while one runs is skipped.
+for my $r (0 .. 2)
+{
+	insert_range('cb', $r * 40 + 1, $r * 40 + 40);
+	merge('cb');
+}
+$off = -s $node->logfile;
+$compaction = start_session(qq{
+SET rollout_fdw.fail_at = 'compact.after_fragment_put:sleep=4';
+SELECT $compact_cols FROM rollout_compact('cb', min_fragments => 2);
+});
+wait_for_fault('compact.after_fragment_put', $off);
+($ret, $out, $err) = $node->psql('postgres',
+	"SELECT $compact_cols FROM rollout_compact('cb', min_fragments => 2)");
+is($ret, 0, '(b) a second compaction at the same time does not fail') or diag($err);
+like($out, qr/^3\|3\|0\|0\|.*another compaction.*running/,
+	"(b) it returns a skipped_reason and changes nothing ($out)");
+is(still_running(q{%rollout_compact(''cb''%}), '1', '(b) the first was still running then');
+($ret, $out, $err) = finish_session($compaction);
+is($ret, 0, '(b) the first compaction succeeds') or diag($err);
+is($out, '3|1|120|0|-', '(b) it compacted the 3 fragments into 1');
+is( $node->safe_psql('postgres',
+		q{SELECT fragments, total_compactions, last_error IS NULL FROM rollout_compaction_stats('cb')}),
+	'1|1|t', '(b) one compaction counted, and a skipped one is no error');
+check_table('cb', '(b) after both');
+
+# ---------------------------------------------------------------------------
+# (c) Smallest first, min_fragments, newest versions, physical = logical.
+#
+# Six merges make six fragments of 10, 20, 35, 47, 60 and 71 rows (distinct
+# sizes, so "smallest first" is deterministic), with upserts across them.
+my @fragments;    # [ { key => 1 } ] per fragment, in size order
+my @rounds = (
+	[ [ 1, 10 ] ],
+	[ [ 11, 30 ] ],
+	[ [ 31, 60 ], [ 1, 5, 100 ] ],
+	[ [ 61, 100 ], [ 11, 15, 200 ], [ 1, 2, 300 ] ],
+	[ [ 101, 150 ], [ 31, 40, 400 ] ],
+	[ [ 151, 210 ], [ 61, 70, 500 ], [ 3, 3, 600 ] ],
+);
+for my $round (@rounds)
+{
+	my %keys;
+	for my $ins (@$round)
+	{
+		my ($from, $to, $offset) = @$ins;
+		insert_range('cc', $from, $to, $offset);
+		$keys{ sprintf('c%04d', $_) } = 1 for $from .. $to;
+	}
+	merge('cc');
+	push @fragments, \%keys;
+}
+my $sizes = $node->safe_psql('postgres', q{SELECT fragments, base_rows FROM rollout_observe('cc')});
+is($sizes, '6|243', '(c) six fragments, 243 versions (10 + 20 + 35 + 47 + 60 + 71)');
+check_table('cc', '(c) before compaction');
+
+is($node->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('cc', min_fragments => 7)"),
+	'6|6|0|0|6 fragments, fewer than min_fragments (7)',
+	'(c) min_fragments => 7 with 6 fragments: skipped, nothing changed');
+is( $node->safe_psql('postgres',
+		q{SELECT rollout_should_compact('cc', 7), rollout_should_compact('cc', 6), rollout_should_compact('cc')}),
+	'f|t|t', '(c) rollout_should_compact agrees (default min_fragments 5)');
+
+# The three smallest (10, 20, 35 rows) hold 65 versions of 60 keys.
+my %union = map { %$_ } @fragments[ 0 .. 2 ];
+is( $node->safe_psql('postgres',
+		"SELECT $compact_cols FROM rollout_compact('cc', min_fragments => 2, max_source_fragments => 3)"),
+	'6|4|' . scalar(keys %union) . '|5|-',
+	'(c) max_source_fragments => 3 compacts the three smallest: 65 versions into 60 rows');
+$o = observe('cc');
+is("$o->{fragments}|$o->{base_rows}", '4|238', '(c) four fragments, 238 versions');
+check_table('cc', '(c) after the partial compaction');
+
+# A full compaction: 238 versions of 210 keys.
+is($node->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('cc', min_fragments => 2)"),
+	'4|1|210|28|-', '(c) a full compaction writes 210 rows and drops the 28 shadowed versions');
+$o = observe('cc');
+is( "$o->{base_rows}|$o->{exact_row_count}|$o->{fragments}|$o->{generations}|$o->{unflushed_rows}",
+	'210|210|1|0|0', '(c) physical rows = logical rows: base_rows = exact_row_count = 210');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM cc'), '210', '(c) count(*) = 210');
+check_table('cc', '(c) after the full compaction');
+is($node->safe_psql('postgres', q{SELECT rollout_should_compact('cc', 2)}), 'f',
+	'(c) rollout_should_compact says no with one fragment');
+
+# ---------------------------------------------------------------------------
+# (d1) gc deletes exactly the superseded objects of cc.
+is($node->safe_psql('postgres', q{SELECT * FROM rollout_gc('cc')}), '0|0',
+	'(d1) with the default grace (1 hour) nothing is old enough');
+($ret, $out, $err) = $node->psql('postgres', q{SELECT * FROM rollout_gc('cc', '0')});
+like($err, qr/shorter than rollout_fdw\.min_gc_grace/, '(d1) grace 0 is refused by default');
+my $files_before = store_files('cc');
+my %listed_cc = map { $_ => 1 } listed_fragments('cc');
+my @superseded = grep { !$listed_cc{$_} } objects_in('cc', 'base/data');
+is(scalar(@superseded), 7, '(d1) 7 superseded fragments (6 merged, 1 intermediate output) are on disk');
+my $gc = $node->safe_psql('postgres',
+	q{SET rollout_fdw.min_gc_grace = 0; SELECT * FROM rollout_gc('cc', '0')});
+my $files_after = store_files('cc');
+my @gone = grep { !exists $files_after->{$_} } keys %$files_before;
+my $bytes = 0;
+$bytes += $files_before->{$_} for @gone;
+is($gc, scalar(@gone) . "|$bytes", "(d1) gc reports exactly what vanished from disk ($gc)");
+is_deeply([ grep { -e "$location/$_" } @superseded ], [], '(d1) every superseded fragment is gone');
+is_deeply([ objects_in('cc', 'base/data') ], [ listed_fragments('cc') ],
+	'(d1) base/data holds exactly the listed fragment');
+is_deeply([ objects_in('cc', "shards/$shard/gen") ], [], '(d1) every merged generation is gone');
+check_table('cc', '(d1) after gc');
+is($node->safe_psql('postgres',
+		q{SET rollout_fdw.min_gc_grace = 0; SELECT * FROM rollout_gc('cc', '0')}),
+	'0|0', '(d1) a second gc finds nothing');
+
+# (d2) A cursor open across a compaction and a default-grace gc.
+for my $r (0 .. 2)
+{
+	insert_range('cd', $r * 100 + 1, $r * 100 + 100);
+	insert_range('cd', $r * 10 + 1, $r * 10 + 5, 1000 * ($r + 1)) if $r > 0;
+	merge('cd');
+}
+insert_range('cd', 301, 320);    # a pending generation
+$node->safe_psql('postgres', q{SELECT rollout_flush('cd')});
+insert_range('cd', 321, 330);    # and an unflushed tail
+my %at_open = %{ $expected{cd} };
+my $cursor = $node->background_psql('postgres');
+$cursor->query_safe('BEGIN');
+$cursor->query_safe('DECLARE c CURSOR FOR SELECT id, v FROM cd');
+my $first = $cursor->query_safe('FETCH 10 FROM c');
+is(scalar(split /\n/, $first), 10, '(d2) the cursor fetched its first 10 rows');
+
+insert_range('cd', 331, 400);
+insert_range('cd', 1, 50, 9000);
+is(merge('cd'), '2|150|1', '(d2) meanwhile a merge folds in the generation and the tail (flushed first)');
+is($node->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('cd', min_fragments => 2)"),
+	'4|1|400|60|-', '(d2) and a compaction rewrites all 4 fragments (460 versions) into 400 rows');
+is($node->safe_psql('postgres', q{SELECT * FROM rollout_gc('cd')}), '0|0',
+	'(d2) gc with the default grace deletes nothing the cursor may still read');
+my $rest = $cursor->query_safe('FETCH ALL FROM c');
+$cursor->query_safe('COMMIT');
+$cursor->quit;
+my %got;
+for my $line (split /\n/, "$first\n$rest")
+{
+	my ($k, $v) = split /\|/, $line;
+	$got{$k} = $v;
+}
+is(scalar(split /\n/, "$first\n$rest"), scalar(keys %at_open),
+	'(d2) the cursor returned ' . scalar(keys %at_open) . ' rows, none twice');
+is_deeply(\%got, \%at_open, '(d2) ... exactly the rows and versions of its snapshot');
+check_table('cd', '(d2) a new scan sees the new state');
+
+# (d3) A scan whose snapshot's objects gc deletes retakes its snapshot.
+for my $r (0 .. 2)
+{
+	insert_range('ce', $r * 100 + 1, $r * 100 + 100);
+	insert_range('ce', $r * 10 + 1, $r * 10 + 5, 1000 * ($r + 1)) if $r > 0;
+	merge('ce');
+}
+insert_range('ce', 301, 350);
+insert_range('ce', 1, 3, 7000);
+$node->safe_psql('postgres', q{SELECT rollout_flush('ce')});    # generation 4, pending
+insert_range('ce', 351, 355);    # an unflushed tail of one WAL entry
+my $want = expected_fingerprint('ce');
+my @named = (listed_fragments('ce'), objects_in('ce', "shards/$shard/gen"),
+	objects_in('ce', "shards/$shard/wal"));
+
+$off = -s $node->logfile;
+my $scan = start_session(qq{
+SET rollout_fdw.fail_at = 'scan.after_snapshot:sleep=4';
+$fingerprint ce;
+});
+wait_for_fault('scan.after_snapshot', $off);
+is(merge('ce'), '2|58|1', '(d3) meanwhile a merge flushes the tail and folds in both generations');
+is($node->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('ce', min_fragments => 2)"),
+	'4|1|355|13|-', '(d3) and a compaction rewrites all 4 fragments');
+$gc = $node->safe_psql('postgres',
+	q{SET rollout_fdw.min_gc_grace = 0; SELECT objects_deleted > 0 FROM rollout_gc('ce', '0')});
+is($gc, 't', '(d3) gc with grace 0 deletes objects');
+is_deeply([ grep { -e "$location/$_" } @named ], [],
+	'(d3) every fragment, generation and WAL entry the scan\'s snapshot named is gone');
+is(still_running('%string_agg%FROM%ce%'), '1', '(d3) while the scan still waits');
+($ret, $out, $err) = finish_session($scan);
+is($ret, 0, '(d3) the scan succeeds') or diag($err);
+is($out, $want, '(d3) with the exact, complete result');
+is( scalar(() = slurp_file($node->logfile, $off) =~ /fault point "scan\.after_snapshot" reached/g),
+	2, '(d3) it took a second snapshot after finding objects gone');
+check_table('ce', '(d3) afterwards');
+
+# (d4) The grace period counts from when a manifest unlinked an object, not
+# from when the object was written.  Everything of cg is made to look an hour
+# old (the file store's listing reports mtimes); a scan holds a snapshot
+# naming cg's two fragments while they are compacted away and gc runs with a
+# 30 minute grace: the fragments are an hour old, but the base version that
+# named them was current a moment ago, so they stay, and the scan needs no
+# second snapshot.  Once that version is (made) older than the grace, they go.
+sub backdate
+{
+	my ($table, $seconds) = @_;
+	my $files = store_files($table);
+	my $t = time - $seconds;
+	utime($t, $t, keys %$files) == scalar(keys %$files) or die "utime: $!";
+}
+insert_range('cg', 1, 100);
+merge('cg');
+insert_range('cg', 101, 200);
+insert_range('cg', 1, 5, 100);
+merge('cg');
+backdate('cg', 3600);
+my @inputs = listed_fragments('cg');
+my @base_versions = objects_in('cg', 'base/_manifest');
+$want = expected_fingerprint('cg');
+$off = -s $node->logfile;
+$scan = start_session(qq{
+SET rollout_fdw.fail_at = 'scan.after_snapshot:sleep=3';
+$fingerprint cg;
+});
+wait_for_fault('scan.after_snapshot', $off);
+is($node->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('cg', min_fragments => 2)"),
+	'2|1|200|5|-', '(d4) the two hour-old fragments are compacted during the scan');
+$gc = $node->safe_psql('postgres', q{SELECT objects_deleted > 0 FROM rollout_gc('cg', '30 min')});
+is($gc, 't', '(d4) gc (grace 30 min) deletes the hour-old garbage (merged generations, old versions)');
+is_deeply([ grep { !-e "$location/$_" } @inputs ], [],
+	'(d4) ... but not the fragments the base named until a moment ago');
+ok(-e "$location/$base_versions[-1]", '(d4) ... nor that base version');
+is(still_running('%string_agg%FROM%cg%'), '1', '(d4) while the scan still waits');
+($ret, $out, $err) = finish_session($scan);
+is($ret, 0, '(d4) the scan succeeds') or diag($err);
+is($out, $want, '(d4) with the exact, complete result');
+is( scalar(() = slurp_file($node->logfile, $off) =~ /fault point "scan\.after_snapshot" reached/g),
+	1, '(d4) from its first snapshot');
+backdate('cg', 3600);
+$node->safe_psql('postgres', q{SELECT rollout_gc('cg', '30 min')});
+is_deeply([ grep { -e "$location/$_" } @inputs ], [],
+	'(d4) once the compaction\'s base version is older than the grace, gc deletes them');
+is_deeply([ objects_in('cg', 'base/data') ], [ listed_fragments('cg') ],
+	'(d4) base/data holds exactly the listed fragment');
+check_table('cg', '(d4) after gc');
+
+# ---------------------------------------------------------------------------
+# (e) Compaction errors are recorded.
+insert_range('cf', 1, 50);
+merge('cf');
+insert_range('cf', 51, 80);
+insert_range('cf', 1, 4, 500);
+merge('cf');
+is( $node->safe_psql('postgres',
+		q{SELECT fragments, total_compactions, last_compaction IS NULL, last_error IS NULL FROM rollout_compaction_stats('cf')}),
+	'2|0|t|t', '(e) no compaction yet');
+($ret, $out, $err) = $node->psql('postgres', q{
+SET rollout_fdw.fail_at = 'compact.after_fragment_put:error';
+SELECT * FROM rollout_compact('cf', min_fragments => 2);});
+isnt($ret, 0, '(e) a compaction failing at compact.after_fragment_put fails');
+like($err, qr/fault point "compact\.after_fragment_put" reached/, '(e) with the fault\'s error');
+is( $node->safe_psql('postgres',
+		q{SELECT fragments, total_compactions, last_compaction IS NULL, last_error FROM rollout_compaction_stats('cf')}),
+	'2|0|t|rollout_fdw fault point "compact.after_fragment_put" reached',
+	'(e) rollout_compaction_stats shows the error; nothing was compacted');
+check_table('cf', '(e) after the failed compaction');
+is($node->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('cf', min_fragments => 2)"),
+	'2|1|80|4|-', '(e) the next compaction succeeds');
+is( $node->safe_psql('postgres',
+		q{SELECT fragments, total_compactions, last_compaction IS NOT NULL, last_error IS NULL FROM rollout_compaction_stats('cf')}),
+	'1|1|t|t', '(e) it cleared last_error and counted itself');
+my $last = $node->safe_psql('postgres', q{SELECT last_compaction FROM rollout_compaction_stats('cf')});
+like($node->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('cf', min_fragments => 2)"),
+	qr/^1\|1\|0\|0\|1 fragments/, '(e) a compaction with nothing to do is skipped');
+is( $node->safe_psql('postgres',
+		q{SELECT total_compactions, last_compaction, last_error IS NULL FROM rollout_compaction_stats('cf')}),
+	"1|$last|t", '(e) a skipped compaction is neither counted nor an error');
+$node->safe_psql('postgres',
+	q{SET rollout_fdw.min_gc_grace = 0; SELECT rollout_gc('cf', '0')});
+is_deeply([ objects_in('cf', 'base/data') ], [ listed_fragments('cf') ],
+	'(e) gc removed the failed compaction\'s output and the inputs');
+check_table('cf', '(e) at the end');
+
+# ---------------------------------------------------------------------------
+# (f) An output that waited longer than half of rollout_fdw.min_gc_grace is
+# never committed: gc may already have deleted it (and here does).
+insert_range('ch', 1, 60);
+merge('ch');
+insert_range('ch', 61, 100);
+merge('ch');
+my @ch_inputs = listed_fragments('ch');
+$off = -s $node->logfile;
+$compaction = start_session(qq{
+SET rollout_fdw.min_gc_grace = 2;
+SET rollout_fdw.fail_at = 'compact.before_commit:sleep=5';
+SELECT $compact_cols FROM rollout_compact('ch', min_fragments => 2);
+});
+wait_for_fault('compact.before_commit', $off);
+my %ch_listed = map { $_ => 1 } @ch_inputs;
+my @ch_output = grep { !$ch_listed{$_} } objects_in('ch', 'base/data');
+is(scalar(@ch_output), 1, '(f) the held compaction uploaded one output');
+sleep 3;
+$node->safe_psql('postgres',
+	q{SET rollout_fdw.min_gc_grace = 2; SELECT rollout_gc('ch', '2 s')});
+ok(!-e "$location/$ch_output[0]", '(f) gc (grace 2 s) deleted the 3 s old unreferenced output');
+($ret, $out, $err) = finish_session($compaction);
+is($ret, 0, '(f) the compaction ends without an error') or diag($err);
+is($out, '2|2|0|0|the outputs waited longer than half of rollout_fdw.min_gc_grace',
+	'(f) it gave up its commit with a clear skipped_reason');
+is_deeply([ listed_fragments('ch') ], \@ch_inputs, '(f) the base still lists the two inputs');
+is_deeply([ grep { !-e "$location/$_" } listed_fragments('ch') ], [],
+	'(f) every listed fragment exists (no dangling reference)');
+is( $node->safe_psql('postgres', q{SELECT total_compactions, last_error IS NULL FROM rollout_compaction_stats('ch')}),
+	'0|t', '(f) nothing counted, no error recorded');
+check_table('ch', '(f) after the abandoned compaction');
+is($node->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('ch', min_fragments => 2)"),
+	'2|1|100|0|-', '(f) the next compaction succeeds');
+check_table('ch', '(f) after compaction');
+
+# ---------------------------------------------------------------------------
+# (g) Two clusters compact the same store at once: the compaction lock is
+# per cluster, so the commit's rebase decides.  The later one finds an input
+# gone, gives up with a skipped_reason and deletes its output.
+my $other = PostgreSQL::Test::Cluster->new('compaction_gc_other');
+$other->init;
+$other->append_conf('postgresql.conf',
+	"shared_preload_libraries = '$ENV{ROLLOUT_TEST_PRELOAD}'")
+  if $ENV{ROLLOUT_TEST_PRELOAD};
+$other->start;
+$other->safe_psql('postgres', qq{
+CREATE EXTENSION rollout_fdw;
+CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
+CREATE FOREIGN TABLE ci (id text, v int) SERVER s OPTIONS (store 'st_ci', key 'id');
+});
+for my $r (0 .. 2)
+{
+	insert_range('ci', $r * 50 + 1, $r * 50 + 50);
+	insert_range('ci', $r + 1, $r + 1, 1000) if $r > 0;
+	merge('ci');
+}
+my @ci_inputs = listed_fragments('ci');
+$off = -s $node->logfile;
+$compaction = start_session(qq{
+SET rollout_fdw.fail_at = 'compact.before_commit:sleep=4';
+SELECT $compact_cols FROM rollout_compact('ci', min_fragments => 2);
+});
+wait_for_fault('compact.before_commit', $off);
+my %ci_listed = map { $_ => 1 } @ci_inputs;
+my @ci_output = grep { !$ci_listed{$_} } objects_in('ci', 'base/data');
+is(scalar(@ci_output), 1, '(g) the held compaction uploaded one output');
+is($other->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('ci', min_fragments => 2)"),
+	'3|1|150|2|-', '(g) the other cluster compacts the same 3 fragments meanwhile');
+($ret, $out, $err) = finish_session($compaction);
+is($ret, 0, '(g) the held compaction ends without an error') or diag($err);
+is($out, '3|3|0|0|a concurrent compaction removed one of the input fragments',
+	'(g) it gives up with a clear skipped_reason');
+ok(!-e "$location/$ci_output[0]", '(g) and deleted its output');
+my @ci_listed_now = listed_fragments('ci');
+is(scalar(@ci_listed_now), 1, '(g) the base lists the other cluster\'s single output');
+is_deeply([ objects_in('ci', 'base/data') ], [ sort(@ci_inputs, @ci_listed_now) ],
+	'(g) base/data holds that output and the (not yet collected) inputs, nothing else');
+$o = observe('ci');
+is("$o->{base_rows}|$o->{exact_row_count}|$o->{fragments}", '150|150|1',
+	'(g) base_rows = exact_row_count = 150: nothing duplicated');
+check_table('ci', '(g) on this cluster');
+is($other->safe_psql('postgres', $fingerprint . 'ci'), expected_fingerprint('ci'),
+	'(g) the other cluster reads the same rows and versions');
+is( $node->safe_psql('postgres', q{SELECT total_compactions, last_error IS NULL FROM rollout_compaction_stats('ci')}),
+	'1|t', '(g) one compaction counted, the skipped one is no error');
+$other->stop;
+
+# Everything survives a restart.
+$node->stop;
+$node->start;
+check_table($_, "$_ after restart") for @tables;
+
+my $log = slurp_file($node->logfile);
+unlike($log, qr/terminated by signal|PANIC/, 'no backend crashed');
+
+$node->stop;
+done_testing();
