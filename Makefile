@@ -38,6 +38,7 @@ OBJS = \
 	src/fdw/scan.o \
 	src/fdw/modify.o \
 	src/fdw/xact_buffer.o \
+	src/worker/sweeper.o \
 	src/sql/maintenance.o \
 	src/sql/inspection.o \
 	src/sql/stat_view.o

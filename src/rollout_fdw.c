@@ -24,6 +24,7 @@
 #include "rollout/segment.h"
 #include "rollout/shared_writer.h"
 #include "rollout/store.h"
+#include "rollout/sweeper.h"
 #include "rollout/xact_buffer.h"
 
 PG_MODULE_MAGIC;
@@ -150,8 +151,49 @@ _PG_init(void)
 								PGC_POSTMASTER,
 								0,
 								NULL, NULL, NULL);
+		DefineCustomStringVariable("rollout_fdw.worker_databases",
+								   "Databases whose rollout tables the background sweeper maintains.",
+								   "A comma-separated list; one sweeper per database. Empty disables the sweeper.",
+								   &rollout_worker_databases,
+								   "postgres",
+								   PGC_POSTMASTER,
+								   0,
+								   NULL, NULL, NULL);
 		rollout_shared_init();
+		rollout_sweeper_register();
 	}
+	DefineCustomIntVariable("rollout_fdw.flush_interval",
+							"Seconds between the sweeper's flushes of a store; 0 disables them.",
+							NULL,
+							&rollout_flush_interval_s,
+							30, 0, 86400,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.merge_after_generations",
+							"Pending generations of a shard at which the sweeper merges them; 0 disables merging.",
+							"Read cost grows with pending generations, so they are kept bounded.",
+							&rollout_merge_after_generations,
+							8, 0, 100000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.gc_interval",
+							"Seconds between the sweeper's garbage collections of a store; 0 disables them.",
+							NULL,
+							&rollout_gc_interval_s,
+							3600, 0, 7 * 86400,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.gc_grace",
+							"Grace period of the sweeper's garbage collection.",
+							"Never shorter than rollout_fdw.min_gc_grace.",
+							&rollout_gc_grace_s,
+							3600, 0, 7 * 86400,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("rollout_fdw");
 
 	xact_buffer_init();

@@ -96,6 +96,12 @@ extern void shared_store_note_event(SharedStoreSlot *slot, SharedStoreEvent even
 									int64 duration_us);
 extern void shared_store_note_error(SharedStoreSlot *slot, const char *message);
 
+/* The same for a store that could not even be opened. */
+extern void shared_store_note_error_by_name(const char *location,
+											const char *store_name,
+											const char *shard,
+											const char *message);
+
 /* The memtable's age: when its oldest batch became durable (0 if empty). */
 extern TimestampTz shared_memtable_oldest(SharedStoreSlot *slot, int64 *bytes);
 

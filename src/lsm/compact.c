@@ -43,6 +43,7 @@
 #include "rollout/maintenance.h"
 #include "rollout/rewrite.h"
 #include "rollout/rollout_fdw.h"
+#include "rollout/shared_writer.h"
 
 #define MANIFEST_COMMIT_ATTEMPTS	100
 
@@ -202,6 +203,7 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 					  int64 target_rows_per_fragment, int max_source_fragments)
 {
 	CompactResult result = {0};
+	TimestampTz started = GetCurrentTimestamp();
 	BaseManifest *base;
 	List	   *inputs;
 	List	   *outputs;
@@ -255,6 +257,8 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 		return result;
 	}
 	rollout_fault_point("compact.after_commit");
+	shared_store_note_event(shared_store_lookup(store), SHARED_EVENT_COMPACTION,
+							(int64) (GetCurrentTimestamp() - started));
 	result.rows_written = rewrite->rows_written;
 	result.versions_dropped = versions_in - rewrite->rows_written;
 	return result;

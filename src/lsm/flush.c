@@ -30,6 +30,7 @@
 #include "storage/fd.h"
 #include "storage/lmgr.h"
 #include "utils/datum.h"
+#include "utils/timestamp.h"
 
 #include "rollout/fault.h"
 #include "rollout/flush.h"
@@ -351,6 +352,7 @@ rollout_flush_shard(RolloutStore *store)
 	SharedStoreSlot *slot = shared_store_slot(store);
 	FlushResult result;
 	LOCKTAG		tag;
+	TimestampTz started = GetCurrentTimestamp();
 
 	/* with this cluster's writer claimed, the WAL tail is the memtable */
 	if (slot != NULL && shared_writer_is_ready(slot))
@@ -368,6 +370,9 @@ rollout_flush_shard(RolloutStore *store)
 		LockRelease(&tag, ExclusiveLock, true);
 	}
 	PG_END_TRY();
+	if (result.last_position > 0)
+		shared_store_note_event(slot, SHARED_EVENT_FLUSH,
+								(int64) (GetCurrentTimestamp() - started));
 	return result;
 }
 

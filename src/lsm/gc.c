@@ -39,6 +39,7 @@
 
 #include "rollout/fault.h"
 #include "rollout/ingest.h"
+#include "rollout/shared_writer.h"
 #include "rollout/maintenance.h"
 #include "rollout/wal.h"
 
@@ -252,9 +253,12 @@ GcResult
 rollout_gc_store(RolloutStore *store, int64 grace_seconds)
 {
 	GcResult	result = {0};
-	TimestampTz cutoff = GetCurrentTimestamp() - grace_seconds * USECS_PER_SEC;
+	TimestampTz started = GetCurrentTimestamp();
+	TimestampTz cutoff = started - grace_seconds * USECS_PER_SEC;
 
 	gc_base(store, cutoff, &result);
 	gc_own_shard(store, cutoff, &result);
+	shared_store_note_event(shared_store_lookup(store), SHARED_EVENT_GC,
+							(int64) (GetCurrentTimestamp() - started));
 	return result;
 }

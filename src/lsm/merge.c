@@ -45,6 +45,7 @@
 #include "rollout/maintenance.h"
 #include "rollout/rewrite.h"
 #include "rollout/rollout_fdw.h"
+#include "rollout/shared_writer.h"
 
 #define MERGE_MAX_ATTEMPTS			10
 #define MANIFEST_COMMIT_ATTEMPTS	100
@@ -286,8 +287,24 @@ merge_commit_base(RolloutStore *store, int64 expected, int64 last,
 	return MERGE_RESTART;		/* keep compiler quiet */
 }
 
+static MergeResult rollout_merge_shard_timed(RolloutStore *store, int max_generations,
+											 bool flush_first);
+
+/* Merge, and count it in rollout_stat_stores. */
 MergeResult
 rollout_merge_shard(RolloutStore *store, int max_generations, bool flush_first)
+{
+	TimestampTz started = GetCurrentTimestamp();
+	MergeResult result = rollout_merge_shard_timed(store, max_generations, flush_first);
+
+	if (result.generations_merged > 0)
+		shared_store_note_event(shared_store_lookup(store), SHARED_EVENT_MERGE,
+								(int64) (GetCurrentTimestamp() - started));
+	return result;
+}
+
+static MergeResult
+rollout_merge_shard_timed(RolloutStore *store, int max_generations, bool flush_first)
 {
 	MergeResult result = {0};
 

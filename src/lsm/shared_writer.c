@@ -291,28 +291,64 @@ shared_store_max_transaction_bytes(void)
  */
 
 static bool
-slot_matches(SharedStoreSlot *slot, RolloutStore *store)
+slot_matches_names(SharedStoreSlot *slot, const char *location,
+				   const char *store_name, const char *shard)
 {
 	return slot->in_use &&
-		strcmp(slot->location, store->location) == 0 &&
-		strcmp(slot->store, store->name) == 0 &&
-		strcmp(slot->shard, store->shard) == 0;
+		strcmp(slot->location, location) == 0 &&
+		strcmp(slot->store, store_name) == 0 &&
+		strcmp(slot->shard, shard) == 0;
+}
+
+static bool
+slot_matches(SharedStoreSlot *slot, RolloutStore *store)
+{
+	return slot_matches_names(slot, store->location, store->name, store->shard);
+}
+
+/* Find (and, if create, make) the slot of (location, store, shard). */
+static SharedStoreSlot *
+slot_by_names(const char *location, const char *store_name, const char *shard,
+			  bool create)
+{
+	SharedStoreSlot *found = NULL;
+
+	if (!rollout_shared_available() ||
+		strlen(location) >= SLOT_LOCATION_LEN ||
+		strlen(store_name) >= SLOT_STORE_LEN || strlen(shard) >= SLOT_SHARD_LEN)
+		return NULL;
+
+	LWLockAcquire(&shared_state->registry_lock, create ? LW_EXCLUSIVE : LW_SHARED);
+	for (int i = 0; i < shared_state->max_stores && found == NULL; i++)
+		if (slot_matches_names(&shared_state->slots[i], location, store_name, shard))
+			found = &shared_state->slots[i];
+	for (int i = 0; create && i < shared_state->max_stores && found == NULL; i++)
+	{
+		SharedStoreSlot *slot = &shared_state->slots[i];
+
+		if (slot->in_use)
+			continue;
+		strlcpy(slot->location, location, SLOT_LOCATION_LEN);
+		strlcpy(slot->store, store_name, SLOT_STORE_LEN);
+		strlcpy(slot->shard, shard, SLOT_SHARD_LEN);
+		slot->writer_state = WRITER_NONE;
+		slot->in_use = true;
+		found = slot;
+	}
+	LWLockRelease(&shared_state->registry_lock);
+	return found;
 }
 
 SharedStoreSlot *
 shared_store_lookup(RolloutStore *store)
 {
-	SharedStoreSlot *found = NULL;
+	SharedStoreSlot *found;
 
 	if (!rollout_shared_available())
 		return NULL;
 	if (store->shared_slot != NULL && slot_matches(store->shared_slot, store))
 		return store->shared_slot;
-	LWLockAcquire(&shared_state->registry_lock, LW_SHARED);
-	for (int i = 0; i < shared_state->max_stores && found == NULL; i++)
-		if (slot_matches(&shared_state->slots[i], store))
-			found = &shared_state->slots[i];
-	LWLockRelease(&shared_state->registry_lock);
+	found = slot_by_names(store->location, store->name, store->shard, false);
 	if (found != NULL)
 		store->shared_slot = found;
 	return found;
@@ -322,35 +358,13 @@ SharedStoreSlot *
 shared_store_slot(RolloutStore *store)
 {
 	static bool warned_full = false;
-	SharedStoreSlot *found = NULL;
+	SharedStoreSlot *found;
 
 	if (!rollout_shared_available())
 		return NULL;
 	if (store->shared_slot != NULL && slot_matches(store->shared_slot, store))
 		return store->shared_slot;
-	if (strlen(store->location) >= SLOT_LOCATION_LEN ||
-		strlen(store->name) >= SLOT_STORE_LEN || strlen(store->shard) >= SLOT_SHARD_LEN)
-		return NULL;
-
-	LWLockAcquire(&shared_state->registry_lock, LW_EXCLUSIVE);
-	for (int i = 0; i < shared_state->max_stores && found == NULL; i++)
-		if (slot_matches(&shared_state->slots[i], store))
-			found = &shared_state->slots[i];
-	for (int i = 0; i < shared_state->max_stores && found == NULL; i++)
-	{
-		SharedStoreSlot *slot = &shared_state->slots[i];
-
-		if (slot->in_use)
-			continue;
-		strlcpy(slot->location, store->location, SLOT_LOCATION_LEN);
-		strlcpy(slot->store, store->name, SLOT_STORE_LEN);
-		strlcpy(slot->shard, store->shard, SLOT_SHARD_LEN);
-		slot->writer_state = WRITER_NONE;
-		slot->in_use = true;
-		found = slot;
-	}
-	LWLockRelease(&shared_state->registry_lock);
-
+	found = slot_by_names(store->location, store->name, store->shard, true);
 	if (found == NULL && !warned_full)
 	{
 		ereport(WARNING,
@@ -363,6 +377,13 @@ shared_store_slot(RolloutStore *store)
 	}
 	store->shared_slot = found;
 	return found;
+}
+
+void
+shared_store_note_error_by_name(const char *location, const char *store_name,
+								const char *shard, const char *message)
+{
+	shared_store_note_error(slot_by_names(location, store_name, shard, true), message);
 }
 
 /* ----------------------------------------------------------------

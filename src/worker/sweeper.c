@@ -1,0 +1,384 @@
+/*-------------------------------------------------------------------------
+ *
+ * sweeper.c
+ *		The background worker "rollout_fdw sweeper": flushes, merges and
+ *		collects garbage on its own, so that a busy store needs no human and
+ *		no cron to stay healthy (DESIGN.md §9).
+ *
+ * One sweeper per database named in rollout_fdw.worker_databases (default
+ * "postgres"), registered at startup like pg_cron's single database: a
+ * worker connected to a database would block DROP DATABASE, and connected to
+ * template1 even CREATE DATABASE, so it connects only where it is asked to.
+ *
+ * Each pass (every second, on its latch) it finds the rollout tables of its
+ * database through the catalogs, one table per store, and for each store:
+ *	- flushes when rollout_fdw.flush_interval has passed since its last flush
+ *	  (after a restart this is what flushes the durable WAL tail unprompted);
+ *	- merges when this cluster's shard has rollout_fdw.merge_after_generations
+ *	  pending generations;
+ *	- collects garbage every rollout_fdw.gc_interval with rollout_fdw.gc_grace.
+ * Every store is handled in its own transaction; an error is caught, logged,
+ * recorded in rollout_stat_stores, and the store is tried again next pass.
+ * SIGHUP reloads the settings, SIGTERM ends the worker at once, and the
+ * loop waits on its latch with a timeout: it never busy-waits.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "access/xact.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/varlena.h"
+
+#include "rollout/fdw.h"
+#include "rollout/flush.h"
+#include "rollout/maintenance.h"
+#include "rollout/rollout_fdw.h"
+#include "rollout/shared_writer.h"
+#include "rollout/sweeper.h"
+
+#define SWEEPER_PASS_MS			1000
+#define SWEEPER_MAX_DATABASES	16
+#define SWEEPER_MERGE_CHECK_S	10
+
+int			rollout_flush_interval_s = 30;
+int			rollout_merge_after_generations = 8;
+int			rollout_gc_interval_s = 3600;
+int			rollout_gc_grace_s = 3600;
+char	   *rollout_worker_databases = NULL;
+
+PGDLLEXPORT void rollout_sweeper_main(Datum main_arg);
+
+/* What the sweeper remembers of a store between passes. */
+typedef struct SweptStore
+{
+	char	   *location;		/* NULL: the embedded default */
+	char	   *store_name;
+	TimestampTz last_flush;
+	TimestampTz last_gc;
+	bool		seen;			/* found in this pass */
+} SweptStore;
+
+static MemoryContext sweeper_context = NULL;
+static List *swept_stores = NIL;
+
+/* ----------------------------------------------------------------
+ * Registration
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Register one sweeper per database in rollout_fdw.worker_databases (called
+ * from _PG_init while preloading).
+ */
+void
+rollout_sweeper_register(void)
+{
+	char	   *names;
+	List	   *databases;
+	ListCell   *lc;
+
+	if (rollout_worker_databases == NULL || rollout_worker_databases[0] == '\0')
+		return;
+	names = pstrdup(rollout_worker_databases);
+	if (!SplitIdentifierString(names, ',', &databases))
+		ereport(FATAL,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid list syntax in rollout_fdw.worker_databases")));
+	if (list_length(databases) > SWEEPER_MAX_DATABASES)
+		ereport(FATAL,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("rollout_fdw.worker_databases names more than %d databases",
+						SWEEPER_MAX_DATABASES)));
+	foreach(lc, databases)
+	{
+		const char *database = lfirst(lc);
+		BackgroundWorker worker = {0};
+
+		if (strlen(database) >= BGW_EXTRALEN)
+			ereport(FATAL,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("database name \"%s\" in rollout_fdw.worker_databases is too long",
+							database)));
+		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+		worker.bgw_restart_time = 5;
+		snprintf(worker.bgw_library_name, BGW_MAXLEN, "rollout_fdw");
+		snprintf(worker.bgw_function_name, BGW_MAXLEN, "rollout_sweeper_main");
+		snprintf(worker.bgw_name, BGW_MAXLEN, "rollout_fdw sweeper for %s", database);
+		snprintf(worker.bgw_type, BGW_MAXLEN, "rollout_fdw sweeper");
+		strlcpy(worker.bgw_extra, database, BGW_EXTRALEN);
+		RegisterBackgroundWorker(&worker);
+	}
+}
+
+/* ----------------------------------------------------------------
+ * One pass
+ * ----------------------------------------------------------------
+ */
+
+static void
+sweeper_warn_if_idle(void)
+{
+	if (rollout_flush_interval_s == 0 && rollout_merge_after_generations == 0)
+		ereport(WARNING,
+				(errmsg("rollout_fdw sweeper: flushing and merging are both disabled"),
+				 errdetail("rollout_fdw.flush_interval and rollout_fdw.merge_after_generations are 0."),
+				 errhint("Without them, committed rows stay in the memtable and WAL until rollout_flush() runs.")));
+}
+
+static SweptStore *
+sweeper_remember(const char *location, const char *store_name)
+{
+	ListCell   *lc;
+	SweptStore *swept;
+	MemoryContext oldcontext;
+
+	foreach(lc, swept_stores)
+	{
+		swept = lfirst(lc);
+		if (strcmp(swept->store_name, store_name) == 0 &&
+			((swept->location == NULL && location == NULL) ||
+			 (swept->location && location && strcmp(swept->location, location) == 0)))
+			return swept;
+	}
+	oldcontext = MemoryContextSwitchTo(sweeper_context);
+	swept = palloc0(sizeof(SweptStore));
+	swept->location = location ? pstrdup(location) : NULL;
+	swept->store_name = pstrdup(store_name);
+	swept->last_flush = GetCurrentTimestamp();
+	swept->last_gc = GetCurrentTimestamp();
+	swept_stores = lappend(swept_stores, swept);
+	MemoryContextSwitchTo(oldcontext);
+	return swept;
+}
+
+/*
+ * The rollout tables of this database, one per store (a transaction must be
+ * open).  Empty when the extension is not installed here.
+ */
+static List *
+sweeper_find_tables(void)
+{
+	List	   *tables = NIL;
+	List	   *seen = NIL;
+	int			ret;
+
+	if (!OidIsValid(get_extension_oid("rollout_fdw", true)))
+		return NIL;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	ret = SPI_execute("SELECT c.oid FROM pg_catalog.pg_class c"
+					  " JOIN pg_catalog.pg_foreign_table ft ON ft.ftrelid = c.oid"
+					  " JOIN pg_catalog.pg_foreign_server s ON s.oid = ft.ftserver"
+					  " JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw"
+					  " JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::regclass"
+					  "   AND d.objid = w.fdwhandler AND d.deptype = 'e'"
+					  " JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid AND e.extname = 'rollout_fdw'"
+					  " ORDER BY c.oid", true, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not list rollout tables: SPI_execute returned %d", ret);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Oid			relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+														   SPI_tuptable->tupdesc, 1,
+														   &isnull));
+		RolloutTableOptions *options = rollout_table_options(relid);
+		char	   *identity = psprintf("%s|%s", options->location ? options->location : "",
+										options->store_name);
+		MemoryContext oldcontext;
+
+		if (list_member(seen, makeString(identity)))
+			continue;
+		oldcontext = MemoryContextSwitchTo(sweeper_context);
+		seen = lappend(seen, makeString(identity));
+		tables = lappend_oid(tables, relid);
+		MemoryContextSwitchTo(oldcontext);
+	}
+	SPI_finish();
+	return tables;
+}
+
+/* Does this cluster's shard have enough pending generations to merge? */
+static bool
+sweeper_merge_due(RolloutStore *store)
+{
+	ShardManifest *shard = shard_manifest_read_latest(store, store->shard);
+	BaseManifest *base;
+	int64		merged;
+	int			pending = 0;
+	ListCell   *lc;
+
+	if (list_length(shard->generations) < rollout_merge_after_generations)
+		return false;
+	base = base_manifest_read_latest(store);
+	merged = base_manifest_merged_generation(base, store->shard);
+	foreach(lc, shard->generations)
+		if (((GenerationEntry *) lfirst(lc))->number > merged)
+			pending++;
+	return pending >= rollout_merge_after_generations;
+}
+
+/* Flush, merge and collect one store, in the current transaction. */
+static void
+sweeper_maintain(Oid relid, SweptStore *swept)
+{
+	Relation	rel = table_open(relid, AccessShareLock);
+	RolloutStore *store = rollout_store_for_relation(rel);
+	TimestampTz now = GetCurrentTimestamp();
+
+	(void) shared_store_slot(store);	/* make it visible in the view */
+
+	/*
+	 * Flush on its interval; look for merges at the same cadence (every
+	 * SWEEPER_MERGE_CHECK_S when flushing is off): generations only appear
+	 * with flushes, and each look costs manifest reads.
+	 */
+	if (TimestampDifferenceExceeds(swept->last_flush, now,
+								   (rollout_flush_interval_s > 0
+									? rollout_flush_interval_s
+									: SWEEPER_MERGE_CHECK_S) * 1000))
+	{
+		swept->last_flush = now;
+		if (rollout_flush_interval_s > 0)
+			(void) rollout_flush_shard(store);
+		if (rollout_merge_after_generations > 0 && sweeper_merge_due(store))
+			(void) rollout_merge_shard(store, 0, false);
+	}
+	if (rollout_gc_interval_s > 0 &&
+		TimestampDifferenceExceeds(swept->last_gc, now, rollout_gc_interval_s * 1000))
+	{
+		swept->last_gc = now;
+		(void) rollout_gc_store(store, Max(rollout_gc_grace_s, rollout_min_gc_grace_seconds));
+	}
+	table_close(rel, AccessShareLock);
+}
+
+/*
+ * Handle one store in its own transaction.  An error is logged and recorded
+ * (rollout_stat_stores.last_error), and the store is tried again next pass.
+ */
+static void
+sweeper_sweep_store(Oid relid)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	SweptStore *volatile swept = NULL;
+
+	PG_TRY();
+	{
+		RolloutTableOptions *options;
+
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		options = rollout_table_options(relid);
+		swept = sweeper_remember(options->location, options->store_name);
+		sweeper_maintain(relid, swept);
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		if (swept != NULL)
+			ereport(LOG,
+					(errmsg("rollout_fdw sweeper: store \"%s\": %s",
+							swept->store_name, edata->message)));
+		else
+			ereport(LOG,
+					(errmsg("rollout_fdw sweeper: rollout table %u: %s",
+							relid, edata->message)));
+		if (swept != NULL)
+			shared_store_note_error_by_name(swept->location ? swept->location
+											: objstore_default_location(),
+											swept->store_name,
+											rollout_current_shard_id(),
+											edata->message);
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+}
+
+static void
+sweeper_pass(void)
+{
+	List	   *tables;
+	ListCell   *lc;
+
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	tables = sweeper_find_tables();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+
+	foreach(lc, tables)
+	{
+		CHECK_FOR_INTERRUPTS();
+		sweeper_sweep_store(lfirst_oid(lc));
+	}
+}
+
+/* ----------------------------------------------------------------
+ * Main loop
+ * ----------------------------------------------------------------
+ */
+
+void
+rollout_sweeper_main(Datum main_arg)
+{
+	MemoryContext pass_context;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(MyBgworkerEntry->bgw_extra, NULL, 0);
+	pgstat_report_appname("rollout_fdw sweeper");
+
+	sweeper_context = AllocSetContextCreate(TopMemoryContext, "rollout sweeper",
+											ALLOCSET_DEFAULT_SIZES);
+	pass_context = AllocSetContextCreate(TopMemoryContext, "rollout sweeper pass",
+										 ALLOCSET_DEFAULT_SIZES);
+	ereport(LOG,
+			(errmsg("rollout_fdw sweeper started for database \"%s\"",
+					MyBgworkerEntry->bgw_extra)));
+	sweeper_warn_if_idle();
+
+	for (;;)
+	{
+		MemoryContext oldcontext;
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 SWEEPER_PASS_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			sweeper_warn_if_idle();
+		}
+		oldcontext = MemoryContextSwitchTo(pass_context);
+		sweeper_pass();
+		MemoryContextSwitchTo(oldcontext);
+		MemoryContextReset(pass_context);
+	}
+}
