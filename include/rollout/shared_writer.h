@@ -102,6 +102,12 @@ extern void shared_store_note_error_by_name(const char *location,
 											const char *shard,
 											const char *message);
 
+/*
+ * The rows in the memtable (not counting ingest segments it names); false
+ * when the writer is not ready (the WAL tail is then only on the store).
+ */
+extern bool shared_memtable_rows(SharedStoreSlot *slot, int64 *rows);
+
 /* The memtable's age: when its oldest batch became durable (0 if empty). */
 extern TimestampTz shared_memtable_oldest(SharedStoreSlot *slot, int64 *bytes);
 

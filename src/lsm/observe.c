@@ -7,9 +7,10 @@
  * base rows (fragments) plus the rows of generations not yet merged.  It
  * counts versions, so it is an upper bound of the distinct keys that
  * becomes exact once merges and a full compaction have removed shadowed
- * versions.  The rows of unflushed WAL entries are not in any manifest: the
- * cheap mode reports how many entries there are, and the exact mode counts
- * their rows.
+ * versions.  The rows of unflushed WAL entries are not in any manifest: with
+ * the shared-memory writer the memtable knows them; without it the cheap
+ * mode reports how many entries there are, and the exact mode counts their
+ * rows.
  *
  * The exact count is what SELECT count(*) returns: the deduplicating read
  * over the same snapshot, decoding only the key and version columns.
@@ -22,6 +23,7 @@
 
 #include "rollout/maintenance.h"
 #include "rollout/merge_read.h"
+#include "rollout/shared_writer.h"
 #include "rollout/snapshot.h"
 #include "rollout/wal.h"
 
@@ -80,6 +82,19 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 	}
 	result.row_count = result.base_rows + result.generation_rows;
 
+	/* with the shared-memory writer, the memtable knows its rows */
+	{
+		SharedStoreSlot *slot = shared_store_lookup(store);
+		int64		rows;
+
+		if (slot != NULL && shared_memtable_rows(slot, &rows))
+		{
+			result.unflushed_known = true;
+			result.unflushed_rows = rows;
+			result.row_count += rows;
+		}
+	}
+
 	if (exact)
 	{
 		RolloutSnapshot *snapshot = rollout_snapshot_take(store, all_wal_tails);
@@ -94,13 +109,24 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 		merge_read_end(read);
 		result.exact_known = true;
 
-		/* unflushed rows: the row counts in the WAL entries' footers */
+		/*
+		 * unflushed rows: memtable batches and the ingest segments they
+		 * name know theirs; WAL entries say it in their footers
+		 */
+		if (result.unflushed_known)
+			result.row_count -= result.unflushed_rows;
+		result.unflushed_rows = 0;
 		foreach(lc, snapshot->sources)
 		{
 			SnapshotSource *source = lfirst(lc);
 			SegmentReader *reader;
 			ListCell   *ic;
 
+			if (source->kind == SNAPSHOT_MEMTABLE || source->kind == SNAPSHOT_INGEST)
+			{
+				result.unflushed_rows += Max(source->rows, 0);
+				continue;
+			}
 			if (source->kind != SNAPSHOT_WAL_ENTRY)
 				continue;
 			CHECK_FOR_INTERRUPTS();

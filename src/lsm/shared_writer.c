@@ -1082,6 +1082,18 @@ shared_memtable_trim(SharedStoreSlot *slot, int64 upto_position)
 	LWLockRelease(&slot->lock);
 }
 
+bool
+shared_memtable_rows(SharedStoreSlot *slot, int64 *rows)
+{
+	bool		ready;
+
+	LWLockAcquire(&slot->lock, LW_SHARED);
+	ready = slot->writer_state == WRITER_READY;
+	*rows = slot->mem_rows;
+	LWLockRelease(&slot->lock);
+	return ready;
+}
+
 TimestampTz
 shared_memtable_oldest(SharedStoreSlot *slot, int64 *bytes)
 {

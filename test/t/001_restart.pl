@@ -13,15 +13,26 @@ use strict;
 use warnings;
 
 use File::Basename qw(basename);
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use RolloutTest qw(preload configure_node wal_entry);
 use Test::More;
+
+# Positions and generation numbers differ by design between the two modes
+# (test/perl/RolloutTest.pm).  With the shared-memory writer (preload) the
+# first commit after each startup claims the shard: it flushes the durable
+# WAL tail into a generation (the replay), then writes a fence marker at the
+# next position, and the commit itself lands one position later.  This test
+# commits from one session at a time, so every group commit carries exactly
+# one transaction and positions otherwise advance as in plain mode.
+my $pre = preload();
 
 my $node = PostgreSQL::Test::Cluster->new('restart');
 $node->init;
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = '$ENV{ROLLOUT_TEST_PRELOAD}'")
-  if $ENV{ROLLOUT_TEST_PRELOAD};
+configure_node($node);
 $node->start;
 
 my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
@@ -51,6 +62,28 @@ sub wal_positions
 	  map { /^(\d{20})\.wal$/ ? $1 + 0 : () } readdir($dh);
 	closedir($dh);
 	return @p;
+}
+
+# "position:kind:transactions" of each WAL entry, to tell fence markers from
+# entries with rows.
+sub wal_kinds
+{
+	return map {
+		my $m = wal_entry($wal_dir, $_);
+		defined $m ? "$_:$m->{kind}:$m->{transactions}" : "$_:unreadable"
+	} wal_positions();
+}
+
+# The newest shard manifest's generations as "number:first-last:rows".
+sub generations
+{
+	my $dir = "$location/durable/shards/$shard/_manifest";
+	opendir(my $dh, $dir) or die "opendir $dir: $!";
+	my @m = sort grep { /^\d{20}\.json$/ } readdir($dh);
+	closedir($dh);
+	my $doc = decode_json(slurp_file("$dir/$m[-1]"));
+	return map { "$_->{number}:$_->{first_position}-$_->{last_position}:$_->{rows}" }
+	  sort { $a->{number} <=> $b->{number} } @{ $doc->{generations} };
 }
 
 # Scratch files of the extension (segments being built) in pgsql_tmp, and
