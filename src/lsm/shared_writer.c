@@ -425,6 +425,12 @@ shared_writer_claim(RolloutStore *store, SharedStoreSlot *slot)
 								  manifest->replay_after) != NIL)
 			continue;			/* a write landed meanwhile: flush it too */
 
+		/*
+		 * A writer reopening after a fence may still hold batches of its
+		 * old epoch: they are durable entries, sealed by now.
+		 */
+		shared_memtable_trim(slot, manifest->replay_after);
+
 		manifest->writer_epoch++;
 		manifest->epoch_start_position = manifest->replay_after + 1;
 		if (shard_manifest_commit(store, manifest) != MANIFEST_COMMITTED)

@@ -113,8 +113,16 @@ $node->safe_psql('postgres',
 $node->safe_psql('postgres',
 	join('', map { "INSERT INTO t VALUES ('s" . sprintf('%02d', $_) . "', " . (1000 + $_) . ", '{\"single\": $_}');\n" } 0 .. 19));
 
-is_deeply([ wal_positions() ], [ 1 .. 21 ],
-	'21 committed transactions made WAL positions 1..21');
+# plain: positions 1..21.  preload: the first commit claimed the shard (empty
+# WAL, nothing to replay), so 1 is the fence marker (no rows, 0 transactions)
+# and the 21 transactions are 2..22.
+is_deeply([ wal_kinds() ],
+	$pre
+	? [ '1:fence:0', map { "$_:wal:1" } 2 .. 22 ]
+	: [ map { "$_:wal:1" } 1 .. 21 ],
+	$pre
+	? '21 committed transactions made WAL positions 2..22 after the claim\'s fence at 1'
+	: '21 committed transactions made WAL positions 1..21');
 is_deeply([ leftover_scratch_files() ], [],
 	'no scratch files are left after successful commits');
 
@@ -137,7 +145,10 @@ $node->safe_psql('postgres', q{INSERT INTO t VALUES ('k005', 500005, '{"version"
 $node->safe_psql('postgres', q{INSERT INTO t VALUES ('u00', 70000, '{"version": 2}')});
 $node->safe_psql('postgres', q{INSERT INTO t VALUES ('u00', 700000, '{"version": 3}')});
 
-is_deeply([ wal_positions() ], [ 1 .. 28 ], 'seven more commits made positions 22..28');
+# one position later in preload (the fence at 1)
+my $p0 = $pre ? 1 : 0;
+is_deeply([ wal_positions() ], [ 1 .. 28 + $p0 ],
+	'seven more commits made positions ' . (22 + $p0) . '..' . (28 + $p0));
 
 # ---------------------------------------------------------------------------
 # Aborted transactions leave nothing: ROLLBACK, a failing statement after the
@@ -157,7 +168,7 @@ $node->safe_psql('postgres',
 	q{INSERT INTO t SELECT 'aborted-cast-' || i, (CASE WHEN i < 5 THEN i::text ELSE 'x' END)::int, '{}' FROM generate_series(1, 10) i});
 isnt($ret, 0, 'an INSERT failing halfway fails');
 
-is_deeply([ wal_positions() ], [ 1 .. 29 ],
+is_deeply([ wal_positions() ], [ 1 .. 29 + $p0 ],
 	'aborted transactions wrote no WAL entry; the savepoint transaction wrote one');
 is_deeply([ leftover_scratch_files() ], [],
 	'no scratch files are left after aborts and commits');
@@ -223,8 +234,17 @@ INSERT INTO t SELECT 'aborted-spa-' || i, 1, jsonb_build_object('pad', repeat('v
 ROLLBACK;});
 $expected_count += 3000 + 1500;
 $expected_sum += 3000 + 1500;
-is_deeply([ wal_positions() ], [ 1 .. 33 ],
-	'the two committed spilling transactions made positions 32 and 33, the aborted one nothing');
+# plain: c.. at 30, k006 at 31, the spilling ones at 32 and 33.  preload: the
+# first commit after the restart claimed the shard again: it flushed the tail
+# 23..30 into generation 2, wrote the fence at 31 (epoch 2), and the four
+# commits are 32..35.
+my $p1 = $pre ? 2 : 0;
+is_deeply([ wal_kinds() ],
+	$pre
+	? [ '1:fence:0', (map { "$_:wal:1" } 2 .. 30), '31:fence:0', map { "$_:wal:1" } 32 .. 35 ]
+	: [ map { "$_:wal:1" } 1 .. 33 ],
+	'the two committed spilling transactions made positions ' . (32 + $p1) . ' and '
+	  . (33 + $p1) . ', the aborted one nothing');
 my $pgsql_tmp = $node->data_dir . '/base/pgsql_tmp';
 my @tmp_left = -d $pgsql_tmp ? glob("$pgsql_tmp/*") : ();
 is_deeply(\@tmp_left, [], 'spilled transactions leave no temporary file behind');
@@ -241,24 +261,60 @@ $node->stop('immediate');
 $node->start;
 is($node->safe_psql('postgres', $fingerprint_sql), $before_crash,
 	'after an immediate stop every committed row and version survives');
-is_deeply([ wal_positions() ], [ 1 .. 33 ], 'the WAL still holds positions 1..33');
+is_deeply([ wal_positions() ], [ 1 .. 33 + $p1 ],
+	'the WAL still holds positions 1..' . (33 + $p1));
 
 # Writing after the crash continues at the next position, overwriting nothing.
 $node->safe_psql('postgres', q{INSERT INTO t VALUES ('after-crash', 7, '{}')});
-is_deeply([ wal_positions() ], [ 1 .. 34 ],
-	'the first commit after the crash lands at position 34');
+# preload: this commit claimed the shard a third time: the replay flushed
+# 31..35 (generation 3 with the WAL rows, generations 4 and 5 adopting the two
+# ingest segments), the fence of epoch 3 is at 36 and the commit at 37.
+is_deeply([ wal_kinds() ],
+	$pre
+	? [ '1:fence:0', (map { "$_:wal:1" } 2 .. 30), '31:fence:0', (map { "$_:wal:1" } 32 .. 35),
+		'36:fence:0', '37:wal:1' ]
+	: [ map { "$_:wal:1" } 1 .. 34 ],
+	'the first commit after the crash lands at position ' . ($pre ? 37 : 34));
 $expected_count += 1;
 $expected_sum += 7;
 
 # Flushing everything after the crash changes nothing visible.  The two
 # transactions that spilled to disk were staged as ingest segments; flush
 # adopts each as a generation of its own, so the newest is generation 4.
-is( $node->safe_psql('postgres', q{SELECT rows_flushed, generation FROM rollout_flush('t')}),
-	'4559|4',
-	'flush after the crash seals positions 22..34 (4559 rows; two spilled transactions adopted) up to generation 4');
-is( $node->safe_psql('postgres',
-		q{SELECT generations FROM rollout_observe('t')}),
-	'4', 'generations 1 (before the crash), 2 (the WAL rows) and 3 and 4 (the adopted ingest segments) are pending');
+#
+# plain: this flush seals 22..34: 32 rows of 22..29 after deduplication (u00
+# three times, k005 twice), 25 + 1 + 1 of 30, 31 and 34 = 59 rows in
+# generation 2, and adopts the ingest segments of 32 (3000 rows) and 33 (1500
+# rows) as generations 3 and 4: 4559 rows, newest generation 4.
+# preload: the claims already flushed 23..30 (generation 2: 32 rows) and
+# 31..35 (generation 3: 26 rows; 4 and 5: the ingest segments); this flush
+# writes the memtable, positions 36..37 (the fence and 'after-crash'): 1 row
+# into generation 6.  Both modes hold the same 4679 physical rows in
+# generations.
+if ($pre)
+{
+	is( $node->safe_psql('postgres', q{SELECT rows_flushed, generation FROM rollout_flush('t')}),
+		'1|6',
+		'flush after the crash seals the memtable (positions 36..37, 1 row) into generation 6');
+	is( $node->safe_psql('postgres', q{SELECT generations FROM rollout_observe('t')}),
+		'6',
+		'generations 1, 2 (restart replay), 3 (crash replay), 4 and 5 (adopted ingest segments) and 6 are pending');
+	is_deeply([ generations() ],
+		[ '1:1-22:120', '2:23-30:32', '3:31-35:26', '4:34-34:3000', '5:35-35:1500', '6:36-37:1' ],
+		'the generations tile positions 1..37, each replay and flush exactly once');
+}
+else
+{
+	is( $node->safe_psql('postgres', q{SELECT rows_flushed, generation FROM rollout_flush('t')}),
+		'4559|4',
+		'flush after the crash seals positions 22..34 (4559 rows; two spilled transactions adopted) up to generation 4');
+	is( $node->safe_psql('postgres', q{SELECT generations FROM rollout_observe('t')}),
+		'4', 'generations 1 (before the crash), 2 (the WAL rows) and 3 and 4 (the adopted ingest segments) are pending');
+	is_deeply([ generations() ],
+		[ '1:1-21:120', '2:22-34:59', '3:32-32:3000', '4:33-33:1500' ],
+		'the generations tile positions 1..34, each flushed exactly once');
+}
+
 my $after_flush = $node->safe_psql('postgres', $fingerprint_sql);
 ($count, $distinct, $sum) = split /\|/, $after_flush;
 is($count, $expected_count, "count(*) is $expected_count after the second flush");
