@@ -390,7 +390,22 @@ wal_append_file(RolloutStore *store, const char *segment_path,
 					 errdetail("The entry there has writer epoch %lld; this writer has epoch %lld. Nothing was overwritten.",
 							   (long long) owner->epoch, (long long) metadata->epoch),
 					 errhint("Another cluster is writing this shard. Give each cluster its own rollout_fdw.shard_id.")));
+		/*
+		 * A concurrent committer of this shard was first.  Under contention
+		 * many were: jump to the current tip instead of probing one position
+		 * (and one copy of our entry) at a time, which could leave this
+		 * backend behind for good.
+		 */
 		tip = position;
+		entries = wal_contiguous_prefix(wal_list_after(store, store->shard, tip), tip);
+		if (entries != NIL)
+		{
+			WalEntryRef *last = llast(entries);
+
+			wal_check_tip_owner(store, last->key, last->position, metadata->epoch);
+			tip = last->position;
+		}
+		store->wal_tip_hint = tip;
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
