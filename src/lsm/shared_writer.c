@@ -832,6 +832,14 @@ shared_store_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 
 	shared_writer_ensure_ready(store, slot);
 
+	/*
+	 * The claim created these for the store it saw; this backend's store
+	 * object (a table created since, a store recreated under the same name)
+	 * makes sure of them once more.  Both are no-ops once done.
+	 */
+	rollout_store_ensure_created(store);
+	rollout_store_register_shard(store);
+
 	initStringInfo(&refs);
 	request_append_ingest(&refs, ingest);
 	size = offsetof(CommitRequest, data) + (rows ? rows->len : 0) + refs.len;

@@ -18,7 +18,9 @@
 # /tmp/rollout_bench/work; wiped at start), BENCH_PORT (default 5497), BENCH_ROWS
 # (rows of the COPY and scan data set; 1000000, smoke 3000), BENCH_DURATION
 # (seconds per pgbench throughput/latency run; 8), BENCH_RUNS (runs per figure; 3),
-# MAKE_JOBS (2).
+# BENCH_PRELOAD (shared_preload_libraries of the cluster; default rollout_fdw, the
+# recommended configuration with group commit and memtable; set it empty to measure
+# the plain extension), MAKE_JOBS (2).
 #
 # What it does (docs/PERFORMANCE.md explains every workload):
 #   1. make && make install (unless --no-build);
@@ -182,6 +184,10 @@ if [ "$build" = 1 ]; then
 fi
 [ -f "$("$PG_CONFIG" --sharedir)/extension/rollout_fdw.control" ] || die "rollout_fdw is not installed (run without --no-build)"
 
+SO=$("$PG_CONFIG" --pkglibdir)/rollout_fdw.so
+so_sum() { sha256sum "$SO" | cut -c1-12; }
+SO_SUM=$(so_sum)
+
 CURRENT="cluster"
 if [ -e "$DIR" ]; then
 	[ -f "$MARKER" ] || die "$DIR exists and was not made by run.sh; remove it or set BENCH_DIR"
@@ -227,6 +233,7 @@ jit = off
 logging_collector = off
 log_min_messages = warning
 log_checkpoints = on
+shared_preload_libraries = '${BENCH_PRELOAD-rollout_fdw}'
 EOF
 touch "$DIR/postgresql.log"
 chown postgres: "$DIR/postgresql.log"
@@ -626,6 +633,8 @@ mode=full
 	echo
 	echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GB", $2 / 1048576}' /proc/meminfo) RAM," \
 		"PostgreSQL $("$PG_CONFIG" --version | awk '{print $2}'), rollout_fdw $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' (modified)')," \
+		"installed rollout_fdw.so sha256 $SO_SUM$([ "$(so_sum)" = "$SO_SUM" ] || echo ' (CHANGED during the run: someone reinstalled the extension; figures mix builds)')," \
+		"shared_preload_libraries '${BENCH_PRELOAD-rollout_fdw}'," \
 		"$ROWS rows, $RUNS runs per figure (median), pgbench runs of $([ "$smoke" = 1 ] && echo "a few transactions per client" || echo "${DURATION}s"), total $(($(date +%s) - T0)) s."
 	echo
 	echo "$table"
