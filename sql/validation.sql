@@ -136,3 +136,22 @@ DROP OWNED BY rollout_v_creator;
 DROP ROLE rollout_v_creator;
 DROP SERVER v_dummy_server;
 DROP FOREIGN DATA WRAPPER v_dummy_fdw;
+
+-- object-store options: values are checked, and credentials belong in user
+-- mappings, never in server options
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (url_style 'sideways');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (request_timeout '0');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (connect_timeout 'soon');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (endpoint 'ftp://example');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (verify_tls 'maybe');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (secret_access_key 'leak');
+CREATE SERVER v_remote FOREIGN DATA WRAPPER rollout_fdw
+    OPTIONS (endpoint 'http://127.0.0.1:9', region 'eu-west-1', url_style 'path',
+             connect_timeout '2', request_timeout '5', verify_tls 'true');
+CREATE USER MAPPING FOR CURRENT_USER SERVER v_remote
+    OPTIONS (access_key_id 'AKIDEXAMPLE', secret_access_key 'not-a-real-secret');
+CREATE USER MAPPING FOR PUBLIC SERVER v_remote OPTIONS (location 'file:///tmp');
+CREATE USER MAPPING FOR PUBLIC SERVER v_remote OPTIONS (sas_token 'sv=2021&sig=x', account_key 'a2V5');
+DROP USER MAPPING FOR PUBLIC SERVER v_remote;
+DROP USER MAPPING FOR CURRENT_USER SERVER v_remote;
+DROP SERVER v_remote;

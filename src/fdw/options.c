@@ -45,6 +45,20 @@ typedef struct RolloutOption
 
 static const RolloutOption rollout_options[] = {
 	{"location", ForeignServerRelationId},
+	/* object-store servers (s3://, az://) */
+	{"endpoint", ForeignServerRelationId},
+	{"region", ForeignServerRelationId},
+	{"url_style", ForeignServerRelationId},
+	{"connect_timeout", ForeignServerRelationId},
+	{"request_timeout", ForeignServerRelationId},
+	{"ca_file", ForeignServerRelationId},
+	{"verify_tls", ForeignServerRelationId},
+	/* credentials: only in user mappings, never in server options */
+	{"access_key_id", UserMappingRelationId},
+	{"secret_access_key", UserMappingRelationId},
+	{"session_token", UserMappingRelationId},
+	{"account_key", UserMappingRelationId},
+	{"sas_token", UserMappingRelationId},
 	{"store", ForeignTableRelationId},
 	{"key", ForeignTableRelationId},
 	{"read_wal_tail", ForeignTableRelationId},
@@ -154,8 +168,41 @@ rollout_fdw_validator(PG_FUNCTION_ARGS)
 						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 						 errmsg("invalid value for option \"key\": the column name is empty")));
 		}
-		else if (strcmp(def->defname, "read_wal_tail") == 0)
+		else if (strcmp(def->defname, "read_wal_tail") == 0 ||
+				 strcmp(def->defname, "verify_tls") == 0)
 			(void) defGetBoolean(def);
+		else if (strcmp(def->defname, "url_style") == 0)
+		{
+			char	   *value = defGetString(def);
+
+			if (strcmp(value, "path") != 0 && strcmp(value, "virtual") != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+						 errmsg("invalid value for option \"url_style\": \"%s\"", value),
+						 errdetail("It must be \"path\" or \"virtual\".")));
+		}
+		else if (strcmp(def->defname, "connect_timeout") == 0 ||
+				 strcmp(def->defname, "request_timeout") == 0)
+		{
+			char	   *value = defGetString(def);
+			int			seconds;
+
+			if (!parse_int(value, &seconds, 0, NULL) || seconds < 1)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+						 errmsg("invalid value for option \"%s\": \"%s\"", def->defname, value),
+						 errdetail("It must be a positive number of seconds.")));
+		}
+		else if (strcmp(def->defname, "endpoint") == 0)
+		{
+			char	   *value = defGetString(def);
+
+			if (strncmp(value, "http://", 7) != 0 && strncmp(value, "https://", 8) != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+						 errmsg("invalid value for option \"endpoint\": \"%s\"", value),
+						 errdetail("It must be an http:// or https:// URL.")));
+		}
 		else if (strcmp(def->defname, "batch_size") == 0)
 		{
 			char	   *value = defGetString(def);
@@ -319,6 +366,7 @@ typedef struct StoreCacheEntry
 {
 	Oid			relid;			/* hash key */
 	bool		valid;
+	Oid			userid;			/* whose user mapping the store was opened with */
 	RolloutStore *store;
 } StoreCacheEntry;
 
@@ -359,6 +407,40 @@ rollout_store_cache_init(void)
 	CacheRegisterSyscacheCallback(USERMAPPINGOID, store_cache_invalidate_all, (Datum) 0);
 }
 
+/*
+ * The options an object-store backend gets: the server's, then the current
+ * user's mapping's (or PUBLIC's), which hold any credentials.  A missing
+ * mapping is no error: a file:// store needs none, and a remote backend
+ * reports missing credentials itself.
+ */
+static List *
+rollout_location_options(Oid serverid)
+{
+	List	   *options = list_copy(GetForeignServer(serverid)->options);
+	Oid			users[2] = {GetUserId(), InvalidOid};
+
+	for (int i = 0; i < 2; i++)
+	{
+		HeapTuple	tuple = SearchSysCache2(USERMAPPINGUSERSERVER,
+											ObjectIdGetDatum(users[i]),
+											ObjectIdGetDatum(serverid));
+
+		if (HeapTupleIsValid(tuple))
+		{
+			bool		isnull;
+			Datum		datum = SysCacheGetAttr(USERMAPPINGUSERSERVER, tuple,
+												Anum_pg_user_mapping_umoptions,
+												&isnull);
+
+			if (!isnull)
+				options = list_concat(options, untransformRelOptions(datum));
+			ReleaseSysCache(tuple);
+			break;
+		}
+	}
+	return options;
+}
+
 /* Describe a foreign table for the lsm layer. */
 static RolloutStoreSpec *
 store_spec_for_relation(Relation rel)
@@ -368,7 +450,7 @@ store_spec_for_relation(Relation rel)
 	TupleDesc	tupdesc = RelationGetDescr(rel);
 
 	spec->location = options->location;
-	spec->location_options = GetForeignServer(GetForeignTable(RelationGetRelid(rel))->serverid)->options;
+	spec->location_options = rollout_location_options(GetForeignTable(RelationGetRelid(rel))->serverid);
 	spec->store_name = options->store_name;
 	spec->key_column = options->key_column;
 	spec->columns = palloc0(sizeof(RolloutColumnSpec) * Max(tupdesc->natts, 1));
@@ -419,12 +501,16 @@ rollout_store_for_relation(Relation rel)
 	 */
 	if (entry->valid && strcmp(entry->store->shard, rollout_current_shard_id()) != 0)
 		entry->valid = false;
+	/* credentials come from the current user's mapping */
+	if (entry->valid && entry->userid != GetUserId())
+		entry->valid = false;
 	if (!entry->valid)
 	{
 		RolloutStoreSpec *spec = store_spec_for_relation(rel);
 
 		entry->store = NULL;
 		entry->store = rollout_store_open(spec, store_cache_context);
+		entry->userid = GetUserId();
 		entry->valid = true;
 	}
 	return entry->store;

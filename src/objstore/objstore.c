@@ -30,13 +30,13 @@
 #include "miscadmin.h"
 #include "rollout/objstore.h"
 
+#include "objstore_backend.h"
+
 /*
  * Backend constructors.  They are private to the objstore layer, so they are
  * declared here rather than in the public header; each backend file repeats
  * its own prototype.
  */
-extern void file_store_open(ObjectStore *store, const char *root_path,
-							bool create_root);
 
 /* The folder under the data directory that holds the embedded default. */
 #define OBJSTORE_DEFAULT_FOLDER "rollout_fdw"
@@ -97,6 +97,70 @@ path_has_dot_dot_component(const char *path)
 }
 
 /*
+ * Split "first[/second]/prefix..." of an s3:// (parts = 1: bucket) or az://
+ * (parts = 2: account, container) location.  Returns NULL when valid, else
+ * a sentence for an errdetail.  Names follow the services' rules: S3
+ * buckets 3-63 of [a-z0-9.-], Azure accounts 3-24 of [a-z0-9], containers
+ * 3-63 of [a-z0-9-]; the prefix may be empty and never holds "..".
+ */
+static char *
+parse_bucket_location(const char *rest, int parts, char **first, char **second,
+					  char **prefix)
+{
+	const char *p = rest;
+
+	for (int part = 0; part < parts; part++)
+	{
+		const char *end = strchr(p, '/');
+		size_t		len = end ? (size_t) (end - p) : strlen(p);
+		char	   *name = pnstrdup(p, len);
+		const char *allowed;
+		size_t		min_len = 3;
+		size_t		max_len;
+
+		if (parts == 1)
+		{
+			allowed = "abcdefghijklmnopqrstuvwxyz0123456789.-";
+			max_len = 63;
+		}
+		else if (part == 0)
+		{
+			allowed = "abcdefghijklmnopqrstuvwxyz0123456789";
+			max_len = 24;
+		}
+		else
+		{
+			allowed = "abcdefghijklmnopqrstuvwxyz0123456789-";
+			max_len = 63;
+		}
+		if (len < min_len || len > max_len || strspn(name, allowed) != len)
+			return psprintf("\"%s\" is not a valid %s name (%zu to %zu of \"%s\").",
+							name,
+							parts == 1 ? "bucket" : (part == 0 ? "storage account" : "container"),
+							min_len, max_len, allowed);
+		if (part == 0)
+			*first = name;
+		else
+			*second = name;
+		if (end == NULL)
+		{
+			if (part + 1 < parts)
+				return pstrdup("An az:// location names an account and a container: az://account/container/prefix.");
+			p += len;
+			break;
+		}
+		p = end + 1;
+	}
+	*prefix = pstrdup(p);
+	/* no empty components, no "..", no trailing slash needed */
+	while (strlen(*prefix) > 0 && (*prefix)[strlen(*prefix) - 1] == '/')
+		(*prefix)[strlen(*prefix) - 1] = '\0';
+	if (strstr(*prefix, "//") != NULL || path_has_dot_dot_component(*prefix))
+		return pstrdup("The prefix must not contain empty or \"..\" components.");
+	return NULL;
+}
+
+/*
  * objstore_check_location
  *		Check a location string without opening it.
  *
@@ -140,10 +204,27 @@ objstore_check_location(const char *location)
 	}
 
 	if (strncmp(location, S3_SCHEME_PREFIX, strlen(S3_SCHEME_PREFIX)) == 0)
-		return pstrdup("The s3 backend is not available in this build.");
+	{
+		char	   *bucket;
+		char	   *prefix;
+
+		if (!s3_store_available())
+			return pstrdup("The s3 backend is not available in this build.");
+		return parse_bucket_location(location + strlen(S3_SCHEME_PREFIX), 1,
+									 &bucket, NULL, &prefix);
+	}
 
 	if (strncmp(location, AZURE_SCHEME_PREFIX, strlen(AZURE_SCHEME_PREFIX)) == 0)
-		return pstrdup("The az (Azure Blob Storage) backend is not available in this build.");
+	{
+		char	   *account;
+		char	   *container;
+		char	   *prefix;
+
+		if (!azure_store_available())
+			return pstrdup("The az (Azure Blob Storage) backend is not available in this build.");
+		return parse_bucket_location(location + strlen(AZURE_SCHEME_PREFIX), 2,
+									 &account, &container, &prefix);
+	}
 
 	return pstrdup("A location must start with file://, s3:// or az://.");
 }
@@ -178,12 +259,33 @@ objstore_open(const char *location, List *options)
 				 errmsg("invalid location \"%s\"", location),
 				 errdetail("%s", message)));
 
-	/* Only file:// passes the check in this build. */
-	Assert(strncmp(location, FILE_SCHEME_PREFIX,
-				   strlen(FILE_SCHEME_PREFIX)) == 0);
-
 	store = palloc0(sizeof(ObjectStore));
 	store->location = pstrdup(location);
+
+	if (strncmp(location, S3_SCHEME_PREFIX, strlen(S3_SCHEME_PREFIX)) == 0)
+	{
+		char	   *bucket;
+		char	   *prefix;
+
+		store->scheme = pstrdup("s3");
+		(void) parse_bucket_location(location + strlen(S3_SCHEME_PREFIX), 1,
+									 &bucket, NULL, &prefix);
+		s3_store_open(store, bucket, prefix, options);
+		return store;
+	}
+	if (strncmp(location, AZURE_SCHEME_PREFIX, strlen(AZURE_SCHEME_PREFIX)) == 0)
+	{
+		char	   *account;
+		char	   *container;
+		char	   *prefix;
+
+		store->scheme = pstrdup("az");
+		(void) parse_bucket_location(location + strlen(AZURE_SCHEME_PREFIX), 2,
+									 &account, &container, &prefix);
+		azure_store_open(store, account, container, prefix, options);
+		return store;
+	}
+
 	store->scheme = pstrdup("file");
 
 	/* Drop repeated and trailing slashes so that keys join cleanly. */
