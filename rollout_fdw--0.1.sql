@@ -176,7 +176,8 @@ CREATE FUNCTION rollout_stat_stores(
     OUT last_gc_ms float8,
     OUT last_error text,
     OUT last_error_at timestamptz,
-    OUT shared_writer boolean)
+    OUT shared_writer boolean,
+    OUT errors bigint)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'rollout_stat_stores'
 LANGUAGE C STRICT;

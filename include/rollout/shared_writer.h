@@ -138,6 +138,7 @@ typedef struct SharedStoreStats
 	int64		last_merge_us;
 	int64		last_compaction_us;
 	int64		last_gc_us;
+	int64		errors;
 	char		last_error[256];
 	TimestampTz last_error_at;
 } SharedStoreStats;

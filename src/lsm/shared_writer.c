@@ -156,6 +156,7 @@ struct SharedStoreSlot
 	int64		backpressure_waits;
 	int64		events[4];
 	int64		event_last_us[4];
+	int64		errors;
 	char		last_error[SLOT_ERROR_LEN];
 	TimestampTz last_error_at;
 };
@@ -736,6 +737,7 @@ shared_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own)
 		requests_finish(area, head, REQUEST_FAILED, 0, edata->message);
 		slot->leader_active = false;
 		slot->transactions_failed += transactions;
+		slot->errors++;
 		strlcpy(slot->last_error, edata->message, SLOT_ERROR_LEN);
 		slot->last_error_at = GetCurrentTimestamp();
 		LWLockRelease(&slot->lock);
@@ -1173,6 +1175,7 @@ shared_store_note_error(SharedStoreSlot *slot, const char *message)
 	if (slot == NULL)
 		return;
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	slot->errors++;
 	strlcpy(slot->last_error, message, SLOT_ERROR_LEN);
 	slot->last_error_at = GetCurrentTimestamp();
 	LWLockRelease(&slot->lock);
@@ -1222,6 +1225,7 @@ shared_store_stats(SharedStoreStats **stats_out)
 			s->last_merge_us = slot->event_last_us[SHARED_EVENT_MERGE];
 			s->last_compaction_us = slot->event_last_us[SHARED_EVENT_COMPACTION];
 			s->last_gc_us = slot->event_last_us[SHARED_EVENT_GC];
+			s->errors = slot->errors;
 			strlcpy(s->last_error, slot->last_error, sizeof(s->last_error));
 			s->last_error_at = slot->last_error_at;
 			count++;

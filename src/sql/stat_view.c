@@ -20,7 +20,7 @@
 
 PG_FUNCTION_INFO_V1(rollout_stat_stores);
 
-#define STAT_STORES_COLUMNS 27
+#define STAT_STORES_COLUMNS 28
 
 Datum
 rollout_stat_stores(PG_FUNCTION_ARGS)
@@ -76,6 +76,7 @@ rollout_stat_stores(PG_FUNCTION_ARGS)
 			nulls[c++] = true;
 		}
 		values[c++] = BoolGetDatum(rollout_shared_available());
+		values[c++] = Int64GetDatum(s->errors);
 		Assert(c == STAT_STORES_COLUMNS);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
