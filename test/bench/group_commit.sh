@@ -33,8 +33,9 @@
 #      pgbench, p50/p99 commit latency from the per-transaction log, WAL PUTs per
 #      transaction from the deltas of rollout_stat_stores (wal_puts,
 #      transactions_committed);
-#   5. the same again while another session calls rollout_merge() in a loop
-#      (flush first, then fold the generations into the base) for the whole run;
+#   5. right after each run, the same again while another session calls
+#      rollout_merge() in a loop (flush first, then fold the generations into the
+#      base) for the whole run;
 #   6. prints a markdown table and, per client count, p99(with merge) / p99(without).
 set -euo pipefail
 
@@ -209,19 +210,21 @@ run_one() {
 		"$mode" "$c" "${TPS[$key]}" "${P50[$key]}" "${P99[$key]}" "${PPT[$key]}" "${XACTS[$key]}" >&2
 }
 
-echo "== without merge (${duration}s per run)" >&2
-for c in $clients; do run_one plain "$c"; done
-
-echo "== with rollout_merge() running in a loop" >&2
+# Per client count, the run without merge and the run with merge back to back:
+# the ratio compares two runs made under the same conditions.
 : >"$LOGS/merges.out"
 : >"$LOGS/merges.err"
 [ "$(id -u)" = 0 ] && chown postgres "$LOGS/merges.out" "$LOGS/merges.err"
-merge_loop &
-merge_pid=$!
-for c in $clients; do run_one merge "$c"; done
-kill "$merge_pid" 2>/dev/null || true
-wait "$merge_pid" 2>/dev/null || true
-merge_pid=
+echo "== ${duration}s per run; 'merge' = rollout_merge() running in a loop in another session" >&2
+for c in $clients; do
+	run_one plain "$c"
+	merge_loop &
+	merge_pid=$!
+	run_one merge "$c"
+	kill "$merge_pid" 2>/dev/null || true
+	wait "$merge_pid" 2>/dev/null || true
+	merge_pid=
+done
 merge_calls=$(grep -c . "$LOGS/merges.out" || true)
 merged_gens=$(awk '{ s += $1 } END { print s + 0 }' "$LOGS/merges.out")
 merge_errors=$(grep -c . "$LOGS/merges.err" || true)

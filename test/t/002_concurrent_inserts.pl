@@ -14,23 +14,27 @@
 use strict;
 use warnings;
 
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
 use IPC::Run;
 use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use RolloutTest qw(preload configure_node wal_entry);
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('concurrent');
 $node->init;
 $node->append_conf('postgresql.conf', "max_connections = 30");
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = '$ENV{ROLLOUT_TEST_PRELOAD}'")
-  if $ENV{ROLLOUT_TEST_PRELOAD};
+configure_node($node);
 $node->start;
 
-# Without the preloaded writer every commit is its own WAL entry; with group
-# commit (preloaded) one entry may carry several transactions.
-my $group_commit = ($ENV{ROLLOUT_TEST_PRELOAD} // '') =~ /rollout_fdw/;
+# Without the preloaded writer every commit is its own WAL entry.  With the
+# shared-memory writer (preload) the first commit claims the shard and writes
+# a fence marker (no rows, "transactions": 0, epoch 1) at position 1, and
+# later entries are group commits: one entry may carry several transactions
+# ("transactions" in its footer metadata).
+my $group_commit = preload();
 
 my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
 my $scripts = PostgreSQL::Test::Utils::tempdir('scripts');
@@ -118,23 +122,42 @@ sub wal_positions
 	return @p;
 }
 
-# The "transactions" field of every WAL entry's footer metadata.
+# The footer metadata of every WAL entry: returns the sum of "transactions"
+# over the entries and the positions of the fence markers.  Every entry must
+# be of this shard; a fence carries 0 transactions, an entry with rows at
+# least 1.
 sub wal_transactions
 {
 	my ($store) = @_;
 	my $dir = "$location/$store/shards/$shard/wal";
 	my $total = 0;
+	my @fences;
 	for my $p (wal_positions($store))
 	{
-		my $bytes = slurp_file(sprintf("%s/%020d.wal", $dir, $p));
-		my ($meta) = $bytes =~ /(\{"kind":\s*"wal".*?\})/s;
-		die "no WAL metadata in position $p" unless defined $meta;
-		my $doc = decode_json($meta);
+		my $doc = wal_entry($dir, $p);
+		die "no WAL metadata in position $p" unless defined $doc;
 		die "position $p belongs to shard $doc->{shard}" unless $doc->{shard} eq $shard;
-		$total += $doc->{transactions} // 1;
+		if ($doc->{kind} eq 'fence')
+		{
+			die "fence at $p carries $doc->{transactions} transactions" if $doc->{transactions} != 0;
+			push @fences, $p;
+		}
+		else
+		{
+			die "position $p is a \"$doc->{kind}\" entry" unless $doc->{kind} eq 'wal';
+			die "position $p carries $doc->{transactions} transactions"
+			  unless $doc->{transactions} >= 1;
+			die "position $p carries $doc->{transactions} transactions without group commit"
+			  if !$group_commit && $doc->{transactions} != 1;
+		}
+		$total += $doc->{transactions};
 	}
-	return $total;
+	return wantarray ? ($total, \@fences) : $total;
 }
+
+# The fence markers expected in a store's WAL: preload claims each shard once
+# per startup, at position 1 here (an empty WAL); plain mode writes none.
+my @expected_fences = $group_commit ? (1) : ();
 
 sub newest_manifest
 {
@@ -194,15 +217,20 @@ is( $node->safe_psql('postgres',
 my @pos = wal_positions('conc1');
 ok(contiguous(@pos), 'the WAL holds positions 1..N with no hole')
   or diag("positions: @pos");
+my ($wal_xacts, $fences) = wal_transactions('conc1');
+is_deeply($fences, \@expected_fences,
+	$group_commit ? 'the claim\'s fence marker is position 1, the only fence' : 'no fence markers');
 if ($group_commit)
 {
-	cmp_ok(scalar(@pos), '<=', $xacts1, 'no more WAL entries than transactions');
+	# group commit: positions 2..N hold the rows, at most one per transaction
+	cmp_ok(scalar(@pos) - 1, '<=', $xacts1, 'no more WAL entries with rows than transactions');
+	note(sprintf('%d transactions in %d WAL entries', $xacts1, scalar(@pos) - 1));
 }
 else
 {
 	is(scalar(@pos), $xacts1, "N = $xacts1, one WAL entry per committed transaction");
 }
-is(wal_transactions('conc1'), $xacts1,
+is($wal_xacts, $xacts1,
 	'the entries, all of this shard, account for every committed transaction');
 
 my $before_flush = $node->safe_psql('postgres',
@@ -254,7 +282,10 @@ check_table('t2', $rows2, $sum2, 'after inserts racing with flushes');
 @pos = wal_positions('conc2');
 ok(contiguous(@pos), 'the WAL of run 2 holds positions 1..N with no hole')
   or diag("positions: @pos");
-is(wal_transactions('conc2'), $xacts2, 'its entries account for every committed transaction');
+my ($wal_xacts2, $fences2) = wal_transactions('conc2');
+is($wal_xacts2, $xacts2, 'its entries account for every committed transaction');
+is_deeply($fences2, \@expected_fences,
+	$group_commit ? 'the claim\'s fence marker is position 1, the only fence' : 'no fence markers');
 
 my $final = $node->safe_psql('postgres', q{SELECT rows_flushed, generation FROM rollout_flush('t2')});
 like($final, qr/^\d+\|\d*$/, "a final flush succeeds ($final)");
@@ -264,16 +295,22 @@ is($node->safe_psql('postgres', q{SELECT rows_flushed FROM rollout_flush('t2')})
 check_table('t2', $rows2, $sum2, 'after an empty flush');
 
 # The generations tile positions 1..N exactly once and hold every row once
-# (all keys are distinct, so no generation drops a version).
+# (all keys are distinct, so no generation drops a version).  The one gap
+# allowed: a fence marker (preload) that a flush sealed on its own — a flush
+# of the WAL tail racing with the claim can seal just the fence, which has no
+# rows and so makes no generation.  Positions with rows are never skipped.
 $m = newest_manifest('conc2');
 my @gens = sort { $a->{number} <=> $b->{number} } @{ $m->{generations} };
+my %is_fence = map { $_ => 1 } @$fences2;
 my ($next, $ok, $gen_rows) = (1, 1, 0);
 for my $g (@gens)
 {
+	$next++ while $g->{first_position} > $next && $is_fence{$next};
 	$ok = 0 if $g->{first_position} != $next || $g->{last_position} < $g->{first_position};
 	$next = $g->{last_position} + 1;
 	$gen_rows += $g->{rows};
 }
+$next++ while $next <= scalar(@pos) && $is_fence{$next};
 ok($ok, 'each generation starts right after the previous one ends')
   or diag(encode_json($m->{generations}));
 is($next - 1, scalar(@pos), 'the generations end at the last WAL position');

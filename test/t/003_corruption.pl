@@ -12,19 +12,28 @@
 # and a message naming the object, and the server must stay up.  Restoring the
 # original bytes restores the original result.  Then the same for a shard
 # manifest, _store.json and a WAL entry of the unflushed tail.
+#
+# With the shared-memory writer (preload), scans on the writing cluster read
+# the unflushed tail from the memtable, not from the WAL objects; the WAL
+# entry is read after a restart (scans, rollout_flush and the claim's replay
+# read the tail from the store until the first commit claims the shard), so
+# that is where this test damages it in preload mode.
 
 use strict;
 use warnings;
 
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use RolloutTest qw(preload configure_node wal_positions);
 use Test::More;
+
+my $pre = preload();
 
 my $node = PostgreSQL::Test::Cluster->new('corruption');
 $node->init;
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = '$ENV{ROLLOUT_TEST_PRELOAD}'")
-  if $ENV{ROLLOUT_TEST_PRELOAD};
+configure_node($node);
 $node->start;
 
 my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
@@ -240,10 +249,15 @@ write_bin($gen_file, $gen_bytes);
 is($node->safe_psql('postgres', $query), $original, 'restored again');
 
 # ---------------------------------------------------------------------------
-# A corrupt shard manifest.
-my $manifest_key = "damaged/shards/$shard/_manifest/00000000000000000001.json";
+# A corrupt shard manifest: the newest one, which scans read.  plain: the
+# flush committed version 1.  preload: the first commit's claim committed
+# version 1 (writer_epoch 1, no generation) and the flush version 2.
+my $manifest_version = $pre ? 2 : 1;
+my $manifest_key = sprintf("damaged/shards/$shard/_manifest/%020d.json", $manifest_version);
 my $manifest_file = "$location/$manifest_key";
 ok(-f $manifest_file, "the flush committed $manifest_key");
+is_deeply([ map { m{/(\d{20})\.json$} ? $1 + 0 : () } glob("$location/damaged/shards/$shard/_manifest/*.json") ],
+	[ 1 .. $manifest_version ], "it is the newest shard manifest (version $manifest_version)");
 my $manifest_bytes = slurp_bin($manifest_file);
 like($manifest_bytes, qr/"replay_after"/, 'the manifest is JSON with replay_after');
 
@@ -287,11 +301,25 @@ $node->safe_psql('postgres', q{INSERT INTO t SELECT 'tail-' || i, 1000 + i, 'tai
 my $with_tail = $node->safe_psql('postgres', $query);
 like($with_tail, qr/^320\|65360\|/, 'the WAL tail adds 20 rows');
 
-my $wal_key = "damaged/shards/$shard/wal/00000000000000000002.wal";
+# plain: position 2 (after the 300 rows at 1).  preload: position 3 (the
+# claim's fence at 1, the 300 rows at 2).
+my $wal_position = $pre ? 3 : 2;
+my $wal_dir = "$location/damaged/shards/$shard/wal";
+my $wal_key = sprintf("damaged/shards/$shard/wal/%020d.wal", $wal_position);
 my $wal_file = "$location/$wal_key";
 ok(-f $wal_file, "the insert made $wal_key");
 my $wal_bytes = slurp_bin($wal_file);
 my $wal_size = length($wal_bytes);
+
+if ($pre)
+{
+	# The memtable holds the tail; after a restart nothing does until a
+	# commit claims the shard, and the tail is read from the WAL object.
+	$node->stop;
+	$node->start;
+	is($node->safe_psql('postgres', $query), $with_tail,
+		'after a restart the same tail is read from the WAL object');
+}
 my $manifests_before = join(',', sort glob("$location/damaged/shards/$shard/_manifest/*"));
 
 for my $case (
@@ -306,9 +334,17 @@ for my $case (
 	expect_error($label, $wal_key);
 	expect_error("$label, rollout_flush", $wal_key,
 		sql => q{SELECT * FROM rollout_flush('t')});
+	# preload: the first commit claims the shard, and the claim replays
+	# (flushes) the tail first: it must fail on the corrupt entry before it
+	# commits a new epoch or writes a fence, and the commit with it.
+	expect_error("$label, a commit (the claim's replay)", $wal_key,
+		sql => q{INSERT INTO t VALUES ('never', 1, NULL, '{}')})
+	  if $pre;
 }
 is(join(',', sort glob("$location/damaged/shards/$shard/_manifest/*")), $manifests_before,
-	'no flush over a corrupt WAL entry committed a manifest');
+	'no flush (or claim) over a corrupt WAL entry committed a manifest');
+is_deeply([ wal_positions($wal_dir) ], [ 1 .. $wal_position ],
+	'no WAL entry or fence was written after the corrupt one');
 write_bin($wal_file, $wal_bytes);
 is($node->safe_psql('postgres', $query), $with_tail, 'restoring the WAL entry restores the result');
 is($node->safe_psql('postgres', q{SELECT rows_flushed, generation FROM rollout_flush('t')}),

@@ -12,20 +12,34 @@
 # committed rows must be unchanged.  Once the intruder is removed, commits
 # work again and land at N+1 — both from a new session and from the session
 # that saw the failure.
+#
+# Both modes must keep these rules; they reach them differently.  Without
+# preloading, a committing backend lists the WAL and creates the next
+# position.  With the shared-memory writer (preload), the group-commit leader
+# creates tip + 1 without listing, and on "already exists" reads the
+# occupant's metadata: garbage or another shard's entry must fail the commit
+# the same way.  Positions differ by design: in preload the first commit
+# claims the shard and writes a fence marker at position 1, so every
+# position of our shard is one higher ($off), and so is the other shard's
+# first entry with rows.
 
 use strict;
 use warnings;
 
-use JSON::PP;
+use FindBin;
+use IPC::Run;
+use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use RolloutTest qw(preload configure_node segment_metadata wal_entry);
 use Test::More;
+
+my $pre = preload();
+my $off = $pre ? 1 : 0;
 
 my $node = PostgreSQL::Test::Cluster->new('taken');
 $node->init;
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = '$ENV{ROLLOUT_TEST_PRELOAD}'")
-  if $ENV{ROLLOUT_TEST_PRELOAD};
+configure_node($node);
 $node->start;
 
 my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
@@ -69,12 +83,13 @@ sub wal_positions
 	return @p;
 }
 
+# The shard named by a WAL entry with rows (kind "wal"), from its footer.
 sub wal_entry_shard
 {
 	my ($bytes) = @_;
-	return undef unless defined $bytes;
-	my ($meta) = $bytes =~ /(\{"kind":\s*"wal".*?\})/s;
-	return defined $meta ? decode_json($meta)->{shard} : undef;
+	my $meta = segment_metadata($bytes);
+	return undef unless defined $meta && $meta->{kind} eq 'wal';
+	return $meta->{shard};
 }
 
 sub leftover_scratch_files
@@ -113,7 +128,14 @@ for my $i (1 .. 5)
 	my ($out, $err) = bg_query("INSERT INTO t VALUES ('r$i', $i, '{\"i\": $i}')");
 	is($err, '', "commit $i succeeds");
 }
-is_deeply([ wal_positions() ], [ 1 .. 5 ], 'five commits made positions 1..5');
+# plain: 1..5.  preload: the claim's fence at 1 (epoch 1), the commits 2..6.
+is_deeply([ wal_positions() ], [ 1 .. 5 + $off ], 'five commits made positions ' . (1 + $off) . '..' . (5 + $off));
+if ($pre)
+{
+	my $fence = wal_entry($wal_dir, 1);
+	is( join(':', map { $fence->{$_} // 'undef' } qw(kind shard epoch transactions)),
+		"fence:$shard:1:0", 'position 1 is the fence marker of epoch 1');
+}
 is(table_state(), '5|15', '5 rows, sum 15');
 
 # A valid WAL entry of another shard of the same store.
@@ -121,8 +143,10 @@ $node->safe_psql('postgres', q{
 SET rollout_fdw.shard_id = 'other';
 INSERT INTO t VALUES ('x1', 1000, '{"from": "other"}'), ('x2', 2000, '{"from": "other"}');
 });
-my $other_file = sprintf("%s/taken/shards/other/wal/%020d.wal", $location, 1);
-ok(-f $other_file, 'shard "other" wrote its first WAL entry');
+# preload: that session claimed shard "other" too (fence at its position 1),
+# so its rows are at position 2.
+my $other_file = sprintf("%s/taken/shards/other/wal/%020d.wal", $location, 1 + $off);
+ok(-f $other_file, 'shard "other" wrote its first WAL entry with rows');
 my $other_bytes = slurp_bin($other_file);
 is(wal_entry_shard($other_bytes), 'other', 'its metadata names shard "other"');
 is(table_state(), '5|15', 'the other shard\'s unflushed rows are not read as ours');
@@ -179,42 +203,91 @@ sub check_position_taken
 	is(table_state(), $rows_before, "$label: with the intruder removed, the committed rows are unchanged");
 }
 
-# (a) garbage at N+1 = 6
+# (a) garbage at N+1 = 6 (preload: 7)
 srand(4242);
 my $garbage = join('', map { chr(int(rand(256))) } 1 .. 700);
-check_position_taken('garbage at 6', 6, $garbage, '5|15');
+my $p = 6 + $off;
+check_position_taken("garbage at $p", $p, $garbage, '5|15');
 
-# the long-lived session commits again: it must land at 6
+# the long-lived session commits again: it must land at N+1
 {
 	my ($out, $err) = bg_query(q{INSERT INTO t VALUES ('r6', 6, '{"i": 6}')});
 	is($err, '', 'after removing the garbage, the long-lived session commits');
 }
-is_deeply([ wal_positions() ], [ 1 .. 6 ], 'and its commit landed at position 6');
-is(wal_entry_shard(slurp_bin(wal_file(6))), $shard, 'position 6 is an entry of our shard');
+is_deeply([ wal_positions() ], [ 1 .. $p ], "and its commit landed at position $p");
+is(wal_entry_shard(slurp_bin(wal_file($p))), $shard, "position $p is an entry of our shard");
 is(table_state(), '6|21', '6 rows, sum 21');
 
-# (b) the other shard's valid entry at N+1 = 7
-check_position_taken('another shard\'s entry at 7', 7, $other_bytes, '6|21');
+# (b) the other shard's valid entry at N+2 = 7 (preload: 8)
+$p = 7 + $off;
+check_position_taken("another shard's entry at $p", $p, $other_bytes, '6|21');
 
 $node->safe_psql('postgres', q{INSERT INTO t VALUES ('r7', 7, '{"i": 7}')});
-is_deeply([ wal_positions() ], [ 1 .. 7 ], 'after removing it, a new session\'s commit lands at 7');
+is_deeply([ wal_positions() ], [ 1 .. $p ], "after removing it, a new session's commit lands at $p");
 {
 	my ($out, $err) = bg_query(q{INSERT INTO t VALUES ('r8', 8, '{"i": 8}')});
 	is($err, '', 'the long-lived session commits too');
 }
-is_deeply([ wal_positions() ], [ 1 .. 8 ], '... at 8');
-is(wal_entry_shard(slurp_bin(wal_file($_))), $shard, "position $_ is an entry of our shard") for 7, 8;
+is_deeply([ wal_positions() ], [ 1 .. $p + 1 ], '... at ' . ($p + 1));
+is(wal_entry_shard(slurp_bin(wal_file($_))), $shard, "position $_ is an entry of our shard") for $p, $p + 1;
 is(table_state(), '8|36', '8 rows, sum 36');
 is($node->safe_psql('postgres', q{SELECT string_agg(id, ',' ORDER BY id) FROM t}),
 	'r1,r2,r3,r4,r5,r6,r7,r8', 'exactly the committed keys, none of the failed ones');
 
 # The intruder at a position right after replay_after: flush, then intrude.
+# (preload: the flush writes the memtable, positions 1..9 with the fence.)
+$p = 8 + $off;
 is($node->safe_psql('postgres', q{SELECT rows_flushed, generation FROM rollout_flush('t')}),
-	'8|1', 'flush seals positions 1..8');
-check_position_taken('garbage right after replay_after (9)', 9, $garbage, '8|36');
+	'8|1', "flush seals positions 1..$p");
+$p++;
+check_position_taken("garbage right after replay_after ($p)", $p, $garbage, '8|36');
 $node->safe_psql('postgres', q{INSERT INTO t VALUES ('r9', 9, '{}')});
-is_deeply([ wal_positions() ], [ 1 .. 9 ], 'after removing it, the commit lands at 9');
+is_deeply([ wal_positions() ], [ 1 .. $p ], "after removing it, the commit lands at $p");
 is(table_state(), '9|45', '9 rows, sum 45');
+
+# preload: a group commit that meets an intruder.  With commit_delay the
+# leader waits before it takes the queue, so concurrent committers join its
+# entry as followers; the whole group must fail (a follower learns the
+# leader's error), nothing is overwritten or skipped, and afterwards the
+# next commit lands at the intruder's position.  Whether a given session was
+# leader or follower depends on timing; what must hold does not.
+if ($pre)
+{
+	$p++;
+	write_bin(wal_file($p), $garbage);
+	my @runs;
+	for my $k (1 .. 4)
+	{
+		my ($out, $err) = ('', '');
+		my $h = IPC::Run::start(
+			[
+				'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1',
+				'-d', $node->connstr('postgres'), '-c',
+				"SET rollout_fdw.commit_delay = 100000; INSERT INTO t VALUES ('never-g$k', 1, '{}')"
+			],
+			'<', \undef, '>', \$out, '2>', \$err,
+			IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+		push @runs, [ $h, \$err ];
+	}
+	my $k = 0;
+	for my $r (@runs)
+	{
+		my ($h, $err) = @$r;
+		$k++;
+		$h->finish;
+		isnt($h->result(0), 0, "group with garbage at $p: committer $k fails");
+		like($$err, qr/ERROR: .*\Q$shard\E/s, "group with garbage at $p: committer ${k}'s error names the shard")
+		  or diag($$err);
+		note("committer $k: $$err");
+	}
+	is(slurp_bin(wal_file($p)), $garbage, "group with garbage at $p: position $p is byte-identical afterwards");
+	is_deeply([ wal_positions() ], [ 1 .. $p ], "group with garbage at $p: the WAL holds exactly 1..$p");
+	is(table_state(), '9|45', "group with garbage at $p: no row of the failed group is visible");
+	unlink(wal_file($p)) or die "unlink: $!";
+	$node->safe_psql('postgres', q{INSERT INTO t VALUES ('r10', 10, '{}')});
+	is_deeply([ wal_positions() ], [ 1 .. $p ], "after removing it, the next commit lands at $p");
+	is(table_state(), '10|55', '10 rows, sum 55');
+}
 
 # other shard's file untouched throughout
 is(slurp_bin($other_file), $other_bytes, 'the other shard\'s entry was never modified');

@@ -10,14 +10,26 @@
 # generations), or at once through a table with read_wal_tail 'true'.  For a
 # key written on both clusters, the version written later wins, whichever
 # cluster wrote it and wherever the version lives (generation or WAL tail).
+#
+# With the shared-memory writer (preload) each cluster's first commit claims
+# its own shard: writer_epoch 1 and a fence marker at position 1 of its own
+# WAL, so its entries with rows start at position 2.  One cluster's claim
+# must not touch the other's shard (its epoch stays 1, its WAL has one fence).
 
 use strict;
 use warnings;
 
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
 use Time::HiRes qw(usleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use RolloutTest qw(preload configure_node wal_entry);
 use Test::More;
+
+my $pre = preload();
+my $off = $pre ? 1 : 0;
+my $epoch = $pre ? 1 : 0;    # writer_epoch of both shards, in every WAL entry
 
 my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
 
@@ -26,9 +38,7 @@ for my $name ('a', 'b')
 {
 	my $n = PostgreSQL::Test::Cluster->new("cluster_$name");
 	$n->init;
-	$n->append_conf('postgresql.conf',
-		"shared_preload_libraries = '$ENV{ROLLOUT_TEST_PRELOAD}'")
-	  if $ENV{ROLLOUT_TEST_PRELOAD};
+	configure_node($n);
 	$n->start;
 	$n->safe_psql(
 		'postgres', qq{
@@ -64,15 +74,12 @@ sub wal_positions
 	return @p;
 }
 
-sub wal_entry_shard
+# "kind:shard:epoch" of the entry at position $p of $shard's WAL.
+sub wal_entry_owner
 {
 	my ($shard, $p) = @_;
-	my $f = sprintf("%s/shared/shards/%s/wal/%020d.wal", $location, $shard, $p);
-	open(my $fh, '<:raw', $f) or return undef;
-	local $/;
-	my $b = <$fh>;
-	my ($s) = $b =~ /"kind":\s*"wal".*?"shard":\s*"([^"]*)"/s;
-	return $s;
+	my $m = wal_entry("$location/shared/shards/$shard/wal", $p);
+	return defined $m ? "$m->{kind}:$m->{shard}:$m->{epoch}" : undef;
 }
 
 # ---------------------------------------------------------------------------
@@ -93,10 +100,18 @@ for my $x (0 .. 2)
 my $sum_a = 50 * 51 / 2;               # 1275
 my $sum_b = 30 * 1000 + 30 * 31 / 2;   # 30465
 
-is_deeply([ wal_positions($shard_a) ], [ 1 .. 5 ], "A wrote positions 1..5 of its own shard $shard_a");
-is_deeply([ wal_positions($shard_b) ], [ 1 .. 3 ], "B wrote positions 1..3 of its own shard $shard_b");
-is(wal_entry_shard($shard_a, 1), $shard_a, "A's entries are stamped with A's shard");
-is(wal_entry_shard($shard_b, 1), $shard_b, "B's entries are stamped with B's shard");
+# plain: A 1..5, B 1..3.  preload: each claim's fence at 1, then A 2..6, B 2..4.
+is_deeply([ wal_positions($shard_a) ], [ 1 .. 5 + $off ],
+	'A wrote positions ' . (1 + $off) . '..' . (5 + $off) . " of its own shard $shard_a");
+is_deeply([ wal_positions($shard_b) ], [ 1 .. 3 + $off ],
+	'B wrote positions ' . (1 + $off) . '..' . (3 + $off) . " of its own shard $shard_b");
+is(wal_entry_owner($shard_a, 1 + $off), "wal:$shard_a:$epoch", "A's entries are stamped with A's shard");
+is(wal_entry_owner($shard_b, 1 + $off), "wal:$shard_b:$epoch", "B's entries are stamped with B's shard");
+if ($pre)
+{
+	is(wal_entry_owner($shard_a, 1), "fence:$shard_a:1", "A's claim fenced position 1 of A's shard, epoch 1");
+	is(wal_entry_owner($shard_b, 1), "fence:$shard_b:1", "B's claim fenced position 1 of B's shard, epoch 1");
+}
 ok(-e "$location/shared/_shards/$shard_a" && -e "$location/shared/_shards/$shard_b",
 	'both shards are registered in the store');
 
@@ -205,17 +220,24 @@ is(state_of($B, 't'), "112|112|$total_sum", 'B: the same 112 keys and sum');
 is($B->safe_psql('postgres', q{SELECT origin || v FROM t WHERE id = 'shared-2'}), 'B2',
 	"B after A flushed its older shared-2: B's newer version still wins");
 
-# Each cluster wrote only its own shard: every WAL entry names its shard.
+# Each cluster wrote only its own shard: every WAL entry names its shard and
+# the shard's one epoch (preload: 1, the single claim of each cluster; the
+# other cluster's claim did not bump it), and the only fence marker is the
+# claim's at position 1 (preload) or there is none (plain).
 my @bad;
 for my $s ($shard_a, $shard_b)
 {
 	for my $p (wal_positions($s))
 	{
-		my $owner = wal_entry_shard($s, $p) // 'unreadable';
-		push @bad, "$s/$p: $owner" if $owner ne $s;
+		my $owner = wal_entry_owner($s, $p) // 'unreadable';
+		my $kind = ($pre && $p == 1) ? 'fence' : 'wal';
+		push @bad, "$s/$p: $owner" if $owner ne "$kind:$s:$epoch";
 	}
 }
-is_deeply(\@bad, [], 'every WAL entry lies in the shard that wrote it');
+is_deeply(\@bad, [], 'every WAL entry lies in the shard that wrote it, under its one epoch');
+is( $A->safe_psql('postgres', q{SELECT writer_epoch FROM rollout_observe('t')}) . ','
+	  . $B->safe_psql('postgres', q{SELECT writer_epoch FROM rollout_observe('t')}),
+	"$epoch,$epoch", "each cluster's shard manifest says writer_epoch $epoch");
 
 # Both survive restarts (the store is the only state).
 $_->stop for $A, $B;

@@ -26,15 +26,17 @@ use warnings;
 use IPC::Run;
 use JSON::PP;
 use Time::HiRes qw(time);
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use RolloutTest qw(configure_node);
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('merge_concurrency');
 $node->init;
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = '$ENV{ROLLOUT_TEST_PRELOAD}'")
-  if $ENV{ROLLOUT_TEST_PRELOAD};
+# preload: rollout_fdw in shared_preload_libraries, its timed sweeper off
+configure_node($node);
 $node->start;
 
 my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
