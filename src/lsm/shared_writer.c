@@ -47,8 +47,10 @@
 #include "pgstat.h"
 #include "storage/condition_variable.h"
 #include "storage/ipc.h"
+#include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "storage/spin.h"
 #include "utils/dsa.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -100,7 +102,8 @@ typedef struct CommitRequest
 	int64		rows_len;		/* bytes of the row blob at data */
 	int64		ingest_len;		/* bytes of ingest references after it */
 	Size		size;			/* of this allocation, for accounting */
-	char		error[SLOT_ERROR_LEN];
+	int			error_code;		/* the failed entry's SQLSTATE */
+	char		error[SLOT_ERROR_LEN * 2];	/* its message and context */
 	char		data[FLEXIBLE_ARRAY_MEMBER];
 } CommitRequest;
 
@@ -167,6 +170,8 @@ typedef struct RolloutSharedState
 	int			tranche_id;
 	Size		memtable_size;
 	LWLock		registry_lock;	/* slot allocation */
+	slock_t		usage_lock;		/* memtable_used */
+	int64		memtable_used;	/* reserved bytes of every slot together */
 	SharedStoreSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } RolloutSharedState;
 
@@ -227,6 +232,7 @@ rollout_shmem_startup(void)
 		shared_state->tranche_id = LWLockNewTrancheId();
 		shared_state->memtable_size = memtable_area_size();
 		LWLockInitialize(&shared_state->registry_lock, shared_state->tranche_id);
+		SpinLockInit(&shared_state->usage_lock);
 		for (int i = 0; i < shared_state->max_stores; i++)
 		{
 			SharedStoreSlot *slot = &shared_state->slots[i];
@@ -279,11 +285,45 @@ memtable_dsa(void)
 	return memtable_area;
 }
 
+/*
+ * What the DSA area really holds: its allocator keeps superblocks and size
+ * classes, so it runs out well before its nominal size (at about 80% in our
+ * measurements).  Reserving against 70% makes back-pressure a wait for a
+ * flush rather than a failed allocation.
+ */
+static int64
+memtable_usable_bytes(void)
+{
+	return (int64) (memtable_area_size() / 10 * 7);
+}
+
+/* Take size bytes of the whole memtable's budget; false if they do not fit. */
+static bool
+memtable_budget_take(int64 size)
+{
+	bool		fits;
+
+	SpinLockAcquire(&shared_state->usage_lock);
+	fits = shared_state->memtable_used + size <= memtable_usable_bytes();
+	if (fits)
+		shared_state->memtable_used += size;
+	SpinLockRelease(&shared_state->usage_lock);
+	return fits;
+}
+
+static void
+memtable_budget_return(int64 size)
+{
+	SpinLockAcquire(&shared_state->usage_lock);
+	shared_state->memtable_used -= size;
+	SpinLockRelease(&shared_state->usage_lock);
+}
+
 int64
 shared_store_max_transaction_bytes(void)
 {
-	/* a quarter of the memtable: a few of them always fit */
-	return (int64) (memtable_area_size() / 4);
+	/* a quarter of what the memtable holds: a few of them always fit */
+	return memtable_usable_bytes() / 4;
 }
 
 /* ----------------------------------------------------------------
@@ -584,7 +624,7 @@ request_ingest(CommitRequest *request)
 /* Mark every request of a chain with an outcome (slot lock held). */
 static void
 requests_finish(dsa_area *area, dsa_pointer head, RequestStatus status,
-				int64 position, const char *error)
+				int64 position, int error_code, const char *error)
 {
 	for (dsa_pointer p = head; DsaPointerIsValid(p);)
 	{
@@ -592,8 +632,9 @@ requests_finish(dsa_area *area, dsa_pointer head, RequestStatus status,
 
 		request->status = status;
 		request->position = position;
+		request->error_code = error_code;
 		if (error != NULL)
-			strlcpy(request->error, error, SLOT_ERROR_LEN);
+			strlcpy(request->error, error, sizeof(request->error));
 		p = request->next;
 	}
 }
@@ -660,7 +701,7 @@ shared_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own)
 	if (!DsaPointerIsValid(batch_pointer))
 	{
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-		requests_finish(area, head, REQUEST_FAILED, 0,
+		requests_finish(area, head, REQUEST_FAILED, 0, ERRCODE_OUT_OF_MEMORY,
 						"the rollout_fdw memtable has no room for a batch header");
 		slot->leader_active = false;
 		LWLockRelease(&slot->lock);
@@ -734,7 +775,11 @@ shared_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own)
 		edata = CopyErrorData();
 		(void) unlink(path);
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-		requests_finish(area, head, REQUEST_FAILED, 0, edata->message);
+		/* followers get the same SQLSTATE, message and context */
+		requests_finish(area, head, REQUEST_FAILED, 0, edata->sqlerrcode,
+						edata->context
+						? psprintf("%s (%s)", edata->message, edata->context)
+						: edata->message);
 		slot->leader_active = false;
 		slot->transactions_failed += transactions;
 		slot->errors++;
@@ -784,38 +829,46 @@ shared_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own)
 	slot->wal_puts++;
 	slot->put_time_total_us += elapsed_us;
 	slot->put_time_max_us = Max(slot->put_time_max_us, elapsed_us);
-	requests_finish(area, head, REQUEST_DONE, position, NULL);
+	requests_finish(area, head, REQUEST_DONE, position, 0, NULL);
 	slot->leader_active = false;
 	LWLockRelease(&slot->lock);
 	ConditionVariableBroadcast(&slot->commit_cv);
 }
 
-/* Space for size more bytes in the memtable, or a flush to make it. */
+/*
+ * Room for size more bytes in the memtable, waiting for a flush when there
+ * is none (back-pressure).  The budget is the whole memtable's, shared by
+ * every store: a committer flushes its own store when that frees something,
+ * and otherwise waits for other stores to be flushed (the sweeper flushes a
+ * store that holds more than a quarter of the memtable at once).  Nothing is
+ * queued yet, so the wait can be cancelled.
+ */
 static void
 shared_reserve(RolloutStore *store, SharedStoreSlot *slot, Size size)
 {
 	for (;;)
 	{
-		bool		fits;
+		int64		own_bytes;
 
 		CHECK_FOR_INTERRUPTS();
-		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-		fits = slot->mem_bytes + slot->queued_bytes + (int64) size <=
-			(int64) (shared_state->memtable_size * 9 / 10);
-		if (fits)
+		if (memtable_budget_take(size))
+		{
+			LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 			slot->queued_bytes += size;
-		else
-			slot->backpressure_waits++;
-		LWLockRelease(&slot->lock);
-		if (fits)
+			LWLockRelease(&slot->lock);
 			return;
+		}
+		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+		slot->backpressure_waits++;
+		own_bytes = slot->mem_bytes;
+		LWLockRelease(&slot->lock);
 
-		/*
-		 * Back-pressure: wait for a flush rather than fail.  Flushing here
-		 * ourselves (or waiting for the flush in progress) makes progress
-		 * without depending on the background worker.
-		 */
-		(void) rollout_flush_shard(store);
+		if (own_bytes > 0)
+			(void) rollout_flush_shard(store);
+		else
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 50, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
 	}
 }
 
@@ -846,22 +899,33 @@ shared_store_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 	request_append_ingest(&refs, ingest);
 	size = offsetof(CommitRequest, data) + (rows ? rows->len : 0) + refs.len;
 
-	for (int attempt = 0; !DsaPointerIsValid(pointer); attempt++)
+	for (;;)
 	{
+		bool		memtable_empty;
+
 		shared_reserve(store, slot, size);
 		pointer = dsa_allocate_extended(area, size, DSA_ALLOC_NO_OOM);
 		if (DsaPointerIsValid(pointer))
 			break;
-		/* the area is fragmented: give the reservation back and flush */
+
+		/*
+		 * The area is full or fragmented after all: give the reservation
+		 * back and wait for room like any back-pressure.  Only a transaction
+		 * that does not fit even into an empty memtable fails.
+		 */
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 		slot->queued_bytes -= size;
+		slot->backpressure_waits++;
+		memtable_empty = slot->mem_bytes == 0 && slot->queued_bytes == 0;
 		LWLockRelease(&slot->lock);
-		if (attempt >= 10)
+		memtable_budget_return(size);
+		if (memtable_empty)
 			ereport(ERROR,
 					(errcode(ERRCODE_OUT_OF_MEMORY),
 					 errmsg("the rollout_fdw memtable has no room for a transaction of %zu bytes", size),
 					 errhint("Raise rollout_fdw.memtable_size or lower rollout_fdw.ingest_threshold.")));
 		(void) rollout_flush_shard(store);
+		CHECK_FOR_INTERRUPTS();
 	}
 	request = dsa_get_address(area, pointer);
 	memset(request, 0, offsetof(CommitRequest, data));
@@ -910,6 +974,7 @@ shared_store_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 				LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 				slot->queued_bytes -= size;
 				LWLockRelease(&slot->lock);
+				memtable_budget_return(size);
 				dsa_free(area, pointer);
 				PG_RE_THROW();
 			}
@@ -931,15 +996,17 @@ shared_store_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 
 	if (status == REQUEST_FAILED)
 	{
-		char		error[SLOT_ERROR_LEN];
+		char		error[SLOT_ERROR_LEN * 2];
+		int			error_code = request->error_code;
 
-		strlcpy(error, request->error, SLOT_ERROR_LEN);
+		strlcpy(error, request->error, sizeof(error));
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 		slot->queued_bytes -= size;
 		LWLockRelease(&slot->lock);
+		memtable_budget_return(size);
 		dsa_free(area, pointer);
 		ereport(ERROR,
-				(errcode(ERRCODE_IO_ERROR),
+				(errcode(error_code ? error_code : ERRCODE_IO_ERROR),
 				 errmsg("could not commit to store \"%s\": %s", store->name, error),
 				 errdetail("The transaction's rows were in a group commit whose WAL entry was not written; nothing of it is visible.")));
 	}
@@ -1086,6 +1153,7 @@ shared_memtable_trim(SharedStoreSlot *slot, int64 upto_position)
 		slot->mem_bytes -= batch->bytes;
 		slot->mem_rows -= batch->row_count;
 		slot->mem_batches--;
+		memtable_budget_return(batch->bytes - sizeof(MemBatch));
 		for (dsa_pointer p = batch->requests; DsaPointerIsValid(p);)
 		{
 			dsa_pointer next = ((CommitRequest *) dsa_get_address(area, p))->next;

@@ -241,21 +241,35 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 	Relation	rel = table_open(relid, AccessShareLock);
 	RolloutStore *store = rollout_store_for_relation(rel);
 	TimestampTz now = GetCurrentTimestamp();
+	bool		flush_due;
 
-	(void) shared_store_slot(store);	/* make it visible in the view */
+	SharedStoreSlot *slot = shared_store_slot(store);	/* also: visible in the view */
+	int64		memtable_bytes = 0;
+
+	/*
+	 * A store holding more than a quarter of the memtable is flushed at
+	 * once: committers of every store share the memtable, and a committer
+	 * can only flush its own store.
+	 */
+	if (slot != NULL)
+		(void) shared_memtable_oldest(slot, &memtable_bytes);
+	if (memtable_bytes > shared_store_max_transaction_bytes())
+		swept->last_flush = 0;
 
 	/*
 	 * Flush on its interval; look for merges at the same cadence (every
 	 * SWEEPER_MERGE_CHECK_S when flushing is off): generations only appear
 	 * with flushes, and each look costs manifest reads.
 	 */
-	if (TimestampDifferenceExceeds(swept->last_flush, now,
+	flush_due = swept->last_flush == 0;
+	if (flush_due ||
+		TimestampDifferenceExceeds(swept->last_flush, now,
 								   (rollout_flush_interval_s > 0
 									? rollout_flush_interval_s
 									: SWEEPER_MERGE_CHECK_S) * 1000))
 	{
 		swept->last_flush = now;
-		if (rollout_flush_interval_s > 0)
+		if (rollout_flush_interval_s > 0 || flush_due)
 			(void) rollout_flush_shard(store);
 		if (rollout_merge_after_generations > 0 && sweeper_merge_due(store))
 			(void) rollout_merge_shard(store, 0, false);
