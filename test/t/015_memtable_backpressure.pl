@@ -1,0 +1,141 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# 015_memtable_backpressure.pl — a full memtable makes committers wait for a
+# flush, never fail (DESIGN.md §6.4; issue 4).
+#
+# Preloaded with rollout_fdw.memtable_size = 1MB (the minimum) and
+# flush_interval = 0, so the only flushes are the ones back-pressure makes.
+# Four sessions commit 80 transactions of 20 rows of ~1 kB each (about
+# 6.5 MB in all, six times the memtable) at the same time, while a fifth
+# samples rollout_stat_stores.memtable_bytes.  Every transaction commits,
+# backpressure_waits > 0, the memtable never holds more than 1 MB, the
+# flushes made generations, and the table is exact.
+
+use strict;
+use warnings;
+
+use IPC::Run;
+use Time::HiRes qw(time);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $SESSIONS = 4;
+my $XACTS = 80;
+my $ROWS = 20;
+my $MEMTABLE = 1024 * 1024;
+
+my $node = PostgreSQL::Test::Cluster->new('backpressure');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', q{
+shared_preload_libraries = 'rollout_fdw'
+rollout_fdw.worker_databases = 'postgres'
+rollout_fdw.memtable_size = '1MB'
+rollout_fdw.flush_interval = 0
+rollout_fdw.merge_after_generations = 0
+rollout_fdw.gc_interval = 0
+});
+$node->start;
+
+is($node->safe_psql('postgres', q{SHOW rollout_fdw.memtable_size}), '1MB', 'memtable_size is 1MB');
+
+my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+my $scripts = PostgreSQL::Test::Utils::tempdir('scripts');
+$node->safe_psql(
+	'postgres', qq{
+CREATE EXTENSION rollout_fdw;
+CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
+CREATE FOREIGN TABLE t (id text, v int, payload text) SERVER s OPTIONS (store 'bp', key 'id');
+});
+
+sub start_psql
+{
+	my ($name, $sql) = @_;
+	my %s = (name => $name, out => '', err => '');
+	my $file = "$scripts/$name.sql";
+	open(my $fh, '>', $file) or die "open $file: $!";
+	print $fh $sql;
+	close $fh;
+	$s{h} = IPC::Run::start(
+		[
+			'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1',
+			'-d', $node->connstr('postgres'), '-f', $file
+		],
+		'<', \undef, '>', \$s{out}, '2>', \$s{err},
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	return \%s;
+}
+
+# session k, transaction x: ids k-x-r, v = r, payload 1 kB of hex
+my ($rows, $sum) = (0, 0);
+my @inserters;
+for my $k (1 .. $SESSIONS)
+{
+	my $sql = '';
+	for my $x (1 .. $XACTS)
+	{
+		$sql .= "INSERT INTO t SELECT '$k-$x-' || r, r, repeat(md5('$k-$x-' || r), 32) FROM generate_series(1, $ROWS) r;\n";
+		$rows += $ROWS;
+		$sum += $ROWS * ($ROWS + 1) / 2;
+	}
+	push @inserters, start_psql("ins$k", $sql);
+}
+# the sampler: memtable bytes every 20 ms while the inserters run
+my $sampler = start_psql('sampler',
+	"SELECT memtable_bytes FROM rollout_stat_stores WHERE store = 'bp';\nSELECT pg_sleep(0.02);\n" x 300);
+
+my $t0 = time;
+my $failed = 0;
+for my $s (@inserters)
+{
+	$s->{h}->finish;
+	if ($s->{h}->result(0) != 0)
+	{
+		$failed++;
+		diag("$s->{name} failed:\n$s->{err}");
+	}
+}
+my $took = time - $t0;
+$sampler->{h}->finish;
+my @samples = grep { /^\d+$/ } split /\n/, $sampler->{out};
+my ($max_sample) = sort { $b <=> $a } @samples;
+note(sprintf('%d transactions (%.1f MB of payload) committed in %.1f s; %d samples, max memtable_bytes %d',
+		$SESSIONS * $XACTS, $rows * 1024 / 1048576, $took, scalar(@samples), $max_sample // -1));
+
+is($failed, 0, 'no transaction failed: every session committed all its transactions');
+cmp_ok(scalar(@samples), '>', 20, 'the sampler read the view many times');
+cmp_ok($max_sample // 0, '>', 0, 'the sampler saw rows in the memtable');
+cmp_ok($max_sample // 0, '<=', $MEMTABLE, 'memtable_bytes never exceeded 1 MB');
+
+my ($xacts, $xfailed, $appended, $waits, $flushes, $mem_bytes) = split /\|/,
+  $node->safe_psql('postgres',
+	q{SELECT transactions_committed, transactions_failed, rows_appended, backpressure_waits, flushes, memtable_bytes
+	  FROM rollout_stat_stores WHERE store = 'bp'});
+is($xacts, $SESSIONS * $XACTS, "the view: $SESSIONS x $XACTS transactions committed");
+is($xfailed, 0, 'the view: none failed');
+is($appended, $rows, "the view: $rows rows appended");
+cmp_ok($waits, '>', 0, "committers waited for room ($waits back-pressure waits)");
+cmp_ok($flushes, '>', 0, "back-pressure flushed ($flushes flushes, with flush_interval = 0)");
+cmp_ok($mem_bytes, '<=', $MEMTABLE, "memtable_bytes is within 1 MB at the end ($mem_bytes)");
+my $gens = $node->safe_psql('postgres', q{SELECT generations FROM rollout_observe('t')});
+cmp_ok($gens, '>=', 5, "the flushes made generations ($gens): the data is 6 x the memtable");
+
+is($node->safe_psql('postgres', q{SELECT count(*), count(DISTINCT id), sum(v), sum(length(payload)) FROM t}),
+	"$rows|$rows|$sum|" . ($rows * 1024), "exact: $rows rows, each once, every payload whole");
+$node->safe_psql('postgres', q{SELECT rollout_flush('t')});
+is($node->safe_psql('postgres', q{SELECT count(*), count(DISTINCT id), sum(v) FROM t}),
+	"$rows|$rows|$sum", 'still exact after a final flush');
+is($node->safe_psql('postgres', q{SELECT memtable_rows, memtable_bytes FROM rollout_stat_stores WHERE store = 'bp'}),
+	'0|0', 'the memtable is empty after the final flush');
+
+# and the memtable keeps working after it was full
+$node->safe_psql('postgres', q{INSERT INTO t VALUES ('last', 7, 'x')});
+is($node->safe_psql('postgres', q{SELECT count(*), memtable_rows FROM t, rollout_stat_stores WHERE store = 'bp' GROUP BY 2}),
+	($rows + 1) . '|1', 'a commit after all that lands in the memtable');
+
+my $log = slurp_file($node->logfile);
+unlike($log, qr/terminated by signal|PANIC/, 'no backend crashed');
+$node->stop;
+done_testing();

@@ -1,0 +1,139 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# 017_worker_store_errors.pl — the background worker survives a store that
+# became unreadable, reports it, and recovers (DESIGN.md §9; issue 4).
+#
+# Preloaded.  Two stores: 'sick' and 'well'.  Rows wait in the memtable of
+# both (flush_interval = 0), then the 'sick' store's folder is made
+# unreadable (chmod 000) and flush_interval is reloaded as 1.  The worker's
+# flushes of 'sick' fail on every pass: each failure is logged, the view
+# shows it in last_error / last_error_at, the worker keeps its PID, and the
+# 'well' store is flushed all the same.  Once the folder is readable again
+# the next pass flushes 'sick' too; every row is there, exactly once.
+
+use strict;
+use warnings;
+
+use JSON::PP;
+use Time::HiRes qw(time usleep);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('worker_errors');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', q{
+shared_preload_libraries = 'rollout_fdw'
+rollout_fdw.worker_databases = 'postgres'
+rollout_fdw.flush_interval = 0
+rollout_fdw.merge_after_generations = 0
+rollout_fdw.gc_interval = 0
+});
+$node->start;
+
+my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+$node->safe_psql(
+	'postgres', qq{
+CREATE EXTENSION rollout_fdw;
+CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
+CREATE FOREIGN TABLE sick (id text, v int) SERVER s OPTIONS (store 'sick', key 'id');
+CREATE FOREIGN TABLE well (id text, v int) SERVER s OPTIONS (store 'well', key 'id');
+});
+my $shard = $node->safe_psql('postgres',
+	'SELECT system_identifier FROM pg_control_system()');
+
+sub stat_of
+{
+	my ($store, @cols) = @_;
+	return $node->safe_psql('postgres',
+		'SELECT ' . join(', ', @cols) . " FROM rollout_stat_stores WHERE store = '$store'");
+}
+
+sub poll_until
+{
+	my ($sql, $want, $timeout) = @_;
+	my $t0 = time;
+	while (time - $t0 < $timeout)
+	{
+		return time - $t0 if $node->safe_psql('postgres', $sql) eq $want;
+		usleep(100_000);
+	}
+	return undef;
+}
+
+sub sweeper_pid
+{
+	return $node->safe_psql('postgres',
+		q{SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE backend_type = 'rollout_fdw sweeper'});
+}
+
+my $pid = sweeper_pid();
+like($pid, qr/^\d+$/, "one sweeper runs (pid $pid)");
+
+# 5 transactions of 20 rows in each store
+for my $b (0 .. 4)
+{
+	my ($lo, $hi) = ($b * 20 + 1, $b * 20 + 20);
+	$node->safe_psql('postgres', "INSERT INTO sick SELECT 's' || i, i FROM generate_series($lo, $hi) i");
+	$node->safe_psql('postgres', "INSERT INTO well SELECT 'w' || i, i FROM generate_series($lo, $hi) i");
+}
+is($node->safe_psql('postgres', q{SELECT count(*), sum(v) FROM sick}), '100|5050', 'sick: 100 rows');
+is(stat_of('sick', qw(memtable_rows flushes)), '100|0', 'sick: all in the memtable, unflushed');
+is(stat_of('well', qw(memtable_rows flushes)), '100|0', 'well: all in the memtable, unflushed');
+
+# ---------------------------------------------------------------------------
+# The store becomes unreadable; the worker starts flushing.
+chmod(0000, "$location/sick") or die "chmod: $!";
+my $offset = -s $node->logfile;
+my $t_broken = time;
+$node->safe_psql('postgres',
+	q{ALTER SYSTEM SET rollout_fdw.flush_interval = 1; SELECT pg_reload_conf();});
+
+ok(defined poll_until(q{SELECT memtable_rows FROM rollout_stat_stores WHERE store = 'well'}, '0', 20),
+	'the healthy store is flushed by the worker');
+ok(defined poll_until(q{SELECT last_error IS NOT NULL FROM rollout_stat_stores WHERE store = 'sick'}, 't', 20),
+	'the failing store gets a last_error in the view');
+my ($last_error, $recent) = split /\|/,
+  stat_of('sick', 'last_error', q{last_error_at BETWEEN now() - interval '1 minute' AND now()});
+like($last_error, qr/permission denied/i, "last_error says why: $last_error");
+is($recent, 't', 'last_error_at is recent');
+
+# several passes with the store still unreadable
+sleep(4);
+my $failures = () = slurp_file($node->logfile, $offset) =~ /rollout_fdw sweeper: store "sick": .*permission denied/gi;
+cmp_ok($failures, '>=', 3, "the worker logged the failure and retried on each pass ($failures times)");
+is(sweeper_pid(), $pid, 'the worker is still running, with the same PID');
+is(stat_of('sick', qw(memtable_rows flushes)), '100|0', 'the failing store keeps its rows in the memtable');
+is(stat_of('well', qw(flushes last_error)), '1|', 'the healthy store flushed once and has no error');
+is($node->safe_psql('postgres', q{SELECT count(*), sum(v) FROM well}), '100|5050',
+	'the healthy store reads exact from its generation');
+
+# ---------------------------------------------------------------------------
+# Readable again: the next pass flushes.
+chmod(0700, "$location/sick") or die "chmod: $!";
+my $took = poll_until(q{SELECT memtable_rows FROM rollout_stat_stores WHERE store = 'sick'}, '0', 20);
+ok(defined $took, 'once readable again, the worker flushes the store');
+note(sprintf('recovered %.1f s after the folder became readable', $took // -1));
+is(stat_of('sick', qw(flushes memtable_batches)), '1|0', 'the view: one successful flush, memtable empty');
+cmp_ok(stat_of('sick', 'last_flush_ms'), '>', 0, 'last_flush_ms records its duration');
+my @manifests = sort glob("$location/sick/shards/$shard/_manifest/*.json");
+my $m = decode_json(slurp_file($manifests[-1]));
+is(scalar(@{ $m->{generations} }), 1, 'the shard manifest lists one generation');
+is($m->{generations}[0]{rows}, 100, '... with the 100 rows');
+is($node->safe_psql('postgres', q{SELECT count(*), count(DISTINCT id), sum(v) FROM sick}), '100|100|5050',
+	'sick: every row there, exactly once');
+is(sweeper_pid(), $pid, 'the same worker did it');
+
+# and it goes on: new rows are flushed on the next passes
+$node->safe_psql('postgres', q{INSERT INTO sick VALUES ('later', 1000)});
+ok(defined poll_until(q{SELECT memtable_rows FROM rollout_stat_stores WHERE store = 'sick'}, '0', 20),
+	'a later commit is flushed too');
+is($node->safe_psql('postgres', q{SELECT count(*), sum(v) FROM sick}), '101|6050', 'exact at the end');
+
+my $log = slurp_file($node->logfile);
+unlike($log, qr/terminated by signal|PANIC|background worker "rollout_fdw sweeper.*exited/,
+	'no crash; the worker never exited');
+$node->stop;
+done_testing();

@@ -1,0 +1,189 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# 018_fencing.pl — two clusters misconfigured with the same shard id on one
+# store: epochs, fence markers, reopen-once (DESIGN.md §8; issue 4).
+#
+# Both clusters are preloaded and set rollout_fdw.shard_id = 'twin'.
+#   A commits      -> claims epoch 1 (fence at position 1)
+#   B commits      -> claims epoch 2, fencing A
+#   A commits      -> fails: the shard was taken over (nothing written)
+#   A commits      -> A reopens once: claims epoch 3, fencing B; succeeds
+#   B commits      -> fails: taken over
+#   B commits      -> B reopens once: epoch 4, fencing A; succeeds
+#   A commits      -> fails: taken over (A's second fence)
+#   A commits      -> refused: fenced twice, A does not claim again
+#   B commits      -> succeeds (B was fenced once only)
+# Every commit that returned success is readable on both clusters after a
+# flush; no row of a failed commit is anywhere; the WAL holds four fence
+# markers with epochs 1..4 and no hole.
+
+use strict;
+use warnings;
+
+use JSON::PP;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+my $SHARD = 'twin';
+
+my %node;
+for my $name ('a', 'b')
+{
+	my $n = PostgreSQL::Test::Cluster->new("fence_$name");
+	$n->init;
+	$n->append_conf(
+		'postgresql.conf', qq{
+shared_preload_libraries = 'rollout_fdw'
+rollout_fdw.worker_databases = 'postgres'
+rollout_fdw.shard_id = '$SHARD'
+rollout_fdw.flush_interval = 0
+rollout_fdw.merge_after_generations = 0
+rollout_fdw.gc_interval = 0
+});
+	$n->start;
+	$n->safe_psql(
+		'postgres', qq{
+CREATE EXTENSION rollout_fdw;
+CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
+CREATE FOREIGN TABLE t (id text, v int, origin text) SERVER s OPTIONS (store 'fenced', key 'id');
+});
+	$node{$name} = $n;
+}
+my ($A, $B) = ($node{a}, $node{b});
+my $wal_dir = "$location/fenced/shards/$SHARD/wal";
+
+my (%committed, %failed);    # id prefix => rows
+
+# Commit 10 rows "<label>-1..10" (v = 1..10) on $n; returns (ret, stderr).
+sub commit_batch
+{
+	my ($n, $label) = @_;
+	my ($ret, $out, $err) = $n->psql('postgres',
+		"INSERT INTO t SELECT '$label-' || i, i, '$label' FROM generate_series(1, 10) i");
+	if ($ret == 0) { $committed{$label} = 1; }
+	else { $failed{$label} = 1; }
+	return ($ret, $err);
+}
+
+sub wal_positions
+{
+	return () unless opendir(my $dh, $wal_dir);
+	my @p = sort { $a <=> $b }
+	  map { /^(\d{20})\.wal$/ ? $1 + 0 : () } readdir($dh);
+	closedir($dh);
+	return @p;
+}
+
+sub wal_metadata
+{
+	my ($p) = @_;
+	my $bytes = slurp_file(sprintf("%s/%020d.wal", $wal_dir, $p));
+	my ($meta) = $bytes =~ /(\{"kind":\s*"(?:wal|fence)".*?\]\})/s;
+	die "no metadata in WAL position $p" unless defined $meta;
+	return decode_json($meta);
+}
+
+sub epoch_of
+{
+	my ($n) = @_;
+	return $n->safe_psql('postgres', q{SELECT writer_epoch FROM rollout_stat_stores WHERE store = 'fenced'});
+}
+
+my $taken_over = qr/shard "\Q$SHARD\E" of store "fenced" was taken over by another writer/;
+
+# ---------------------------------------------------------------------------
+my ($ret, $err) = commit_batch($A, 'a1');
+is($ret, 0, 'A commits first (claims epoch 1)') or diag($err);
+is(epoch_of($A), 1, 'A writes with epoch 1');
+
+($ret, $err) = commit_batch($B, 'b1');
+is($ret, 0, 'B commits (claims epoch 2, fencing A)') or diag($err);
+is(epoch_of($B), 2, 'B writes with epoch 2');
+
+($ret, $err) = commit_batch($A, 'a2');
+isnt($ret, 0, "A's next commit fails");
+like($err, $taken_over, '... with a clear error naming the shard: taken over');
+like($err, qr/Nothing was written/, '... saying nothing was written');
+
+($ret, $err) = commit_batch($A, 'a3');
+is($ret, 0, 'A reopens once: its next commit claims again and succeeds') or diag($err);
+is(epoch_of($A), 3, 'A now writes with epoch 3');
+
+($ret, $err) = commit_batch($B, 'b2');
+isnt($ret, 0, "B's next commit fails");
+like($err, $taken_over, '... taken over');
+
+($ret, $err) = commit_batch($B, 'b3');
+is($ret, 0, 'B reopens once and succeeds') or diag($err);
+is(epoch_of($B), 4, 'B now writes with epoch 4');
+
+($ret, $err) = commit_batch($A, 'a4');
+isnt($ret, 0, "A's next commit fails (fenced a second time)");
+like($err, $taken_over, '... taken over');
+
+($ret, $err) = commit_batch($A, 'a5');
+isnt($ret, 0, 'A, fenced twice, refuses the next commit');
+like($err, qr/shard "\Q$SHARD\E" of store "fenced" is owned by another writer/, '... with a clear error');
+like($err, qr/fenced twice/, '... saying it was fenced twice');
+my $fence_count = grep { wal_metadata($_)->{kind} eq 'fence' } wal_positions();
+is($fence_count, 4, 'the refusal claimed nothing (still 4 fences)');
+
+($ret, $err) = commit_batch($B, 'b4');
+is($ret, 0, 'B, fenced only once, keeps committing') or diag($err);
+
+is_deeply([ sort keys %committed ], [qw(a1 a3 b1 b3 b4)], 'committed: a1 a3 b1 b3 b4');
+is_deeply([ sort keys %failed ], [qw(a2 a4 a5 b2)], 'failed: a2 a4 a5 b2');
+
+# ---------------------------------------------------------------------------
+# The WAL: no hole, four fences with epochs 1..4, each commit once.
+my @pos = wal_positions();
+is_deeply(\@pos, [ 1 .. scalar(@pos) ], 'the WAL has no hole');
+my @kinds = map { my $m = wal_metadata($_); "$m->{kind}:$m->{epoch}" } @pos;
+is(join(' ', @kinds), 'fence:1 wal:1 fence:2 wal:2 fence:3 wal:3 fence:4 wal:4 wal:4',
+	'WAL: fence 1, a1, fence 2, b1, fence 3, a3, fence 4, b3, b4');
+
+# Flush on the live writer (B), then read on both clusters.
+$B->safe_psql('postgres', q{SELECT rollout_flush('t')});
+my $n_ok = 10 * scalar(keys %committed);
+my $sum_ok = 55 * scalar(keys %committed);
+for my $pair ([ 'B', $B ], [ 'A', $A ])
+{
+	my ($name, $n) = @$pair;
+	is($n->safe_psql('postgres', q{SELECT count(*), count(DISTINCT id), sum(v) FROM t}),
+		"$n_ok|$n_ok|$sum_ok", "$name reads every committed row exactly once ($n_ok rows)");
+	is($n->safe_psql('postgres', q{SELECT string_agg(DISTINCT origin, ',' ORDER BY origin) FROM t}),
+		'a1,a3,b1,b3,b4', "$name: the rows of exactly the successful commits");
+}
+
+# A fenced cluster may still flush what the WAL holds (nothing here) and read.
+my $m = decode_json(slurp_file((sort glob("$location/fenced/shards/$SHARD/_manifest/*.json"))[-1]));
+is($m->{writer_epoch}, 4, 'the shard manifest says epoch 4');
+is($m->{replay_after}, $pos[-1], 'and is flushed to the last position');
+
+# A restart of A lets it claim again (the hint says so); B is then fenced.
+$A->stop;
+$A->start;
+($ret, $err) = commit_batch($A, 'a6');
+is($ret, 0, 'after a restart A claims the shard again') or diag($err);
+is(epoch_of($A), 5, '... with epoch 5');
+($ret, $err) = commit_batch($B, 'b5');
+isnt($ret, 0, 'B is fenced by it');
+like($err, $taken_over, '... taken over');
+$A->safe_psql('postgres', q{SELECT rollout_flush('t')});
+$n_ok += 10;
+$sum_ok += 55;
+is($A->safe_psql('postgres', q{SELECT count(*), count(DISTINCT id), sum(v) FROM t}),
+	"$n_ok|$n_ok|$sum_ok", "in the end every committed row is there ($n_ok), none of a failed commit");
+is($A->safe_psql('postgres', q{SELECT count(*) FROM t WHERE origin IN ('a2', 'a4', 'a5', 'b2', 'b5')}),
+	'0', 'no row of a failed commit is visible');
+
+for my $n ($A, $B)
+{
+	my $log = slurp_file($n->logfile);
+	unlike($log, qr/terminated by signal|PANIC/, $n->name . ': no backend crashed');
+	$n->stop;
+}
+done_testing();
