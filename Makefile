@@ -57,7 +57,8 @@ PROVE_TESTS ?= test/t/*.pl
 # -Wextra except -Wunused-parameter: FDW, GUC and transaction callbacks must
 # accept arguments they do not need.
 PG_CPPFLAGS = -I$(srcdir)/include -Wall -Wextra -Wno-unused-parameter
-SHLIB_LINK = -lzstd
+# zstd: column chunks; libcurl, OpenSSL and libxml2: the object-store backends
+SHLIB_LINK = -lzstd -lcurl -lcrypto -lxml2
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)

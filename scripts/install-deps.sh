@@ -17,6 +17,7 @@ PACKAGES=(
 	postgresql-contrib
 	libcurl4-openssl-dev     # HTTP for the S3 / Azure object-store backends
 	libssl-dev               # hashes and HMAC
+	libxml2-dev              # object-store listing responses (XML)
 	libzstd-dev              # column chunk compression
 	libipc-run-perl          # required by PostgreSQL::Test::Cluster (TAP tests)
 	perl                     # prove
@@ -60,6 +61,18 @@ if [ "${#missing[@]}" -gt 0 ]; then
 		tail -n 100 "$log" >&2
 		die "apt-get install failed (last 100 lines of its output above)"
 	fi
+fi
+
+# Node.js and npm run Azurite, the Azure Blob emulator of the tests.  Machines
+# of this kind come with Node.js 20 and npm; Debian's npm (with its own
+# nodejs) is the fallback on a machine without them.
+if ! command -v npm >/dev/null 2>&1; then
+	log=$(mktemp)
+	if ! { apt-get update -q && apt-get install -y -q --no-install-recommends npm; } >"$log" 2>&1; then
+		tail -n 100 "$log" >&2
+		die "installing npm failed"
+	fi
+	rm -f "$log"
 fi
 
 # Verify the tools the build and the tests call, so that a broken installation

@@ -141,6 +141,9 @@ cleanup() {
 		kill -KILL -- "-$child" 2>/dev/null
 	fi
 	stop_leftover_servers
+	if [ "${started_azurite:-0}" = 1 ]; then
+		"$ROOT/test/servers/azurite.sh" stop >/dev/null 2>&1 || true
+	fi
 	if [ "$keep" = 1 ]; then
 		echo "test.sh: kept the test tree in $WORK" >&2
 	else
@@ -164,9 +167,20 @@ tar -C "$ROOT" \
 	--exclude=./.git --exclude=./results --exclude=./tmp_check --exclude=./log \
 	--exclude=./regression.diffs --exclude=./regression.out \
 	--exclude='*.o' --exclude='*.so' --exclude='*.bc' --exclude='*.a' \
+	--exclude=./test/servers/node_modules \
 	-cf - . | tar -C "$SRC" -xf -
 chown -R postgres:postgres "$WORK"
 chmod 755 "$WORK"
+
+# Object-store servers of the backend tests, on loopback; they hand their
+# endpoints to the tests through ROLLOUT_TEST_* variables.
+say "starting Azurite (Azure Blob Storage emulator)"
+"$ROOT/test/servers/azurite.sh" start >"$WORK/azurite.start.log" 2>&1 || {
+	cat "$WORK/azurite.start.log" >&2
+	die "could not start Azurite"
+}
+eval "$("$ROOT/test/servers/azurite.sh" env)"
+started_azurite=1
 
 # Which suites exist?
 shopt -s nullglob

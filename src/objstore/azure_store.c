@@ -1,18 +1,1628 @@
 /*-------------------------------------------------------------------------
  *
  * azure_store.c
- *		The Azure Blob Storage backend (az://account/container/prefix).
+ *		The Azure Blob Storage backend ("az://account/container/prefix").
  *
- * Not built yet: locations of this scheme are refused by
- * objstore_check_location() with "the az backend is not available in this
- * build".  See the S3/Azure issue.
+ * An object is a block blob named <prefix>/<key> in the container.  The
+ * operations of objstore.h map onto the Blob service REST API:
+ *
+ *	create-if-absent	Put Blob (BlockBlob) with If-None-Match: *; above
+ *						AZURE_SINGLE_PUT_LIMIT bytes, Put Block for each
+ *						block and Put Block List with If-None-Match: *.
+ *						409 BlobAlreadyExists or 412 mean "already exists".
+ *						The put id travels as the metadata header
+ *						x-ms-meta-rollout_put_id.
+ *	get_range/get_tail	Get Blob with x-ms-range; 404 = does not exist.
+ *	get_put_id			Get Blob Properties (HEAD).
+ *	list				List Blobs with prefix, maxresults and marker; the
+ *						continuation token is the service's NextMarker, and
+ *						start_after is applied by skipping.
+ *	delete				Delete Blob; 202 deleted, 404 did not exist.
+ *
+ * Authentication is Shared Key (an HMAC-SHA256 of the canonical request
+ * under the account key, OpenSSL) or a SAS token appended to every URL.
+ * They come from the user mapping (account_key, sas_token), else from the
+ * server's environment (AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN).
+ * Neither ever reaches a message: errors name the operation, the key, the
+ * location, the HTTP status and the service's error code (the x-ms-error-code
+ * header), never the URL, the request headers or the response body, which
+ * for a failed signature echoes the string that was signed.
+ *
+ * Robustness.  One libcurl easy handle per backend process is reused for
+ * every request of every Azure store (curl_easy_reset keeps its connection
+ * cache, so the TCP/TLS connection is kept alive).  Every request has a
+ * connect and a total timeout (connect_timeout, request_timeout server
+ * options).  Connection errors, timeouts, 408, 429 and 5xx are retried with
+ * exponential backoff and jitter, at most AZURE_MAX_ATTEMPTS attempts.  A
+ * create whose attempt failed after the request may have reached the
+ * service is ambiguous: it is retried, and an "already exists" that
+ * follows is resolved by reading the blob's put id (ours: CREATED).
+ *
+ * No callback given to libcurl ever raises an ERROR (a longjmp through
+ * libcurl would leave the shared handle unusable): they copy into
+ * pre-sized or NO_OOM buffers and abort the transfer on failure, and the
+ * progress callback aborts a transfer when a query cancel or termination
+ * is pending, after which CHECK_FOR_INTERRUPTS raises it outside libcurl.
+ * Header lists are freed before anything can raise an ERROR.
+ *
+ * List Blobs answers are parsed with libxml2 (PostgreSQL itself is built
+ * with it: USE_LIBXML), without network access or entity expansion, and
+ * the document is freed on every path.
+ *
+ * Copyright (c) rollout_fdw authors
+ *
+ * IDENTIFICATION
+ *		src/objstore/azure_store.c
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commands/defrem.h"
+#include "common/base64.h"
+#include "common/pg_prng.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
 #include "objstore_backend.h"
 
+#ifdef USE_LIBXML
+
+#include <curl/curl.h>
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+/* The REST API version we speak (x-ms-version). */
+#define AZURE_API_VERSION "2021-12-02"
+
+/* The metadata entry that holds an object's put id. */
+#define AZURE_PUT_ID_HEADER "x-ms-meta-rollout_put_id"
+
+/* Objects up to this size are one Put Blob; larger ones go in blocks. */
+#define AZURE_SINGLE_PUT_LIMIT ((int64) 8 * 1024 * 1024)
+#define AZURE_BLOCK_SIZE ((int64) 8 * 1024 * 1024)
+
+/* List Blobs returns at most this many entries per page. */
+#define AZURE_MAX_LIST_RESULTS 5000
+
+/* Retry budget: attempts per request, backoff base and cap. */
+#define AZURE_MAX_ATTEMPTS 5
+#define AZURE_BACKOFF_BASE_MS 100
+#define AZURE_BACKOFF_CAP_MS 4000
+
+/* Defaults of the connect_timeout and request_timeout options (seconds). */
+#define AZURE_DEFAULT_CONNECT_TIMEOUT 10
+#define AZURE_DEFAULT_REQUEST_TIMEOUT 60
+
+/* Error responses keep at most this much of the body (for <Code>). */
+#define AZURE_ERROR_BODY_MAX 4096
+
+/* The backend's private state, ObjectStore.backend. */
+typedef struct AzureStore
+{
+	char	   *account;
+	char	   *container;
+	char	   *prefix;			/* "" or "a/b/" (with the trailing slash) */
+	char	   *endpoint;		/* "http://127.0.0.1:10000/devstoreaccount1" */
+	char	   *endpoint_path;	/* its path: "/devstoreaccount1" or "" */
+	unsigned char *account_key; /* decoded, or NULL */
+	int			account_key_length;
+	char	   *sas_token;		/* without '?', or NULL */
+	long		connect_timeout_ms;
+	long		request_timeout_ms;
+	char	   *ca_file;
+	bool		verify_tls;
+} AzureStore;
+
+/* A request body: bytes in memory or a region of a local file. */
+typedef struct AzureBody
+{
+	const char *data;			/* memory body, or NULL */
+	int			fd;				/* file body when data == NULL, else -1 */
+	int64		file_offset;
+	int64		length;
+	int64		position;		/* bytes handed to libcurl so far */
+} AzureBody;
+
+/* One request, prepared in palloc'd memory before libcurl sees it. */
+typedef struct AzureRequest
+{
+	const char *operation;		/* "create", "read"... for messages */
+	const char *key;			/* the object key, for messages; or NULL */
+	const char *method;
+	char	   *path;			/* encoded, after the endpoint: /container/blob */
+	/* query parameters, sorted by name, values not encoded */
+	int			query_count;
+	const char *query_names[6];
+	const char *query_values[6];
+	/* headers that are signed in their own slot, or NULL */
+	const char *content_type;
+	const char *if_none_match;
+	/* x-ms-* headers besides date and version, sorted by name */
+	int			ms_header_count;
+	const char *ms_header_names[4];
+	const char *ms_header_values[4];
+	AzureBody  *body;			/* or NULL */
+	StringInfo	response;		/* 2xx body appended here; or NULL */
+} AzureRequest;
+
+/* What came back, filled in by the libcurl callbacks. */
+typedef struct AzureResponse
+{
+	long		status;			/* 0 when no HTTP answer */
+	CURLcode	curl_code;
+	char		curl_message[CURL_ERROR_SIZE];
+	char		error_code[128];	/* x-ms-error-code */
+	char		put_id[128];
+	bool		has_put_id;
+	int64		content_length; /* -1 if absent */
+	int64		range_total;	/* size from Content-Range, -1 if absent */
+	bool		body_overflow;	/* a buffer could not grow: transfer aborted */
+	StringInfo	response;
+	int			response_start; /* response->len before the attempt */
+	char		error_body[AZURE_ERROR_BODY_MAX];
+	int			error_body_length;
+} AzureResponse;
+
+/* The process's one libcurl handle, shared by every Azure store. */
+static CURL *azure_curl = NULL;
+
+static void azure_process_exit(int code, Datum arg);
+static bool azure_blob_missing(AzureResponse *response);
+static CURL *azure_handle(void);
+
+static ObjectStoreCreateResult azure_create_if_absent(ObjectStore *store,
+													  const char *key,
+													  const char *data,
+													  size_t len,
+													  const char *put_id);
+static ObjectStoreCreateResult azure_create_from_file_if_absent(ObjectStore *store,
+																const char *key,
+																const char *local_path,
+																const char *put_id);
+static bool azure_get_range(ObjectStore *store, const char *key,
+							int64 offset, int64 length,
+							StringInfo out, int64 *object_size);
+static bool azure_get_tail(ObjectStore *store, const char *key, int64 length,
+						   StringInfo out, int64 *object_size);
+static bool azure_get_put_id(ObjectStore *store, const char *key,
+							 char **put_id);
+static ObjectStoreListing *azure_list(ObjectStore *store, const char *prefix,
+									  const char *start_after, int max_keys,
+									  const char *continuation);
+static bool azure_delete_object(ObjectStore *store, const char *key);
+
+static const ObjectStoreOps azure_store_ops = {
+	.create_if_absent = azure_create_if_absent,
+	.create_from_file_if_absent = azure_create_from_file_if_absent,
+	.get_range = azure_get_range,
+	.get_tail = azure_get_tail,
+	.get_put_id = azure_get_put_id,
+	.list = azure_list,
+	.delete_object = azure_delete_object,
+	.close = NULL,
+};
+
+bool
+azure_store_available(void)
+{
+	return true;
+}
+
+/* ----------------------------------------------------------------
+ * Options
+ * ----------------------------------------------------------------
+ */
+
+/* The value of option name in options, or NULL. */
+static const char *
+azure_option(List *options, const char *name)
+{
+	ListCell   *lc;
+	const char *value = NULL;
+
+	/* later entries (the user mapping) win over earlier ones */
+	foreach(lc, options)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+
+		if (strcmp(def->defname, name) == 0)
+			value = defGetString(def);
+	}
+	return value;
+}
+
+/* A timeout option in seconds, as milliseconds. */
+static long
+azure_timeout_option(List *options, const char *name, int default_seconds)
+{
+	const char *value = azure_option(options, name);
+	char	   *end;
+	long		seconds;
+
+	if (value == NULL)
+		return default_seconds * 1000L;
+	errno = 0;
+	seconds = strtol(value, &end, 10);
+	if (errno != 0 || *end != '\0' || seconds < 1 || seconds > 86400)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"%s\": \"%s\"", name, value),
+				 errdetail("It must be a positive number of seconds.")));
+	return seconds * 1000L;
+}
+
+/*
+ * azure_store_open
+ *		Fill in an ObjectStore for az://account/container/prefix.
+ *
+ * Nothing is sent here: a wrong key or a missing container is reported by
+ * the first request, naming it.  Credentials are required (there is no
+ * anonymous write access to a container), from the user mapping or else the
+ * server's environment.
+ */
+void
+azure_store_open(ObjectStore *store, const char *account,
+				 const char *container, const char *prefix, List *options)
+{
+	AzureStore *azure = palloc0(sizeof(AzureStore));
+	const char *endpoint = azure_option(options, "endpoint");
+	const char *account_key = azure_option(options, "account_key");
+	const char *sas_token = azure_option(options, "sas_token");
+	const char *verify_tls = azure_option(options, "verify_tls");
+	const char *after_scheme;
+	const char *path;
+
+	azure->account = pstrdup(account);
+	azure->container = pstrdup(container);
+	azure->prefix = (prefix && prefix[0]) ? psprintf("%s/", prefix) : pstrdup("");
+
+	if (endpoint == NULL)
+		azure->endpoint = psprintf("https://%s.blob.core.windows.net", account);
+	else
+	{
+		azure->endpoint = pstrdup(endpoint);
+		/* the path is joined with '/': drop trailing slashes */
+		while (strlen(azure->endpoint) > 0 &&
+			   azure->endpoint[strlen(azure->endpoint) - 1] == '/')
+			azure->endpoint[strlen(azure->endpoint) - 1] = '\0';
+	}
+	if (strncmp(azure->endpoint, "http://", 7) != 0 &&
+		strncmp(azure->endpoint, "https://", 8) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"endpoint\": \"%s\"", azure->endpoint),
+				 errdetail("It must be an http:// or https:// URL.")));
+	if (strchr(azure->endpoint, '?') != NULL || strchr(azure->endpoint, '#') != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"endpoint\" of store \"%s\"", store->location),
+				 errdetail("The endpoint must not hold a query string; give a SAS token in the user mapping option \"sas_token\".")));
+	after_scheme = strstr(azure->endpoint, "://") + 3;
+	path = strchr(after_scheme, '/');
+	azure->endpoint_path = pstrdup(path ? path : "");
+
+	azure->connect_timeout_ms = azure_timeout_option(options, "connect_timeout",
+													 AZURE_DEFAULT_CONNECT_TIMEOUT);
+	azure->request_timeout_ms = azure_timeout_option(options, "request_timeout",
+													 AZURE_DEFAULT_REQUEST_TIMEOUT);
+	if (azure_option(options, "ca_file") != NULL)
+		azure->ca_file = pstrdup(azure_option(options, "ca_file"));
+	azure->verify_tls = true;
+	if (verify_tls != NULL)
+	{
+		bool		verify;
+
+		if (!parse_bool(verify_tls, &verify))
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+					 errmsg("invalid value for option \"verify_tls\": \"%s\"", verify_tls)));
+		azure->verify_tls = verify;
+	}
+
+	/* Credentials: the user mapping, else the environment. */
+	if (account_key == NULL && sas_token == NULL)
+	{
+		account_key = getenv("AZURE_STORAGE_KEY");
+		if (account_key != NULL && account_key[0] == '\0')
+			account_key = NULL;
+		if (account_key == NULL)
+		{
+			sas_token = getenv("AZURE_STORAGE_SAS_TOKEN");
+			if (sas_token != NULL && sas_token[0] == '\0')
+				sas_token = NULL;
+		}
+	}
+	if (account_key != NULL)
+	{
+		int			encoded_length = strlen(account_key);
+		int			decoded_capacity = pg_b64_dec_len(encoded_length);
+
+		azure->account_key = palloc(decoded_capacity + 1);
+		azure->account_key_length = pg_b64_decode(account_key, encoded_length,
+												  (char *) azure->account_key,
+												  decoded_capacity);
+		if (azure->account_key_length <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+					 errmsg("invalid account key for store \"%s\"", store->location),
+					 errdetail("An Azure account key is base64; the value given does not decode.")));
+	}
+	else if (sas_token != NULL)
+	{
+		while (*sas_token == '?')
+			sas_token++;
+		azure->sas_token = pstrdup(sas_token);
+	}
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
+				 errmsg("no credentials for store \"%s\"", store->location),
+				 errhint("Set the option \"account_key\" or \"sas_token\" in a user mapping for the server, or AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN in the server's environment.")));
+
+	store->ops = &azure_store_ops;
+	store->backend = azure;
+}
+
+/* ----------------------------------------------------------------
+ * Keys, URLs and signing
+ * ----------------------------------------------------------------
+ */
+
+/* Append s percent-encoded: unreserved characters kept, '/' kept if asked. */
+static void
+azure_append_encoded(StringInfo buf, const char *s, bool keep_slash)
+{
+	for (; *s; s++)
+	{
+		unsigned char c = (unsigned char) *s;
+
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+			(c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' ||
+			c == '~' || (keep_slash && c == '/'))
+			appendStringInfoChar(buf, c);
+		else
+			appendStringInfo(buf, "%%%02X", c);
+	}
+}
+
+/* Refuse keys the contract forbids (bugs in the caller). */
+static void
+azure_check_key(ObjectStore *store, const char *key)
+{
+	if (key == NULL || key[0] == '\0' || key[0] == '/' ||
+		strstr(key, "//") != NULL || strlen(key) > 1000)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid object key \"%s\" for store \"%s\"",
+						key ? key : "", store->location)));
+}
+
+/* The encoded request path of a blob: /container/prefix/key. */
+static char *
+azure_blob_path(AzureStore *azure, const char *key)
+{
+	StringInfoData path;
+
+	initStringInfo(&path);
+	appendStringInfoChar(&path, '/');
+	azure_append_encoded(&path, azure->container, false);
+	appendStringInfoChar(&path, '/');
+	azure_append_encoded(&path, azure->prefix, true);
+	azure_append_encoded(&path, key, true);
+	return path.data;
+}
+
+/* Base64 of an HMAC-SHA256 of message under the account key. */
+static char *
+azure_sign(AzureStore *azure, const char *message)
+{
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	unsigned int mac_length = 0;
+	char	   *encoded;
+	int			encoded_length;
+
+	if (HMAC(EVP_sha256(), azure->account_key, azure->account_key_length,
+			 (const unsigned char *) message, strlen(message),
+			 mac, &mac_length) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not compute an HMAC-SHA256 request signature")));
+	encoded = palloc(pg_b64_enc_len(mac_length) + 1);
+	encoded_length = pg_b64_encode((const char *) mac, mac_length, encoded,
+								   pg_b64_enc_len(mac_length));
+	if (encoded_length < 0)
+		elog(ERROR, "could not base64-encode a request signature");
+	encoded[encoded_length] = '\0';
+	explicit_bzero(mac, sizeof(mac));
+	return encoded;
+}
+
+/* An RFC 1123 date for x-ms-date, independent of the locale. */
+static char *
+azure_http_date(void)
+{
+	static const char *const days[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+	static const char *const months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+	"Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+	time_t		now = time(NULL);
+	struct tm	tm;
+
+	gmtime_r(&now, &tm);
+	return psprintf("%s, %02d %s %04d %02d:%02d:%02d GMT",
+					days[tm.tm_wday], tm.tm_mday, months[tm.tm_mon],
+					tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+/* ----------------------------------------------------------------
+ * libcurl callbacks: none of them may raise an ERROR
+ * ----------------------------------------------------------------
+ */
+
+/* Grow a StringInfo without raising an ERROR; false if it cannot. */
+static bool
+azure_buffer_reserve(StringInfo buf, size_t more)
+{
+	size_t		needed = (size_t) buf->len + more + 1;
+	size_t		capacity;
+	char	   *grown;
+
+	if (needed <= (size_t) buf->maxlen)
+		return true;
+	if (needed > MaxAllocSize)
+		return false;
+	capacity = Max((size_t) buf->maxlen, 1024);
+	while (capacity < needed)
+		capacity *= 2;
+	capacity = Min(capacity, (size_t) MaxAllocSize);
+	grown = MemoryContextAllocExtended(GetMemoryChunkContext(buf->data),
+									   capacity, MCXT_ALLOC_NO_OOM);
+	if (grown == NULL)
+		return false;
+	memcpy(grown, buf->data, buf->len + 1);
+	pfree(buf->data);
+	buf->data = grown;
+	buf->maxlen = capacity;
+	return true;
+}
+
+static size_t
+azure_write_callback(char *data, size_t size, size_t count, void *arg)
+{
+	AzureResponse *response = arg;
+	size_t		bytes = size * count;
+	long		status = 0;
+
+	curl_easy_getinfo(azure_curl, CURLINFO_RESPONSE_CODE, &status);
+	if (status >= 200 && status < 300 && response->response != NULL)
+	{
+		StringInfo	out = response->response;
+
+		if (!azure_buffer_reserve(out, bytes))
+		{
+			response->body_overflow = true;
+			return 0;			/* aborts the transfer */
+		}
+		memcpy(out->data + out->len, data, bytes);
+		out->len += bytes;
+		out->data[out->len] = '\0';
+	}
+	else
+	{
+		/* error bodies: keep the beginning, for the <Code> element */
+		size_t		room = sizeof(response->error_body) - 1 - response->error_body_length;
+		size_t		copy = Min(room, bytes);
+
+		memcpy(response->error_body + response->error_body_length, data, copy);
+		response->error_body_length += copy;
+		response->error_body[response->error_body_length] = '\0';
+	}
+	return bytes;
+}
+
+/* Copy a header's value (trimmed) into a fixed buffer. */
+static void
+azure_header_value(const char *line, size_t length, size_t name_length,
+				   char *out, size_t out_size)
+{
+	const char *value = line + name_length;
+	const char *end = line + length;
+	size_t		value_length;
+
+	while (value < end && (*value == ' ' || *value == '\t'))
+		value++;
+	while (end > value && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+		end--;
+	value_length = Min((size_t) (end - value), out_size - 1);
+	memcpy(out, value, value_length);
+	out[value_length] = '\0';
+}
+
+static size_t
+azure_header_callback(char *line, size_t size, size_t count, void *arg)
+{
+	AzureResponse *response = arg;
+	size_t		length = size * count;
+	char		value[128];
+
+#define HEADER_IS(name) \
+	(length > strlen(name) && pg_strncasecmp(line, name, strlen(name)) == 0)
+
+	if (HEADER_IS("x-ms-error-code:"))
+		azure_header_value(line, length, strlen("x-ms-error-code:"),
+						   response->error_code, sizeof(response->error_code));
+	else if (HEADER_IS(AZURE_PUT_ID_HEADER ":"))
+	{
+		azure_header_value(line, length, strlen(AZURE_PUT_ID_HEADER ":"),
+						   response->put_id, sizeof(response->put_id));
+		response->has_put_id = true;
+	}
+	else if (HEADER_IS("content-length:"))
+	{
+		azure_header_value(line, length, strlen("content-length:"),
+						   value, sizeof(value));
+		response->content_length = strtoll(value, NULL, 10);
+	}
+	else if (HEADER_IS("content-range:"))
+	{
+		const char *slash;
+
+		/* "bytes 0-99/1234" */
+		azure_header_value(line, length, strlen("content-range:"),
+						   value, sizeof(value));
+		slash = strchr(value, '/');
+		if (slash != NULL && slash[1] != '*')
+			response->range_total = strtoll(slash + 1, NULL, 10);
+	}
+	else if (length >= 5 && strncmp(line, "HTTP/", 5) == 0)
+	{
+		/* a new response (after 100 Continue, say): forget the last one */
+		response->error_code[0] = '\0';
+		response->has_put_id = false;
+		response->content_length = -1;
+		response->range_total = -1;
+	}
+#undef HEADER_IS
+	return length;
+}
+
+static size_t
+azure_read_callback(char *buffer, size_t size, size_t count, void *arg)
+{
+	AzureBody  *body = arg;
+	size_t		room = size * count;
+	int64		remaining = body->length - body->position;
+	size_t		chunk = (size_t) Min((int64) room, remaining);
+
+	if (chunk == 0)
+		return 0;
+	if (body->data != NULL)
+		memcpy(buffer, body->data + body->position, chunk);
+	else
+	{
+		ssize_t		got = pread(body->fd, buffer, chunk,
+								body->file_offset + body->position);
+
+		if (got <= 0)
+			return CURL_READFUNC_ABORT;
+		chunk = (size_t) got;
+	}
+	body->position += chunk;
+	return chunk;
+}
+
+static int
+azure_seek_callback(void *arg, curl_off_t offset, int origin)
+{
+	AzureBody  *body = arg;
+
+	if (origin != SEEK_SET || offset < 0 || offset > body->length)
+		return CURL_SEEKFUNC_CANTSEEK;
+	body->position = offset;
+	return CURL_SEEKFUNC_OK;
+}
+
+/* Abort a transfer when a cancel or termination is pending. */
+static int
+azure_progress_callback(void *arg, curl_off_t dltotal, curl_off_t dlnow,
+						curl_off_t ultotal, curl_off_t ulnow)
+{
+	if ((QueryCancelPending || ProcDiePending) && INTERRUPTS_CAN_BE_PROCESSED())
+		return 1;
+	return 0;
+}
+
+/* ----------------------------------------------------------------
+ * Requests
+ * ----------------------------------------------------------------
+ */
+
+static void
+azure_process_exit(int code, Datum arg)
+{
+	if (azure_curl != NULL)
+		curl_easy_cleanup(azure_curl);
+	azure_curl = NULL;
+}
+
+/* The process's handle, created on first use. */
+static CURL *
+azure_handle(void)
+{
+	if (azure_curl == NULL)
+	{
+		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not initialize libcurl")));
+		azure_curl = curl_easy_init();
+		if (azure_curl == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("could not create a libcurl handle")));
+		on_proc_exit(azure_process_exit, (Datum) 0);
+	}
+	return azure_curl;
+}
+
+/* The URL of a request, with its query string and any SAS token. */
+static char *
+azure_request_url(AzureStore *azure, AzureRequest *request)
+{
+	StringInfoData url;
+	char		separator = '?';
+
+	initStringInfo(&url);
+	appendStringInfoString(&url, azure->endpoint);
+	appendStringInfoString(&url, request->path);
+	for (int i = 0; i < request->query_count; i++)
+	{
+		appendStringInfoChar(&url, separator);
+		appendStringInfo(&url, "%s=", request->query_names[i]);
+		azure_append_encoded(&url, request->query_values[i], false);
+		separator = '&';
+	}
+	if (azure->sas_token != NULL)
+	{
+		appendStringInfoChar(&url, separator);
+		appendStringInfoString(&url, azure->sas_token);
+	}
+	return url.data;
+}
+
+/*
+ * The header lines of a request (palloc'd "Name: value" strings, NULL
+ * terminated), with the Shared Key Authorization when there is an account
+ * key.  The string to sign follows the Blob service's rules for versions
+ * 2015-02-21 and later: the standard headers in fixed slots (an empty
+ * Content-Length when zero), then the x-ms-* headers sorted, then the
+ * canonicalized resource "/account<path>" with the query parameters as
+ * "\nname:value" lines.  For the emulator's path-style URLs the path
+ * itself starts with the account name, so the account appears twice.
+ */
+static char **
+azure_request_headers(AzureStore *azure, AzureRequest *request)
+{
+	char	  **lines = palloc0(sizeof(char *) * 16);
+	int			n = 0;
+	char	   *date = azure_http_date();
+	int64		content_length = request->body ? request->body->length : 0;
+	const char *ms_names[8];
+	const char *ms_values[8];
+	int			ms_count = 0;
+
+	/* x-ms-* headers in sorted order: the request's, date and version */
+	ms_names[ms_count] = "x-ms-date";
+	ms_values[ms_count++] = date;
+	for (int i = 0; i < request->ms_header_count; i++)
+	{
+		ms_names[ms_count] = request->ms_header_names[i];
+		ms_values[ms_count++] = request->ms_header_values[i];
+	}
+	ms_names[ms_count] = "x-ms-version";
+	ms_values[ms_count++] = AZURE_API_VERSION;
+	for (int i = 1; i < ms_count; i++)
+	{
+		for (int j = i; j > 0 && strcmp(ms_names[j - 1], ms_names[j]) > 0; j--)
+		{
+			const char *t = ms_names[j];
+
+			ms_names[j] = ms_names[j - 1];
+			ms_names[j - 1] = t;
+			t = ms_values[j];
+			ms_values[j] = ms_values[j - 1];
+			ms_values[j - 1] = t;
+		}
+	}
+
+	for (int i = 0; i < ms_count; i++)
+		lines[n++] = psprintf("%s: %s", ms_names[i], ms_values[i]);
+	if (request->content_type)
+		lines[n++] = psprintf("Content-Type: %s", request->content_type);
+	if (request->if_none_match)
+		lines[n++] = psprintf("If-None-Match: %s", request->if_none_match);
+	if (request->body)
+		lines[n++] = pstrdup("Expect:");	/* no 100-continue round trip */
+
+	if (azure->account_key != NULL)
+	{
+		StringInfoData to_sign;
+		char	   *signature;
+
+		initStringInfo(&to_sign);
+		appendStringInfo(&to_sign, "%s\n\n\n", request->method);	/* encoding,
+																	 * language */
+		if (content_length > 0)
+			appendStringInfo(&to_sign, INT64_FORMAT, content_length);
+		appendStringInfo(&to_sign, "\n\n%s\n\n\n\n%s\n\n\n",	/* MD5, type, date,
+																 * if-* , range */
+						 request->content_type ? request->content_type : "",
+						 request->if_none_match ? request->if_none_match : "");
+		for (int i = 0; i < ms_count; i++)
+			appendStringInfo(&to_sign, "%s:%s\n", ms_names[i], ms_values[i]);
+		appendStringInfo(&to_sign, "/%s%s%s", azure->account,
+						 azure->endpoint_path, request->path);
+		for (int i = 0; i < request->query_count; i++)
+			appendStringInfo(&to_sign, "\n%s:%s", request->query_names[i],
+							 request->query_values[i]);
+
+		signature = azure_sign(azure, to_sign.data);
+		lines[n++] = psprintf("Authorization: SharedKey %s:%s",
+							  azure->account, signature);
+		pfree(signature);
+		pfree(to_sign.data);
+	}
+	lines[n] = NULL;
+	return lines;
+}
+
+/* Is this outcome worth another attempt? */
+static bool
+azure_retryable(AzureResponse *response)
+{
+	if (response->status == 0)
+	{
+		switch (response->curl_code)
+		{
+			case CURLE_COULDNT_CONNECT:
+			case CURLE_COULDNT_RESOLVE_HOST:
+			case CURLE_OPERATION_TIMEDOUT:
+			case CURLE_SEND_ERROR:
+			case CURLE_RECV_ERROR:
+			case CURLE_GOT_NOTHING:
+			case CURLE_PARTIAL_FILE:
+			case CURLE_ABORTED_BY_CALLBACK:
+				return true;
+			default:
+				return false;
+		}
+	}
+	return response->status == 408 || response->status == 429 ||
+		response->status >= 500;
+}
+
+/*
+ * A failed attempt that may have reached the service: the request may have
+ * been carried out although we did not see the answer.
+ */
+static bool
+azure_ambiguous(AzureResponse *response)
+{
+	if (response->status >= 500)
+		return true;
+	if (response->status == 0)
+		return response->curl_code != CURLE_COULDNT_CONNECT &&
+			response->curl_code != CURLE_COULDNT_RESOLVE_HOST;
+	return false;
+}
+
+/* Sleep before attempt number attempt (1-based), interruptibly. */
+static void
+azure_backoff(int attempt)
+{
+	long		cap = Min((long) AZURE_BACKOFF_CAP_MS,
+						  (long) AZURE_BACKOFF_BASE_MS << Min(attempt - 1, 10));
+	long		delay_ms = cap / 2 + (long) (pg_prng_double(&pg_global_prng_state) * (cap / 2));
+
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 delay_ms, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * One HTTP exchange on the shared handle.  Fills *response; raises no
+ * ERROR between building the header list and freeing it.
+ */
+static void
+azure_perform_once(AzureStore *azure, AzureRequest *request,
+				   const char *url, char **header_lines,
+				   AzureResponse *response)
+{
+	CURL	   *curl = azure_handle();
+	struct curl_slist *headers = NULL;
+	bool		headers_ok = true;
+
+	memset(response, 0, sizeof(*response));
+	response->content_length = -1;
+	response->range_total = -1;
+	response->response = request->response;
+	if (request->response != NULL)
+	{
+		response->response_start = request->response->len;
+	}
+	if (request->body)
+		request->body->position = 0;
+
+	curl_easy_reset(curl);
+	for (int i = 0; header_lines[i] != NULL; i++)
+	{
+		struct curl_slist *appended = curl_slist_append(headers, header_lines[i]);
+
+		if (appended == NULL)
+		{
+			headers_ok = false;
+			break;
+		}
+		headers = appended;
+	}
+	if (!headers_ok)
+	{
+		curl_slist_free_all(headers);
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory building an Azure request")));
+	}
+
+	curl_easy_setopt(curl, CURLOPT_URL, url);
+	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, azure->connect_timeout_ms);
+	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, azure->request_timeout_ms);
+	curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(curl, CURLOPT_TCP_NODELAY, 1L);
+	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, azure->verify_tls ? 1L : 0L);
+	curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, azure->verify_tls ? 2L : 0L);
+	if (azure->ca_file)
+		curl_easy_setopt(curl, CURLOPT_CAINFO, azure->ca_file);
+	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, response->curl_message);
+	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, azure_write_callback);
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, response);
+	curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, azure_header_callback);
+	curl_easy_setopt(curl, CURLOPT_HEADERDATA, response);
+	curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, azure_progress_callback);
+
+	if (strcmp(request->method, "HEAD") == 0)
+		curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+	else if (strcmp(request->method, "PUT") == 0)
+	{
+		curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(curl, CURLOPT_READFUNCTION, azure_read_callback);
+		curl_easy_setopt(curl, CURLOPT_READDATA, request->body);
+		curl_easy_setopt(curl, CURLOPT_SEEKFUNCTION, azure_seek_callback);
+		curl_easy_setopt(curl, CURLOPT_SEEKDATA, request->body);
+		curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE,
+						 (curl_off_t) request->body->length);
+	}
+	else if (strcmp(request->method, "GET") != 0)
+		curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request->method);
+
+	response->curl_code = curl_easy_perform(curl);
+	if (response->curl_code == CURLE_OK)
+		curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response->status);
+	else
+		response->status = 0;
+
+	/* drop every pointer to this request's memory before it can be freed */
+	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, NULL);
+	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, NULL);
+	curl_slist_free_all(headers);
+
+	/* a failed or unsuccessful attempt leaves nothing in the caller's buffer */
+	if (request->response != NULL &&
+		(response->status < 200 || response->status >= 300))
+	{
+		request->response->len = response->response_start;
+		request->response->data[request->response->len] = '\0';
+	}
+}
+
+/* The service's error code of a failed response, for messages. */
+static const char *
+azure_error_code(AzureResponse *response)
+{
+	const char *start;
+	const char *end;
+
+	if (response->error_code[0] != '\0')
+		return response->error_code;
+	/* fall back to <Code>...</Code> of the body */
+	start = strstr(response->error_body, "<Code>");
+	if (start != NULL)
+	{
+		start += strlen("<Code>");
+		end = strstr(start, "</Code>");
+		if (end != NULL && end - start < (long) sizeof(response->error_code))
+		{
+			memcpy(response->error_code, start, end - start);
+			response->error_code[end - start] = '\0';
+			return response->error_code;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Raise the ERROR for a failed request: the operation, the key, the store,
+ * the HTTP status and Azure's error code, never the URL or the headers.
+ */
+static void
+azure_report_failure(ObjectStore *store, AzureRequest *request,
+					 AzureResponse *response, int attempts)
+{
+	const char *what = request->key ? psprintf("object \"%s\"", request->key)
+		: pstrdup("objects");
+	const char *code;
+
+	if (response->status == 0)
+	{
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not %s %s in store \"%s\": %s",
+						request->operation, what, store->location,
+						response->curl_message[0] ? response->curl_message
+						: curl_easy_strerror(response->curl_code)),
+				 errdetail("The Azure Blob Storage request failed without an HTTP response after %d attempt(s).",
+						   attempts)));
+	}
+
+	code = azure_error_code(response);
+	ereport(ERROR,
+			(errcode(response->status == 403 ? ERRCODE_INSUFFICIENT_PRIVILEGE :
+					 response->status == 404 ? ERRCODE_UNDEFINED_OBJECT :
+					 ERRCODE_FDW_ERROR),
+			 errmsg("could not %s %s in store \"%s\": HTTP status %ld%s%s",
+					request->operation, what, store->location,
+					response->status, code ? ", Azure error code " : "",
+					code ? code : ""),
+			 response->status == 403 ?
+			 errhint("Check the account_key or sas_token of the user mapping.") : 0,
+			 code != NULL && strcmp(code, "ContainerNotFound") == 0 ?
+			 errhint("The container named in the location does not exist; create it first.") : 0));
+}
+
+/*
+ * azure_request
+ *		Send a request, retrying what is worth retrying.
+ *
+ * Returns the HTTP status of the last attempt, with *response filled in;
+ * every status is returned (the caller decides what 404 or 409 mean)
+ * except when the retry budget runs out on a retryable failure, which
+ * raises the ERROR.  *ambiguous is set when some failed attempt may have
+ * been carried out by the service.
+ */
+static long
+azure_request(ObjectStore *store, AzureRequest *request,
+			  AzureResponse *response, bool *ambiguous)
+{
+	AzureStore *azure = (AzureStore *) store->backend;
+	char	   *url = azure_request_url(azure, request);
+	int			attempt = 0;
+
+	if (ambiguous)
+		*ambiguous = false;
+	for (;;)
+	{
+		char	  **header_lines;
+
+		CHECK_FOR_INTERRUPTS();
+		attempt++;
+		/* signed anew each time: x-ms-date must be recent */
+		header_lines = azure_request_headers(azure, request);
+		azure_perform_once(azure, request, url, header_lines, response);
+		for (int i = 0; header_lines[i] != NULL; i++)
+		{
+			explicit_bzero(header_lines[i], strlen(header_lines[i]));
+			pfree(header_lines[i]);
+		}
+		pfree(header_lines);
+
+		if (response->body_overflow)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("could not %s object \"%s\" in store \"%s\": the response does not fit in memory",
+							request->operation, request->key ? request->key : "",
+							store->location)));
+		if (response->curl_code == CURLE_ABORTED_BY_CALLBACK)
+		{
+			/* a cancel or termination: raise it here, outside libcurl */
+			CHECK_FOR_INTERRUPTS();
+			attempt--;			/* it was not processed: not a failure */
+		}
+		if (!azure_retryable(response))
+			break;
+		if (ambiguous && azure_ambiguous(response))
+			*ambiguous = true;
+		if (attempt >= AZURE_MAX_ATTEMPTS)
+			azure_report_failure(store, request, response, attempt);
+		elog(DEBUG1, "rollout_fdw: retrying Azure request to %s object \"%s\" in store \"%s\" after HTTP status %ld (%s)",
+			 request->operation, request->key ? request->key : "",
+			 store->location, response->status,
+			 response->status ? (azure_error_code(response) ? azure_error_code(response) : "")
+			 : curl_easy_strerror(response->curl_code));
+		azure_backoff(attempt);
+	}
+	pfree(url);
+	return response->status;
+}
+
+/* A blob request skeleton. */
+static void
+azure_blob_request(AzureRequest *request, ObjectStore *store,
+				   const char *operation, const char *method, const char *key)
+{
+	memset(request, 0, sizeof(*request));
+	request->operation = operation;
+	request->method = method;
+	request->key = key;
+	request->path = azure_blob_path((AzureStore *) store->backend, key);
+}
+
+/* ----------------------------------------------------------------
+ * Operations
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Get Blob Properties: false if absent; the size and the put id (NULL if
+ * none) otherwise.
+ */
+static bool
+azure_blob_properties(ObjectStore *store, const char *key,
+					  int64 *size, char **put_id)
+{
+	AzureRequest request;
+	AzureResponse response;
+	long		status;
+
+	azure_blob_request(&request, store, "read properties of", "HEAD", key);
+	status = azure_request(store, &request, &response, NULL);
+	if (azure_blob_missing(&response))
+		return false;
+	if (status != 200)
+		azure_report_failure(store, &request, &response, 1);
+	if (size)
+		*size = response.content_length;
+	if (put_id)
+		*put_id = response.has_put_id ? pstrdup(response.put_id) : NULL;
+	return true;
+}
+
+/*
+ * Decide the outcome of a create that found the key taken.  After an
+ * ambiguous attempt, our own earlier attempt may be the one holding it:
+ * the put id says.
+ */
+static ObjectStoreCreateResult
+azure_resolve_existing(ObjectStore *store, const char *key,
+					   const char *put_id, bool ambiguous)
+{
+	char	   *holder = NULL;
+
+	if (!ambiguous)
+		return OBJSTORE_ALREADY_EXISTS;
+	if (!azure_blob_properties(store, key, NULL, &holder))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("could not create object \"%s\" in store \"%s\": it was reported to exist and then was not found",
+						key, store->location)));
+	if (holder != NULL && strcmp(holder, put_id) == 0)
+	{
+		elog(DEBUG1, "rollout_fdw: create of object \"%s\" in store \"%s\" landed on an earlier attempt",
+			 key, store->location);
+		return OBJSTORE_CREATED;
+	}
+	return OBJSTORE_ALREADY_EXISTS;
+}
+
+/*
+ * A 404 that means "no such blob".  A missing container also answers 404
+ * (ContainerNotFound): that is a misconfigured store, not an empty one.
+ */
+static bool
+azure_blob_missing(AzureResponse *response)
+{
+	const char *code;
+
+	if (response->status != 404)
+		return false;
+	code = azure_error_code(response);
+	return code == NULL || strcmp(code, "BlobNotFound") == 0;
+}
+
+static bool
+azure_status_means_exists(AzureResponse *response)
+{
+	return response->status == 409 || response->status == 412;
+}
+
+/* Put Blob with If-None-Match: * from a body. */
+static ObjectStoreCreateResult
+azure_put_blob(ObjectStore *store, const char *key, AzureBody *body,
+			   const char *put_id)
+{
+	AzureRequest request;
+	AzureResponse response;
+	bool		ambiguous;
+	long		status;
+
+	azure_blob_request(&request, store, "create", "PUT", key);
+	request.content_type = "application/octet-stream";
+	request.if_none_match = "*";
+	request.ms_header_names[0] = "x-ms-blob-type";
+	request.ms_header_values[0] = "BlockBlob";
+	request.ms_header_names[1] = AZURE_PUT_ID_HEADER;
+	request.ms_header_values[1] = put_id;
+	request.ms_header_count = 2;
+	request.body = body;
+
+	status = azure_request(store, &request, &response, &ambiguous);
+	if (status == 201)
+		return OBJSTORE_CREATED;
+	if (azure_status_means_exists(&response))
+		return azure_resolve_existing(store, key, put_id, ambiguous);
+	azure_report_failure(store, &request, &response, 1);
+	return OBJSTORE_ALREADY_EXISTS;	/* not reached */
+}
+
+static ObjectStoreCreateResult
+azure_create_if_absent(ObjectStore *store, const char *key, const char *data,
+					   size_t len, const char *put_id)
+{
+	AzureBody	body = {.data = data ? data : "", .fd = -1, .length = (int64) len};
+
+	azure_check_key(store, key);
+	return azure_put_blob(store, key, &body, put_id);
+}
+
+/*
+ * A large object in blocks: Put Block for each AZURE_BLOCK_SIZE region of
+ * the file, then Put Block List with If-None-Match: *, which makes the
+ * blob appear whole or not at all.  Block ids carry the put id, so racing
+ * writers of one key never mix their blocks; uncommitted blocks of a
+ * loser are collected by the service.
+ */
+static ObjectStoreCreateResult
+azure_put_blocks(ObjectStore *store, const char *key, int fd, int64 size,
+				 const char *put_id)
+{
+	int			block_count = (int) ((size + AZURE_BLOCK_SIZE - 1) / AZURE_BLOCK_SIZE);
+	char	  **block_ids = palloc(sizeof(char *) * block_count);
+	StringInfoData block_list;
+	AzureRequest request;
+	AzureResponse response;
+	AzureBody	list_body;
+	bool		ambiguous;
+	long		status;
+
+	for (int i = 0; i < block_count; i++)
+	{
+		char	   *raw = psprintf("%.36s-%08d", put_id, i);
+		int			raw_length = strlen(raw);
+		char	   *encoded = palloc(pg_b64_enc_len(raw_length) + 1);
+		int			encoded_length = pg_b64_encode(raw, raw_length, encoded,
+												   pg_b64_enc_len(raw_length));
+		AzureBody	body = {.data = NULL, .fd = fd,
+			.file_offset = (int64) i * AZURE_BLOCK_SIZE,
+		.length = Min(AZURE_BLOCK_SIZE, size - (int64) i * AZURE_BLOCK_SIZE)};
+
+		encoded[encoded_length] = '\0';
+		block_ids[i] = encoded;
+
+		CHECK_FOR_INTERRUPTS();
+		azure_blob_request(&request, store, "upload a block of", "PUT", key);
+		request.content_type = "application/octet-stream";
+		request.query_names[0] = "blockid";
+		request.query_values[0] = encoded;
+		request.query_names[1] = "comp";
+		request.query_values[1] = "block";
+		request.query_count = 2;
+		request.body = &body;
+		status = azure_request(store, &request, &response, NULL);
+		if (status != 201)
+			azure_report_failure(store, &request, &response, 1);
+		pfree(raw);
+	}
+
+	initStringInfo(&block_list);
+	appendStringInfoString(&block_list,
+						   "<?xml version=\"1.0\" encoding=\"utf-8\"?><BlockList>");
+	for (int i = 0; i < block_count; i++)
+		appendStringInfo(&block_list, "<Latest>%s</Latest>", block_ids[i]);
+	appendStringInfoString(&block_list, "</BlockList>");
+
+	list_body = (AzureBody) {.data = block_list.data, .fd = -1, .length = block_list.len};
+	azure_blob_request(&request, store, "create", "PUT", key);
+	request.content_type = "application/xml";
+	request.if_none_match = "*";
+	request.query_names[0] = "comp";
+	request.query_values[0] = "blocklist";
+	request.query_count = 1;
+	request.ms_header_names[0] = AZURE_PUT_ID_HEADER;
+	request.ms_header_values[0] = put_id;
+	request.ms_header_names[1] = "x-ms-blob-content-type";
+	request.ms_header_values[1] = "application/octet-stream";
+	request.ms_header_count = 2;
+	request.body = &list_body;
+
+	status = azure_request(store, &request, &response, &ambiguous);
+	if (status == 201)
+		return OBJSTORE_CREATED;
+	if (azure_status_means_exists(&response))
+		return azure_resolve_existing(store, key, put_id, ambiguous);
+	if (status == 400 && azure_error_code(&response) != NULL &&
+		strcmp(azure_error_code(&response), "InvalidBlockList") == 0)
+	{
+		/* a winner's commit discarded our uncommitted blocks */
+		char	   *holder = NULL;
+
+		if (azure_blob_properties(store, key, NULL, &holder))
+			return (ambiguous && holder && strcmp(holder, put_id) == 0) ?
+				OBJSTORE_CREATED : OBJSTORE_ALREADY_EXISTS;
+	}
+	azure_report_failure(store, &request, &response, 1);
+	return OBJSTORE_ALREADY_EXISTS;	/* not reached */
+}
+
+static ObjectStoreCreateResult
+azure_create_from_file_if_absent(ObjectStore *store, const char *key,
+								 const char *local_path, const char *put_id)
+{
+	int			fd;
+	struct stat st;
+	ObjectStoreCreateResult result;
+
+	azure_check_key(store, key);
+	fd = OpenTransientFile(local_path, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\" to create object \"%s\" in store \"%s\": %m",
+						local_path, key, store->location)));
+	if (fstat(fd, &st) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat file \"%s\": %m", local_path)));
+
+	if ((int64) st.st_size <= AZURE_SINGLE_PUT_LIMIT)
+	{
+		AzureBody	body = {.data = NULL, .fd = fd, .file_offset = 0,
+		.length = (int64) st.st_size};
+
+		result = azure_put_blob(store, key, &body, put_id);
+	}
+	else
+		result = azure_put_blocks(store, key, fd, (int64) st.st_size, put_id);
+
+	CloseTransientFile(fd);
+	return result;
+}
+
+/*
+ * Get Blob of a range.  A range starting at or past the end (416) reads
+ * as empty; the object's size then comes from its properties.
+ */
+static bool
+azure_get_range(ObjectStore *store, const char *key, int64 offset,
+				int64 length, StringInfo out, int64 *object_size)
+{
+	AzureRequest request;
+	AzureResponse response;
+	long		status;
+	char	   *range = NULL;
+
+	azure_check_key(store, key);
+	if (length == 0)
+	{
+		int64		size;
+
+		if (!azure_blob_properties(store, key, &size, NULL))
+			return false;
+		if (object_size)
+			*object_size = size;
+		return true;
+	}
+
+	azure_blob_request(&request, store, "read", "GET", key);
+	if (offset > 0 || length > 0)
+	{
+		if (length > 0)
+			range = psprintf("bytes=" INT64_FORMAT "-" INT64_FORMAT,
+							 offset, offset + length - 1);
+		else
+			range = psprintf("bytes=" INT64_FORMAT "-", offset);
+		request.ms_header_names[0] = "x-ms-range";
+		request.ms_header_values[0] = range;
+		request.ms_header_count = 1;
+	}
+	request.response = out;
+
+	status = azure_request(store, &request, &response, NULL);
+	if (azure_blob_missing(&response))
+		return false;
+	if (status == 416)
+	{
+		int64		size;
+
+		if (!azure_blob_properties(store, key, &size, NULL))
+			return false;
+		if (object_size)
+			*object_size = size;
+		return true;
+	}
+	if (status != 200 && status != 206)
+		azure_report_failure(store, &request, &response, 1);
+	if (object_size)
+		*object_size = (status == 206 && response.range_total >= 0) ?
+			response.range_total : response.content_length;
+	return true;
+}
+
+/*
+ * The last length bytes.  The Blob service has no suffix ranges, so this
+ * reads the size first (one HEAD), then the range.
+ */
+static bool
+azure_get_tail(ObjectStore *store, const char *key, int64 length,
+			   StringInfo out, int64 *object_size)
+{
+	int64		size;
+	int64		offset;
+
+	azure_check_key(store, key);
+	if (!azure_blob_properties(store, key, &size, NULL))
+		return false;
+	offset = (length < 0 || length >= size) ? 0 : size - length;
+	if (size == 0)
+	{
+		if (object_size)
+			*object_size = 0;
+		return true;
+	}
+	return azure_get_range(store, key, offset, size - offset, out, object_size);
+}
+
+static bool
+azure_get_put_id(ObjectStore *store, const char *key, char **put_id)
+{
+	azure_check_key(store, key);
+	return azure_blob_properties(store, key, NULL, put_id);
+}
+
+static bool
+azure_delete_object(ObjectStore *store, const char *key)
+{
+	AzureRequest request;
+	AzureResponse response;
+	bool		ambiguous;
+	long		status;
+
+	azure_check_key(store, key);
+	azure_blob_request(&request, store, "delete", "DELETE", key);
+	status = azure_request(store, &request, &response, &ambiguous);
+	if (status == 202 || status == 200)
+		return true;
+	if (azure_blob_missing(&response))
+		return ambiguous;		/* gone: perhaps by our own earlier attempt */
+	azure_report_failure(store, &request, &response, 1);
+	return false;				/* not reached */
+}
+
+/* ----------------------------------------------------------------
+ * Listing
+ * ----------------------------------------------------------------
+ */
+
+/* The concatenated text of a node's children (bounded by libxml2). */
+static void
+azure_xml_text(xmlNode *node, StringInfo out)
+{
+	resetStringInfo(out);
+	for (xmlNode *child = node->children; child != NULL; child = child->next)
+	{
+		if ((child->type == XML_TEXT_NODE || child->type == XML_CDATA_SECTION_NODE) &&
+			child->content != NULL)
+			appendStringInfoString(out, (const char *) child->content);
+	}
+}
+
+static bool
+azure_xml_is(xmlNode *node, const char *name)
+{
+	return node->type == XML_ELEMENT_NODE &&
+		strcmp((const char *) node->name, name) == 0;
+}
+
+/*
+ * Parse a List Blobs answer into page (entries after bound, keys with the
+ * store prefix removed).  The document is freed on every path.
+ */
+static void
+azure_parse_listing(ObjectStore *store, StringInfo body, const char *bound,
+					int max_keys, ObjectStoreListing *page)
+{
+	AzureStore *azure = (AzureStore *) store->backend;
+	size_t		prefix_length = strlen(azure->prefix);
+	xmlDoc	   *volatile doc;
+
+	doc = xmlReadMemory(body->data, body->len, "list-blobs.xml", NULL,
+						XML_PARSE_NONET | XML_PARSE_NOERROR |
+						XML_PARSE_NOWARNING | XML_PARSE_NOCDATA);
+	if (doc == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("could not list objects in store \"%s\": the List Blobs answer is not valid XML",
+						store->location)));
+	PG_TRY();
+	{
+		xmlNode    *root = xmlDocGetRootElement(doc);
+		StringInfoData text;
+
+		initStringInfo(&text);
+		if (root == NULL || !azure_xml_is(root, "EnumerationResults"))
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_ERROR),
+					 errmsg("could not list objects in store \"%s\": unexpected List Blobs answer",
+							store->location)));
+		for (xmlNode *node = root->children; node != NULL; node = node->next)
+		{
+			if (azure_xml_is(node, "NextMarker"))
+			{
+				azure_xml_text(node, &text);
+				if (text.len > 0)
+					page->continuation = pstrdup(text.data);
+			}
+			else if (azure_xml_is(node, "Blobs"))
+			{
+				for (xmlNode *blob = node->children; blob != NULL; blob = blob->next)
+				{
+					char	   *name = NULL;
+					int64		size = 0;
+					TimestampTz modified = 0;
+
+					if (!azure_xml_is(blob, "Blob"))
+						continue;
+					for (xmlNode *field = blob->children; field != NULL; field = field->next)
+					{
+						if (azure_xml_is(field, "Name"))
+						{
+							azure_xml_text(field, &text);
+							name = pstrdup(text.data);
+						}
+						else if (azure_xml_is(field, "Properties"))
+						{
+							for (xmlNode *property = field->children; property != NULL;
+								 property = property->next)
+							{
+								if (azure_xml_is(property, "Content-Length"))
+								{
+									azure_xml_text(property, &text);
+									size = strtoll(text.data, NULL, 10);
+								}
+								else if (azure_xml_is(property, "Last-Modified"))
+								{
+									time_t		t;
+
+									azure_xml_text(property, &text);
+									t = curl_getdate(text.data, NULL);
+									if (t != (time_t) -1)
+										modified = time_t_to_timestamptz((pg_time_t) t);
+								}
+							}
+						}
+					}
+					if (name == NULL || strncmp(name, azure->prefix, prefix_length) != 0)
+						continue;
+					if (bound != NULL && strcmp(name + prefix_length, bound) <= 0)
+						continue;
+					if (page->count >= max_keys)
+						continue;	/* cannot happen: maxresults */
+					page->entries[page->count].key = pstrdup(name + prefix_length);
+					page->entries[page->count].size = size;
+					page->entries[page->count].modified = modified;
+					page->count++;
+				}
+			}
+		}
+	}
+	PG_FINALLY();
+	{
+		xmlFreeDoc(doc);
+	}
+	PG_END_TRY();
+}
+
+/*
+ * One page of List Blobs.  The continuation token is the service's
+ * NextMarker, opaque to us and to callers.  Azure has no "start after", so
+ * entries at or before start_after are skipped; a page may then be short
+ * or even empty while a NextMarker remains.
+ */
+static ObjectStoreListing *
+azure_list(ObjectStore *store, const char *prefix, const char *start_after,
+		   int max_keys, const char *continuation)
+{
+	AzureStore *azure = (AzureStore *) store->backend;
+	AzureRequest request;
+	AzureResponse response;
+	ObjectStoreListing *page = palloc0(sizeof(ObjectStoreListing));
+	StringInfoData body;
+	char	   *full_prefix = psprintf("%s%s", azure->prefix, prefix ? prefix : "");
+	char	   *max_results;
+	long		status;
+	int			n = 0;
+
+	max_keys = Min(max_keys, AZURE_MAX_LIST_RESULTS);
+	max_results = psprintf("%d", max_keys);
+
+	memset(&request, 0, sizeof(request));
+	request.operation = "list";
+	request.method = "GET";
+	request.path = psprintf("/%s", azure->container);
+	/* sorted by name, as the signature wants */
+	request.query_names[n] = "comp";
+	request.query_values[n++] = "list";
+	if (continuation != NULL)
+	{
+		request.query_names[n] = "marker";
+		request.query_values[n++] = continuation;
+	}
+	request.query_names[n] = "maxresults";
+	request.query_values[n++] = max_results;
+	if (full_prefix[0] != '\0')
+	{
+		request.query_names[n] = "prefix";
+		request.query_values[n++] = full_prefix;
+	}
+	request.query_names[n] = "restype";
+	request.query_values[n++] = "container";
+	request.query_count = n;
+	initStringInfo(&body);
+	request.response = &body;
+
+	status = azure_request(store, &request, &response, NULL);
+	if (status != 200)
+		azure_report_failure(store, &request, &response, 1);
+
+	page->entries = palloc0(sizeof(ObjectStoreEntry) * Max(max_keys, 1));
+	azure_parse_listing(store, &body, start_after, max_keys, page);
+	pfree(body.data);
+	return page;
+}
+
+#else							/* !USE_LIBXML */
+
+/*
+ * Without libxml2 (PostgreSQL built without --with-libxml) this build has
+ * no List Blobs parser: az:// locations are refused with a clear message.
+ */
 bool
 azure_store_available(void)
 {
@@ -25,5 +1635,8 @@ azure_store_open(ObjectStore *store, const char *account, const char *container,
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("the az (Azure Blob Storage) backend is not available in this build")));
+			 errmsg("the az (Azure Blob Storage) backend is not available in this build"),
+			 errdetail("It needs PostgreSQL built with libxml2.")));
 }
+
+#endif							/* USE_LIBXML */
