@@ -144,6 +144,9 @@ cleanup() {
 	if [ "${started_azurite:-0}" = 1 ]; then
 		"$ROOT/test/servers/azurite.sh" stop >/dev/null 2>&1 || true
 	fi
+	if [ "${started_moto:-0}" = 1 ]; then
+		bash "$ROOT/test/servers/moto.sh" stop >/dev/null 2>&1 || true
+	fi
 	if [ "$keep" = 1 ]; then
 		echo "test.sh: kept the test tree in $WORK" >&2
 	else
@@ -181,6 +184,15 @@ say "starting Azurite (Azure Blob Storage emulator)"
 }
 eval "$("$ROOT/test/servers/azurite.sh" env)"
 started_azurite=1
+say "starting moto (S3)"
+moto_env=$(bash "$ROOT/test/servers/moto.sh" start 2>"$WORK/moto.start.log") || {
+	cat "$WORK/moto.start.log" >&2
+	die "could not start moto"
+}
+eval "$moto_env"
+export ROLLOUT_TEST_S3_ENDPOINT ROLLOUT_TEST_S3_REGION ROLLOUT_TEST_S3_BUCKET \
+	ROLLOUT_TEST_S3_ACCESS_KEY_ID ROLLOUT_TEST_S3_SECRET_ACCESS_KEY
+started_moto=1
 
 # Which suites exist?
 shopt -s nullglob

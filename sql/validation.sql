@@ -12,7 +12,17 @@ CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location '/tm
 CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://tmp/relative');
 CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file:///tmp/../etc');
 CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'ftp://host/x');
-CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 's3://bucket/prefix');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 's3://Bad_Bucket/prefix');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 's3://ab');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 's3://bucket/a/../b');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'az://account');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'az://Account/container');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'az://account/c');
+-- well-formed remote locations are accepted (nothing is contacted yet)
+CREATE SERVER good_s3 FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 's3://my-bucket.2026/rollouts/prod/');
+CREATE SERVER good_az FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'az://myaccount/rollouts');
+DROP SERVER good_s3;
+DROP SERVER good_az;
 
 CREATE SERVER v_server FOREIGN DATA WRAPPER rollout_fdw;
 ALTER SERVER v_server OPTIONS (ADD location 'file:///tmp/../x');

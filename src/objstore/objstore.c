@@ -134,10 +134,12 @@ parse_bucket_location(const char *rest, int parts, char **first, char **second,
 			max_len = 63;
 		}
 		if (len < min_len || len > max_len || strspn(name, allowed) != len)
-			return psprintf("\"%s\" is not a valid %s name (%zu to %zu of \"%s\").",
-							name,
-							parts == 1 ? "bucket" : (part == 0 ? "storage account" : "container"),
-							min_len, max_len, allowed);
+			return psprintf(parts == 1
+							? "\"%s\" is not a valid bucket name: it must be 3 to 63 lowercase letters, digits, dots and hyphens."
+							: part == 0
+							? "\"%s\" is not a valid storage account name: it must be 3 to 24 lowercase letters and digits."
+							: "\"%s\" is not a valid container name: it must be 3 to 63 lowercase letters, digits and hyphens.",
+							name);
 		if (part == 0)
 			*first = name;
 		else

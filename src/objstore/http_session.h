@@ -1,0 +1,159 @@
+/*-------------------------------------------------------------------------
+ *
+ * http_session.h
+ *		One HTTP session per backend process, shared by the remote object-store
+ *		backends (s3_store.c, azure_store.c).  Private to src/objstore.
+ *
+ * A backend describes one request (method, URL, headers, body from memory or
+ * from a local file, optional SigV4 signing) in an HttpRequest and calls
+ * http_session_perform().  The session
+ *
+ *	- reuses one libcurl easy handle for the life of the process, so the
+ *	  connection to the store stays open between requests (keep-alive);
+ *	- applies the connect and whole-request timeouts and the TLS settings of
+ *	  HttpSettings (peer and host verification on unless verify_tls = false);
+ *	- retries, with exponential backoff and full jitter, on connection errors,
+ *	  timeouts, HTTP 429 and every 5xx, at most HTTP_MAX_ATTEMPTS attempts and
+ *	  HTTP_RETRY_BUDGET_MS of waiting between them;
+ *	- checks for interrupts between attempts and while a request is in flight
+ *	  (a progress callback aborts the transfer when a query cancel or a
+ *	  termination is pending; the interrupt is then serviced as usual);
+ *	- frees everything that is not palloc'd (header lists, the upload file)
+ *	  on every path, ERROR included.  The easy handle itself is kept.
+ *
+ * What the caller gets back is the final attempt's status, its response
+ * headers and body, and whether an earlier attempt may have been applied by
+ * the server (HttpResponse.ambiguous): a create-if-absent that sees
+ * "already exists" after an ambiguous attempt must find out whose object it
+ * is (objstore.h, "Ambiguous outcomes").  HTTP statuses, errors included,
+ * are results: interpreting them (404 = not found, 412 = exists...) is the
+ * backend's job.  Only failures without an HTTP answer (connection refused,
+ * timeout, TLS verification failure, after the retries) raise an ERROR here,
+ * worded with the caller's description of the request.
+ *
+ * Credentials.  Nothing this file logs or raises contains a header value, a
+ * user name or password, or a URL query string (an Azure SAS token lives
+ * there): messages name the caller's description, the method and the URL
+ * without its query.  Curl's verbose mode is never enabled.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ROLLOUT_HTTP_SESSION_H
+#define ROLLOUT_HTTP_SESSION_H
+
+#include "lib/stringinfo.h"
+#include "nodes/pg_list.h"
+
+/* Retry policy: attempts per request and total backoff between them. */
+#define HTTP_MAX_ATTEMPTS			5
+#define HTTP_RETRY_BASE_MS			100 /* first backoff ceiling, doubled each retry */
+#define HTTP_RETRY_MAX_BACKOFF_MS	5000	/* ceiling of one backoff */
+#define HTTP_RETRY_BUDGET_MS		20000	/* total backoff of one request */
+
+/* Connection settings of a store (server options), filled by the backend. */
+typedef struct HttpSettings
+{
+	int			connect_timeout_s;	/* connect_timeout, default 10 */
+	int			request_timeout_s;	/* request_timeout per attempt, default 60 */
+	const char *ca_file;		/* ca_file, or NULL for the system CAs */
+	bool		verify_tls;		/* verify_tls, default true */
+} HttpSettings;
+
+#define HTTP_DEFAULT_CONNECT_TIMEOUT_S	10
+#define HTTP_DEFAULT_REQUEST_TIMEOUT_S	60
+
+/*
+ * Parse the connection options shared by remote backends (connect_timeout,
+ * request_timeout, ca_file, verify_tls) from a DefElem list into settings;
+ * other options are ignored.  Raises an ERROR for an invalid value.
+ */
+extern void http_settings_from_options(HttpSettings *settings, List *options);
+
+/* One request. */
+typedef struct HttpRequest
+{
+	const char *method;			/* "GET", "HEAD", "PUT", "DELETE", "POST" */
+	const char *url;			/* absolute, already percent-encoded */
+	List	   *headers;		/* of char * "Name: value"; all are sent */
+
+	/* body: memory (body != NULL), a local file (body_file), or none */
+	const char *body;
+	size_t		body_length;
+	const char *body_file;		/* uploaded with a known Content-Length */
+
+	/*
+	 * SigV4 signing by libcurl: the CURLOPT_AWS_SIGV4 provider string
+	 * ("aws:amz:REGION:s3") and the key pair, or NULL for no signing.  The
+	 * caller adds x-amz-content-sha256 (and x-amz-security-token) itself.
+	 */
+	const char *aws_sigv4;
+	const char *access_key_id;
+	const char *secret_access_key;
+
+	const HttpSettings *settings;
+
+	/*
+	 * Where the response body goes: appended to *response_body, which the
+	 * session truncates back to its original length before each attempt.
+	 * NULL discards it.  HEAD never has one.
+	 */
+	StringInfo	response_body;
+
+	/*
+	 * Words for messages, e.g. "create of object \"k\" in store \"s3://b\"";
+	 * must not contain credentials.
+	 */
+	const char *description;
+} HttpRequest;
+
+/* The outcome of the final attempt. */
+typedef struct HttpResponse
+{
+	long		status;			/* HTTP status of the final attempt */
+	List	   *headers;		/* of HttpHeader *, in order received */
+	int			attempts;		/* attempts made, 1 when no retry */
+
+	/*
+	 * True when an earlier attempt ended without a usable answer after the
+	 * request may have reached the server (timeout, connection lost, 5xx),
+	 * so the request may have taken effect before the final attempt.
+	 */
+	bool		ambiguous;
+} HttpResponse;
+
+typedef struct HttpHeader
+{
+	char	   *name;			/* as received */
+	char	   *value;			/* trimmed */
+} HttpHeader;
+
+/*
+ * Perform a request, retrying as described above, and fill *response.
+ * Raises an ERROR when no attempt got an HTTP answer (after the retries),
+ * when the request is cancelled, and for local failures (the upload file
+ * cannot be read).
+ */
+extern void http_session_perform(const HttpRequest *request,
+								 HttpResponse *response);
+
+/* A response header's value (case-insensitive name), or NULL. */
+extern const char *http_response_header(const HttpResponse *response,
+										const char *name);
+
+/*
+ * Percent-encode s for a URL: every byte except the unreserved characters
+ * A-Z a-z 0-9 - _ . ~ (and '/' when keep_slash) becomes %XX (upper case),
+ * the encoding SigV4 signs and Azure accepts.
+ */
+extern char *http_uri_encode(const char *s, bool keep_slash);
+
+/* Lower-case hex SHA-256 of data (65 bytes with the terminator). */
+extern void http_sha256_hex(const char *data, size_t len, char *hex);
+
+/*
+ * Lower-case hex SHA-256 of a local file's contents, and its size; raises an
+ * ERROR naming the path when it cannot be read.
+ */
+extern void http_sha256_file_hex(const char *path, char *hex, int64 *size);
+
+#endif							/* ROLLOUT_HTTP_SESSION_H */

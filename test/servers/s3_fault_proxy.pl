@@ -1,0 +1,185 @@
+#!/usr/bin/env perl
+#
+# s3_fault_proxy.pl — an HTTP proxy in front of a local object store that
+# injects faults on request, for the S3 backend tests (test/t/020_s3_*.pl).
+#
+#   perl test/servers/s3_fault_proxy.pl LISTEN_PORT UPSTREAM_HOST:PORT STATE_FILE
+#
+# Listens on 127.0.0.1:LISTEN_PORT and relays each HTTP/1.1 request to the
+# upstream on a fresh connection (answering with "Connection: close", so every
+# client request is one proxy connection).  The STATE_FILE holds the faults
+# to inject, one per line, consumed in order by the requests they match:
+#
+#   fail METHOD N [TEXT]   answer the next N METHOD requests (or * for any)
+#                          whose path contains TEXT (if given) with 500
+#                          InternalError, without forwarding them
+#   delay METHOD N MS [TEXT]
+#                          forward the next N such requests, then hold the
+#                          upstream's answer for MS milliseconds before
+#                          relaying it (the request has taken effect: a client
+#                          that times out meanwhile sees an ambiguous outcome)
+#
+# Every request handled is appended to STATE_FILE.log as "METHOD PATH STATUS
+# [fault]", so a test can count what was sent.  Write the state file with
+# rename() so that the proxy never reads half of it.  Runs until killed.
+
+use strict;
+use warnings;
+
+use Fcntl qw(:flock);
+use IO::Socket::INET;
+use POSIX ();
+use Time::HiRes qw(sleep);
+
+my ($listen_port, $upstream, $state_file) = @ARGV;
+die "usage: $0 LISTEN_PORT UPSTREAM_HOST:PORT STATE_FILE\n"
+  unless $listen_port && $upstream && $state_file;
+
+my $server = IO::Socket::INET->new(
+	LocalAddr => '127.0.0.1',
+	LocalPort => $listen_port,
+	Listen => 64,
+	ReuseAddr => 1) or die "listen on $listen_port: $!";
+$SIG{CHLD} = 'IGNORE';
+print "listening on 127.0.0.1:$listen_port\n";
+STDOUT->flush;
+
+# Take the fault for a request of this method, if one is pending; returns
+# ('fail') or ('delay', ms) or ().  Under a lock: children race.
+sub take_fault
+{
+	my ($method, $path) = @_;
+	open(my $lock, '>>', "$state_file.lock") or return ();
+	flock($lock, LOCK_EX);
+	my @lines;
+	if (open(my $fh, '<', $state_file))
+	{
+		@lines = <$fh>;
+		close $fh;
+	}
+	my @result;
+	for my $i (0 .. $#lines)
+	{
+		my @f = split ' ', $lines[$i];
+		next unless @f >= 3 && $f[2] > 0;
+		next unless $f[1] eq '*' || $f[1] eq $method;
+		my $text = $f[0] eq 'delay' ? $f[4] : $f[3];
+		next if defined $text && index($path, $text) < 0;
+		$f[2]--;
+		@result = $f[0] eq 'delay' ? ('delay', $f[3]) : ('fail');
+		$lines[$i] = join(' ', @f) . "\n";
+		last;
+	}
+	if (@result)
+	{
+		open(my $out, '>', "$state_file.tmp") or die;
+		print $out @lines;
+		close $out;
+		rename("$state_file.tmp", $state_file);
+	}
+	close $lock;
+	return @result;
+}
+
+sub log_request
+{
+	my ($line) = @_;
+	open(my $fh, '>>', "$state_file.log") or return;
+	flock($fh, LOCK_EX);
+	print $fh "$line\n";
+	close $fh;
+}
+
+sub read_request
+{
+	my ($client) = @_;
+	my $head = '';
+	while ($head !~ /\r\n\r\n/)
+	{
+		my $n = sysread($client, my $buf, 4096);
+		return undef unless $n;
+		$head .= $buf;
+	}
+	my ($header, $rest) = split(/\r\n\r\n/, $head, 2);
+	my ($length) = $header =~ /^content-length:\s*(\d+)/mi;
+	$length //= 0;
+	my $expect = $header =~ /^expect:\s*100-continue/mi;
+	if ($expect && length($rest) < $length)
+	{
+		syswrite($client, "HTTP/1.1 100 Continue\r\n\r\n");
+	}
+	while (length($rest) < $length)
+	{
+		my $n = sysread($client, my $buf, 65536);
+		return undef unless $n;
+		$rest .= $buf;
+	}
+	# the upstream gets no Expect (the body is complete) and closes after
+	$header =~ s/^expect:[^\r]*\r\n//mi;
+	$header =~ s/\r\nexpect:[^\r]*//gi;
+	$header =~ s/\r\nconnection:[^\r]*//gi;
+	$header .= "\r\nConnection: close";
+	return ($header, $rest);
+}
+
+sub handle
+{
+	my ($client) = @_;
+	my ($header, $body) = read_request($client);
+	return unless defined $header;
+	my ($method, $path) = $header =~ /^(\S+) (\S+)/;
+	(my $short_path = $path) =~ s/\?.*//;
+	my @fault = take_fault($method, $path);
+
+	if (@fault && $fault[0] eq 'fail')
+	{
+		my $xml = '<?xml version="1.0" encoding="UTF-8"?>'
+		  . '<Error><Code>InternalError</Code><Message>injected by the fault proxy</Message></Error>';
+		my $payload = $method eq 'HEAD' ? '' : $xml;
+		syswrite($client,
+			    "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/xml\r\n"
+			  . "Content-Length: "
+			  . length($xml)
+			  . "\r\nConnection: close\r\n\r\n$payload");
+		log_request("$method $short_path 500 fail");
+		return;
+	}
+
+	my ($host, $port) = split /:/, $upstream;
+	my $up = IO::Socket::INET->new(PeerAddr => $host, PeerPort => $port)
+	  or do { log_request("$method $short_path 502"); return; };
+	syswrite($up, "$header\r\n\r\n$body");
+	my $answer = '';
+	while (sysread($up, my $buf, 65536)) { $answer .= $buf; }
+	close $up;
+	my ($status) = $answer =~ /^HTTP\/\S+ (\d+)/;
+	$status //= 0;
+	if (@fault && $fault[0] eq 'delay')
+	{
+		log_request("$method $short_path $status delay");
+		sleep($fault[1] / 1000);
+	}
+	else
+	{
+		log_request("$method $short_path $status");
+	}
+	$answer =~ s/\r\nconnection:[^\r]*//i;
+	$answer =~ s/\r\n\r\n/\r\nConnection: close\r\n\r\n/;
+	local $SIG{PIPE} = 'IGNORE';
+	syswrite($client, $answer);
+}
+
+while (1)
+{
+	my $client = $server->accept or next;
+	my $pid = fork();
+	if (!defined $pid) { close $client; next; }
+	if ($pid == 0)
+	{
+		close $server;
+		handle($client);
+		close $client;
+		POSIX::_exit(0);
+	}
+	close $client;
+}

@@ -1,0 +1,345 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# 020_s3_moto.pl — the S3 backend against moto (a local S3 server), through
+# SQL, and its robustness (issue 5):
+#
+#  (a) round trip: create a store on s3://, insert, select, update, flush,
+#      merge, compact, gc, observe; more than 1000 WAL entries, so that a
+#      listing takes two pages (ListObjectsV2 continuation);
+#  (b) concurrent first inserts into an empty store race on WAL position 1
+#      and the next ones (create-if-absent with If-None-Match: *): every
+#      transaction commits, exactly one entry per position, no row lost;
+#  (c) unknown bucket and unreachable endpoint: clear errors naming the
+#      store, the object and the status;
+#  (d) through a fault proxy (test/servers/s3_fault_proxy.pl): a server that
+#      answers 500 and recovers (retries with backoff make it invisible); one
+#      that keeps answering 500 (an error naming HTTP 500 InternalError, and
+#      nothing written half); a PUT whose answer comes after request_timeout
+#      although the object landed (the retry meets 412, finds its own put id:
+#      committed once, nothing lost, nothing doubled); a query cancel during a
+#      slow request;
+#  (e) credentials never appear in the server log (log_min_messages = debug5),
+#      in error messages or in EXPLAIN.
+#
+# Needs a running S3 server: scripts/test.sh starts moto with
+# test/servers/moto.sh (as root: moto lives in root's pyenv) and exports
+# ROLLOUT_TEST_S3_ENDPOINT, ROLLOUT_TEST_S3_BUCKET and ROLLOUT_TEST_S3_REGION.
+# Without ROLLOUT_TEST_S3_ENDPOINT the test is skipped.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use HTTP::Tiny;
+use IPC::Run;
+use Time::HiRes qw(time sleep);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RolloutTest qw(preload configure_node);
+use Test::More;
+
+my $endpoint = $ENV{ROLLOUT_TEST_S3_ENDPOINT};
+plan skip_all =>
+  'ROLLOUT_TEST_S3_ENDPOINT is not set (start an S3 server with test/servers/moto.sh and export its settings; scripts/test.sh does)'
+  unless $endpoint;
+my $bucket = $ENV{ROLLOUT_TEST_S3_BUCKET} // 'rollout-test';
+my $region = $ENV{ROLLOUT_TEST_S3_REGION} // 'us-east-1';
+
+# Credentials that must never be seen anywhere (moto accepts any).
+my $key_id = 'AKIAROLLOUTKEYID0020';
+my $secret = 'rollout+Secret/Key0020xyz';
+my $token = 'RolloutSessionToken0020abc';
+
+# A fresh prefix per run: the bucket outlives the test.
+my $run = sprintf('t020-%d-%d', $$, time());
+
+my $node = PostgreSQL::Test::Cluster->new('s3_moto');
+$node->init;
+$node->append_conf('postgresql.conf', "max_connections = 40");
+$node->append_conf('postgresql.conf', "log_min_messages = debug5");
+$node->append_conf('postgresql.conf', "log_error_verbosity = verbose");
+configure_node($node);
+$node->start;
+
+my $http = HTTP::Tiny->new(timeout => 10);
+
+# Keys under a prefix of the bucket (moto needs no signature).
+sub bucket_keys
+{
+	my ($prefix) = @_;
+	my @keys;
+	my $token_arg = '';
+	for (;;)
+	{
+		my $url = "$endpoint/$bucket?list-type=2&prefix=" . $http->www_form_urlencode({ x => $prefix }) =~ s/^x=//r;
+		$url .= $token_arg;
+		my $r = $http->get($url);
+		die "listing $prefix: $r->{status}" unless $r->{success};
+		push @keys, ($r->{content} =~ /<Key>([^<]*)<\/Key>/g);
+		last unless $r->{content} =~ /<IsTruncated>true<\/IsTruncated>/;
+		my ($next) = $r->{content} =~ /<NextContinuationToken>([^<]*)</;
+		$token_arg = '&continuation-token=' . $http->www_form_urlencode({ x => $next }) =~ s/^x=//r;
+	}
+	return @keys;
+}
+
+# WAL positions of a store under the run's prefix ("rt", "proxy/px").
+sub wal_positions
+{
+	my ($store) = @_;
+	return sort { $a <=> $b }
+	  map { m{/wal/(\d{20})\.wal$} ? $1 + 0 : () } bucket_keys("$run/$store/shards/");
+}
+
+# CREATE USER MAPPING with statement logging off for it: the TAP node logs
+# every statement (log_statement = all), and a statement that names a secret
+# would put it in the log whatever the extension does.
+sub create_mapping
+{
+	my ($server, $options) = @_;
+	$node->safe_psql('postgres',
+		"SET log_statement = 'none';\nCREATE USER MAPPING FOR PUBLIC SERVER $server OPTIONS ($options);");
+}
+
+sub contiguous
+{
+	my @p = @_;
+	for my $i (0 .. $#p) { return 0 unless $p[$i] == $i + 1; }
+	return 1;
+}
+
+# psql that may fail: (ok, stdout, stderr, seconds)
+my @all_stderr;
+sub try_sql
+{
+	my ($sql) = @_;
+	my ($out, $err) = ('', '');
+	my $t0 = time();
+	my $rc = $node->psql('postgres', $sql, stdout => \$out, stderr => \$err);
+	push @all_stderr, $err;
+	return ($rc == 0, $out, $err, time() - $t0);
+}
+
+my $free_port = PostgreSQL::Test::Cluster::get_free_port();
+$node->safe_psql('postgres', qq{
+CREATE EXTENSION rollout_fdw;
+CREATE SERVER s3 FOREIGN DATA WRAPPER rollout_fdw
+  OPTIONS (location 's3://$bucket/$run', endpoint '$endpoint', region '$region');
+CREATE FOREIGN TABLE rt (id text, v int) SERVER s3 OPTIONS (store 'rt', key 'id');
+CREATE FOREIGN TABLE many (id text, v int) SERVER s3 OPTIONS (store 'many', key 'id');
+CREATE FOREIGN TABLE race (id text, v int) SERVER s3 OPTIONS (store 'race', key 'id');
+});
+create_mapping('s3', "access_key_id '$key_id', secret_access_key '$secret', session_token '$token'");
+
+# ---------------------------------------------------------------------------
+# (a) round trip
+my %expected;
+for my $batch (1 .. 6)
+{
+	my $from = ($batch - 1) * 150 + 1;
+	my $to = $from + 299;    # overlaps the previous batch: updates
+	$node->safe_psql('postgres',
+		"INSERT INTO rt SELECT 'k' || lpad(i::text, 5, '0'), i * $batch FROM generate_series($from, $to) i");
+	$expected{ sprintf('k%05d', $_) } = $_ * $batch for $from .. $to;
+	$node->safe_psql('postgres', "SELECT rows_flushed FROM rollout_flush('rt')") if $batch % 2 == 0;
+}
+my $count = scalar(keys %expected);
+my $sum = 0;
+$sum += $_ for values %expected;
+is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM rt'),
+	"$count|$sum", 'round trip: every row at its newest version across WAL and generations');
+is($node->safe_psql('postgres', "SELECT v FROM rt WHERE id = 'k00200'"),
+	$expected{k00200}, 'a point lookup reads the newest version');
+
+my ($ok, $out, $err) = try_sql("SELECT generations_merged > 0 FROM rollout_merge('rt')");
+ok($ok && $out eq 't', 'merge on S3') or diag($err);
+($ok, $out, $err) = try_sql("SELECT skipped_reason FROM rollout_compact('rt', min_fragments => 1)");
+ok($ok, 'compaction on S3') or diag($err);
+($ok, $out, $err) = try_sql("SELECT objects_deleted >= 0 FROM rollout_gc('rt')");
+ok($ok, 'gc on S3') or diag($err);
+is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM rt'),
+	"$count|$sum", 'the same rows after merge, compaction and gc');
+($ok, $out, $err) = try_sql("SELECT exact_row_count FROM rollout_observe('rt', exact => true)");
+ok($ok && $out == $count, 'observe counts the rows') or diag("$out $err");
+
+# More than 1000 WAL entries: the listing of the WAL folder takes two pages.
+my $many = 1050;
+my $t0 = time();
+$node->safe_psql('postgres',
+	join('', map { "INSERT INTO many VALUES ('m$_', $_);\n" } 1 .. $many));
+note(sprintf('%d single-row transactions on moto in %.1f s', $many, time() - $t0));
+my @pos = wal_positions('many');
+cmp_ok(scalar(@pos), '>', 1000, 'more than 1000 WAL entries');
+ok(contiguous(@pos), 'WAL positions 1..N without a hole');
+is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM many'),
+	"$many|" . ($many * ($many + 1) / 2), 'a scan lists the WAL across pages and reads every entry');
+
+# ---------------------------------------------------------------------------
+# (b) concurrent first inserts into an empty store
+my $racers = 16;
+my @h;
+for my $i (1 .. $racers)
+{
+	my ($o, $e) = ('', '');
+	push @h, [
+		IPC::Run::start(
+			[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'),
+			  '-c', "INSERT INTO race VALUES ('r$i', $i)" ],
+			'>', \$o, '2>', \$e),
+		\$e ];
+}
+my $failed = 0;
+for my $r (@h)
+{
+	$r->[0]->finish;
+	if ($r->[0]->result != 0) { $failed++; diag(${ $r->[1] }); }
+	push @all_stderr, ${ $r->[1] };
+}
+is($failed, 0, "$racers concurrent first inserts all commit");
+is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM race'),
+	"$racers|" . ($racers * ($racers + 1) / 2), 'no row lost: exactly one writer won each position');
+@pos = wal_positions('race');
+ok(contiguous(@pos), 'the raced WAL holds positions 1..N, one entry each') or diag("@pos");
+cmp_ok(scalar(@pos), '<=', $racers + 1, 'no more entries than transactions (+ a fence)');
+
+# ---------------------------------------------------------------------------
+# (c) unknown bucket, unreachable endpoint
+$node->safe_psql('postgres', qq{
+CREATE SERVER nobucket FOREIGN DATA WRAPPER rollout_fdw
+  OPTIONS (location 's3://rollout-no-such-bucket/x', endpoint '$endpoint');
+CREATE FOREIGN TABLE nb (id text, v int) SERVER nobucket OPTIONS (store 'nb', key 'id');
+CREATE SERVER unreachable FOREIGN DATA WRAPPER rollout_fdw
+  OPTIONS (location 's3://$bucket/x', endpoint 'http://127.0.0.1:$free_port', connect_timeout '1');
+CREATE FOREIGN TABLE ur (id text, v int) SERVER unreachable OPTIONS (store 'ur', key 'id');
+});
+create_mapping($_, "access_key_id '$key_id', secret_access_key '$secret'") for qw(nobucket unreachable);
+my $secs;
+($ok, $out, $err) = try_sql("INSERT INTO nb VALUES ('a', 1)");
+ok(!$ok, 'insert into a store in a missing bucket fails');
+like($err, qr/s3:\/\/rollout-no-such-bucket\/x.*HTTP 404 NoSuchBucket|NoSuchBucket/s,
+	'the error names the store and NoSuchBucket') or diag($err);
+($ok, $out, $err) = try_sql("SELECT count(*) FROM nb");
+ok(!$ok && $err =~ /NoSuchBucket/, 'a scan of it fails the same way, not as an empty store') or diag($err);
+
+($ok, $out, $err, $secs) = try_sql("INSERT INTO ur VALUES ('a', 1)");
+ok(!$ok, 'insert through an unreachable endpoint fails');
+like($err, qr/could not complete .*127\.0\.0\.1:$free_port.*after 5 attempts/s,
+	'the error names the request and the attempts') or diag($err);
+cmp_ok($secs, '<', 30, 'within the retry budget') or diag("$secs s");
+
+# ---------------------------------------------------------------------------
+# (d) fault proxy
+my $proxy_port = PostgreSQL::Test::Cluster::get_free_port();
+my $proxy_dir = PostgreSQL::Test::Utils::tempdir('proxy');
+my $state = "$proxy_dir/faults";
+my ($upstream) = $endpoint =~ m{^https?://([^/]+)};
+
+sub set_faults
+{
+	my (@lines) = @_;
+	open(my $fh, '>', "$state.tmp") or die;
+	print $fh map { "$_\n" } @lines;
+	close $fh;
+	rename("$state.tmp", $state) or die;
+}
+
+sub proxy_log
+{
+	open(my $fh, '<', "$state.log") or return ();
+	my @l = <$fh>;
+	close $fh;
+	chomp @l;
+	return @l;
+}
+set_faults();
+my $proxy = IPC::Run::start(
+	[ $^X, "$FindBin::RealBin/../servers/s3_fault_proxy.pl", $proxy_port, $upstream, $state ],
+	'>', "$proxy_dir/out", '2>', "$proxy_dir/err");
+for (1 .. 50)
+{
+	last if -s "$proxy_dir/out";
+	sleep 0.1;
+}
+
+$node->safe_psql('postgres', qq{
+CREATE SERVER viaproxy FOREIGN DATA WRAPPER rollout_fdw
+  OPTIONS (location 's3://$bucket/$run/proxy', endpoint 'http://127.0.0.1:$proxy_port',
+           request_timeout '1');
+CREATE FOREIGN TABLE px (id text, v int) SERVER viaproxy OPTIONS (store 'px', key 'id');
+});
+create_mapping('viaproxy', "access_key_id '$key_id', secret_access_key '$secret', session_token '$token'");
+$node->safe_psql('postgres', "INSERT INTO px VALUES ('p1', 1)");
+is($node->safe_psql('postgres', 'SELECT count(*) FROM px'), '1', 'the proxy relays');
+
+# 500 twice, then the server recovers: the retries hide it.
+set_faults('fail * 2');
+my $log_before = scalar(proxy_log());
+($ok, $out, $err) = try_sql("INSERT INTO px VALUES ('p2', 2)");
+ok($ok, 'two 500 answers, then success: the insert commits') or diag($err);
+my @new = (proxy_log())[ $log_before .. scalar(proxy_log()) - 1 ];
+is(scalar(grep { / 500 fail$/ } @new), 2, 'both injected 500s were answered and retried')
+  or diag(join("\n", @new));
+
+# 500 for good: an error naming the status, and the row is not committed.
+set_faults('fail * 1000');
+($ok, $out, $err) = try_sql("INSERT INTO px VALUES ('p3', 3)");
+ok(!$ok, 'a server that keeps answering 500: the insert fails');
+like($err, qr/HTTP 500 InternalError/, 'the error names HTTP 500 and the S3 code') or diag($err);
+like($err, qr/object "[^"]+"/, 'the error names the object') or diag($err);
+set_faults();
+is($node->safe_psql('postgres', 'SELECT string_agg(id, \',\' ORDER BY id) FROM px'),
+	'p1,p2', 'after recovery: the failed transaction left nothing, the others are intact');
+
+# A PUT that lands but whose answer comes after request_timeout (1 s).
+my @wal_before = wal_positions('proxy/px');
+set_faults('delay PUT 1 2500 /wal/');
+$log_before = scalar(proxy_log());
+($ok, $out, $err, $secs) = try_sql("INSERT INTO px VALUES ('p4', 4)");
+ok($ok, 'a PUT answered after the timeout: the insert commits') or diag($err);
+@new = (proxy_log())[ $log_before .. scalar(proxy_log()) - 1 ];
+ok((grep { /^PUT .* 200 delay$/ } @new) && (grep { /^PUT .* 412$/ } @new) && (grep { /^HEAD / } @new),
+	'the delayed PUT landed; its retry met 412 and the put id was checked with HEAD')
+  or diag(join("\n", @new));
+my @wal_after = wal_positions('proxy/px');
+is(scalar(@wal_after), scalar(@wal_before) + 1, 'exactly one new WAL entry: nothing doubled')
+  or diag("before @wal_before after @wal_after");
+is($node->safe_psql('postgres', 'SELECT string_agg(id || \'=\' || v, \',\' ORDER BY id) FROM px'),
+	'p1=1,p2=2,p4=4', 'nothing lost, nothing doubled');
+
+# Query cancel during a slow request.
+$node->safe_psql('postgres', qq{
+CREATE SERVER slow FOREIGN DATA WRAPPER rollout_fdw
+  OPTIONS (location 's3://$bucket/$run/proxy', endpoint 'http://127.0.0.1:$proxy_port');
+CREATE FOREIGN TABLE slowpx (id text, v int) SERVER slow OPTIONS (store 'px', key 'id');
+});
+create_mapping('slow', "access_key_id '$key_id', secret_access_key '$secret'");
+set_faults('delay * 1 20000');
+($ok, $out, $err, $secs) = try_sql("SET statement_timeout = '1s'; SELECT count(*) FROM slowpx");
+ok(!$ok && $err =~ /canceling statement due to statement timeout/,
+	'statement_timeout cancels a request the server is slow to answer') or diag($err);
+cmp_ok($secs, '<', 8, 'within a few seconds, not after the 20 s delay') or diag("$secs s");
+set_faults();
+is($node->safe_psql('postgres', 'SELECT count(*) FROM slowpx'), '3',
+	'the session works after the cancel');
+
+# ---------------------------------------------------------------------------
+# (e) credentials nowhere
+($ok, $out, $err) = try_sql("EXPLAIN (VERBOSE, ANALYZE) SELECT * FROM rt WHERE id = 'k00001'");
+ok($ok, 'EXPLAIN ANALYZE VERBOSE of an S3 table') or diag($err);
+my $explain = $out;
+$proxy->kill_kill;
+$node->stop;
+my $log = slurp_file($node->logfile);
+for my $c ([ 'secret access key', $secret ], [ 'session token', $token ], [ 'access key id', $key_id ])
+{
+	my ($what, $value) = @$c;
+	unlike($log, qr/\Q$value\E/, "the $what is not in the server log (debug5)");
+	unlike(join("\n", @all_stderr), qr/\Q$value\E/, "the $what is in no error message");
+	unlike($explain, qr/\Q$value\E/, "the $what is not in EXPLAIN");
+}
+unlike($log, qr/Authorization:|AWS4-HMAC-SHA256 Credential/i, 'no Authorization header in the log');
+like($log, qr/rollout_fdw: PUT http/, 'the debug log does show the requests');
+
+done_testing();
