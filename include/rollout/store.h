@@ -76,6 +76,9 @@ typedef struct RolloutStore
 	/* _store.json to create at the first write; NULL once it exists */
 	char	   *pending_definition;
 
+	/* which creation of the store this is (_store.json "incarnation") */
+	char	   *incarnation;
+
 	/* This cluster's shard. */
 	char	   *shard;			/* shard id text */
 	int64		shard_hash;		/* value of the _shard column */

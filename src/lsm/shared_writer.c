@@ -125,6 +125,7 @@ struct SharedStoreSlot
 	char		location[SLOT_LOCATION_LEN];
 	char		store[SLOT_STORE_LEN];
 	char		shard[SLOT_SHARD_LEN];
+	char		incarnation[SLOT_SHARD_LEN];	/* of the store the state is about */
 
 	LWLock		lock;			/* everything below; never held across I/O */
 	ConditionVariable commit_cv;	/* request outcomes, leadership */
@@ -380,6 +381,66 @@ slot_by_names(const char *location, const char *store_name, const char *shard,
 	return found;
 }
 
+/*
+ * A slot keeps state about one creation of a store.  When a backend meets
+ * the store under another incarnation (deleted and created again under the
+ * same name), the slot's memtable and claim belong to files that are gone:
+ * forget them, so that the next commit claims the new store afresh and no
+ * row of the old store leaks into it.  Waits for a group commit in flight.
+ */
+static void
+slot_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
+{
+	dsa_area   *area;
+
+	/* a store not created yet has no incarnation to speak of */
+	if (store->pending_definition != NULL ||
+		strncmp(slot->incarnation, store->incarnation, SLOT_SHARD_LEN - 1) == 0)
+		return;
+	area = memtable_dsa();
+	for (;;)
+	{
+		bool		busy;
+
+		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+		busy = slot->leader_active || DsaPointerIsValid(slot->queue_head) ||
+			slot->flushing || slot->writer_state == WRITER_INITIALIZING;
+		if (!busy)
+		{
+			if (strncmp(slot->incarnation, store->incarnation, SLOT_SHARD_LEN - 1) != 0)
+			{
+				while (DsaPointerIsValid(slot->mem_head))
+				{
+					dsa_pointer batch_pointer = slot->mem_head;
+					MemBatch   *batch = dsa_get_address(area, batch_pointer);
+
+					slot->mem_head = batch->next;
+					for (dsa_pointer p = batch->requests; DsaPointerIsValid(p);)
+					{
+						dsa_pointer next = ((CommitRequest *) dsa_get_address(area, p))->next;
+
+						dsa_free(area, p);
+						p = next;
+					}
+					memtable_budget_return(batch->bytes - sizeof(MemBatch));
+					dsa_free(area, batch_pointer);
+				}
+				slot->mem_tail = InvalidDsaPointer;
+				slot->mem_bytes = slot->mem_rows = slot->mem_batches = 0;
+				slot->writer_state = WRITER_NONE;
+				slot->times_fenced = 0;
+				slot->epoch = slot->tip = slot->last_stamp = 0;
+				strlcpy(slot->incarnation, store->incarnation, SLOT_SHARD_LEN);
+			}
+			LWLockRelease(&slot->lock);
+			return;
+		}
+		LWLockRelease(&slot->lock);
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(10 * 1000L);
+	}
+}
+
 SharedStoreSlot *
 shared_store_lookup(RolloutStore *store)
 {
@@ -391,7 +452,10 @@ shared_store_lookup(RolloutStore *store)
 		return store->shared_slot;
 	found = slot_by_names(store->location, store->name, store->shard, false);
 	if (found != NULL)
+	{
+		slot_adopt_incarnation(found, store);
 		store->shared_slot = found;
+	}
 	return found;
 }
 
@@ -406,6 +470,8 @@ shared_store_slot(RolloutStore *store)
 	if (store->shared_slot != NULL && slot_matches(store->shared_slot, store))
 		return store->shared_slot;
 	found = slot_by_names(store->location, store->name, store->shard, true);
+	if (found != NULL)
+		slot_adopt_incarnation(found, store);
 	if (found == NULL && !warned_full)
 	{
 		ereport(WARNING,
@@ -885,14 +951,16 @@ shared_store_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 	RequestStatus status;
 	int64		position;
 
-	shared_writer_ensure_ready(store, slot);
-
 	/*
-	 * The claim created these for the store it saw; this backend's store
-	 * object (a table created since, a store recreated under the same name)
-	 * makes sure of them once more.  Both are no-ops once done.
+	 * Create the store first if it is new (a table created since, or a store
+	 * deleted and created again under the same name): only then is its
+	 * incarnation known, and a slot still holding state of an older one is
+	 * reset before anything is claimed or committed.  Both are no-ops once
+	 * done.
 	 */
 	rollout_store_ensure_created(store);
+	slot_adopt_incarnation(slot, store);
+	shared_writer_ensure_ready(store, slot);
 	rollout_store_register_shard(store);
 
 	initStringInfo(&refs);

@@ -256,6 +256,14 @@ rollout_store_ensure_created(RolloutStore *store)
 				 errmsg("store \"%s\" was just created by another session with a different definition",
 						store->name),
 				 errhint("Check the foreign table against %s and retry.", key)));
+	{
+		char	   *winner = json_doc_text(doc, doc->root, "incarnation", false);
+		MemoryContext oldcontext = MemoryContextSwitchTo(store->context);
+
+		if (winner != NULL)
+			store->incarnation = pstrdup(winner);
+		MemoryContextSwitchTo(oldcontext);
+	}
 	store->pending_definition = NULL;
 }
 
@@ -289,6 +297,7 @@ store_json_for_spec(const RolloutStoreSpec *spec)
 							 ROLLOUT_STORE_FORMAT_VERSION);
 	json_append_member_text(&buf, &first, "store", spec->store_name);
 	json_append_member_text(&buf, &first, "key", spec->key_column);
+	json_append_member_text(&buf, &first, "incarnation", objstore_new_put_id());
 	json_append_member_text(&buf, &first, "created_at",
 							timestamptz_to_str(GetCurrentTimestamp()));
 	json_append_member_raw(&buf, &first, "columns", "[");
@@ -333,6 +342,17 @@ store_init_schema_from_json(RolloutStore *store, const RolloutStoreSpec *spec,
 				 errmsg("store \"%s\" has format version %lld, but this build of rollout_fdw reads version %d",
 						store->name, (long long) format_version,
 						ROLLOUT_STORE_FORMAT_VERSION)));
+
+	/*
+	 * Which creation of the store this is: a store deleted and created again
+	 * under the same name is another store, and state kept about the old one
+	 * (the shared writer's memtable) must not leak into it.
+	 */
+	store->incarnation = json_doc_text(doc, doc->root, "incarnation", false);
+	if (store->incarnation == NULL)
+		store->incarnation = json_doc_text(doc, doc->root, "created_at", false);
+	if (store->incarnation == NULL)
+		store->incarnation = pstrdup("");
 
 	stored_key = json_doc_text(doc, doc->root, "key", true);
 	if (strcmp(stored_key, spec->key_column) != 0)
