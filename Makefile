@@ -42,6 +42,7 @@ OBJS = \
 	src/fdw/modify.o \
 	src/fdw/xact_buffer.o \
 	src/worker/sweeper.o \
+	src/sql/sql_common.o \
 	src/sql/maintenance.o \
 	src/sql/inspection.o \
 	src/sql/stat_view.o

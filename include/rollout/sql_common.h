@@ -30,4 +30,8 @@ extern Relation rollout_open_table_argument(FunctionCallInfo fcinfo,
 extern void rollout_require_argument(FunctionCallInfo fcinfo, int n,
 									 const char *function, const char *name);
 
+/* The composite result row of a function declared with OUT arguments. */
+extern Datum rollout_sql_result_row(FunctionCallInfo fcinfo, Datum *values,
+									bool *nulls);
+
 #endif							/* ROLLOUT_SQL_COMMON_H */

@@ -382,6 +382,33 @@ slot_by_names(const char *location, const char *store_name, const char *shard,
 }
 
 /*
+ * Unlink the oldest memtable batch and free it with its requests, giving
+ * their bytes back to the budget (slot lock held exclusively).
+ */
+static void
+memtable_drop_oldest(SharedStoreSlot *slot, dsa_area *area)
+{
+	dsa_pointer batch_pointer = slot->mem_head;
+	MemBatch   *batch = dsa_get_address(area, batch_pointer);
+
+	slot->mem_head = batch->next;
+	if (!DsaPointerIsValid(slot->mem_head))
+		slot->mem_tail = InvalidDsaPointer;
+	slot->mem_bytes -= batch->bytes;
+	slot->mem_rows -= batch->row_count;
+	slot->mem_batches--;
+	for (dsa_pointer p = batch->requests; DsaPointerIsValid(p);)
+	{
+		dsa_pointer next = ((CommitRequest *) dsa_get_address(area, p))->next;
+
+		dsa_free(area, p);
+		p = next;
+	}
+	memtable_budget_return(batch->bytes - sizeof(MemBatch));
+	dsa_free(area, batch_pointer);
+}
+
+/*
  * A slot keeps state about one creation of a store.  When a backend meets
  * the store under another incarnation (deleted and created again under the
  * same name), the slot's memtable and claim belong to files that are gone:
@@ -410,23 +437,7 @@ slot_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
 			if (strncmp(slot->incarnation, store->incarnation, SLOT_SHARD_LEN - 1) != 0)
 			{
 				while (DsaPointerIsValid(slot->mem_head))
-				{
-					dsa_pointer batch_pointer = slot->mem_head;
-					MemBatch   *batch = dsa_get_address(area, batch_pointer);
-
-					slot->mem_head = batch->next;
-					for (dsa_pointer p = batch->requests; DsaPointerIsValid(p);)
-					{
-						dsa_pointer next = ((CommitRequest *) dsa_get_address(area, p))->next;
-
-						dsa_free(area, p);
-						p = next;
-					}
-					memtable_budget_return(batch->bytes - sizeof(MemBatch));
-					dsa_free(area, batch_pointer);
-				}
-				slot->mem_tail = InvalidDsaPointer;
-				slot->mem_bytes = slot->mem_rows = slot->mem_batches = 0;
+					memtable_drop_oldest(slot, area);
 				slot->writer_state = WRITER_NONE;
 				slot->times_fenced = 0;
 				slot->epoch = slot->tip = slot->last_stamp = 0;
@@ -1208,29 +1219,9 @@ shared_memtable_trim(SharedStoreSlot *slot, int64 upto_position)
 	dsa_area   *area = memtable_dsa();
 
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-	while (DsaPointerIsValid(slot->mem_head))
-	{
-		dsa_pointer batch_pointer = slot->mem_head;
-		MemBatch   *batch = dsa_get_address(area, batch_pointer);
-
-		if (batch->position > upto_position)
-			break;
-		slot->mem_head = batch->next;
-		if (!DsaPointerIsValid(slot->mem_head))
-			slot->mem_tail = InvalidDsaPointer;
-		slot->mem_bytes -= batch->bytes;
-		slot->mem_rows -= batch->row_count;
-		slot->mem_batches--;
-		memtable_budget_return(batch->bytes - sizeof(MemBatch));
-		for (dsa_pointer p = batch->requests; DsaPointerIsValid(p);)
-		{
-			dsa_pointer next = ((CommitRequest *) dsa_get_address(area, p))->next;
-
-			dsa_free(area, p);
-			p = next;
-		}
-		dsa_free(area, batch_pointer);
-	}
+	while (DsaPointerIsValid(slot->mem_head) &&
+		   ((MemBatch *) dsa_get_address(area, slot->mem_head))->position <= upto_position)
+		memtable_drop_oldest(slot, area);
 	LWLockRelease(&slot->lock);
 }
 

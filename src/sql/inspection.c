@@ -28,16 +28,6 @@ PG_FUNCTION_INFO_V1(rollout_observe);
 PG_FUNCTION_INFO_V1(rollout_should_compact);
 PG_FUNCTION_INFO_V1(rollout_compaction_stats);
 
-static Datum
-inspection_result_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
-{
-	TupleDesc	tupdesc;
-
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
-}
-
 /*
  * rollout_observe(tbl regclass, exact boolean DEFAULT false)
  * returns (row_count bigint, exact_row_count bigint, base_rows bigint,
@@ -74,7 +64,7 @@ rollout_observe(PG_FUNCTION_ARGS)
 	values[8] = Int64GetDatum(result.base_version);
 	values[9] = Int64GetDatum(result.writer_epoch);
 	values[10] = Int32GetDatum(result.wal_entries);
-	PG_RETURN_DATUM(inspection_result_row(fcinfo, values, nulls));
+	PG_RETURN_DATUM(rollout_sql_result_row(fcinfo, values, nulls));
 }
 
 /*
@@ -172,5 +162,5 @@ rollout_compaction_stats(PG_FUNCTION_ARGS)
 		values[3] = CStringGetTextDatum(base->last_compaction_error);
 	else
 		nulls[3] = true;
-	PG_RETURN_DATUM(inspection_result_row(fcinfo, values, nulls));
+	PG_RETURN_DATUM(rollout_sql_result_row(fcinfo, values, nulls));
 }

@@ -36,51 +36,6 @@ PG_FUNCTION_INFO_V1(rollout_merge);
 PG_FUNCTION_INFO_V1(rollout_compact);
 PG_FUNCTION_INFO_V1(rollout_gc);
 
-void
-rollout_require_argument(FunctionCallInfo fcinfo, int n, const char *function,
-						 const char *name)
-{
-	if (PG_ARGISNULL(n))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("argument \"%s\" of %s must not be NULL", name, function)));
-}
-
-Relation
-rollout_open_table_argument(FunctionCallInfo fcinfo, const char *function,
-							RolloutTableAccess access)
-{
-	Oid			relid;
-
-	rollout_require_argument(fcinfo, 0, function, "tbl");
-	relid = PG_GETARG_OID(0);
-	rollout_check_is_rollout_table(relid);
-	if (access == ROLLOUT_ACCESS_MAINTAIN)
-	{
-		if (!pg_class_ownercheck(relid, GetUserId()))
-			aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_FOREIGN_TABLE, get_rel_name(relid));
-	}
-	else
-	{
-		AclResult	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
-
-		if (aclresult != ACLCHECK_OK)
-			aclcheck_error(aclresult, OBJECT_FOREIGN_TABLE, get_rel_name(relid));
-	}
-	return table_open(relid, AccessShareLock);
-}
-
-/* Build the result row of a function returning a composite. */
-static Datum
-rollout_result_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
-{
-	TupleDesc	tupdesc;
-
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
-}
-
 /*
  * rollout_flush(tbl regclass) returns (rows_flushed bigint, generation bigint)
  *
@@ -100,7 +55,7 @@ rollout_flush(PG_FUNCTION_ARGS)
 	values[0] = Int64GetDatum(result.rows_flushed);
 	values[1] = Int64GetDatum(result.generation);
 	nulls[1] = result.generation == 0;
-	PG_RETURN_DATUM(rollout_result_row(fcinfo, values, nulls));
+	PG_RETURN_DATUM(rollout_sql_result_row(fcinfo, values, nulls));
 }
 
 /*
@@ -137,7 +92,7 @@ rollout_merge(PG_FUNCTION_ARGS)
 	values[0] = Int32GetDatum(result.generations_merged);
 	values[1] = Int64GetDatum(result.rows_merged);
 	values[2] = Int32GetDatum(result.fragments_added);
-	PG_RETURN_DATUM(rollout_result_row(fcinfo, values, nulls));
+	PG_RETURN_DATUM(rollout_sql_result_row(fcinfo, values, nulls));
 }
 
 /*
@@ -236,7 +191,7 @@ rollout_compact(PG_FUNCTION_ARGS)
 		values[4] = CStringGetTextDatum(result.skipped_reason);
 	else
 		nulls[4] = true;
-	PG_RETURN_DATUM(rollout_result_row(fcinfo, values, nulls));
+	PG_RETURN_DATUM(rollout_sql_result_row(fcinfo, values, nulls));
 }
 
 /*
@@ -275,5 +230,5 @@ rollout_gc(PG_FUNCTION_ARGS)
 	table_close(rel, AccessShareLock);
 	values[0] = Int64GetDatum(result.objects_deleted);
 	values[1] = Int64GetDatum(result.bytes_freed);
-	PG_RETURN_DATUM(rollout_result_row(fcinfo, values, nulls));
+	PG_RETURN_DATUM(rollout_sql_result_row(fcinfo, values, nulls));
 }

@@ -1,0 +1,63 @@
+/*-------------------------------------------------------------------------
+ *
+ * sql_common.c
+ *		Argument checks and result rows shared by the SQL-callable functions.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/lsyscache.h"
+
+#include "rollout/fdw.h"
+#include "rollout/sql_common.h"
+
+void
+rollout_require_argument(FunctionCallInfo fcinfo, int n, const char *function,
+						 const char *name)
+{
+	if (PG_ARGISNULL(n))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("argument \"%s\" of %s must not be NULL", name, function)));
+}
+
+Relation
+rollout_open_table_argument(FunctionCallInfo fcinfo, const char *function,
+							RolloutTableAccess access)
+{
+	Oid			relid;
+
+	rollout_require_argument(fcinfo, 0, function, "tbl");
+	relid = PG_GETARG_OID(0);
+	rollout_check_is_rollout_table(relid);
+	if (access == ROLLOUT_ACCESS_MAINTAIN)
+	{
+		if (!pg_class_ownercheck(relid, GetUserId()))
+			aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_FOREIGN_TABLE, get_rel_name(relid));
+	}
+	else
+	{
+		AclResult	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+
+		if (aclresult != ACLCHECK_OK)
+			aclcheck_error(aclresult, OBJECT_FOREIGN_TABLE, get_rel_name(relid));
+	}
+	return table_open(relid, AccessShareLock);
+}
+
+/* Build the result row of a function returning a composite. */
+Datum
+rollout_sql_result_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
+{
+	TupleDesc	tupdesc;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
+}
