@@ -1,15 +1,27 @@
 #!/usr/bin/env bash
 # test.sh — build, install and test rollout_fdw on Debian 12. Run as root.
 #
-#   scripts/test.sh [--no-deps] [--preload | --no-preload] [--keep]
+#   scripts/test.sh [--no-deps] [--preload | --no-preload] [--backend=NAME] [--keep]
 #
 #   --no-deps   skip scripts/install-deps.sh (no apt)
-#   (no mode)   run the whole suite twice: without and with rollout_fdw in
-#               shared_preload_libraries (the shared-memory writer)
-#   --preload   only the preloaded run: rollout_fdw in shared_preload_libraries
+#   (no mode)   run the whole matrix (ROLLOUT_TEST_MATRIX): the suite on the
+#               file:// store without and with rollout_fdw in
+#               shared_preload_libraries (the shared-memory writer), then the
+#               behaviour suite on every remote backend
+#   --preload   one run, preloaded: rollout_fdw in shared_preload_libraries
 #               of the pg_regress cluster and of every TAP node
 #               (same as ROLLOUT_TEST_PRELOAD=rollout_fdw)
-#   --no-preload only the plain run
+#   --no-preload one run, nothing preloaded
+#   --backend=NAME  the object store of that run (default file):
+#               file   the embedded file:// store
+#               s3     S3 on moto (semantics; no signature checks)
+#               rgw    S3 on Ceph RGW (strict SigV4)
+#               azure  Azure Blob on Azurite (Shared Key checked)
+#               With a remote backend, pg_regress creates its servers there
+#               (sql/include/create_server.psql) and the TAP tests that get
+#               their store from RolloutStore->for_test (test/perl) run
+#               against it; the other TAP tests are about one backend or one
+#               mode and run in the file:// runs.
 #   --keep      keep the temporary test tree (results/, tmp_check/) for inspection
 #
 # What it does:
@@ -28,6 +40,10 @@
 #      A stage that fails without reporting a failed test counts as one failure.
 #
 # Environment:
+#   ROLLOUT_TEST_MATRIX   the runs of the full matrix, space-separated
+#                         backend:mode items (mode plain or preload); default
+#                         "file:plain file:preload s3:plain s3:preload
+#                          rgw:plain rgw:preload azure:plain azure:preload"
 #   ROLLOUT_TEST_PRELOAD  value for shared_preload_libraries in the pg_regress
 #                         cluster (default: empty, nothing preloaded)
 #   ROLLOUT_TEST_PGOPTS   more postgresql.conf settings for that cluster,
@@ -48,10 +64,14 @@ run_deps=1
 keep=${ROLLOUT_TEST_KEEP:-0}
 preload=${ROLLOUT_TEST_PRELOAD:-}
 mode=both
+backend=${ROLLOUT_TEST_BACKEND:-file}
+no_install=0
 [ -n "$preload" ] && mode=one
 for arg in "$@"; do
 	case $arg in
 	--no-deps) run_deps=0 ;;
+	--backend=*) backend=${arg#--backend=} mode=one ;;
+	--no-install) no_install=1 ;;	# internal: the matrix installed it already
 	--preload) preload=rollout_fdw mode=one ;;
 	--no-preload) preload='' mode=one ;;
 	--keep) keep=1 ;;
@@ -65,6 +85,14 @@ for arg in "$@"; do
 		;;
 	esac
 done
+
+case $backend in
+file | s3 | rgw | azure) ;;
+*)
+	echo "test.sh: unknown backend: $backend (file, s3, rgw or azure)" >&2
+	exit 2
+	;;
+esac
 
 say() { printf '\n=== %s\n' "$*"; }
 # The summary line is printed last, by the exit trap, after the clean-up; an
@@ -81,28 +109,76 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 
-# By default the whole suite runs twice: as a plain extension (each commit
-# writes its own WAL entry) and preloaded (shared-memory writer, group commit,
-# memtable, background worker).  Both are supported configurations.
+# ---------------------------------------------------------------------------
+# Object-store servers of the backend tests, on loopback (test/servers/).
+# They hand their endpoints to the tests through ROLLOUT_TEST_* variables.
+# Started by the outermost test.sh only; the runs of a matrix find them
+# running (ROLLOUT_TEST_SERVERS_RUNNING=1) and read their settings.
+SERVERS_DIR=${SERVERS_DIR:-}
+servers_started=0
+start_servers() {
+	local log=${SERVERS_DIR:-/tmp}/servers.start.log
+	say "starting Azurite (Azure Blob Storage emulator)"
+	"$ROOT/test/servers/azurite.sh" start >"$log" 2>&1 || { cat "$log" >&2; echo "test.sh: could not start Azurite" >&2; return 1; }
+	servers_started=1
+	say "starting moto (S3)"
+	bash "$ROOT/test/servers/moto.sh" start >/dev/null 2>"$log" || { cat "$log" >&2; echo "test.sh: could not start moto" >&2; return 1; }
+	load_server_env
+}
+load_server_env() {
+	eval "$("$ROOT/test/servers/azurite.sh" env)"
+	eval "$(bash "$ROOT/test/servers/moto.sh" env)"
+	export ROLLOUT_TEST_S3_ENDPOINT ROLLOUT_TEST_S3_REGION ROLLOUT_TEST_S3_BUCKET \
+		ROLLOUT_TEST_S3_ACCESS_KEY_ID ROLLOUT_TEST_S3_SECRET_ACCESS_KEY
+}
+stop_servers() {
+	[ "$servers_started" = 1 ] || return 0
+	"$ROOT/test/servers/azurite.sh" stop >/dev/null 2>&1 || true
+	bash "$ROOT/test/servers/moto.sh" stop >/dev/null 2>&1 || true
+	servers_started=0
+}
+
+# By default the whole matrix runs: the suite on the file:// store as a
+# plain extension (each commit writes its own WAL entry) and preloaded
+# (shared-memory writer, group commit, memtable, background worker) — both
+# are supported configurations — then the behaviour suite on each remote
+# backend in both modes.  The object-store servers start once, here, and
+# the runs share them (each test uses fresh prefixes).
 if [ "$mode" = both ]; then
 	[ "$run_deps" = 1 ] && { bash "$ROOT/scripts/install-deps.sh" || { echo "$SUMMARY"; exit 1; }; }
+	matrix=${ROLLOUT_TEST_MATRIX:-"file:plain file:preload s3:plain s3:preload rgw:plain rgw:preload azure:plain azure:preload"}
+	SERVERS_DIR=$(mktemp -d /tmp/rollout_fdw_servers.XXXXXX)
+	trap 'stop_servers; rm -rf "$SERVERS_DIR"; echo "$SUMMARY"' EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM HUP
+	start_servers || { SUMMARY="0 passed, 1 failed"; exit 1; }
 	extra=()
 	[ "$keep" = 1 ] && extra+=(--keep)
-	total_passed=0 total_failed=0 status=0
-	for m in --no-preload --preload; do
-		say "suite ${m#--}"
+	total_passed=0 total_failed=0 status=0 first=1 report=''
+	for run in $matrix; do
+		b=${run%%:*} m=${run#*:}
+		case $m in plain) flag=--no-preload ;; preload) flag=--preload ;; *) die "bad matrix item: $run" ;; esac
+		say "suite backend=$b mode=$m"
 		out=$(mktemp)
-		bash "${BASH_SOURCE[0]}" --no-deps "$m" "${extra[@]}" | tee "$out" || status=1
+		args=(--no-deps "$flag" "--backend=$b" "${extra[@]}")
+		[ "$first" = 1 ] || args+=(--no-install)
+		ROLLOUT_TEST_SERVERS_RUNNING=1 bash "${BASH_SOURCE[0]}" "${args[@]}" | tee "$out" || status=1
 		line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1)
 		rm -f "$out"
 		[ -n "$line" ] || line="0 passed, 1 failed"
+		# the first run installs the extension; when it did not get that far,
+		# the next run tries again
+		[[ $line == "0 passed, 1 failed" ]] || first=0
+		report+="  $b:$m  $line"$'\n'
 		total_passed=$((total_passed + ${line%% passed*}))
 		f=${line#*passed, }
 		total_failed=$((total_failed + ${f%% failed*}))
 	done
 	[ "$total_failed" = 0 ] || status=1
-	say "both suites: $total_passed passed, $total_failed failed"
-	echo "$total_passed passed, $total_failed failed"
+	say "matrix results"
+	printf '%s' "$report"
+	say "all runs: $total_passed passed, $total_failed failed"
+	SUMMARY="$total_passed passed, $total_failed failed"
 	exit "$status"
 fi
 export ROLLOUT_TEST_PRELOAD="$preload"
@@ -141,12 +217,7 @@ cleanup() {
 		kill -KILL -- "-$child" 2>/dev/null
 	fi
 	stop_leftover_servers
-	if [ "${started_azurite:-0}" = 1 ]; then
-		"$ROOT/test/servers/azurite.sh" stop >/dev/null 2>&1 || true
-	fi
-	if [ "${started_moto:-0}" = 1 ]; then
-		bash "$ROOT/test/servers/moto.sh" stop >/dev/null 2>&1 || true
-	fi
+	stop_servers
 	if [ "$keep" = 1 ]; then
 		echo "test.sh: kept the test tree in $WORK" >&2
 	else
@@ -175,29 +246,46 @@ tar -C "$ROOT" \
 chown -R postgres:postgres "$WORK"
 chmod 755 "$WORK"
 
-# Object-store servers of the backend tests, on loopback; they hand their
-# endpoints to the tests through ROLLOUT_TEST_* variables.
-say "starting Azurite (Azure Blob Storage emulator)"
-"$ROOT/test/servers/azurite.sh" start >"$WORK/azurite.start.log" 2>&1 || {
-	cat "$WORK/azurite.start.log" >&2
-	die "could not start Azurite"
-}
-eval "$("$ROOT/test/servers/azurite.sh" env)"
-started_azurite=1
-say "starting moto (S3)"
-moto_env=$(bash "$ROOT/test/servers/moto.sh" start 2>"$WORK/moto.start.log") || {
-	cat "$WORK/moto.start.log" >&2
-	die "could not start moto"
-}
-eval "$moto_env"
-export ROLLOUT_TEST_S3_ENDPOINT ROLLOUT_TEST_S3_REGION ROLLOUT_TEST_S3_BUCKET \
-	ROLLOUT_TEST_S3_ACCESS_KEY_ID ROLLOUT_TEST_S3_SECRET_ACCESS_KEY
-started_moto=1
+if [ "${ROLLOUT_TEST_SERVERS_RUNNING:-0}" = 1 ]; then
+	load_server_env
+else
+	SERVERS_DIR=$WORK
+	start_servers || die "could not start the object-store servers"
+fi
+export ROLLOUT_TEST_BACKEND=$backend
+
+# The server options pg_regress's servers get (sql/include/create_server.psql)
+# for a remote backend: a fresh prefix per run, the endpoint, and the
+# credentials for the user mapping.
+run_id=$(basename "$WORK")
+case $backend in
+s3 | rgw)
+	v=S3
+	[ "$backend" = rgw ] && v=RGW
+	ep=ROLLOUT_TEST_${v}_ENDPOINT bu=ROLLOUT_TEST_${v}_BUCKET re=ROLLOUT_TEST_${v}_REGION
+	ak=ROLLOUT_TEST_${v}_ACCESS_KEY_ID sk=ROLLOUT_TEST_${v}_SECRET_ACCESS_KEY
+	[ -n "${!ep:-}" ] || die "$ep is not set: the $backend server did not start"
+	export ROLLOUT_TEST_REGRESS_SERVER_OPTIONS="location 's3://${!bu}/regress/$run_id', endpoint '${!ep}', region '${!re:-us-east-1}'"
+	export ROLLOUT_TEST_REGRESS_MAPPING_OPTIONS="access_key_id '${!ak}', secret_access_key '${!sk}'"
+	;;
+azure)
+	account=${ROLLOUT_TEST_AZURE_ENDPOINT##*/}
+	export ROLLOUT_TEST_REGRESS_SERVER_OPTIONS="location 'az://$account/$ROLLOUT_TEST_AZURE_CONTAINER/regress/$run_id', endpoint '$ROLLOUT_TEST_AZURE_ENDPOINT'"
+	export ROLLOUT_TEST_REGRESS_MAPPING_OPTIONS="account_key '$ROLLOUT_TEST_AZURE_KEY'"
+	;;
+*) unset ROLLOUT_TEST_REGRESS_SERVER_OPTIONS ROLLOUT_TEST_REGRESS_MAPPING_OPTIONS ;;
+esac
 
 # Which suites exist?
 shopt -s nullglob
 regress_files=("$SRC"/sql/*.sql)
 tap_files=("$SRC"/test/t/*.pl)
+if [ "$backend" != file ] && [ -z "${PROVE_TESTS:-}" ]; then
+	# the tests that run against whichever store RolloutStore hands them
+	mapfile -t tap_files < <(grep -l 'RolloutStore->for_test' "${tap_files[@]}" /dev/null | sort)
+	PROVE_TESTS=$(for f in "${tap_files[@]}"; do printf '%s ' "${f#"$SRC"/}"; done)
+	export PROVE_TESTS
+fi
 if [ -n "${PROVE_TESTS:-}" ]; then
 	# shellcheck disable=SC2207,SC2086  # PROVE_TESTS: globs relative to the tree
 	tap_files=($(cd "$SRC" && echo $PROVE_TESTS))
@@ -232,14 +320,18 @@ as_postgres() {
 make_args=(PG_CONFIG="$PG_CONFIG")
 [ -n "${PROVE_FLAGS:-}" ] && make_args+=(PROVE_FLAGS="$PROVE_FLAGS")
 
-say "building (make -j${MAKE_JOBS:-2})"
-as_postgres make -j"${MAKE_JOBS:-2}" "${make_args[@]}" || die "build failed"
+if [ "$no_install" = 1 ]; then
+	say "using the extension installed by the first run of the matrix"
+else
+	say "building (make -j${MAKE_JOBS:-2})"
+	as_postgres make -j"${MAKE_JOBS:-2}" "${make_args[@]}" || die "build failed"
 
-say "installing (make install)"
-(cd "$SRC" && make install "${make_args[@]}" >"$WORK/install.log" 2>&1) || {
-	cat "$WORK/install.log" >&2
-	die "make install failed"
-}
+	say "installing (make install)"
+	(cd "$SRC" && make install "${make_args[@]}" >"$WORK/install.log" 2>&1) || {
+		cat "$WORK/install.log" >&2
+		die "make install failed"
+	}
+fi
 
 # ---------------------------------------------------------------------------
 venv_opts=(-v "$PG_VERSION")
@@ -269,7 +361,7 @@ if [ "${#regress_files[@]}" -gt 0 ]; then script+=$inner; else echo 0 >"$SRC/reg
 if [ "${#tap_files[@]}" -gt 0 ]; then script+=$inner_tap; else echo 0 >"$SRC/tap.rc"; fi
 chown postgres:postgres "$SRC"/regress.{rc,log} "$SRC"/tap.{rc,log}
 
-say "testing: pg_virtualenv ${venv_opts[*]} (pg_regress: ${#regress_files[@]} files, TAP: ${#tap_files[@]} files)"
+say "testing backend=$backend: pg_virtualenv ${venv_opts[*]} (pg_regress: ${#regress_files[@]} files, TAP: ${#tap_files[@]} files)"
 venv_rc=0
 as_postgres pg_virtualenv "${venv_opts[@]}" bash -c "set -o pipefail; $script" bash "${make_args[@]}" </dev/null || venv_rc=$?
 

@@ -1,7 +1,8 @@
 --
 -- Basic behaviour: insert, select, upsert, transactions, COPY, flush.
 --
-CREATE SERVER rollout_local FOREIGN DATA WRAPPER rollout_fdw;
+\set rollout_server rollout_local
+\ir sql/include/create_server.psql
 
 CREATE FOREIGN TABLE steps (
     id text,

@@ -2,7 +2,8 @@
 -- Keys of several types, the collation-independent store order, and
 -- key-range skipping.
 --
-CREATE SERVER rollout_keys FOREIGN DATA WRAPPER rollout_fdw;
+\set rollout_server rollout_keys
+\ir sql/include/create_server.psql
 
 -- text keys under a linguistic collation: results must equal a heap table's
 CREATE FOREIGN TABLE text_keys (id text COLLATE "en-x-icu", n int)

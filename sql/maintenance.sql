@@ -2,7 +2,8 @@
 -- Merge, compaction, observe, gc: the deterministic parts (the races and
 -- crashes are in test/t/).
 --
-CREATE SERVER rollout_maint FOREIGN DATA WRAPPER rollout_fdw;
+\set rollout_server rollout_maint
+\ir sql/include/create_server.psql
 CREATE FOREIGN TABLE events (id int, v int) SERVER rollout_maint OPTIONS (store 'maint_events');
 
 -- cheap and exact counts agree with count(*) on an empty store

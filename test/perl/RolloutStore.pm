@@ -1,0 +1,491 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# RolloutStore.pm — the object store a TAP test runs against, and direct
+# access to its objects.
+#
+# The behaviour suite runs against every backend (scripts/test.sh
+# --backend=...).  A test asks for its store once:
+#
+#   my $store = RolloutStore->for_test('001_restart');
+#   $node->safe_psql('postgres', $store->server_sql('s'));   # CREATE SERVER s ...
+#
+# and then inspects or damages objects through the same small interface
+# whatever the backend is, with keys relative to the location (the keys the
+# extension itself uses, e.g. "mystore/shards/<shard>/wal/000...1.wal"):
+#
+#   $store->list($prefix)      sorted keys under $prefix
+#   $store->get($key)          the bytes, or undef when absent
+#   $store->put($key, $bytes)  create or overwrite (tests damage objects)
+#   $store->delete($key)       true when it existed
+#   $store->exists($key)
+#
+# The backend comes from ROLLOUT_TEST_BACKEND:
+#   file   (default) a fresh temporary directory, location file:///...
+#   s3     moto:  ROLLOUT_TEST_S3_ENDPOINT, _REGION, _BUCKET, _ACCESS_KEY_ID,
+#          _SECRET_ACCESS_KEY (test/servers/moto.sh env)
+#   rgw    Ceph RGW, the same variables with ROLLOUT_TEST_RGW_ (rgw.sh env)
+#   azure  Azurite: ROLLOUT_TEST_AZURE_ENDPOINT, _KEY, _CONTAINER
+#          (test/servers/azurite.sh env)
+# A remote store gets a fresh prefix per test and run, so runs never see
+# each other's objects.
+#
+# Requests are signed here with core Perl only (HTTP::Tiny, Digest::SHA):
+# SigV4 for S3, Shared Key for Azure Blob — independently of the C code, so
+# a signing bug in one is not hidden by the same bug in the other.
+
+package RolloutStore;
+
+use strict;
+use warnings;
+
+use Carp;
+use Digest::SHA qw(sha256_hex hmac_sha256 hmac_sha256_hex);
+use File::Basename qw(dirname);
+use File::Path qw(make_path);
+use HTTP::Tiny;
+use JSON::PP ();
+use MIME::Base64 qw(encode_base64 decode_base64);
+use POSIX qw(strftime);
+
+use RolloutTest ();
+
+# The backend the suite runs against.
+sub backend
+{
+	my $b = $ENV{ROLLOUT_TEST_BACKEND} || 'file';
+	croak "unknown ROLLOUT_TEST_BACKEND \"$b\" (file, s3, rgw or azure)"
+	  unless $b =~ /^(file|s3|rgw|azure)$/;
+	return $b;
+}
+
+# Is the suite running against a remote object store?
+sub remote { return backend() ne 'file'; }
+
+# A store for one test.  $name distinguishes stores within the test
+# (a test may need several locations).
+sub for_test
+{
+	my ($class, $name) = @_;
+	my $backend = backend();
+	my $self = bless { backend => $backend, name => $name }, $class;
+	my $run = sprintf('%s-%d-%d-%04d', $name, $$, time, int(rand(10000)));
+
+	if ($backend eq 'file')
+	{
+		require PostgreSQL::Test::Utils;
+		$self->{dir} = PostgreSQL::Test::Utils::tempdir('rollout_store');
+		$self->{location} = "file://$self->{dir}";
+	}
+	elsif ($backend eq 's3' || $backend eq 'rgw')
+	{
+		my $v = $backend eq 's3' ? 'S3' : 'RGW';
+		for my $k (qw(ENDPOINT BUCKET ACCESS_KEY_ID SECRET_ACCESS_KEY))
+		{
+			croak "ROLLOUT_TEST_${v}_$k is not set (start the server: test/servers/"
+			  . ($backend eq 's3' ? 'moto' : 'rgw') . '.sh start)'
+			  unless defined $ENV{"ROLLOUT_TEST_${v}_$k"};
+		}
+		$self->{endpoint} = $ENV{"ROLLOUT_TEST_${v}_ENDPOINT"};
+		$self->{region} = $ENV{"ROLLOUT_TEST_${v}_REGION"} || 'us-east-1';
+		$self->{bucket} = $ENV{"ROLLOUT_TEST_${v}_BUCKET"};
+		$self->{access_key_id} = $ENV{"ROLLOUT_TEST_${v}_ACCESS_KEY_ID"};
+		$self->{secret_access_key} = $ENV{"ROLLOUT_TEST_${v}_SECRET_ACCESS_KEY"};
+		$self->{prefix} = "suite/$run";
+		$self->{location} = "s3://$self->{bucket}/$self->{prefix}";
+	}
+	else
+	{
+		for my $k (qw(ENDPOINT KEY CONTAINER))
+		{
+			croak "ROLLOUT_TEST_AZURE_$k is not set (start Azurite: test/servers/azurite.sh start)"
+			  unless defined $ENV{"ROLLOUT_TEST_AZURE_$k"};
+		}
+		$self->{endpoint} = $ENV{ROLLOUT_TEST_AZURE_ENDPOINT};
+		$self->{endpoint} =~ s{/+$}{};
+		($self->{account}) = $self->{endpoint} =~ m{/([^/]+)$};
+		$self->{account_key} = $ENV{ROLLOUT_TEST_AZURE_KEY};
+		$self->{container} = $ENV{ROLLOUT_TEST_AZURE_CONTAINER};
+		$self->{prefix} = "suite/$run";
+		$self->{location} = "az://$self->{account}/$self->{container}/$self->{prefix}";
+	}
+	$self->{http} = HTTP::Tiny->new(timeout => 30, keep_alive => 1)
+	  if $backend ne 'file';
+	return $self;
+}
+
+sub location { return $_[0]->{location}; }
+
+# The directory of a file:// store (undef for remote stores).
+sub dir { return $_[0]->{dir}; }
+
+# The local path of an object of a file:// store.
+sub path
+{
+	my ($self, $key) = @_;
+	croak 'path() is only defined for file:// stores' unless $self->{dir};
+	return "$self->{dir}/$key";
+}
+
+# SQL that creates foreign server $server for this store, with the user
+# mapping holding the credentials of a remote store.  %opts adds server
+# options (e.g. request_timeout => 5).
+sub server_sql
+{
+	my ($self, $server, %opts) = @_;
+	my @options = ([ location => $self->{location} ]);
+	my @mapping;
+
+	if ($self->{backend} eq 's3' || $self->{backend} eq 'rgw')
+	{
+		push @options, [ endpoint => $self->{endpoint} ], [ region => $self->{region} ];
+		@mapping = (
+			[ access_key_id => $self->{access_key_id} ],
+			[ secret_access_key => $self->{secret_access_key} ]);
+	}
+	elsif ($self->{backend} eq 'azure')
+	{
+		push @options, [ endpoint => $self->{endpoint} ];
+		@mapping = ([ account_key => $self->{account_key} ]);
+	}
+	push @options, map { [ $_ => $opts{$_} ] } sort keys %opts;
+
+	my $quote = sub { my $s = shift; $s =~ s/'/''/g; return "'$s'"; };
+	my $list = sub { join(', ', map { "$_->[0] " . $quote->($_->[1]) } @_) };
+	my $sql = "CREATE SERVER $server FOREIGN DATA WRAPPER rollout_fdw OPTIONS ("
+	  . $list->(@options) . ");\n";
+	$sql .= "CREATE USER MAPPING FOR PUBLIC SERVER $server OPTIONS ("
+	  . $list->(@mapping) . ");\n"
+	  if @mapping;
+	return $sql;
+}
+
+# ---------------------------------------------------------------------------
+# The store layout (docs/FORMAT.md, DESIGN.md §2), for tests that look at
+# what the extension wrote.  $folder arguments are key prefixes without the
+# trailing slash, e.g. "mystore/shards/$shard/wal".
+
+# The keys of the objects directly in a folder (not in sub-folders).
+sub objects_in
+{
+	my ($self, $folder) = @_;
+	return grep { index(substr($_, length($folder) + 1), '/') < 0 }
+	  $self->list("$folder/");
+}
+
+# The versions (numbers) of the manifests in a _manifest folder, ascending.
+sub manifest_versions
+{
+	my ($self, $folder) = @_;
+	return map { m{/(\d{20})\.json$} ? $1 + 0 : () } $self->objects_in($folder);
+}
+
+# The newest manifest of a _manifest folder, decoded, or undef.
+sub newest_manifest
+{
+	my ($self, $folder) = @_;
+	my @v = $self->manifest_versions($folder);
+	return undef unless @v;
+	return JSON::PP::decode_json($self->get(sprintf('%s/%020d.json', $folder, $v[-1])));
+}
+
+# Positions of the WAL entries (fence markers included) in a wal folder.
+sub wal_positions
+{
+	my ($self, $folder) = @_;
+	return sort { $a <=> $b }
+	  map { m{/(\d{20})\.wal$} ? $1 + 0 : () } $self->objects_in($folder);
+}
+
+# The key of the WAL entry at position $p.
+sub wal_key
+{
+	my ($self, $folder, $p) = @_;
+	return sprintf('%s/%020d.wal', $folder, $p);
+}
+
+# The metadata of the WAL entry at position $p (RolloutTest::segment_metadata),
+# or undef if it is absent or unreadable.
+sub wal_entry
+{
+	my ($self, $folder, $p) = @_;
+	return RolloutTest::segment_metadata($self->get($self->wal_key($folder, $p)));
+}
+
+# [position, metadata] of every entry in the folder, in position order.
+sub wal_entries
+{
+	my ($self, $folder) = @_;
+	return map { [ $_, $self->wal_entry($folder, $_) ] } $self->wal_positions($folder);
+}
+
+# ---------------------------------------------------------------------------
+# Object access
+
+sub list
+{
+	my ($self, $prefix) = @_;
+	$prefix //= '';
+	return $self->_file_list($prefix) if $self->{dir};
+	return $self->_s3_list($prefix) if $self->{bucket};
+	return $self->_azure_list($prefix);
+}
+
+sub get
+{
+	my ($self, $key) = @_;
+	if ($self->{dir})
+	{
+		open(my $fh, '<:raw', $self->path($key)) or return undef;
+		local $/;
+		my $b = <$fh>;
+		close $fh;
+		return $b // '';
+	}
+	my $r = $self->_request('GET', $key);
+	return undef if $r->{status} == 404;
+	_check($r, "GET $key");
+	return $r->{content} // '';
+}
+
+sub exists
+{
+	my ($self, $key) = @_;
+	return -f $self->path($key) ? 1 : 0 if $self->{dir};
+	my $r = $self->_request('HEAD', $key);
+	return 0 if $r->{status} == 404;
+	_check($r, "HEAD $key");
+	return 1;
+}
+
+sub put
+{
+	my ($self, $key, $bytes) = @_;
+	if ($self->{dir})
+	{
+		my $path = $self->path($key);
+		make_path(dirname($path));
+		open(my $fh, '>:raw', $path) or croak "open $path: $!";
+		print $fh $bytes;
+		close $fh or croak "close $path: $!";
+		return;
+	}
+	my %headers;
+	$headers{'x-ms-blob-type'} = 'BlockBlob' if $self->{backend} eq 'azure';
+	_check($self->_request('PUT', $key, {}, $bytes, \%headers), "PUT $key");
+	return;
+}
+
+sub delete
+{
+	my ($self, $key) = @_;
+	if ($self->{dir})
+	{
+		return unlink($self->path($key)) ? 1 : 0;
+	}
+	my $existed = $self->exists($key);
+	my $r = $self->_request('DELETE', $key);
+	return 0 if $r->{status} == 404;
+	_check($r, "DELETE $key");
+	return $existed;
+}
+
+# Delete every object under $prefix; returns how many.
+sub delete_prefix
+{
+	my ($self, $prefix) = @_;
+	my $n = 0;
+	$n += $self->delete($_) for $self->list($prefix);
+	return $n;
+}
+
+sub _check
+{
+	my ($r, $what) = @_;
+	return if $r->{success};
+	my $body = $r->{content} // '';
+	$body = substr($body, 0, 300);
+	croak "object store request $what failed: $r->{status} $r->{reason} $body";
+}
+
+sub _file_list
+{
+	my ($self, $prefix) = @_;
+	my @keys;
+	my @dirs = ($self->{dir});
+	while (defined(my $d = shift @dirs))
+	{
+		opendir(my $dh, $d) or next;
+		for my $e (readdir($dh))
+		{
+			next if $e eq '.' || $e eq '..';
+			my $p = "$d/$e";
+			if (-d $p) { push @dirs, $p; next; }
+			my $key = substr($p, length($self->{dir}) + 1);
+			# the file:// backend's own scratch area is not part of the store
+			next if $key =~ m{^_tmp/};
+			push @keys, $key if substr($key, 0, length($prefix)) eq $prefix;
+		}
+		closedir($dh);
+	}
+	return sort @keys;
+}
+
+# Percent-encoding of the unreserved set, '/' kept or not.
+sub _uri_encode
+{
+	my ($s, $keep_slash) = @_;
+	my $re = $keep_slash ? qr{([^A-Za-z0-9\-_.~/])} : qr{([^A-Za-z0-9\-_.~])};
+	$s =~ s/$re/sprintf('%%%02X', ord($1))/ge;
+	return $s;
+}
+
+sub _xml_unescape
+{
+	my ($s) = @_;
+	$s =~ s/&lt;/</g;
+	$s =~ s/&gt;/>/g;
+	$s =~ s/&quot;/"/g;
+	$s =~ s/&apos;/'/g;
+	$s =~ s/&amp;/&/g;
+	return $s;
+}
+
+# One request to the remote store.  $key is relative to the location; undef
+# addresses the bucket/container itself (listings).
+sub _request
+{
+	my ($self, $method, $key, $query, $body, $headers) = @_;
+	return $self->{bucket}
+	  ? $self->_s3_request($method, $key, $query, $body, $headers)
+	  : $self->_azure_request($method, $key, $query, $body, $headers);
+}
+
+# --- S3, SigV4 --------------------------------------------------------------
+
+sub _s3_request
+{
+	my ($self, $method, $key, $query, $body, $extra) = @_;
+	$query //= {};
+	$body //= '';
+	my ($scheme, $host) = $self->{endpoint} =~ m{^(https?)://([^/]+)}
+	  or croak "bad endpoint $self->{endpoint}";
+	my $path = "/$self->{bucket}";
+	$path .= '/' . _uri_encode("$self->{prefix}/$key", 1) if defined $key;
+	my $canonical_query = join('&',
+		map { _uri_encode($_) . '=' . _uri_encode($query->{$_}) } sort keys %$query);
+	my $payload_hash = sha256_hex($body);
+	my @t = gmtime();
+	my $amz_date = strftime('%Y%m%dT%H%M%SZ', @t);
+	my $day = strftime('%Y%m%d', @t);
+
+	my %headers = (
+		'host' => $host,
+		'x-amz-content-sha256' => $payload_hash,
+		'x-amz-date' => $amz_date,
+		%{ $extra // {} });
+	my @names = sort map { lc } keys %headers;
+	my %lc = map { lc($_) => $headers{$_} } keys %headers;
+	my $canonical_headers = join('', map { "$_:$lc{$_}\n" } @names);
+	my $signed_headers = join(';', @names);
+	my $canonical_request = join("\n",
+		$method, $path, $canonical_query, $canonical_headers,
+		$signed_headers, $payload_hash);
+	my $scope = "$day/$self->{region}/s3/aws4_request";
+	my $to_sign = join("\n",
+		'AWS4-HMAC-SHA256', $amz_date, $scope, sha256_hex($canonical_request));
+	my $k = hmac_sha256($day, "AWS4$self->{secret_access_key}");
+	$k = hmac_sha256($self->{region}, $k);
+	$k = hmac_sha256('s3', $k);
+	$k = hmac_sha256('aws4_request', $k);
+	my $signature = hmac_sha256_hex($to_sign, $k);
+
+	delete $lc{host};	# HTTP::Tiny sends it, as signed
+	$lc{authorization} =
+	  "AWS4-HMAC-SHA256 Credential=$self->{access_key_id}/$scope, "
+	  . "SignedHeaders=$signed_headers, Signature=$signature";
+	my $url = "$scheme://$host$path" . ($canonical_query ne '' ? "?$canonical_query" : '');
+	my %args = (headers => \%lc);
+	$args{content} = $body if $method eq 'PUT';
+	return $self->{http}->request($method, $url, \%args);
+}
+
+sub _s3_list
+{
+	my ($self, $prefix) = @_;
+	my $full = "$self->{prefix}/$prefix";
+	my (@keys, $token);
+	do
+	{
+		my %q = ('list-type' => 2, prefix => $full);
+		$q{'continuation-token'} = $token if defined $token;
+		my $r = $self->_s3_request('GET', undef, \%q);
+		_check($r, "LIST $prefix");
+		my $xml = $r->{content};
+		push @keys, map { substr(_xml_unescape($_), length($self->{prefix}) + 1) }
+		  $xml =~ m{<Key>(.*?)</Key>}g;
+		($token) = $xml =~ m{<NextContinuationToken>(.*?)</NextContinuationToken>};
+		$token = _xml_unescape($token) if defined $token;
+		$token = undef unless $xml =~ m{<IsTruncated>true</IsTruncated>};
+	} while (defined $token);
+	return sort @keys;
+}
+
+# --- Azure Blob, Shared Key -------------------------------------------------
+
+sub _azure_request
+{
+	my ($self, $method, $key, $query, $body, $extra) = @_;
+	$query //= {};
+	my ($scheme, $host, $endpoint_path) = $self->{endpoint} =~ m{^(https?)://([^/]+)(/.*)?$}
+	  or croak "bad endpoint $self->{endpoint}";
+	$endpoint_path //= '';
+	my $path = "/$self->{container}";
+	$path .= '/' . _uri_encode("$self->{prefix}/$key", 1) if defined $key;
+	my $length = defined $body ? length($body) : 0;
+	my %ms = (
+		'x-ms-date' => strftime('%a, %d %b %Y %H:%M:%S GMT', gmtime()),
+		'x-ms-version' => '2021-08-06',
+		%{ $extra // {} });
+	my $content_type = $method eq 'PUT' ? 'application/octet-stream' : '';
+
+	my $to_sign = join("\n",
+		$method, '', '', ($length > 0 ? $length : ''), '', $content_type,
+		'', '', '', '', '', '')
+	  . "\n"
+	  . join('', map { lc($_) . ":$ms{$_}\n" } sort { lc($a) cmp lc($b) } keys %ms)
+	  . "/$self->{account}$endpoint_path$path"
+	  . join('', map { "\n$_:$query->{$_}" } sort keys %$query);
+	my $signature =
+	  encode_base64(hmac_sha256($to_sign, decode_base64($self->{account_key})), '');
+
+	my %headers = (%ms, authorization => "SharedKey $self->{account}:$signature");
+	$headers{'content-type'} = $content_type if $content_type ne '';
+	my $qs = join('&', map { "$_=" . _uri_encode($query->{$_}) } sort keys %$query);
+	my $url = "$scheme://$host$endpoint_path$path" . ($qs ne '' ? "?$qs" : '');
+	my %args = (headers => \%headers);
+	$args{content} = $body // '' if $method eq 'PUT';
+	return $self->{http}->request($method, $url, \%args);
+}
+
+sub _azure_list
+{
+	my ($self, $prefix) = @_;
+	my $full = "$self->{prefix}/$prefix";
+	my (@keys, $marker);
+	do
+	{
+		my %q = (restype => 'container', comp => 'list', prefix => $full);
+		$q{marker} = $marker if defined $marker;
+		my $r = $self->_azure_request('GET', undef, \%q);
+		_check($r, "LIST $prefix");
+		my $xml = $r->{content};
+		push @keys, map { substr(_xml_unescape($_), length($self->{prefix}) + 1) }
+		  $xml =~ m{<Name>(.*?)</Name>}g;
+		($marker) = $xml =~ m{<NextMarker>(.+?)</NextMarker>};
+		$marker = _xml_unescape($marker) if defined $marker;
+	} while (defined $marker);
+	return sort @keys;
+}
+
+1;
