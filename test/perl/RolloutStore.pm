@@ -63,11 +63,12 @@ sub backend
 sub remote { return backend() ne 'file'; }
 
 # A store for one test.  $name distinguishes stores within the test
-# (a test may need several locations).
+# (a test may need several locations).  backend => NAME picks a backend
+# other than the suite's (tests of one backend's own features).
 sub for_test
 {
-	my ($class, $name) = @_;
-	my $backend = backend();
+	my ($class, $name, %opts) = @_;
+	my $backend = $opts{backend} // backend();
 	my $self = bless { backend => $backend, name => $name }, $class;
 	my $run = sprintf('%s-%d-%d-%04d', $name, $$, time, int(rand(10000)));
 
@@ -129,7 +130,8 @@ sub path
 
 # SQL that creates foreign server $server for this store, with the user
 # mapping holding the credentials of a remote store.  %opts adds server
-# options (e.g. request_timeout => 5).
+# options or replaces the store's own (e.g. request_timeout => 5, or
+# endpoint => a proxy in front of the server).
 sub server_sql
 {
 	my ($self, $server, %opts) = @_;
@@ -147,6 +149,10 @@ sub server_sql
 	{
 		push @options, [ endpoint => $self->{endpoint} ];
 		@mapping = ([ account_key => $self->{account_key} ]);
+	}
+	for my $o (@options)
+	{
+		$o->[1] = delete $opts{ $o->[0] } if exists $opts{ $o->[0] };
 	}
 	push @options, map { [ $_ => $opts{$_} ] } sort keys %opts;
 

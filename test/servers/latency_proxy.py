@@ -36,6 +36,12 @@ per connection or several, each answered by one line starting "ok" or "error":
     status            "ok requests=N failed=N hung=N dropped=N delay=MS
                       pending_fail=K pending_hang=K pending_drop=K"
 
+TLS: with --tls-cert CERT --tls-key KEY the proxy terminates TLS on the
+listening side (PEM files; the target is still plain HTTP), so tests can
+check certificate verification (a self-signed or mismatched certificate must
+be refused by the client) against the real servers behind it.  Delays and
+faults apply to the decrypted stream as usual.
+
 With --listen or --control port 0 the kernel picks a port; --port-file then
 receives "LISTEN_PORT CONTROL_PORT" once both are listening.  Only loopback
 addresses are accepted, for listening and as the target.  SIGTERM or SIGINT
@@ -46,8 +52,10 @@ import argparse
 import ipaddress
 import os
 import queue
+import select
 import signal
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -172,7 +180,8 @@ class Connection:
         self.lock = threading.Lock()
         self.server = socket.create_connection(target)
         for s in (self.client, self.server):
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if s.family in (socket.AF_INET, socket.AF_INET6):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.to_server = DelayedWriter(self.server, faults, self.close)
         self.to_client = DelayedWriter(self.client, faults, self.close)
 
@@ -273,6 +282,50 @@ class Connection:
         self.to_server.close_after_queue()
 
 
+def tls_bridge(raw_client, context):
+    """Terminate TLS on an accepted connection.
+
+    Returns a plain socket that carries the decrypted stream, so the rest of
+    the proxy (delays, HTTP framing, faults) works unchanged.  One thread
+    does the handshake and then relays both directions with select(): an
+    SSL socket must not be read and written from two threads at once.
+    A client that refuses the certificate ends the handshake; the bridge
+    then closes, and so does the connection to the target.
+    """
+    inner, outer = socket.socketpair()
+
+    def relay():
+        tls = None
+        try:
+            raw_client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            tls = context.wrap_socket(raw_client, server_side=True)
+            while True:
+                ready = [tls] if tls.pending() else []
+                if not ready:
+                    ready, _, _ = select.select([tls, outer], [], [])
+                if tls in ready:
+                    data = tls.recv(CHUNK)
+                    if not data:
+                        break
+                    outer.sendall(data)
+                if outer in ready:
+                    data = outer.recv(CHUNK)
+                    if not data:
+                        break
+                    tls.sendall(data)
+        except (ssl.SSLError, OSError):
+            pass
+        finally:
+            for s in (tls or raw_client, outer):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    threading.Thread(target=relay, daemon=True).start()
+    return inner
+
+
 def serve_control(sock, faults):
     def handle(conn):
         with conn:
@@ -325,7 +378,16 @@ def main():
     parser.add_argument("--control", help="HOST:PORT of the control port (loopback)")
     parser.add_argument("--port-file", help="write 'LISTEN_PORT CONTROL_PORT' here")
     parser.add_argument("--raw", action="store_true", help="relay bytes only, no HTTP framing")
+    parser.add_argument("--tls-cert", help="PEM certificate: terminate TLS on the listening side")
+    parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
     args = parser.parse_args()
+
+    tls_context = None
+    if args.tls_cert or args.tls_key:
+        if not (args.tls_cert and args.tls_key):
+            sys.exit("latency_proxy: --tls-cert and --tls-key go together")
+        tls_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls_context.load_cert_chain(args.tls_cert, args.tls_key)
 
     listen_address = parse_address(args.listen, "--listen")
     target = parse_address(args.target, "--target")
@@ -348,6 +410,8 @@ def main():
 
     while True:
         client, _ = listener.accept()
+        if tls_context is not None:
+            client = tls_bridge(client, tls_context)
         try:
             Connection(client, target, faults, args.raw).start()
         except OSError:
