@@ -395,11 +395,64 @@ session_backoff(int attempt, int *budget_used_ms)
 }
 
 /*
- * http_session_perform
+ * Read a small upload file into memory, or return NULL when it is larger than
+ * HTTP_MEMORY_UPLOAD_MAX.
+ *
+ * Why: libcurl 7.88 sends "Expect: 100-continue" with every streamed upload
+ * and then waits for the server's interim answer before the body: one more
+ * round trip for every WAL entry, the very latency a commit waits for.  The
+ * header cannot simply be removed — curl signs the removal entry for SigV4
+ * but does not send it, and the server then rejects the signature — but a
+ * body given from memory (POSTFIELDS) is sent without it up to 1 MiB.  So
+ * small files go from memory; large segments stream, where the interim
+ * answer costs little and lets the server refuse before the body is sent.
+ */
+static char *
+read_small_upload(const char *path, const char *description, size_t *length)
+{
+	struct stat st;
+	int			fd;
+	char	   *data;
+	size_t		done = 0;
+
+	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	if (fd < 0 || fstat(fd, &st) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read file \"%s\" for %s: %m", path, description)));
+	if (st.st_size > HTTP_MEMORY_UPLOAD_MAX)
+	{
+		CloseTransientFile(fd);
+		return NULL;
+	}
+	data = palloc(st.st_size + 1);
+	while (done < (size_t) st.st_size)
+	{
+		ssize_t		n = read(fd, data + done, st.st_size - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+		{
+			if (n == 0)
+				errno = EIO;	/* the file shrank under us */
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not read file \"%s\" for %s: %m", path, description)));
+		}
+		done += n;
+	}
+	CloseTransientFile(fd);
+	*length = done;
+	return data;
+}
+
+/*
+ * session_perform
  *		Perform one request, with retries; see http_session.h.
  */
-void
-http_session_perform(const HttpRequest *request, HttpResponse *response)
+static void
+session_perform(const HttpRequest *request, HttpResponse *response)
 {
 	CURL	   *handle = session_get_handle();
 	struct curl_slist *volatile headers = NULL;
@@ -572,6 +625,35 @@ http_session_perform(const HttpRequest *request, HttpResponse *response)
 			CloseTransientFile(upload_fd);
 	}
 	PG_END_TRY();
+}
+
+/*
+ * http_session_perform
+ *		Perform one request; a small upload file goes from memory (see
+ *		read_small_upload).
+ */
+void
+http_session_perform(const HttpRequest *request, HttpResponse *response)
+{
+	if (request->body_file != NULL)
+	{
+		size_t		length;
+		char	   *data = read_small_upload(request->body_file,
+											 request->description, &length);
+
+		if (data != NULL)
+		{
+			HttpRequest from_memory = *request;
+
+			from_memory.body = data;
+			from_memory.body_length = length;
+			from_memory.body_file = NULL;
+			session_perform(&from_memory, response);
+			pfree(data);
+			return;
+		}
+	}
+	session_perform(request, response);
 }
 
 /*

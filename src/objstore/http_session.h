@@ -59,6 +59,9 @@ typedef struct HttpSettings
 	bool		verify_tls;		/* verify_tls, default true */
 } HttpSettings;
 
+/* upload files up to this size are sent from memory (no Expect round trip) */
+#define HTTP_MEMORY_UPLOAD_MAX		(1024 * 1024)
+
 #define HTTP_DEFAULT_CONNECT_TIMEOUT_S	10
 #define HTTP_DEFAULT_REQUEST_TIMEOUT_S	60
 

@@ -237,6 +237,7 @@ class Connection:
                 head = buffer[:head_end]
                 length = 0
                 chunked = False
+                expect_continue = False
                 for line in head.split(b"\r\n")[1:]:
                     name, _, value = line.partition(b":")
                     name = name.strip().lower()
@@ -244,6 +245,8 @@ class Connection:
                         length = int(value.strip())
                     elif name == b"transfer-encoding" and b"chunked" in value.lower():
                         chunked = True
+                    elif name == b"expect" and b"100-continue" in value.lower():
+                        expect_continue = True
                 request_line = head.split(b"\r\n", 1)[0].decode("ascii", "replace").split(" ")
                 method = request_line[0].upper()
                 request_target = request_line[1] if len(request_line) > 1 else ""
@@ -256,6 +259,12 @@ class Connection:
                     buffer = b""
                     relay_only = True
                     continue
+                if expect_continue and action == "forward" and len(buffer) < head_end + length:
+                    # The client sends the body only after the server's
+                    # "100 Continue": pass the head on now, then the body.
+                    self.to_server.put(buffer[:head_end])
+                    buffer = buffer[head_end:]
+                    head_end = 0
                 # the body
                 while len(buffer) < head_end + length:
                     data = self.client.recv(CHUNK)

@@ -119,16 +119,18 @@ sub read_request
 	$header =~ s/\r\nexpect:[^\r]*//gi;
 	$header =~ s/\r\nconnection:[^\r]*//gi;
 	$header .= "\r\nConnection: close";
-	return ($header, $rest);
+	return ($header, $rest, $expect);
 }
 
 sub handle
 {
 	my ($client) = @_;
-	my ($header, $body) = read_request($client);
+	my ($header, $body, $expect) = read_request($client);
 	return unless defined $header;
 	my ($method, $path) = $header =~ /^(\S+) (\S+)/;
 	(my $short_path = $path) =~ s/\?.*//;
+	# the log shows which requests waited for "100 Continue" (a round trip)
+	$short_path .= ' expect-100' if $expect;
 	my @fault = take_fault($method, $path);
 
 	if (@fault && $fault[0] eq 'fail')

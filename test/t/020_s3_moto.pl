@@ -272,6 +272,12 @@ CREATE FOREIGN TABLE px (id text, v int) SERVER viaproxy OPTIONS (store 'px', ke
 create_mapping('viaproxy', "access_key_id '$key_id', secret_access_key '$secret', session_token '$token'");
 $node->safe_psql('postgres', "INSERT INTO px VALUES ('p1', 1)");
 is($node->safe_psql('postgres', 'SELECT count(*) FROM px'), '1', 'the proxy relays');
+# A small object (a WAL entry) goes in one exchange: no "Expect: 100-continue",
+# which would cost every commit one more round trip to the store.
+my @wal_puts = grep { m{^PUT \S+/wal/} } proxy_log();
+ok(@wal_puts >= 1, 'the WAL entry was PUT through the proxy') or diag(join("\n", proxy_log()));
+is(scalar(grep { /expect-100/ } @wal_puts), 0, 'WAL entries are sent without Expect: 100-continue')
+  or diag(join("\n", @wal_puts));
 
 # 500 twice, then the server recovers: the retries hide it.
 set_faults('fail * 2');
