@@ -189,8 +189,11 @@ start() {
 	fi
 	# a half-started or crashed cluster: start over
 	stop
-	command -v ceph-mon >/dev/null && command -v ceph-osd >/dev/null && command -v radosgw >/dev/null ||
-		die "ceph-mon, ceph-osd or radosgw not found (Debian packages ceph-mon ceph-osd radosgw; scripts/install-deps.sh installs them)"
+	local prog
+	for prog in ceph-mon ceph-osd radosgw radosgw-admin monmaptool ceph-authtool ceph curl; do
+		command -v "$prog" >/dev/null ||
+			die "$prog not found (Debian packages ceph-mon ceph-osd radosgw curl; scripts/install-deps.sh installs them)"
+	done
 	[ "$(id -u)" = 0 ] || die "must run as root"
 	local t0=$SECONDS fsid osd_uuid
 	mkdir -p "$DIR/run" "$DIR/log" "$DIR/mon.a" "$DIR/osd.0"
@@ -299,7 +302,7 @@ stop() {
 	# the state belongs to this script alone; never remove anything else
 	case $DIR in
 	/ | "") ;;
-	*) [ -f "$CONF" ] || [ -d "$DIR/mon.a" ] && rm -rf "$DIR" ;;
+	*) if [ -f "$CONF" ] || [ -d "$DIR/mon.a" ]; then rm -rf "$DIR"; fi ;;
 	esac
 	return 0
 }
@@ -308,6 +311,8 @@ case "${1:-}" in
 start) start ;;
 stop) stop ;;
 status) all_running && answers ;;
-env) all_running && answers || die "not running"; print_env ;;
+env)
+	if all_running && answers; then print_env; else die "not running"; fi
+	;;
 *) echo "usage: $0 start|stop|status|env" >&2; exit 2 ;;
 esac
