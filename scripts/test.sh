@@ -147,6 +147,9 @@ cleanup() {
 	if [ "${started_moto:-0}" = 1 ]; then
 		bash "$ROOT/test/servers/moto.sh" stop >/dev/null 2>&1 || true
 	fi
+	if [ "${started_rgw:-0}" = 1 ]; then
+		bash "$ROOT/test/servers/rgw.sh" stop >/dev/null 2>&1 || true
+	fi
 	if [ "$keep" = 1 ]; then
 		echo "test.sh: kept the test tree in $WORK" >&2
 	else
@@ -176,7 +179,8 @@ chown -R postgres:postgres "$WORK"
 chmod 755 "$WORK"
 
 # Object-store servers of the backend tests, on loopback; they hand their
-# endpoints to the tests through ROLLOUT_TEST_* variables.
+# endpoints to the tests through ROLLOUT_TEST_* variables.  All are required:
+# a server that does not start fails the run.
 say "starting Azurite (Azure Blob Storage emulator)"
 "$ROOT/test/servers/azurite.sh" start >"$WORK/azurite.start.log" 2>&1 || {
 	cat "$WORK/azurite.start.log" >&2
@@ -193,6 +197,17 @@ eval "$moto_env"
 export ROLLOUT_TEST_S3_ENDPOINT ROLLOUT_TEST_S3_REGION ROLLOUT_TEST_S3_BUCKET \
 	ROLLOUT_TEST_S3_ACCESS_KEY_ID ROLLOUT_TEST_S3_SECRET_ACCESS_KEY
 started_moto=1
+say "starting Ceph RGW (S3 that verifies SigV4 signatures)"
+# marked before the start: an interrupted start leaves daemons to stop
+started_rgw=1
+rgw_env=$(bash "$ROOT/test/servers/rgw.sh" start 2>"$WORK/rgw.start.log") || {
+	cat "$WORK/rgw.start.log" >&2
+	die "could not start RGW"
+}
+cat "$WORK/rgw.start.log"
+eval "$rgw_env"
+export ROLLOUT_TEST_RGW_ENDPOINT ROLLOUT_TEST_RGW_REGION ROLLOUT_TEST_RGW_BUCKET \
+	ROLLOUT_TEST_RGW_ACCESS_KEY_ID ROLLOUT_TEST_RGW_SECRET_ACCESS_KEY
 
 # Which suites exist?
 shopt -s nullglob
