@@ -207,7 +207,7 @@ rgw_env=$(bash "$ROOT/test/servers/rgw.sh" start 2>"$WORK/rgw.start.log") || {
 cat "$WORK/rgw.start.log"
 eval "$rgw_env"
 export ROLLOUT_TEST_RGW_ENDPOINT ROLLOUT_TEST_RGW_REGION ROLLOUT_TEST_RGW_BUCKET \
-	ROLLOUT_TEST_RGW_ACCESS_KEY_ID ROLLOUT_TEST_RGW_SECRET_ACCESS_KEY
+	ROLLOUT_TEST_RGW_ACCESS_KEY_ID ROLLOUT_TEST_RGW_SECRET_ACCESS_KEY ROLLOUT_TEST_RGW_LOG
 
 # Which suites exist?
 shopt -s nullglob

@@ -9,8 +9,9 @@
 #
 # "start" and "env" print shell assignments, so a caller can
 #   eval "$(bash test/servers/rgw.sh start)"; export ROLLOUT_TEST_RGW_ENDPOINT ...
-# They name the endpoint, the region, a bucket that exists (created at start)
-# and the fixed credentials of the test user.
+# They name the endpoint, the region, a bucket that exists (created at start),
+# the fixed credentials of the test user, and radosgw's log (world-readable;
+# its "beast:" lines are an access log with full query strings and statuses).
 #
 # Unlike moto, RGW checks every request's SigV4 signature and payload hash:
 # it catches signing bugs (query strings, headers, bodies past 1 MiB).  It
@@ -62,6 +63,7 @@ ROLLOUT_TEST_RGW_REGION=$REGION
 ROLLOUT_TEST_RGW_BUCKET=$BUCKET
 ROLLOUT_TEST_RGW_ACCESS_KEY_ID=$ACCESS_KEY
 ROLLOUT_TEST_RGW_SECRET_ACCESS_KEY=$SECRET_KEY
+ROLLOUT_TEST_RGW_LOG=$DIR/log/client.rgw.a.log
 EOT
 }
 
