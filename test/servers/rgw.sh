@@ -186,6 +186,7 @@ EOT
 start() {
 	if all_running && answers; then
 		ensure_user_and_bucket
+		echo "rgw.sh: already running on $ENDPOINT" >&2
 		print_env
 		return
 	fi
