@@ -118,6 +118,7 @@ sub signed
 		push @cmd, '-H', 'Content-Type: application/x-www-form-urlencoded',
 		  '--data-binary', '@-';
 	}
+	push @cmd, '-I' if $o{head};    # HEAD; the headers are the output
 	push @cmd, '-X', $o{method} if $o{method};
 	push @cmd, $url;
 	my ($out, $err) = ('', '');
@@ -343,6 +344,10 @@ $node->safe_psql('postgres',
 note(sprintf('%d single-row transactions on RGW in %.1f s', $many, time() - $t0));
 my @pos = wal_positions('many');
 cmp_ok(scalar(@pos), '>', 1000, 'more than 1000 WAL entries');
+my ($some_wal) = grep { m{/wal/\d+\.wal$} } keys %{ bucket_objects("$run/many/shards/") };
+my ($head_status, $head) = signed(path => "/$bucket/" . uri_encode($some_wal) =~ s/%2F/\//gr, head => 1);
+like($head, qr/^x-amz-meta-rollout-put-id: [0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\r?$/mi,
+	'a WAL entry carries its put id (the signed x-amz-meta header was stored)') or diag("HTTP $head_status\n$head");
 ok(contiguous(@pos), 'WAL positions 1..N without a hole');
 my $total = $many * ($many + 1) / 2;
 is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM many'),
