@@ -40,6 +40,8 @@
 #                         files, logs (default /tmp/rollout_rgw; removed by stop)
 #   ROLLOUT_RGW_TIMEOUT   seconds to wait for each daemon (default 90)
 set -euo pipefail
+# the tests (as postgres) read the radosgw log
+umask 022
 
 PORT=${ROLLOUT_RGW_PORT:-7480}
 MON_PORT=${ROLLOUT_RGW_MON_PORT:-3300}
@@ -102,7 +104,13 @@ fail() {
 	local name=$1
 	shift
 	echo "rgw.sh: $*" >&2
-	for log in "$DIR/log/$name.log" "$DIR/$name.out"; do
+	local -a logs=("$DIR/$name.out")
+	case $name in
+	mon) logs+=("$DIR/log/mon.a.log") ;;
+	osd) logs+=("$DIR/log/osd.0.log") ;;
+	rgw) logs+=("$DIR/log/client.rgw.a.log") ;;
+	esac
+	for log in "${logs[@]}"; do
 		[ -s "$log" ] || continue
 		echo "--- last 30 lines of $log" >&2
 		tail -n 30 "$log" >&2
@@ -227,7 +235,7 @@ start() {
 	spawn mon ceph-mon -c "$CONF" -i a -f
 	wait_for mon "waiting for the monitor on 127.0.0.1:$MON_PORT" ceph_cli mon stat
 
-	# OSD (memstore: nothing on disk but its superblock)
+	# OSD (memstore: the objects live in its memory)
 	ceph_cli osd new "$osd_uuid" >>"$DIR/mkfs.out" 2>&1 || fail mon "could not register the OSD"
 	ceph-osd -c "$CONF" -i 0 --mkfs --osd-uuid "$osd_uuid" >>"$DIR/mkfs.out" 2>&1 ||
 		fail mkfs "ceph-osd --mkfs failed"
