@@ -10,9 +10,11 @@
 #      has: PUT with If-None-Match and the put id metadata header, ranged and
 #      tail GETs, HEAD, ListObjectsV2 (prefix, start-after), DELETE; the
 #      server log (DEBUG2 lines of the S3 session) must show each kind
-#      accepted and not one 403;
+#      accepted and not one 403; the same under a location prefix that needs
+#      percent-encoding (space, +, =, &, parentheses, UTF-8);
 #  (b) more than 1000 WAL entries: listings take two pages, so the
-#      continuation token is sent back, encoded and signed;
+#      continuation token is sent back, encoded and signed; a signed HEAD
+#      shows a WAL entry's put id metadata as stored;
 #  (c) bodies past 1 MiB (the point where libcurl changes how it sends a
 #      body): a WAL entry or ingest segment, a base fragment written by a
 #      merge, and an ingest segment staged by a COPY, each checked to exceed
@@ -31,10 +33,14 @@
 #  (f) a bucket that does not exist: HTTP 404 NoSuchBucket, no crash;
 #  (g) no secret, token or signature in any error or in the server log
 #      (log_min_messages = debug5).
+# When ROLLOUT_TEST_RGW_LOG names radosgw's log, its access lines must show
+# listings with continuation-token and start-after answered 200, and no
+# request of the extension refused but those with bad credentials.
 #
 # Needs RGW: scripts/test.sh starts it with test/servers/rgw.sh (as root) and
-# exports ROLLOUT_TEST_RGW_ENDPOINT, _REGION, _BUCKET, _ACCESS_KEY_ID and
-# _SECRET_ACCESS_KEY.  Without ROLLOUT_TEST_RGW_ENDPOINT the test is skipped.
+# exports ROLLOUT_TEST_RGW_ENDPOINT, _REGION, _BUCKET, _ACCESS_KEY_ID,
+# _SECRET_ACCESS_KEY and _LOG.  Without ROLLOUT_TEST_RGW_ENDPOINT the test is
+# skipped.  This test's own requests (listings, STS) are signed by curl.
 # It runs in both modes (RolloutTest::configure_node).
 
 use strict;
