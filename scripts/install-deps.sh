@@ -16,10 +16,14 @@ PACKAGES=(
 	postgresql-15-cron       # pg_cron, for scheduled maintenance tests
 	postgresql-contrib
 	libcurl4-openssl-dev     # HTTP for the S3 / Azure object-store backends
+	curl                     # the test servers and tests (curl --aws-sigv4)
 	libssl-dev               # hashes and HMAC
 	libxml2-dev              # object-store listing responses (XML)
 	libzstd-dev              # column chunk compression
 	libipc-run-perl          # required by PostgreSQL::Test::Cluster (TAP tests)
+	ceph-mon                 # a throw-away single-node Ceph with the RADOS Gateway:
+	ceph-osd                 #   an S3 server that verifies SigV4 signatures, for
+	radosgw                  #   the tests (test/servers/rgw.sh; about 400 MB)
 	perl                     # prove
 	make
 	gcc
@@ -80,7 +84,9 @@ fi
 PG_BIN=/usr/lib/postgresql/15/bin
 for tool in "$PG_BIN/pg_config" "$PG_BIN/initdb" "$PG_BIN/pg_ctl" "$PG_BIN/postgres" \
 	/usr/bin/psql /usr/bin/pg_virtualenv /usr/bin/prove \
-	/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress; do
+	/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress \
+	/usr/bin/ceph-mon /usr/bin/ceph-osd /usr/bin/radosgw /usr/bin/radosgw-admin \
+	/usr/bin/monmaptool /usr/bin/ceph-authtool /usr/bin/ceph /usr/bin/curl; do
 	[ -x "$tool" ] || die "$tool is missing after installation"
 done
 [ -f /usr/lib/postgresql/15/lib/pgxs/src/makefiles/pgxs.mk ] || die "PGXS (pgxs.mk) is missing"

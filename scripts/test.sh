@@ -123,18 +123,24 @@ start_servers() {
 	servers_started=1
 	say "starting moto (S3)"
 	bash "$ROOT/test/servers/moto.sh" start >/dev/null 2>"$log" || { cat "$log" >&2; echo "test.sh: could not start moto" >&2; return 1; }
+	say "starting Ceph RGW (S3 that verifies SigV4 signatures)"
+	bash "$ROOT/test/servers/rgw.sh" start >/dev/null 2>"$log" || { cat "$log" >&2; echo "test.sh: could not start RGW" >&2; return 1; }
 	load_server_env
 }
 load_server_env() {
 	eval "$("$ROOT/test/servers/azurite.sh" env)"
 	eval "$(bash "$ROOT/test/servers/moto.sh" env)"
+	eval "$(bash "$ROOT/test/servers/rgw.sh" env)"
 	export ROLLOUT_TEST_S3_ENDPOINT ROLLOUT_TEST_S3_REGION ROLLOUT_TEST_S3_BUCKET \
-		ROLLOUT_TEST_S3_ACCESS_KEY_ID ROLLOUT_TEST_S3_SECRET_ACCESS_KEY
+		ROLLOUT_TEST_S3_ACCESS_KEY_ID ROLLOUT_TEST_S3_SECRET_ACCESS_KEY \
+		ROLLOUT_TEST_RGW_ENDPOINT ROLLOUT_TEST_RGW_REGION ROLLOUT_TEST_RGW_BUCKET \
+		ROLLOUT_TEST_RGW_ACCESS_KEY_ID ROLLOUT_TEST_RGW_SECRET_ACCESS_KEY ROLLOUT_TEST_RGW_LOG
 }
 stop_servers() {
 	[ "$servers_started" = 1 ] || return 0
 	"$ROOT/test/servers/azurite.sh" stop >/dev/null 2>&1 || true
 	bash "$ROOT/test/servers/moto.sh" stop >/dev/null 2>&1 || true
+	bash "$ROOT/test/servers/rgw.sh" stop >/dev/null 2>&1 || true
 	servers_started=0
 }
 

@@ -246,7 +246,7 @@ s3_raise(ObjectStore *store, const char *operation, const char *key,
 			 errmsg("could not %s object \"%s\" in store \"%s\": HTTP %ld%s%s",
 					operation, key, store->location, response->status,
 					code ? " " : "", code ? code : ""),
-			 message ? errdetail("The S3 server said: %s", message) : 0,
+			 (message && message[0]) ? errdetail("The S3 server said: %s", message) : 0,
 			 response->attempts > 1 ? errcontext("after %d attempts", response->attempts) : 0,
 			 (response->status == 403) ?
 			 errhint("Check access_key_id and secret_access_key in the user mapping, and the region server option.") : 0));
