@@ -18,10 +18,11 @@
 #               rgw    S3 on Ceph RGW (strict SigV4)
 #               azure  Azure Blob on Azurite (Shared Key checked)
 #               With a remote backend, pg_regress creates its servers there
-#               (sql/include/create_server.psql) and the TAP tests that get
-#               their store from RolloutStore->for_test (test/perl) run
-#               against it; the other TAP tests are about one backend or one
-#               mode and run in the file:// runs.
+#               (sql/include/create_server.psql) and the TAP tests marked
+#               "# Backends: all" (they get their store from
+#               RolloutStore->for_test, test/perl) run against it; the other
+#               TAP tests are about one backend or one mode and run in the
+#               file:// runs.
 #   --keep      keep the temporary test tree (results/, tmp_check/) for inspection
 #
 # What it does:
@@ -287,8 +288,9 @@ shopt -s nullglob
 regress_files=("$SRC"/sql/*.sql)
 tap_files=("$SRC"/test/t/*.pl)
 if [ "$backend" != file ] && [ -z "${PROVE_TESTS:-}" ]; then
-	# the tests that run against whichever store RolloutStore hands them
-	mapfile -t tap_files < <(grep -l 'RolloutStore->for_test' "${tap_files[@]}" /dev/null | sort)
+	# the tests that declare they run against whichever store RolloutStore
+	# hands them (a header line "# Backends: all")
+	mapfile -t tap_files < <(grep -l '^# Backends: all$' "${tap_files[@]}" /dev/null | sort)
 	PROVE_TESTS=$(for f in "${tap_files[@]}"; do printf '%s ' "${f#"$SRC"/}"; done)
 	export PROVE_TESTS
 fi

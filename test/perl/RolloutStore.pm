@@ -5,7 +5,9 @@
 # access to its objects.
 #
 # The behaviour suite runs against every backend (scripts/test.sh
-# --backend=...).  A test asks for its store once:
+# --backend=...); a test file that does says so with a header line
+# "# Backends: all" (test.sh picks the files of a remote run by it).  Such a
+# test asks for its store once:
 #
 #   my $store = RolloutStore->for_test('001_restart');
 #   $node->safe_psql('postgres', $store->server_sql('s'));   # CREATE SERVER s ...
