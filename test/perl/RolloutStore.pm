@@ -227,6 +227,47 @@ sub wal_entries
 	return map { [ $_, $self->wal_entry($folder, $_) ] } $self->wal_positions($folder);
 }
 
+# Leftovers of unfinished writes, which are not objects of the store (list()
+# never shows them): the file:// backend's temporary files under <root>/_tmp/
+# (as keys "_tmp/<name>"), S3 multipart uploads in progress under the
+# location, and Azure blobs under the location that have uncommitted blocks
+# only (Put Block without a Put Block List).  A successful write, and a
+# failed one that cleaned up after itself, leaves none.
+sub scratch
+{
+	my ($self) = @_;
+	if ($self->{dir})
+	{
+		opendir(my $dh, "$self->{dir}/_tmp") or return ();
+		my @keys = map { "_tmp/$_" } grep { !/^\.\.?$/ } readdir($dh);
+		closedir($dh);
+		return sort @keys;
+	}
+	if ($self->{bucket})
+	{
+		my (@keys, %q);
+		do
+		{
+			my $r = $self->_s3_request('GET', undef,
+				{ uploads => '', prefix => "$self->{prefix}/", %q });
+			_check($r, 'LIST multipart uploads');
+			my $xml = $r->{content};
+			push @keys, map { substr(_xml_unescape($_), length($self->{prefix}) + 1) }
+			  $xml =~ m{<Upload>.*?<Key>(.*?)</Key>.*?</Upload>}gs;
+			%q = ();
+			if ($xml =~ m{<IsTruncated>true</IsTruncated>})
+			{
+				($q{'key-marker'}) = $xml =~ m{<NextKeyMarker>(.*?)</NextKeyMarker>};
+				($q{'upload-id-marker'}) = $xml =~ m{<NextUploadIdMarker>(.*?)</NextUploadIdMarker>};
+				$q{$_} = _xml_unescape($q{$_}) for keys %q;
+			}
+		} while (%q);
+		return sort @keys;
+	}
+	my %committed = map { $_ => 1 } $self->list('');
+	return grep { !$committed{$_} } $self->_azure_list('', 'uncommittedblobs');
+}
+
 # ---------------------------------------------------------------------------
 # Object access
 
@@ -476,15 +517,17 @@ sub _azure_request
 	return $self->{http}->request($method, $url, \%args);
 }
 
+# $include: the List Blobs "include" option (e.g. uncommittedblobs), if any.
 sub _azure_list
 {
-	my ($self, $prefix) = @_;
+	my ($self, $prefix, $include) = @_;
 	my $full = "$self->{prefix}/$prefix";
 	my (@keys, $marker);
 	do
 	{
 		my %q = (restype => 'container', comp => 'list', prefix => $full);
 		$q{marker} = $marker if defined $marker;
+		$q{include} = $include if defined $include;
 		my $r = $self->_azure_request('GET', undef, \%q);
 		_check($r, "LIST $prefix");
 		my $xml = $r->{content};

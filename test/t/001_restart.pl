@@ -7,18 +7,18 @@
 # clean stop/start and an immediate (crash) stop; the newest version of an
 # upserted key survives; an aborted transaction (ROLLBACK, an error, a rolled
 # back savepoint) leaves nothing behind, not even a WAL entry; a successful
-# commit leaves no scratch file behind.
+# commit leaves no scratch file behind.  Runs against every backend
+# (test/perl/RolloutStore.pm).
 
 use strict;
 use warnings;
 
-use File::Basename qw(basename);
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
-use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
-use RolloutTest qw(preload configure_node wal_entry);
+use RolloutStore;
+use RolloutTest qw(preload configure_node);
 use Test::More;
 
 # Positions and generation numbers differ by design between the two modes
@@ -35,18 +35,17 @@ $node->init;
 configure_node($node);
 $node->start;
 
-my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+my $store = RolloutStore->for_test('001_restart');
 
+$node->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
 $node->safe_psql(
 	'postgres', qq{
-CREATE EXTENSION rollout_fdw;
-CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
 CREATE FOREIGN TABLE t (id text, v int, payload jsonb) SERVER s OPTIONS (store 'durable', key 'id');
 });
 
 my $shard = $node->safe_psql('postgres',
 	'SELECT system_identifier FROM pg_control_system()');
-my $wal_dir = "$location/durable/shards/$shard/wal";
+my $wal_folder = "durable/shards/$shard/wal";
 
 # A fingerprint of the whole table: every column of every row, in key order.
 my $fingerprint_sql = q{
@@ -56,12 +55,7 @@ FROM t};
 
 sub wal_positions
 {
-	return () unless -d $wal_dir;
-	opendir(my $dh, $wal_dir) or die "opendir $wal_dir: $!";
-	my @p = sort { $a <=> $b }
-	  map { /^(\d{20})\.wal$/ ? $1 + 0 : () } readdir($dh);
-	closedir($dh);
-	return @p;
+	return $store->wal_positions($wal_folder);
 }
 
 # "position:kind:transactions" of each WAL entry, to tell fence markers from
@@ -69,7 +63,7 @@ sub wal_positions
 sub wal_kinds
 {
 	return map {
-		my $m = wal_entry($wal_dir, $_);
+		my $m = $store->wal_entry($wal_folder, $_);
 		defined $m ? "$_:$m->{kind}:$m->{transactions}" : "$_:unreadable"
 	} wal_positions();
 }
@@ -77,17 +71,16 @@ sub wal_kinds
 # The newest shard manifest's generations as "number:first-last:rows".
 sub generations
 {
-	my $dir = "$location/durable/shards/$shard/_manifest";
-	opendir(my $dh, $dir) or die "opendir $dir: $!";
-	my @m = sort grep { /^\d{20}\.json$/ } readdir($dh);
-	closedir($dh);
-	my $doc = decode_json(slurp_file("$dir/$m[-1]"));
+	my $doc = $store->newest_manifest("durable/shards/$shard/_manifest")
+	  or die 'no shard manifest';
 	return map { "$_->{number}:$_->{first_position}-$_->{last_position}:$_->{rows}" }
 	  sort { $a->{number} <=> $b->{number} } @{ $doc->{generations} };
 }
 
-# Scratch files of the extension (segments being built) in pgsql_tmp, and
-# temporary files of the file:// store under <location>/_tmp.
+# Scratch files of the extension (segments being built) in pgsql_tmp, on
+# the node whatever the backend, and the store's leftovers of unfinished
+# writes (RolloutStore::scratch: the file:// store's <location>/_tmp, S3
+# multipart uploads, Azure uncommitted blobs).
 sub leftover_scratch_files
 {
 	my @left;
@@ -97,11 +90,7 @@ sub leftover_scratch_files
 		push @left, map { "$tmp/$_" } grep { /rollout/ } readdir($dh);
 		closedir($dh);
 	}
-	if (opendir(my $dh, "$location/_tmp"))
-	{
-		push @left, map { "$location/_tmp/$_" } grep { !/^\.\.?$/ } readdir($dh);
-		closedir($dh);
-	}
+	push @left, map { "store scratch: $_" } $store->scratch;
 	return @left;
 }
 

@@ -10,6 +10,7 @@
 # nothing visible.  A second run has one session flush again and again while
 # the others insert: the generations must cover the WAL positions exactly
 # once, and the result must again be exact, before and after a final flush.
+# Runs against every backend (test/perl/RolloutStore.pm).
 
 use strict;
 use warnings;
@@ -20,7 +21,8 @@ use IPC::Run;
 use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
-use RolloutTest qw(preload configure_node wal_entry);
+use RolloutStore;
+use RolloutTest qw(preload configure_node);
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('concurrent');
@@ -36,13 +38,12 @@ $node->start;
 # ("transactions" in its footer metadata).
 my $group_commit = preload();
 
-my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+my $store = RolloutStore->for_test('002_concurrent_inserts');
 my $scripts = PostgreSQL::Test::Utils::tempdir('scripts');
 
+$node->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
 $node->safe_psql(
 	'postgres', qq{
-CREATE EXTENSION rollout_fdw;
-CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
 CREATE FOREIGN TABLE t1 (id text, v int, payload jsonb) SERVER s OPTIONS (store 'conc1');
 CREATE FOREIGN TABLE t2 (id text, v int, payload jsonb) SERVER s OPTIONS (store 'conc2');
 });
@@ -111,14 +112,12 @@ sub run_parallel
 	return \%output;
 }
 
+# $name: the rollout store (the table's store option), in the object store.
 sub wal_positions
 {
-	my ($store) = @_;
-	my $dir = "$location/$store/shards/$shard/wal";
-	opendir(my $dh, $dir) or die "opendir $dir: $!";
-	my @p = sort { $a <=> $b }
-	  map { /^(\d{20})\.wal$/ ? $1 + 0 : () } readdir($dh);
-	closedir($dh);
+	my ($name) = @_;
+	my @p = $store->wal_positions("$name/shards/$shard/wal");
+	die "no WAL entries in store $name" unless @p;
 	return @p;
 }
 
@@ -128,13 +127,13 @@ sub wal_positions
 # least 1.
 sub wal_transactions
 {
-	my ($store) = @_;
-	my $dir = "$location/$store/shards/$shard/wal";
+	my ($name) = @_;
+	my $folder = "$name/shards/$shard/wal";
 	my $total = 0;
 	my @fences;
-	for my $p (wal_positions($store))
+	for my $p (wal_positions($name))
 	{
-		my $doc = wal_entry($dir, $p);
+		my $doc = $store->wal_entry($folder, $p);
 		die "no WAL metadata in position $p" unless defined $doc;
 		die "position $p belongs to shard $doc->{shard}" unless $doc->{shard} eq $shard;
 		if ($doc->{kind} eq 'fence')
@@ -161,13 +160,8 @@ my @expected_fences = $group_commit ? (1) : ();
 
 sub newest_manifest
 {
-	my ($store) = @_;
-	my $dir = "$location/$store/shards/$shard/_manifest";
-	opendir(my $dh, $dir) or die "opendir $dir: $!";
-	my @m = sort grep { /^\d{20}\.json$/ } readdir($dh);
-	closedir($dh);
-	return undef unless @m;
-	return decode_json(slurp_file("$dir/$m[-1]"));
+	my ($name) = @_;
+	return $store->newest_manifest("$name/shards/$shard/_manifest");
 }
 
 sub contiguous
@@ -316,7 +310,7 @@ ok($ok, 'each generation starts right after the previous one ends')
 is($next - 1, scalar(@pos), 'the generations end at the last WAL position');
 is($m->{replay_after}, scalar(@pos), 'replay_after = N');
 is($gen_rows, $rows2, "the generations hold $rows2 rows in all: none twice, none lost");
-my @missing = grep { !-f "$location/$_->{file}" } @gens;
+my @missing = grep { !$store->exists($_->{file}) } @gens;
 is_deeply([ map { $_->{file} } @missing ], [], 'every listed generation exists');
 is(scalar(@gens), scalar(@made) + ((split /\|/, $final)[0] > 0 ? 1 : 0),
 	'every successful non-empty flush made exactly one listed generation');

@@ -18,6 +18,9 @@
 # entry is read after a restart (scans, rollout_flush and the claim's replay
 # read the tail from the store until the first commit claims the shard), so
 # that is where this test damages it in preload mode.
+#
+# Runs against every backend (test/perl/RolloutStore.pm): objects are read,
+# overwritten and deleted through the store's own interface.
 
 use strict;
 use warnings;
@@ -26,7 +29,8 @@ use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
-use RolloutTest qw(preload configure_node wal_positions);
+use RolloutStore;
+use RolloutTest qw(preload configure_node);
 use Test::More;
 
 my $pre = preload();
@@ -36,12 +40,11 @@ $node->init;
 configure_node($node);
 $node->start;
 
-my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+my $store = RolloutStore->for_test('003_corruption');
 
+$node->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
 $node->safe_psql(
 	'postgres', qq{
-CREATE EXTENSION rollout_fdw;
-CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
 CREATE FOREIGN TABLE t (id text, v int, note text, payload jsonb) SERVER s OPTIONS (store 'damaged');
 CREATE FOREIGN TABLE other (id text, x float8) SERVER s OPTIONS (store 'other');
 });
@@ -65,27 +68,17 @@ my $original = $node->safe_psql('postgres', $query);
 like($original, qr/^300\|45150\|[0-9a-f]{32}$/, 'the generation reads back 300 rows, sum 45150');
 
 my $gen_key = "damaged/shards/$shard/gen/00000000000000000001.seg";
-my $gen_file = "$location/$gen_key";
-ok(-f $gen_file, "the flush made $gen_key");
-my $gen_bytes = slurp_bin($gen_file);
+ok($store->exists($gen_key), "the flush made $gen_key");
+my $gen_bytes = slurp_object($gen_key);
 my $size = length($gen_bytes);
 
-sub slurp_bin
+# The bytes of an object that must exist.
+sub slurp_object
 {
-	my ($f) = @_;
-	open(my $fh, '<:raw', $f) or die "open $f: $!";
-	local $/;
-	my $b = <$fh>;
-	close $fh;
-	return $b // '';
-}
-
-sub write_bin
-{
-	my ($f, $b) = @_;
-	open(my $fh, '>:raw', $f) or die "open $f: $!";
-	print $fh $b;
-	close $fh or die "close $f: $!";
+	my ($key) = @_;
+	my $b = $store->get($key);
+	die "object $key does not exist" unless defined $b;
+	return $b;
 }
 
 # The query must fail with SQLSTATE $state and a message naming $key, and the
@@ -172,15 +165,15 @@ is($layout->{groups}, 3, 'in 3 row groups');
 # (a) truncation to several lengths
 for my $len (1, 7, 8, 9, 16, 100, int($size / 2), $size - 13, $size - 9, $size - 8, $size - 1)
 {
-	write_bin($gen_file, substr($gen_bytes, 0, $len));
+	$store->put($gen_key, substr($gen_bytes, 0, $len));
 	expect_error("truncated to $len of $size bytes", $gen_key);
 }
 
 # bytes cut out of the middle (the tail still looks right)
-write_bin($gen_file, substr($gen_bytes, 0, 200) . substr($gen_bytes, 210));
+$store->put($gen_key, substr($gen_bytes, 0, 200) . substr($gen_bytes, 210));
 expect_error('10 bytes cut out at offset 200', $gen_key);
 # bytes inserted in the middle
-write_bin($gen_file, substr($gen_bytes, 0, 200) . ("\0" x 10) . substr($gen_bytes, 200));
+$store->put($gen_key, substr($gen_bytes, 0, 200) . ("\0" x 10) . substr($gen_bytes, 200));
 expect_error('10 bytes inserted at offset 200', $gen_key);
 
 # (b) single flipped bits: header, every chunk, footer, footer CRC, trailer
@@ -200,7 +193,7 @@ for my $off (@flips)
 	my $b = $gen_bytes;
 	my $bit = $off % 8;
 	substr($b, $off, 1) = chr(ord(substr($b, $off, 1)) ^ (1 << $bit));
-	write_bin($gen_file, $b);
+	$store->put($gen_key, $b);
 	my ($where) = map { "chunk of $_->{column}, group $_->{group}" }
 	  grep { $off >= $_->{offset} && $off < $_->{offset} + $_->{size} } @{ $layout->{chunks} };
 	$where //= $off < 8 ? 'header' : $off >= $size - 8 ? 'trailer' : 'footer';
@@ -210,42 +203,41 @@ for my $off (@flips)
 # (c) garbage
 srand(20240601);
 my $garbage = join('', map { chr(int(rand(256))) } 1 .. $size);
-write_bin($gen_file, $garbage);
+$store->put($gen_key, $garbage);
 expect_error('random garbage of the same size', $gen_key);
-write_bin($gen_file, "\0" x $size);
+$store->put($gen_key, "\0" x $size);
 expect_error('zeros of the same size', $gen_key);
-write_bin($gen_file, substr($gen_bytes, 0, 8) . substr($garbage, 8));
+$store->put($gen_key, substr($gen_bytes, 0, 8) . substr($garbage, 8));
 expect_error('garbage behind a valid header', $gen_key);
-write_bin($gen_file, substr($garbage, 0, $size - 8) . pack('V', 64) . 'ROSG');
+$store->put($gen_key, substr($garbage, 0, $size - 8) . pack('V', 64) . 'ROSG');
 expect_error('garbage before a plausible trailer', $gen_key);
-write_bin($gen_file,
+$store->put($gen_key,
 	substr($gen_bytes, 0, $layout->{footer_start}) . substr($garbage, $layout->{footer_start}, $layout->{footer_length}) . substr($gen_bytes, $size - 8));
 expect_error('garbage footer between valid data and trailer', $gen_key);
-write_bin($gen_file, "this is not a segment\n" x 50);
+$store->put($gen_key, "this is not a segment\n" x 50);
 expect_error('a text file', $gen_key);
 
 # (d) empty file
-write_bin($gen_file, '');
+$store->put($gen_key, '');
 expect_error('an empty file', $gen_key);
 
 # a valid segment of another store (other schema) in its place
-my $other_gen = "$location/other/shards/$shard/gen/00000000000000000001.seg";
-write_bin($gen_file, slurp_bin($other_gen));
+$store->put($gen_key, slurp_object("other/shards/$shard/gen/00000000000000000001.seg"));
 expect_error('a valid segment of another store', $gen_key);
 
 # restore: the original result again
-write_bin($gen_file, $gen_bytes);
+$store->put($gen_key, $gen_bytes);
 is($node->safe_psql('postgres', $query), $original, 'restoring the original bytes restores the result');
 
 # a generation that is missing altogether: clean error, any SQLSTATE
-unlink($gen_file) or die;
+$store->delete($gen_key) or die "$gen_key did not exist";
 {
 	my ($ret, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\n$query");
 	isnt($ret, 0, 'a missing generation: the query fails');
 	like($err, qr/ERROR:\s+[0-9A-Z]{5}: .*\Q$gen_key\E/, 'a missing generation: the error names it');
 	is($node->safe_psql('postgres', 'SELECT 1'), '1', 'a missing generation: the server is still up');
 }
-write_bin($gen_file, $gen_bytes);
+$store->put($gen_key, $gen_bytes);
 is($node->safe_psql('postgres', $query), $original, 'restored again');
 
 # ---------------------------------------------------------------------------
@@ -254,45 +246,43 @@ is($node->safe_psql('postgres', $query), $original, 'restored again');
 # version 1 (writer_epoch 1, no generation) and the flush version 2.
 my $manifest_version = $pre ? 2 : 1;
 my $manifest_key = sprintf("damaged/shards/$shard/_manifest/%020d.json", $manifest_version);
-my $manifest_file = "$location/$manifest_key";
-ok(-f $manifest_file, "the flush committed $manifest_key");
-is_deeply([ map { m{/(\d{20})\.json$} ? $1 + 0 : () } glob("$location/damaged/shards/$shard/_manifest/*.json") ],
+ok($store->exists($manifest_key), "the flush committed $manifest_key");
+is_deeply([ $store->manifest_versions("damaged/shards/$shard/_manifest") ],
 	[ 1 .. $manifest_version ], "it is the newest shard manifest (version $manifest_version)");
-my $manifest_bytes = slurp_bin($manifest_file);
+my $manifest_bytes = slurp_object($manifest_key);
 like($manifest_bytes, qr/"replay_after"/, 'the manifest is JSON with replay_after');
 
 for my $len (int(length($manifest_bytes) / 2), length($manifest_bytes) - 1, 1)
 {
-	write_bin($manifest_file, substr($manifest_bytes, 0, $len));
+	$store->put($manifest_key, substr($manifest_bytes, 0, $len));
 	expect_error("manifest truncated to $len bytes", $manifest_key);
 }
-write_bin($manifest_file, '');
+$store->put($manifest_key, '');
 expect_error('empty manifest', $manifest_key);
-write_bin($manifest_file, '[1, 2, 3]');
+$store->put($manifest_key, '[1, 2, 3]');
 expect_error('a manifest that is valid JSON of the wrong shape', $manifest_key);
 (my $wrong_type = $manifest_bytes) =~ s/"replay_after":\s*\d+/"replay_after": "many"/;
-write_bin($manifest_file, $wrong_type);
+$store->put($manifest_key, $wrong_type);
 expect_error('a manifest with a string where a number belongs', $manifest_key);
-write_bin($manifest_file, "\x{ff}\x{fe}garbage\0\x01");
+$store->put($manifest_key, "\x{ff}\x{fe}garbage\0\x01");
 expect_error('binary garbage as manifest', $manifest_key);
-write_bin($manifest_file, $manifest_bytes);
+$store->put($manifest_key, $manifest_bytes);
 is($node->safe_psql('postgres', $query), $original, 'restoring the manifest restores the result');
 
 # ---------------------------------------------------------------------------
 # A corrupt _store.json: each psql run is a new session, which opens the store.
 my $store_key = 'damaged/_store.json';
-my $store_file = "$location/$store_key";
-my $store_bytes = slurp_bin($store_file);
+my $store_bytes = $store->get($store_key) // '';
 ok(length($store_bytes) > 0, '_store.json exists');
-write_bin($store_file, substr($store_bytes, 0, int(length($store_bytes) / 2)));
+$store->put($store_key, substr($store_bytes, 0, int(length($store_bytes) / 2)));
 expect_error('_store.json truncated', $store_key);
-write_bin($store_file, '');
+$store->put($store_key, '');
 expect_error('_store.json empty', $store_key);
-write_bin($store_file, 'not json at all');
+$store->put($store_key, 'not json at all');
 expect_error('_store.json garbage', $store_key);
 expect_error('_store.json garbage, on INSERT', $store_key,
 	sql => q{INSERT INTO t VALUES ('never', 1, NULL, '{}')});
-write_bin($store_file, $store_bytes);
+$store->put($store_key, $store_bytes);
 is($node->safe_psql('postgres', $query), $original, 'restoring _store.json restores the result');
 
 # ---------------------------------------------------------------------------
@@ -304,11 +294,10 @@ like($with_tail, qr/^320\|65360\|/, 'the WAL tail adds 20 rows');
 # plain: position 2 (after the 300 rows at 1).  preload: position 3 (the
 # claim's fence at 1, the 300 rows at 2).
 my $wal_position = $pre ? 3 : 2;
-my $wal_dir = "$location/damaged/shards/$shard/wal";
-my $wal_key = sprintf("damaged/shards/$shard/wal/%020d.wal", $wal_position);
-my $wal_file = "$location/$wal_key";
-ok(-f $wal_file, "the insert made $wal_key");
-my $wal_bytes = slurp_bin($wal_file);
+my $wal_folder = "damaged/shards/$shard/wal";
+my $wal_key = $store->wal_key($wal_folder, $wal_position);
+ok($store->exists($wal_key), "the insert made $wal_key");
+my $wal_bytes = slurp_object($wal_key);
 my $wal_size = length($wal_bytes);
 
 if ($pre)
@@ -320,7 +309,7 @@ if ($pre)
 	is($node->safe_psql('postgres', $query), $with_tail,
 		'after a restart the same tail is read from the WAL object');
 }
-my $manifests_before = join(',', sort glob("$location/damaged/shards/$shard/_manifest/*"));
+my $manifests_before = join(',', $store->list("damaged/shards/$shard/_manifest/"));
 
 for my $case (
 	[ 'WAL entry truncated to half', substr($wal_bytes, 0, int($wal_size / 2)) ],
@@ -330,7 +319,7 @@ for my $case (
 	[ 'WAL entry empty', '' ])
 {
 	my ($label, $bytes) = @$case;
-	write_bin($wal_file, $bytes);
+	$store->put($wal_key, $bytes);
 	expect_error($label, $wal_key);
 	expect_error("$label, rollout_flush", $wal_key,
 		sql => q{SELECT * FROM rollout_flush('t')});
@@ -341,11 +330,11 @@ for my $case (
 		sql => q{INSERT INTO t VALUES ('never', 1, NULL, '{}')})
 	  if $pre;
 }
-is(join(',', sort glob("$location/damaged/shards/$shard/_manifest/*")), $manifests_before,
+is(join(',', $store->list("damaged/shards/$shard/_manifest/")), $manifests_before,
 	'no flush (or claim) over a corrupt WAL entry committed a manifest');
-is_deeply([ wal_positions($wal_dir) ], [ 1 .. $wal_position ],
+is_deeply([ $store->wal_positions($wal_folder) ], [ 1 .. $wal_position ],
 	'no WAL entry or fence was written after the corrupt one');
-write_bin($wal_file, $wal_bytes);
+$store->put($wal_key, $wal_bytes);
 is($node->safe_psql('postgres', $query), $with_tail, 'restoring the WAL entry restores the result');
 is($node->safe_psql('postgres', q{SELECT rows_flushed, generation FROM rollout_flush('t')}),
 	'20|2', 'and it then flushes into generation 2');

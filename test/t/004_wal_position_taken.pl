@@ -22,6 +22,10 @@
 # claims the shard and writes a fence marker at position 1, so every
 # position of our shard is one higher ($off), and so is the other shard's
 # first entry with rows.
+#
+# Runs against every backend (test/perl/RolloutStore.pm): the intruder is put
+# in place, compared and removed through the store's own interface, so on
+# S3 and Azure it meets the conditional create of those services.
 
 use strict;
 use warnings;
@@ -31,7 +35,8 @@ use IPC::Run;
 use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
-use RolloutTest qw(preload configure_node segment_metadata wal_entry);
+use RolloutStore;
+use RolloutTest qw(preload configure_node segment_metadata);
 use Test::More;
 
 my $pre = preload();
@@ -42,44 +47,24 @@ $node->init;
 configure_node($node);
 $node->start;
 
-my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+my $store = RolloutStore->for_test('004_wal_position_taken');
 
+$node->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
 $node->safe_psql(
 	'postgres', qq{
-CREATE EXTENSION rollout_fdw;
-CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
 CREATE FOREIGN TABLE t (id text, v int, payload jsonb) SERVER s OPTIONS (store 'taken');
 });
 my $shard = $node->safe_psql('postgres',
 	'SELECT system_identifier FROM pg_control_system()');
-my $wal_dir = "$location/taken/shards/$shard/wal";
+my $wal_folder = "taken/shards/$shard/wal";
 
-sub wal_file { return sprintf("%s/%020d.wal", $wal_dir, $_[0]); }
-
-sub slurp_bin
-{
-	my ($f) = @_;
-	open(my $fh, '<:raw', $f) or return undef;
-	local $/;
-	my $b = <$fh>;
-	close $fh;
-	return $b // '';
-}
-
-sub write_bin
-{
-	my ($f, $b) = @_;
-	open(my $fh, '>:raw', $f) or die "open $f: $!";
-	print $fh $b;
-	close $fh or die "close $f: $!";
-}
+# The key of position $p of our shard's WAL.
+sub wal_key { return $store->wal_key($wal_folder, $_[0]); }
 
 sub wal_positions
 {
-	opendir(my $dh, $wal_dir) or die "opendir $wal_dir: $!";
-	my @p = sort { $a <=> $b }
-	  map { /^(\d{20})\.wal$/ ? $1 + 0 : () } readdir($dh);
-	closedir($dh);
+	my @p = $store->wal_positions($wal_folder);
+	die "no WAL entries in $wal_folder" unless @p;
 	return @p;
 }
 
@@ -92,15 +77,19 @@ sub wal_entry_shard
 	return $meta->{shard};
 }
 
+# Temporary files in the node's pgsql_tmp (whatever the backend), and the
+# store's leftovers of unfinished writes (RolloutStore::scratch: the file://
+# store's <location>/_tmp, S3 multipart uploads, Azure uncommitted blobs).
 sub leftover_scratch_files
 {
 	my @left;
-	for my $dir ($node->data_dir . '/base/pgsql_tmp', "$location/_tmp")
+	my $dir = $node->data_dir . '/base/pgsql_tmp';
+	if (opendir(my $dh, $dir))
 	{
-		next unless opendir(my $dh, $dir);
 		push @left, map { "$dir/$_" } grep { !/^\.\.?$/ } readdir($dh);
 		closedir($dh);
 	}
+	push @left, map { "store scratch: $_" } $store->scratch;
 	return @left;
 }
 
@@ -132,7 +121,7 @@ for my $i (1 .. 5)
 is_deeply([ wal_positions() ], [ 1 .. 5 + $off ], 'five commits made positions ' . (1 + $off) . '..' . (5 + $off));
 if ($pre)
 {
-	my $fence = wal_entry($wal_dir, 1);
+	my $fence = $store->wal_entry($wal_folder, 1);
 	is( join(':', map { $fence->{$_} // 'undef' } qw(kind shard epoch transactions)),
 		"fence:$shard:1:0", 'position 1 is the fence marker of epoch 1');
 }
@@ -145,9 +134,9 @@ INSERT INTO t VALUES ('x1', 1000, '{"from": "other"}'), ('x2', 2000, '{"from": "
 });
 # preload: that session claimed shard "other" too (fence at its position 1),
 # so its rows are at position 2.
-my $other_file = sprintf("%s/taken/shards/other/wal/%020d.wal", $location, 1 + $off);
-ok(-f $other_file, 'shard "other" wrote its first WAL entry with rows');
-my $other_bytes = slurp_bin($other_file);
+my $other_key = $store->wal_key('taken/shards/other/wal', 1 + $off);
+ok($store->exists($other_key), 'shard "other" wrote its first WAL entry with rows');
+my $other_bytes = $store->get($other_key);
 is(wal_entry_shard($other_bytes), 'other', 'its metadata names shard "other"');
 is(table_state(), '5|15', 'the other shard\'s unflushed rows are not read as ours');
 
@@ -156,7 +145,7 @@ is(table_state(), '5|15', 'the other shard\'s unflushed rows are not read as our
 sub check_position_taken
 {
 	my ($label, $p, $intruder, $rows_before) = @_;
-	write_bin(wal_file($p), $intruder);
+	$store->put(wal_key($p), $intruder);
 
 	# from a new session, autocommit
 	my ($ret, $out, $err) = $node->psql('postgres',
@@ -179,8 +168,8 @@ sub check_position_taken
 		q{INSERT INTO t SELECT 'never-c' || i, i, '{}' FROM generate_series(1, 100) i});
 	isnt($ret, 0, "$label: a multi-row commit fails as well");
 
-	is(slurp_bin(wal_file($p)), $intruder, "$label: position $p is byte-identical afterwards");
-	ok(!-e wal_file($p + 1), "$label: no position " . ($p + 1) . ' was created (nothing skipped)');
+	is($store->get(wal_key($p)), $intruder, "$label: position $p is byte-identical afterwards");
+	ok(!$store->exists(wal_key($p + 1)), "$label: no position " . ($p + 1) . ' was created (nothing skipped)');
 	is_deeply([ wal_positions() ], [ 1 .. $p ], "$label: the WAL holds exactly 1..$p");
 	is_deeply([ leftover_scratch_files() ], [], "$label: the failed commits left no scratch files");
 
@@ -199,7 +188,7 @@ sub check_position_taken
 	}
 	is($node->safe_psql('postgres', 'SELECT 1'), '1', "$label: the server is up");
 
-	unlink(wal_file($p)) or die "unlink: $!";
+	$store->delete(wal_key($p)) or die 'no intruder at ' . wal_key($p) . ' to remove';
 	is(table_state(), $rows_before, "$label: with the intruder removed, the committed rows are unchanged");
 }
 
@@ -215,7 +204,7 @@ check_position_taken("garbage at $p", $p, $garbage, '5|15');
 	is($err, '', 'after removing the garbage, the long-lived session commits');
 }
 is_deeply([ wal_positions() ], [ 1 .. $p ], "and its commit landed at position $p");
-is(wal_entry_shard(slurp_bin(wal_file($p))), $shard, "position $p is an entry of our shard");
+is(wal_entry_shard($store->get(wal_key($p))), $shard, "position $p is an entry of our shard");
 is(table_state(), '6|21', '6 rows, sum 21');
 
 # (b) the other shard's valid entry at N+2 = 7 (preload: 8)
@@ -229,7 +218,7 @@ is_deeply([ wal_positions() ], [ 1 .. $p ], "after removing it, a new session's 
 	is($err, '', 'the long-lived session commits too');
 }
 is_deeply([ wal_positions() ], [ 1 .. $p + 1 ], '... at ' . ($p + 1));
-is(wal_entry_shard(slurp_bin(wal_file($_))), $shard, "position $_ is an entry of our shard") for $p, $p + 1;
+is(wal_entry_shard($store->get(wal_key($_))), $shard, "position $_ is an entry of our shard") for $p, $p + 1;
 is(table_state(), '8|36', '8 rows, sum 36');
 is($node->safe_psql('postgres', q{SELECT string_agg(id, ',' ORDER BY id) FROM t}),
 	'r1,r2,r3,r4,r5,r6,r7,r8', 'exactly the committed keys, none of the failed ones');
@@ -254,7 +243,7 @@ is(table_state(), '9|45', '9 rows, sum 45');
 if ($pre)
 {
 	$p++;
-	write_bin(wal_file($p), $garbage);
+	$store->put(wal_key($p), $garbage);
 	my @runs;
 	for my $k (1 .. 4)
 	{
@@ -280,17 +269,17 @@ if ($pre)
 		  or diag($$err);
 		note("committer $k: $$err");
 	}
-	is(slurp_bin(wal_file($p)), $garbage, "group with garbage at $p: position $p is byte-identical afterwards");
+	is($store->get(wal_key($p)), $garbage, "group with garbage at $p: position $p is byte-identical afterwards");
 	is_deeply([ wal_positions() ], [ 1 .. $p ], "group with garbage at $p: the WAL holds exactly 1..$p");
 	is(table_state(), '9|45', "group with garbage at $p: no row of the failed group is visible");
-	unlink(wal_file($p)) or die "unlink: $!";
+	$store->delete(wal_key($p)) or die 'no intruder at ' . wal_key($p) . ' to remove';
 	$node->safe_psql('postgres', q{INSERT INTO t VALUES ('r10', 10, '{}')});
 	is_deeply([ wal_positions() ], [ 1 .. $p ], "after removing it, the next commit lands at $p");
 	is(table_state(), '10|55', '10 rows, sum 55');
 }
 
 # other shard's file untouched throughout
-is(slurp_bin($other_file), $other_bytes, 'the other shard\'s entry was never modified');
+is($store->get($other_key), $other_bytes, 'the other shard\'s entry was never modified');
 
 $bg->quit;
 

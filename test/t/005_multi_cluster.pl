@@ -4,7 +4,8 @@
 # 005_multi_cluster.pl — two clusters sharing one store (DESIGN.md §5, §8).
 #
 # Two PostgreSQL clusters (different system identifiers, hence different
-# shards) use the same file:// location and store.  Each writes only its own
+# shards) use the same location and store, on any backend
+# (test/perl/RolloutStore.pm).  Each writes only its own
 # shard and sees its own rows at once.  The other cluster's rows become
 # visible after that cluster flushes (a snapshot reads every shard's
 # generations), or at once through a table with read_wal_tail 'true'.  For a
@@ -24,14 +25,15 @@ use lib "$FindBin::RealBin/../perl";
 use Time::HiRes qw(usleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
-use RolloutTest qw(preload configure_node wal_entry);
+use RolloutStore;
+use RolloutTest qw(preload configure_node);
 use Test::More;
 
 my $pre = preload();
 my $off = $pre ? 1 : 0;
 my $epoch = $pre ? 1 : 0;    # writer_epoch of both shards, in every WAL entry
 
-my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+my $store = RolloutStore->for_test('005_multi_cluster');
 
 my %node;
 for my $name ('a', 'b')
@@ -40,10 +42,9 @@ for my $name ('a', 'b')
 	$n->init;
 	configure_node($n);
 	$n->start;
+	$n->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
 	$n->safe_psql(
 		'postgres', qq{
-CREATE EXTENSION rollout_fdw;
-CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
 CREATE FOREIGN TABLE t (id text, v int, origin text, payload jsonb) SERVER s OPTIONS (store 'shared');
 CREATE FOREIGN TABLE t_tail (id text, v int, origin text, payload jsonb) SERVER s OPTIONS (store 'shared', read_wal_tail 'true');
 });
@@ -66,19 +67,14 @@ sub state_of
 sub wal_positions
 {
 	my ($shard) = @_;
-	my $dir = "$location/shared/shards/$shard/wal";
-	return () unless opendir(my $dh, $dir);
-	my @p = sort { $a <=> $b }
-	  map { /^(\d{20})\.wal$/ ? $1 + 0 : () } readdir($dh);
-	closedir($dh);
-	return @p;
+	return $store->wal_positions("shared/shards/$shard/wal");
 }
 
 # "kind:shard:epoch" of the entry at position $p of $shard's WAL.
 sub wal_entry_owner
 {
 	my ($shard, $p) = @_;
-	my $m = wal_entry("$location/shared/shards/$shard/wal", $p);
+	my $m = $store->wal_entry("shared/shards/$shard/wal", $p);
 	return defined $m ? "$m->{kind}:$m->{shard}:$m->{epoch}" : undef;
 }
 
@@ -112,7 +108,7 @@ if ($pre)
 	is(wal_entry_owner($shard_a, 1), "fence:$shard_a:1", "A's claim fenced position 1 of A's shard, epoch 1");
 	is(wal_entry_owner($shard_b, 1), "fence:$shard_b:1", "B's claim fenced position 1 of B's shard, epoch 1");
 }
-ok(-e "$location/shared/_shards/$shard_a" && -e "$location/shared/_shards/$shard_b",
+ok($store->exists("shared/_shards/$shard_a") && $store->exists("shared/_shards/$shard_b"),
 	'both shards are registered in the store');
 
 is(state_of($A, 't'), "50|50|$sum_a", 'A sees its own 50 unflushed rows at once (and only those)');
@@ -123,8 +119,9 @@ is(state_of($A, 't_tail'), '80|80|' . ($sum_a + $sum_b), "with read_wal_tail, A 
 # A flushes: B now sees A's rows through A's generation.
 is($A->safe_psql('postgres', q{SELECT rows_flushed, generation FROM rollout_flush('t')}),
 	'50|1', 'A flushes its 50 rows into generation 1 of its shard');
-ok(-f "$location/shared/shards/$shard_a/gen/00000000000000000001.seg", "the generation is in A's shard");
-ok(!-e "$location/shared/shards/$shard_b/gen", 'B\'s shard has no generation');
+ok($store->exists("shared/shards/$shard_a/gen/00000000000000000001.seg"), "the generation is in A's shard");
+my @b_gen = $store->list("shared/shards/$shard_b/gen/");
+is_deeply(\@b_gen, [], 'B\'s shard has no generation');
 is(state_of($B, 't'), '80|80|' . ($sum_a + $sum_b), "after A's flush, B sees A's 50 rows and its own 30");
 is(state_of($B, 't', q{origin = 'A'}), "50|50|$sum_a", "... exactly A's rows");
 is(state_of($A, 't'), "50|50|$sum_a", "A still does not see B's unflushed rows");

@@ -4,13 +4,18 @@
 # 009_pg_cron.pl — compaction scheduled from pg_cron, as docs/MAINTENANCE.md
 # shows it: the job runs in a background worker, finds enough fragments
 # outside the quiet hours, compacts, and every row survives.  pg_cron 1.4 has
-# minute granularity, so the test waits for the next minute boundary.
+# minute granularity, so the test waits for the next minute boundary.  Runs
+# against every backend (test/perl/RolloutStore.pm): the job's worker reaches
+# a remote store through the server's user mapping like any session.
 
 use strict;
 use warnings;
 
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use RolloutStore;
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('cron');
@@ -26,12 +31,11 @@ max_worker_processes = 16
 });
 $node->start;
 
-my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+my $store = RolloutStore->for_test('009_pg_cron');
+$node->safe_psql('postgres',
+	'CREATE EXTENSION pg_cron; CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
 $node->safe_psql(
 	'postgres', qq{
-CREATE EXTENSION pg_cron;
-CREATE EXTENSION rollout_fdw;
-CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
 CREATE FOREIGN TABLE steps (id int, v int) SERVER s OPTIONS (store 'cron_steps');
 });
 
