@@ -290,7 +290,7 @@ tap_files=("$SRC"/test/t/*.pl)
 if [ "$backend" != file ] && [ -z "${PROVE_TESTS:-}" ]; then
 	# the tests that declare they run against whichever store RolloutStore
 	# hands them (a header line "# Backends: all")
-	mapfile -t tap_files < <(grep -l '^# Backends: all$' "${tap_files[@]}" /dev/null | sort)
+	mapfile -t tap_files < <(grep -l '^# Backends: all\b' "${tap_files[@]}" /dev/null | sort)
 	PROVE_TESTS=$(for f in "${tap_files[@]}"; do printf '%s ' "${f#"$SRC"/}"; done)
 	export PROVE_TESTS
 fi

@@ -1,6 +1,8 @@
 
 # Copyright (c) rollout_fdw authors
 #
+# Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+#
 # 001_restart.pl — durability across restarts (DESIGN.md §6.1, §11.1).
 #
 # Committed rows, flushed into a generation or still in the WAL tail, survive a

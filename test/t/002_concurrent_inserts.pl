@@ -1,6 +1,8 @@
 
 # Copyright (c) rollout_fdw authors
 #
+# Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+#
 # 002_concurrent_inserts.pl — concurrent committers of one shard (DESIGN.md §6.2).
 #
 # Eight sessions commit single-row and multi-row transactions at the same time.

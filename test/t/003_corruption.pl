@@ -1,6 +1,8 @@
 
 # Copyright (c) rollout_fdw authors
 #
+# Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+#
 # 003_corruption.pl — corrupt objects give a clean error, never a crash
 # (DESIGN.md §4, §11.6; docs/FORMAT.md "How a reader validates").
 #

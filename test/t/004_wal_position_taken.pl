@@ -1,6 +1,8 @@
 
 # Copyright (c) rollout_fdw authors
 #
+# Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+#
 # 004_wal_position_taken.pl — a WAL position held by something that is not a
 # WAL entry of this shard (DESIGN.md §6.2: positions are never overwritten,
 # never skipped).

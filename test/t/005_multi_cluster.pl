@@ -1,6 +1,8 @@
 
 # Copyright (c) rollout_fdw authors
 #
+# Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+#
 # 005_multi_cluster.pl — two clusters sharing one store (DESIGN.md §5, §8).
 #
 # Two PostgreSQL clusters (different system identifiers, hence different

@@ -1,6 +1,8 @@
 
 # Copyright (c) rollout_fdw authors
 #
+# Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+#
 # 009_pg_cron.pl — compaction scheduled from pg_cron, as docs/MAINTENANCE.md
 # shows it: the job runs in a background worker, finds enough fragments
 # outside the quiet hours, compacts, and every row survives.  pg_cron 1.4 has

@@ -1,6 +1,8 @@
 
 # Copyright (c) rollout_fdw authors
 #
+# Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+#
 # 010_observe_cheap.pl — rollout_observe's cheap mode reads no data object
 # (DESIGN.md §11.5): with every segment of the store unreadable it still
 # answers from manifests and listings, while the exact mode, which must read
