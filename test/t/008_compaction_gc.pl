@@ -446,16 +446,17 @@ check_table('ce', '(d3) afterwards');
 # grace must outlast the compaction and gc below (the compaction's base
 # version has to be younger than it), and the wait must exceed it by more
 # than the one-second resolution of remote modification times.
+my $d4_wait = 12;    # seconds, remote stores only
 my ($d4_grace, $d4_gc_set, $d4_age, $d4_hold) =
   RolloutStore::remote()
-  ? ('6 s', 'SET rollout_fdw.min_gc_grace = 6; ', '8 s', 8)
+  ? ('10 s', 'SET rollout_fdw.min_gc_grace = 10; ', "$d4_wait s", 8)
   : ('30 min', '', 'an hour', 3);
 sub age_past_grace
 {
 	my ($table) = @_;
 	if (RolloutStore::remote())
 	{
-		sleep 8;
+		sleep $d4_wait;
 		return;
 	}
 	my @paths = map { $store->path($_) } keys %{ store_files($table) };
