@@ -268,6 +268,21 @@ sub scratch
 	return grep { !$committed{$_} } $self->_azure_list('', 'uncommittedblobs');
 }
 
+# Every object under $prefix with its size in bytes: a hash ref key => size
+# (what gc's bytes_freed counts).  An object deleted between the listing and
+# reading its size is left out.
+sub sizes
+{
+	my ($self, $prefix) = @_;
+	my %s;
+	for my $key ($self->list($prefix))
+	{
+		my $bytes = $self->get($key);
+		$s{$key} = length($bytes) if defined $bytes;
+	}
+	return \%s;
+}
+
 # ---------------------------------------------------------------------------
 # Object access
 

@@ -1,6 +1,8 @@
 
 # Copyright (c) rollout_fdw authors
 #
+# Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+#
 # 006_merge_concurrency.pl — merges racing with appends, flushes and other
 # merges (DESIGN.md §7.1, §11.2, §11.3).
 #
@@ -16,7 +18,7 @@
 #      skip the merged generations still listed, and a flush in that window
 #      is kept by the shard commit;
 #  (c) another session merges the same generations: the loser drops its
-#      fragment (neither listed nor left on disk), so no row is duplicated
+#      fragment (neither listed nor left in the store), so no row is duplicated
 #      physically; with a partial overlap (the other merge takes only the
 #      oldest generation) the held merge starts over and folds in the rest.
 
@@ -30,6 +32,7 @@ use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use RolloutStore;
 use RolloutTest qw(configure_node);
 use Test::More;
 
@@ -39,12 +42,12 @@ $node->init;
 configure_node($node);
 $node->start;
 
-my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+# the object store of the backend under test (ROLLOUT_TEST_BACKEND)
+my $store = RolloutStore->for_test('006_merge_concurrency');
 
+$node->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
 $node->safe_psql(
 	'postgres', qq{
-CREATE EXTENSION rollout_fdw;
-CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
 CREATE FOREIGN TABLE ta (id text, v int) SERVER s OPTIONS (store 'merge_a', key 'id');
 CREATE FOREIGN TABLE tb (id text, v int) SERVER s OPTIONS (store 'merge_b', key 'id');
 CREATE FOREIGN TABLE tb2 (id text, v int) SERVER s OPTIONS (store 'merge_b2', key 'id');
@@ -158,48 +161,35 @@ sub count_in_log
 	return $n;
 }
 
-# The newest version of a manifest folder, decoded.
-sub newest_manifest
-{
-	my ($dir) = @_;
-	opendir(my $dh, $dir) or die "opendir $dir: $!";
-	my @m = sort grep { /^\d{20}\.json$/ } readdir($dh);
-	closedir($dh);
-	return undef unless @m;
-	return decode_json(slurp_file("$dir/$m[-1]"));
-}
+# The newest version of a store's base / shard manifest, decoded.
+sub newest_base  { return $store->newest_manifest("$_[0]/base/_manifest"); }
+sub newest_shard { return $store->newest_manifest("$_[0]/shards/$shard/_manifest"); }
 
-sub newest_base  { return newest_manifest("$location/$_[0]/base/_manifest"); }
-sub newest_shard { return newest_manifest("$location/$_[0]/shards/$shard/_manifest"); }
-
-# Object keys (relative to the location) of the files in a folder of a store.
+# Object keys (relative to the location) of the objects in a folder of a
+# rollout store.
 sub objects_in
 {
-	my ($store, $folder) = @_;
-	my $dir = "$location/$store/$folder";
-	return () unless opendir(my $dh, $dir);
-	my @k = sort map { "$store/$folder/$_" } grep { !/^\.\.?$/ } readdir($dh);
-	closedir($dh);
-	return @k;
+	my ($name, $folder) = @_;
+	return $store->objects_in("$name/$folder");
 }
 
 sub listed_fragments
 {
-	my ($store) = @_;
-	my $base = newest_base($store);
+	my ($name) = @_;
+	my $base = newest_base($name);
 	return () unless $base;
 	return sort map { $_->{file} } @{ $base->{fragments} };
 }
 
-# The base lists exactly the fragments on disk, each once.
+# The base lists exactly the fragments in the store, each once.
 sub check_fragments_on_disk
 {
-	my ($store, $label) = @_;
-	my @listed = listed_fragments($store);
+	my ($name, $label) = @_;
+	my @listed = listed_fragments($name);
 	my %seen;
 	my @dups = grep { $seen{$_}++ } @listed;
 	is_deeply(\@dups, [], "$label: no fragment is listed twice");
-	is_deeply([ objects_in($store, 'base/data') ], \@listed,
+	is_deeply([ objects_in($name, 'base/data') ], \@listed,
 		"$label: base/data holds exactly the fragments the newest base lists");
 }
 
@@ -309,7 +299,7 @@ is($out, '2|200|1', '(b) it merged generations 1 and 2 (200 rows) into one fragm
 my $sm = newest_shard('merge_b');
 is_deeply([ map { $_->{number} } @{ $sm->{generations} } ], [3],
 	'(b) the shard manifest still lists generation 3 (and only it)');
-ok(-f "$location/$sm->{generations}[0]{file}", '(b) generation 3 exists');
+ok($store->exists($sm->{generations}[0]{file}), '(b) generation 3 exists');
 $o = observe('tb');
 is( "$o->{base_rows}|$o->{generations}|$o->{generation_rows}|$o->{exact_row_count}",
 	'200|1|50|240', '(b) observe: 200 base rows, generation 3 with 50 rows pending, 240 rows');
@@ -428,7 +418,7 @@ is($ret, 0, '(c1) the held merge ends without an error') or diag($err);
 is($out, '0|0|0', '(c1) it reports that it merged nothing (the other merge did its work)');
 ok(!(grep { $_ eq $held[0] } listed_fragments('merge_c')),
 	'(c1) the loser\'s fragment is not listed in the newest base');
-ok(!-e "$location/$held[0]", '(c1) the loser\'s fragment was deleted');
+ok(!$store->exists($held[0]), '(c1) the loser\'s fragment was deleted');
 $o = observe('tc');
 is("$o->{base_rows}|$o->{exact_row_count}|$o->{fragments}|$o->{generations}",
 	'200|200|1|0', '(c1) base_rows = exact_row_count = 200 in one fragment: no duplicate');
@@ -460,7 +450,7 @@ is($ret, 0, '(c2) the held merge ends without an error') or diag($err);
 is($out, '0|0|0', '(c2) it reports that it merged nothing');
 ok(!(grep { $_ eq $held[0] } listed_fragments('merge_c')),
 	'(c2) the loser\'s fragment is not listed');
-ok(!-e "$location/$held[0]", '(c2) the loser\'s fragment was deleted');
+ok(!$store->exists($held[0]), '(c2) the loser\'s fragment was deleted');
 $o = observe('tc');
 is("$o->{base_rows}|$o->{exact_row_count}|$o->{fragments}|$o->{generations}",
 	'370|370|2|0', '(c2) base_rows = exact_row_count = 370 in two fragments');
@@ -495,7 +485,7 @@ is(count_in_log(qr/fault point "merge\.after_fragment_put" reached: sleeping/, $
 	2, '(c3) the held merge prepared twice (dropped its first fragment and started over)');
 ok(!(grep { $_ eq $held[0] } listed_fragments('merge_c')),
 	'(c3) its first fragment is not listed');
-ok(!-e "$location/$held[0]", '(c3) its first fragment was deleted');
+ok(!$store->exists($held[0]), '(c3) its first fragment was deleted');
 $o = observe('tc');
 is("$o->{base_rows}|$o->{exact_row_count}|$o->{fragments}|$o->{generations}",
 	'520|520|4|0', '(c3) base_rows = exact_row_count = 520 in four fragments: no duplicate');

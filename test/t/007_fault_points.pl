@@ -1,6 +1,8 @@
 
 # Copyright (c) rollout_fdw authors
 #
+# Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+#
 # 007_fault_points.pl — every maintenance protocol converges after an error
 # or a crash at any of its steps (DESIGN.md §7, §11.2, §11.4).
 #
@@ -27,26 +29,26 @@
 use strict;
 use warnings;
 
-use JSON::PP;
 use Time::HiRes qw(usleep);
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use RolloutStore;
+use RolloutTest qw(configure_node);
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('fault_points');
 $node->init;
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = '$ENV{ROLLOUT_TEST_PRELOAD}'")
-  if $ENV{ROLLOUT_TEST_PRELOAD};
+# preload: rollout_fdw in shared_preload_libraries, its timed sweeper off (a
+# flush or merge of its own would change the intermediate states below)
+configure_node($node);
 $node->start;
 
-my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+# the object store of the backend under test (ROLLOUT_TEST_BACKEND)
+my $store = RolloutStore->for_test('007_fault_points');
 
-$node->safe_psql(
-	'postgres', qq{
-CREATE EXTENSION rollout_fdw;
-CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
-});
+$node->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
 my $shard = $node->safe_psql('postgres',
 	'SELECT system_identifier FROM pg_control_system()');
 
@@ -117,31 +119,12 @@ sub observe
 	return \%o;
 }
 
-sub manifest_versions
-{
-	my ($dir) = @_;
-	return () unless opendir(my $dh, $dir);
-	my @m = sort grep { /^\d{20}\.json$/ } readdir($dh);
-	closedir($dh);
-	return @m;
-}
-
-sub newest_manifest
-{
-	my ($dir) = @_;
-	my @m = manifest_versions($dir);
-	return undef unless @m;
-	return decode_json(slurp_file("$dir/$m[-1]"));
-}
-
+# Object keys (relative to the location) of the objects in a folder of a
+# rollout store.
 sub objects_in
 {
-	my ($store, $folder) = @_;
-	my $dir = "$location/$store/$folder";
-	return () unless opendir(my $dh, $dir);
-	my @k = sort map { "$store/$folder/$_" } grep { !/^\.\.?$/ } readdir($dh);
-	closedir($dh);
-	return @k;
+	my ($name, $folder) = @_;
+	return $store->objects_in("$name/$folder");
 }
 
 # Two fragments (the second with upserts of the first), a pending generation
@@ -179,39 +162,26 @@ sub restart_after_crash
 	$node->start;
 }
 
-# Every file of a store: path => size.
+# Every object of a rollout store: key => size.
 sub store_files
 {
-	my ($store) = @_;
-	my %f;
-	my @dirs = ("$location/$store");
-	while (my $dir = shift @dirs)
-	{
-		opendir(my $dh, $dir) or next;
-		for my $e (grep { !/^\.\.?$/ } readdir($dh))
-		{
-			my $p = "$dir/$e";
-			if (-d $p) { push @dirs, $p; }
-			else { $f{$p} = -s $p; }
-		}
-		closedir($dh);
-	}
-	return \%f;
+	my ($name) = @_;
+	return $store->sizes("$name/");
 }
 
-# "fragments on disk the newest base does not list | generations on disk the
+# "fragments stored the newest base does not list | generations stored the
 # newest shard manifest does not list | fragments listed | generation numbers
 # listed | merged[shard] | pending generations (observe) | WAL entries after
 # replay_after (observe)"
 sub store_state
 {
-	my ($table, $store) = @_;
-	my $base = newest_manifest("$location/$store/base/_manifest");
-	my $sm = newest_manifest("$location/$store/shards/$shard/_manifest");
+	my ($table, $name) = @_;
+	my $base = $store->newest_manifest("$name/base/_manifest");
+	my $sm = $store->newest_manifest("$name/shards/$shard/_manifest");
 	my %lf = map { $_->{file} => 1 } @{ $base->{fragments} };
 	my %lg = map { $_->{file} => 1 } @{ $sm->{generations} };
-	my $uf = grep { !$lf{$_} } objects_in($store, 'base/data');
-	my $ug = grep { !$lg{$_} } objects_in($store, "shards/$shard/gen");
+	my $uf = grep { !$lf{$_} } objects_in($name, 'base/data');
+	my $ug = grep { !$lg{$_} } objects_in($name, "shards/$shard/gen");
 	my ($merged) = map { $_->{generation} } grep { $_->{shard} eq $shard } @{ $base->{merged} };
 	my $o = observe($table);
 	return join('|', $uf, $ug, scalar(keys %lf),
@@ -263,16 +233,16 @@ for my $point (@points)
 	{
 		$case++;
 		my $table = "f$case";
-		my $store = "fp$case";
+		my $name = "fp$case";
 		my $label = "$step:$mode";
 		my $op = sprintf($op_format, $table);
 		$node->safe_psql('postgres',
-			"CREATE FOREIGN TABLE $table (id text, v int) SERVER s OPTIONS (store '$store', key 'id')");
+			"CREATE FOREIGN TABLE $table (id text, v int) SERVER s OPTIONS (store '$name', key 'id')");
 		$expected{$table} = {};
 		prepare($table);
 		check_table($table, "$label: prepared");
 
-		my $files_before = store_files($store);
+		my $files_before = store_files($name);
 		my $offset = -s $node->logfile;
 		my ($ret, $out, $err) = $node->psql('postgres',
 			"SET rollout_fdw.fail_at = '$step:$mode';\n$op");
@@ -291,15 +261,15 @@ for my $point (@points)
 				"$label: the backend crashed at the fault point");
 		}
 		check_table($table, "$label: after the fault");
-		my $files_mid = store_files($store);
+		my $files_mid = store_files($name);
 		if (defined $after_fault{$step})
 		{
-			is(store_state($table, $store), $after_fault{$step},
+			is(store_state($table, $name), $after_fault{$step},
 				"$label: the store is in the expected intermediate state");
 		}
 		else
 		{
-			is(scalar(keys %{ store_files($store) }), scalar(keys %$files_before) - 1,
+			is(scalar(keys %{ store_files($name) }), scalar(keys %$files_before) - 1,
 				"$label: gc deleted exactly one object before the fault");
 		}
 
@@ -309,12 +279,12 @@ for my $point (@points)
 		  or diag("stderr: $err");
 		if ($step =~ /^gc/)
 		{
-			my $files_after = store_files($store);
+			my $files_after = store_files($name);
 			my @gone_now = grep { !exists $files_after->{$_} } keys %$files_mid;
 			my $bytes_now = 0;
 			$bytes_now += $files_mid->{$_} for @gone_now;
 			is($out, scalar(@gone_now) . "|$bytes_now",
-				"$label: the second run reports exactly the objects and bytes that vanished from disk");
+				"$label: the second run reports exactly the objects and bytes that vanished from the store");
 			cmp_ok(scalar(@gone_now), '>', 0, "$label: the second run deleted the rest of the garbage");
 		}
 		else
@@ -351,31 +321,37 @@ for my $point (@points)
 		# gc at grace 0 leaves exactly what the newest manifests reference
 		$node->safe_psql('postgres',
 			"SET rollout_fdw.min_gc_grace = 0; SELECT rollout_gc('$table', '0')");
-		my $base = newest_manifest("$location/$store/base/_manifest");
-		my $sm = newest_manifest("$location/$store/shards/$shard/_manifest");
+		my $base = $store->newest_manifest("$name/base/_manifest");
+		my $sm = $store->newest_manifest("$name/shards/$shard/_manifest");
 		is_deeply(
-			[ objects_in($store, 'base/data') ],
+			[ objects_in($name, 'base/data') ],
 			[ sort map { $_->{file} } @{ $base->{fragments} } ],
 			"$label: after gc, base/data holds exactly the fragments of the newest base");
 		is_deeply(
-			[ objects_in($store, "shards/$shard/gen") ],
+			[ objects_in($name, "shards/$shard/gen") ],
 			[ sort map { $_->{file} } @{ $sm->{generations} } ],
 			"$label: after gc, gen/ holds exactly the generations of the newest shard manifest");
-		is( scalar(manifest_versions("$location/$store/base/_manifest")) . '|'
-			  . scalar(manifest_versions("$location/$store/shards/$shard/_manifest")),
+		is( scalar($store->manifest_versions("$name/base/_manifest")) . '|'
+			  . scalar($store->manifest_versions("$name/shards/$shard/_manifest")),
 			'1|1', "$label: after gc only the newest manifest versions remain");
 		check_table($table, "$label: after gc");
 	}
 }
 
 # Temporary files of the file:// store: nothing left behind by any fault.
-my @tmp_left;
-if (opendir(my $dh, "$location/_tmp"))
+# Only the file:// backend has such a scratch directory (_tmp/ in its
+# location, where objects are written before they are renamed into place); a
+# remote store receives each object in one request and has nothing like it.
+if (!RolloutStore::remote())
 {
-	@tmp_left = grep { !/^\.\.?$/ } readdir($dh);
-	closedir($dh);
+	my @tmp_left;
+	if (opendir(my $dh, $store->dir . '/_tmp'))
+	{
+		@tmp_left = grep { !/^\.\.?$/ } readdir($dh);
+		closedir($dh);
+	}
+	is_deeply(\@tmp_left, [], 'no temporary file of the store is left');
 }
-is_deeply(\@tmp_left, [], 'no temporary file of the store is left');
 
 # Exactly the crashes the fault points asked for, and nothing worse.
 my $log = join('', map { slurp_file($_) } glob($node->logfile . '*'));

@@ -1,6 +1,8 @@
 
 # Copyright (c) rollout_fdw authors
 #
+# Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+#
 # 008_compaction_gc.pl — compaction and garbage collection, alone and racing
 # with merges, other compactions and scans (DESIGN.md §5, §7.2, §7.3, §11).
 #
@@ -34,27 +36,29 @@ use warnings;
 
 use Digest::MD5 qw(md5_hex);
 use IPC::Run;
-use JSON::PP;
 use Time::HiRes qw(time);
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use RolloutStore;
+use RolloutTest qw(configure_node);
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('compaction_gc');
 $node->init;
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = '$ENV{ROLLOUT_TEST_PRELOAD}'")
-  if $ENV{ROLLOUT_TEST_PRELOAD};
+# preload: rollout_fdw in shared_preload_libraries, its timed sweeper off (a
+# flush or merge of its own would change the fragments and results below)
+configure_node($node);
 $node->start;
 
-my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+# the object store of the backend under test (ROLLOUT_TEST_BACKEND)
+my $store = RolloutStore->for_test('008_compaction_gc');
 my $scripts = PostgreSQL::Test::Utils::tempdir('scripts');
 
 my @tables = qw(ca cb cc cd ce cf cg ch ci);
 $node->safe_psql('postgres',
-	qq{CREATE EXTENSION rollout_fdw;
-CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
-}
+	'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s')
 	  . join('',
 		map { "CREATE FOREIGN TABLE $_ (id text, v int) SERVER s OPTIONS (store 'st_$_', key 'id');\n" }
 		  @tables));
@@ -157,52 +161,27 @@ sub still_running
 	);
 }
 
-sub newest_manifest
-{
-	my ($dir) = @_;
-	opendir(my $dh, $dir) or die "opendir $dir: $!";
-	my @m = sort grep { /^\d{20}\.json$/ } readdir($dh);
-	closedir($dh);
-	return undef unless @m;
-	return decode_json(slurp_file("$dir/$m[-1]"));
-}
-
 sub listed_fragments
 {
 	my ($table) = @_;
-	my $base = newest_manifest("$location/st_$table/base/_manifest");
+	my $base = $store->newest_manifest("st_$table/base/_manifest");
 	return () unless $base;
 	return sort map { $_->{file} } @{ $base->{fragments} };
 }
 
+# Object keys (relative to the location) of the objects in a folder of a
+# table's rollout store.
 sub objects_in
 {
 	my ($table, $folder) = @_;
-	my $dir = "$location/st_$table/$folder";
-	return () unless opendir(my $dh, $dir);
-	my @k = sort map { "st_$table/$folder/$_" } grep { !/^\.\.?$/ } readdir($dh);
-	closedir($dh);
-	return @k;
+	return $store->objects_in("st_$table/$folder");
 }
 
-# Every file of a table's store: path => size.
+# Every object of a table's rollout store: key => size.
 sub store_files
 {
 	my ($table) = @_;
-	my %f;
-	my @dirs = ("$location/st_$table");
-	while (my $dir = shift @dirs)
-	{
-		opendir(my $dh, $dir) or next;
-		for my $e (grep { !/^\.\.?$/ } readdir($dh))
-		{
-			my $p = "$dir/$e";
-			if (-d $p) { push @dirs, $p; }
-			else { $f{$p} = -s $p; }
-		}
-		closedir($dh);
-	}
-	return \%f;
+	return $store->sizes("st_$table/");
 }
 
 sub merge
@@ -253,7 +232,7 @@ is($out, '3|2|250|10|-',
 	'(a) it committed (skipped_reason NULL): 3 inputs into 1 output, plus the merge\'s fragment');
 ok((grep { $_ eq $new[0] } listed_fragments('ca')),
 	'(a) the merge\'s fragment survived the compaction\'s commit');
-ok(-f "$location/$new[0]", '(a) ... and exists');
+ok($store->exists($new[0]), '(a) ... and exists');
 check_table('ca', '(a) after the compaction');
 is( $node->safe_psql('postgres', q{SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM ca WHERE id IN ('a0001', 'a0020', 'a0026')}),
 	'a0001=1001,a0020=2020,a0026=26',
@@ -361,15 +340,15 @@ like($err, qr/shorter than rollout_fdw\.min_gc_grace/, '(d1) grace 0 is refused 
 my $files_before = store_files('cc');
 my %listed_cc = map { $_ => 1 } listed_fragments('cc');
 my @superseded = grep { !$listed_cc{$_} } objects_in('cc', 'base/data');
-is(scalar(@superseded), 7, '(d1) 7 superseded fragments (6 merged, 1 intermediate output) are on disk');
+is(scalar(@superseded), 7, '(d1) 7 superseded fragments (6 merged, 1 intermediate output) are in the store');
 my $gc = $node->safe_psql('postgres',
 	q{SET rollout_fdw.min_gc_grace = 0; SELECT * FROM rollout_gc('cc', '0')});
 my $files_after = store_files('cc');
 my @gone = grep { !exists $files_after->{$_} } keys %$files_before;
 my $bytes = 0;
 $bytes += $files_before->{$_} for @gone;
-is($gc, scalar(@gone) . "|$bytes", "(d1) gc reports exactly what vanished from disk ($gc)");
-is_deeply([ grep { -e "$location/$_" } @superseded ], [], '(d1) every superseded fragment is gone');
+is($gc, scalar(@gone) . "|$bytes", "(d1) gc reports exactly what vanished from the store ($gc)");
+is_deeply([ grep { $store->exists($_) } @superseded ], [], '(d1) every superseded fragment is gone');
 is_deeply([ objects_in('cc', 'base/data') ], [ listed_fragments('cc') ],
 	'(d1) base/data holds exactly the listed fragment');
 is_deeply([ objects_in('cc', "shards/$shard/gen") ], [], '(d1) every merged generation is gone');
@@ -443,7 +422,7 @@ is($node->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('ce',
 $gc = $node->safe_psql('postgres',
 	q{SET rollout_fdw.min_gc_grace = 0; SELECT objects_deleted > 0 FROM rollout_gc('ce', '0')});
 is($gc, 't', '(d3) gc with grace 0 deletes objects');
-is_deeply([ grep { -e "$location/$_" } @named ], [],
+is_deeply([ grep { $store->exists($_) } @named ], [],
 	'(d3) every fragment, generation and WAL entry the scan\'s snapshot named is gone');
 is(still_running('%string_agg%FROM%ce%'), '1', '(d3) while the scan still waits');
 ($ret, $out, $err) = finish_session($scan);
@@ -454,50 +433,69 @@ is( scalar(() = slurp_file($node->logfile, $off) =~ /fault point "scan\.after_sn
 check_table('ce', '(d3) afterwards');
 
 # (d4) The grace period counts from when a manifest unlinked an object, not
-# from when the object was written.  Everything of cg is made to look an hour
-# old (the file store's listing reports mtimes); a scan holds a snapshot
-# naming cg's two fragments while they are compacted away and gc runs with a
-# 30 minute grace: the fragments are an hour old, but the base version that
-# named them was current a moment ago, so they stay, and the scan needs no
-# second snapshot.  Once that version is (made) older than the grace, they go.
-sub backdate
+# from when the object was written.  Everything of cg is made older than the
+# grace; a scan holds a snapshot naming cg's two fragments while they are
+# compacted away and gc runs: the fragments are older than the grace, but the
+# base version that named them was current a moment ago, so they stay, and
+# the scan needs no second snapshot.  Once that version is (made) older than
+# the grace, they go.
+#
+# On the file:// store the grace is 30 minutes and objects are made to look
+# an hour old by backdating their files (its listing reports mtimes).  A
+# remote store's modification times are set by the server and cannot be
+# changed, so there the grace is a few seconds (rollout_fdw.min_gc_grace
+# lowered to allow it) and the objects get older than it by waiting.  The
+# grace must outlast the compaction and gc below (the compaction's base
+# version has to be younger than it), and the wait must exceed it by more
+# than the one-second resolution of remote modification times.
+my $d4_wait = 12;    # seconds, remote stores only
+my ($d4_grace, $d4_gc_set, $d4_age, $d4_hold) =
+  RolloutStore::remote()
+  ? ('10 s', 'SET rollout_fdw.min_gc_grace = 10; ', "$d4_wait s", 8)
+  : ('30 min', '', 'an hour', 3);
+sub age_past_grace
 {
-	my ($table, $seconds) = @_;
-	my $files = store_files($table);
-	my $t = time - $seconds;
-	utime($t, $t, keys %$files) == scalar(keys %$files) or die "utime: $!";
+	my ($table) = @_;
+	if (RolloutStore::remote())
+	{
+		sleep $d4_wait;
+		return;
+	}
+	my @paths = map { $store->path($_) } keys %{ store_files($table) };
+	my $t = time - 3600;
+	utime($t, $t, @paths) == scalar(@paths) or die "utime: $!";
 }
 insert_range('cg', 1, 100);
 merge('cg');
 insert_range('cg', 101, 200);
 insert_range('cg', 1, 5, 100);
 merge('cg');
-backdate('cg', 3600);
+age_past_grace('cg');
 my @inputs = listed_fragments('cg');
 my @base_versions = objects_in('cg', 'base/_manifest');
 $want = expected_fingerprint('cg');
 $off = -s $node->logfile;
 $scan = start_session(qq{
-SET rollout_fdw.fail_at = 'scan.after_snapshot:sleep=3';
+SET rollout_fdw.fail_at = 'scan.after_snapshot:sleep=$d4_hold';
 $fingerprint cg;
 });
 wait_for_fault('scan.after_snapshot', $off);
 is($node->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('cg', min_fragments => 2)"),
-	'2|1|200|5|-', '(d4) the two hour-old fragments are compacted during the scan');
-$gc = $node->safe_psql('postgres', q{SELECT objects_deleted > 0 FROM rollout_gc('cg', '30 min')});
-is($gc, 't', '(d4) gc (grace 30 min) deletes the hour-old garbage (merged generations, old versions)');
-is_deeply([ grep { !-e "$location/$_" } @inputs ], [],
+	'2|1|200|5|-', "(d4) the two $d4_age old fragments are compacted during the scan");
+$gc = $node->safe_psql('postgres', "${d4_gc_set}SELECT objects_deleted > 0 FROM rollout_gc('cg', '$d4_grace')");
+is($gc, 't', "(d4) gc (grace $d4_grace) deletes the $d4_age old garbage (merged generations, old versions)");
+is_deeply([ grep { !$store->exists($_) } @inputs ], [],
 	'(d4) ... but not the fragments the base named until a moment ago');
-ok(-e "$location/$base_versions[-1]", '(d4) ... nor that base version');
+ok($store->exists($base_versions[-1]), '(d4) ... nor that base version');
 is(still_running('%string_agg%FROM%cg%'), '1', '(d4) while the scan still waits');
 ($ret, $out, $err) = finish_session($scan);
 is($ret, 0, '(d4) the scan succeeds') or diag($err);
 is($out, $want, '(d4) with the exact, complete result');
 is( scalar(() = slurp_file($node->logfile, $off) =~ /fault point "scan\.after_snapshot" reached/g),
 	1, '(d4) from its first snapshot');
-backdate('cg', 3600);
-$node->safe_psql('postgres', q{SELECT rollout_gc('cg', '30 min')});
-is_deeply([ grep { -e "$location/$_" } @inputs ], [],
+age_past_grace('cg');
+$node->safe_psql('postgres', "${d4_gc_set}SELECT rollout_gc('cg', '$d4_grace')");
+is_deeply([ grep { $store->exists($_) } @inputs ], [],
 	'(d4) once the compaction\'s base version is older than the grace, gc deletes them');
 is_deeply([ objects_in('cg', 'base/data') ], [ listed_fragments('cg') ],
 	'(d4) base/data holds exactly the listed fragment');
@@ -561,13 +559,13 @@ is(scalar(@ch_output), 1, '(f) the held compaction uploaded one output');
 sleep 3;
 $node->safe_psql('postgres',
 	q{SET rollout_fdw.min_gc_grace = 2; SELECT rollout_gc('ch', '2 s')});
-ok(!-e "$location/$ch_output[0]", '(f) gc (grace 2 s) deleted the 3 s old unreferenced output');
+ok(!$store->exists($ch_output[0]), '(f) gc (grace 2 s) deleted the 3 s old unreferenced output');
 ($ret, $out, $err) = finish_session($compaction);
 is($ret, 0, '(f) the compaction ends without an error') or diag($err);
 is($out, '2|2|0|0|the outputs waited longer than half of rollout_fdw.min_gc_grace',
 	'(f) it gave up its commit with a clear skipped_reason');
 is_deeply([ listed_fragments('ch') ], \@ch_inputs, '(f) the base still lists the two inputs');
-is_deeply([ grep { !-e "$location/$_" } listed_fragments('ch') ], [],
+is_deeply([ grep { !$store->exists($_) } listed_fragments('ch') ], [],
 	'(f) every listed fragment exists (no dangling reference)');
 is( $node->safe_psql('postgres', q{SELECT total_compactions, last_error IS NULL FROM rollout_compaction_stats('ch')}),
 	'0|t', '(f) nothing counted, no error recorded');
@@ -582,13 +580,10 @@ check_table('ch', '(f) after compaction');
 # gone, gives up with a skipped_reason and deletes its output.
 my $other = PostgreSQL::Test::Cluster->new('compaction_gc_other');
 $other->init;
-$other->append_conf('postgresql.conf',
-	"shared_preload_libraries = '$ENV{ROLLOUT_TEST_PRELOAD}'")
-  if $ENV{ROLLOUT_TEST_PRELOAD};
+configure_node($other);
 $other->start;
+$other->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
 $other->safe_psql('postgres', qq{
-CREATE EXTENSION rollout_fdw;
-CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
 CREATE FOREIGN TABLE ci (id text, v int) SERVER s OPTIONS (store 'st_ci', key 'id');
 });
 for my $r (0 .. 2)
@@ -613,7 +608,7 @@ is($other->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('ci'
 is($ret, 0, '(g) the held compaction ends without an error') or diag($err);
 is($out, '3|3|0|0|a concurrent compaction removed one of the input fragments',
 	'(g) it gives up with a clear skipped_reason');
-ok(!-e "$location/$ci_output[0]", '(g) and deleted its output');
+ok(!$store->exists($ci_output[0]), '(g) and deleted its output');
 my @ci_listed_now = listed_fragments('ci');
 is(scalar(@ci_listed_now), 1, '(g) the base lists the other cluster\'s single output');
 is_deeply([ objects_in('ci', 'base/data') ], [ sort(@ci_inputs, @ci_listed_now) ],

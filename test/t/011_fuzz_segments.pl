@@ -1,6 +1,8 @@
 
 # Copyright (c) rollout_fdw authors
 #
+# Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+#
 # 011_fuzz_segments.pl — random damage to segments never crashes a backend
 # (DESIGN.md §4, §11.6).  A seeded generator mutates a generation and a WAL
 # entry many times (bit flips, random bytes, overwritten runs, truncation,
@@ -21,9 +23,9 @@ use warnings;
 
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
-use File::Find;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use RolloutStore;
 use RolloutTest qw(preload configure_node);
 use Test::More;
 
@@ -31,7 +33,6 @@ my $pre = preload();
 
 my $iterations = $ENV{ROLLOUT_FUZZ_ITERATIONS} // 300;
 my $seed = $ENV{ROLLOUT_FUZZ_SEED} // 20261129;
-srand($seed);
 note "seed $seed, $iterations iterations per object";
 
 my $node = PostgreSQL::Test::Cluster->new('fuzz');
@@ -39,11 +40,11 @@ $node->init;
 configure_node($node);
 $node->start;
 
-my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+# the object store of the backend under test (ROLLOUT_TEST_BACKEND)
+my $store = RolloutStore->for_test('011_fuzz_segments');
+$node->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
 $node->safe_psql(
 	'postgres', qq{
-CREATE EXTENSION rollout_fdw;
-CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
 CREATE FOREIGN TABLE t (id text, n int, f float8, ts timestamptz, payload jsonb, note text)
   SERVER s OPTIONS (store 'fuzzed');
 SET rollout_fdw.rows_per_group = 50;
@@ -66,11 +67,11 @@ if ($pre)
 		'after a restart the same rows, the tail now read from the WAL object');
 }
 
-my (@generations, @wal);
-find(sub { push @generations, $File::Find::name if /\.seg$/ }, "$location/fuzzed");
-find(sub { push @wal, $File::Find::name if /\.wal$/ }, "$location/fuzzed");
+my @objects = $store->list('fuzzed/');
+my @generations = grep { /\.seg$/ } @objects;
+my @wal = grep { /\.wal$/ } @objects;
 is(scalar(@generations), 1, 'one generation to damage');
-# the flushed entry is still on disk (gc has not run); damage the unflushed one
+# the flushed entry is still stored (gc has not run); damage the unflushed one
 @wal = (sort @wal)[-1];
 my $tail_position = $pre ? 3 : 2;
 like($wal[0], qr/\/0*$tail_position\.wal$/, "the unflushed WAL entry is position $tail_position");
@@ -116,18 +117,18 @@ sub mutate
 	return $bytes;
 }
 
-for my $file ($generations[0], $wal[0])
+# Seeded here, after the set-up: creating the store draws random numbers (a
+# temporary directory, a remote prefix), differently on each backend, and a
+# seed should give the same mutations on all of them.
+srand($seed);
+for my $key ($generations[0], $wal[0])
 {
-	my $name = $file =~ /\.wal$/ ? 'WAL entry' : 'generation';
-	my $pristine = slurp_file($file);
+	my $name = $key =~ /\.wal$/ ? 'WAL entry' : 'generation';
+	my $pristine = $store->get($key);
 	my ($corrupt, $same, $other) = (0, 0, 0);
 	for my $i (1 .. $iterations)
 	{
-		my $damaged = mutate($pristine);
-		open(my $fh, '>', $file) or die "open $file: $!";
-		binmode $fh;
-		print $fh $damaged;
-		close $fh;
+		$store->put($key, mutate($pristine));
 		my ($ret, $out, $err) = $node->psql('postgres', $query,
 			extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 		if ($ret != 0 && $err =~ /XX001/ && $err =~ /fuzzed/) { $corrupt++ }
@@ -138,10 +139,7 @@ for my $file ($generations[0], $wal[0])
 			diag "$name mutation $i: ret=$ret out=$out err=$err";
 		}
 	}
-	open(my $fh, '>', $file) or die "open $file: $!";
-	binmode $fh;
-	print $fh $pristine;
-	close $fh;
+	$store->put($key, $pristine);
 	is($other, 0, "$name: every mutation was rejected as corrupt ($corrupt) or harmless ($same)");
 	# the damaged object was really read (in preload too: see the restart above)
 	cmp_ok($corrupt, '>', $iterations / 4, "$name: most mutations were detected ($corrupt of $iterations)");
