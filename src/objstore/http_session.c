@@ -62,6 +62,7 @@ typedef struct TransferState
 	List	   *headers;		/* HttpHeader *, of the last response seen */
 
 	int			upload_fd;		/* body_file, or -1 */
+	int64		upload_base;	/* offset of the body in the file */
 	int64		upload_size;
 	int64		upload_offset;
 	int			upload_errno;
@@ -168,7 +169,8 @@ read_callback(char *buffer, size_t size, size_t nitems, void *arg)
 		return 0;
 	if ((int64) want > state->upload_size - state->upload_offset)
 		want = (size_t) (state->upload_size - state->upload_offset);
-	got = pread(state->upload_fd, buffer, want, state->upload_offset);
+	got = pread(state->upload_fd, buffer, want,
+				state->upload_base + state->upload_offset);
 	if (got <= 0)
 	{
 		/* a file that shrank would otherwise send a short body */
@@ -346,11 +348,16 @@ curl_error_is_transient(CURLcode code)
 	}
 }
 
-/* HTTP statuses worth retrying: throttling and server errors. */
+/*
+ * HTTP statuses worth retrying: a request the server timed out reading,
+ * throttling, and server errors other than "not implemented" and "version
+ * not supported", which no retry changes.
+ */
 static bool
 http_status_is_transient(long status)
 {
-	return status == 429 || (status >= 500 && status != 501 && status != 505);
+	return status == 408 || status == 429 ||
+		(status >= 500 && status != 501 && status != 505);
 }
 
 /*
@@ -461,7 +468,15 @@ http_session_perform(const HttpRequest *request, HttpResponse *response)
 						 errmsg("could not read file \"%s\" for %s: %m",
 								request->body_file, request->description)));
 			state.upload_fd = upload_fd;
-			state.upload_size = st.st_size;
+			state.upload_base = request->body_file_offset;
+			state.upload_size = request->body_file_length > 0 ?
+				request->body_file_length : st.st_size - request->body_file_offset;
+			if (request->body_file_offset < 0 || state.upload_size < 0 ||
+				state.upload_base + state.upload_size > st.st_size)
+				ereport(ERROR,
+						(errcode(ERRCODE_INTERNAL_ERROR),
+						 errmsg("could not read file \"%s\" for %s: the body lies outside the file",
+								request->body_file, request->description)));
 		}
 
 		for (int attempt = 1;; attempt++)
@@ -525,8 +540,8 @@ http_session_perform(const HttpRequest *request, HttpResponse *response)
 					 request->method, safe_url, response->status, attempt,
 					 INSTR_TIME_GET_MILLISEC(elapsed));
 				transient = http_status_is_transient(response->status);
-				/* a 5xx may come after the request was applied; 429 never */
-				maybe_applied = response->status != 429;
+				/* a 5xx may come after the request was applied; 408, 429 never */
+				maybe_applied = response->status >= 500;
 				if (!transient)
 					break;
 			}

@@ -13,7 +13,7 @@
  *	- applies the connect and whole-request timeouts and the TLS settings of
  *	  HttpSettings (peer and host verification on unless verify_tls = false);
  *	- retries, with exponential backoff and full jitter, on connection errors,
- *	  timeouts, HTTP 429 and every 5xx, at most HTTP_MAX_ATTEMPTS attempts and
+ *	  timeouts, HTTP 408, 429 and every 5xx but 501 and 505, at most HTTP_MAX_ATTEMPTS attempts and
  *	  HTTP_RETRY_BUDGET_MS of waiting between them;
  *	- checks for interrupts between attempts and while a request is in flight
  *	  (a progress callback aborts the transfer when a query cancel or a
@@ -80,6 +80,8 @@ typedef struct HttpRequest
 	const char *body;
 	size_t		body_length;
 	const char *body_file;		/* uploaded with a known Content-Length */
+	int64		body_file_offset;	/* where in body_file the body starts */
+	int64		body_file_length;	/* its length; 0: to the end of the file */
 
 	/*
 	 * SigV4 signing by libcurl: the CURLOPT_AWS_SIGV4 provider string
