@@ -12,7 +12,10 @@
  *						409 BlobAlreadyExists or 412 mean "already exists".
  *						The put id travels as the metadata header
  *						x-ms-meta-rollout_put_id.
- *	get_range/get_tail	Get Blob with x-ms-range; 404 = does not exist.
+ *	get_range/get_tail	Get Blob with x-ms-range; 404 = does not exist.  A
+ *						tail needs the size first (Get Blob Properties)
+ *						unless the caller knows it; a batch of reads runs
+ *						both steps concurrently.
  *	get_put_id			Get Blob Properties (HEAD).
  *	list				List Blobs with prefix, maxresults and marker; the
  *						continuation token is the service's NextMarker, and
@@ -173,6 +176,8 @@ static ObjectStoreListing *azure_list(ObjectStore *store, const char *prefix,
 									  const char *start_after, int max_keys,
 									  const char *continuation);
 static bool azure_delete_object(ObjectStore *store, const char *key);
+static void azure_get_many(ObjectStore *store, ObjectStoreRead *reads,
+						   int nreads, int max_in_flight);
 
 static const ObjectStoreOps azure_store_ops = {
 	.create_if_absent = azure_create_if_absent,
@@ -182,6 +187,7 @@ static const ObjectStoreOps azure_store_ops = {
 	.get_put_id = azure_get_put_id,
 	.list = azure_list,
 	.delete_object = azure_delete_object,
+	.get_many = azure_get_many,
 	.close = NULL,
 };
 
@@ -688,64 +694,105 @@ azure_report_failure(ObjectStore *store, AzureRequest *request,
 			 errhint("The container named in the location does not exist; create it first.") : 0));
 }
 
-/* Perform a prepared request; its header lines are wiped on every path. */
+/*
+ * Perform prepared requests, concurrently when there are several; their
+ * header lines are wiped on every path.
+ */
 static void
-azure_perform(HttpRequest *http, HttpResponse *http_response,
-			  char **header_lines)
+azure_perform_many(HttpRequest *http, HttpResponse *http_responses, int count,
+				   int max_in_flight, char ***header_lines)
 {
 	PG_TRY();
 	{
-		http_session_perform(http, http_response);
+		if (count == 1)
+			http_session_perform(http, http_responses);
+		else
+			http_session_perform_many(http, http_responses, count, max_in_flight);
 	}
 	PG_CATCH();
 	{
-		azure_free_header_lines(header_lines);
+		for (int i = 0; i < count; i++)
+			azure_free_header_lines(header_lines[i]);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	azure_free_header_lines(header_lines);
+	for (int i = 0; i < count; i++)
+		azure_free_header_lines(header_lines[i]);
+}
+
+/*
+ * azure_request_many
+ *		Send requests through the HTTP session, at most max_in_flight at
+ *		once; the session retries what is worth retrying.
+ *
+ * Fills responses[i] for requests[i], whatever the HTTP status (the caller
+ * decides what 404 or 409 mean).  Failures without an HTTP answer, after
+ * the retries, are raised by the session.
+ */
+static void
+azure_request_many(ObjectStore *store, AzureRequest *requests,
+				   AzureResponse *responses, int count, int max_in_flight)
+{
+	HttpRequest *http = palloc0(sizeof(HttpRequest) * count);
+	HttpResponse *http_responses = palloc0(sizeof(HttpResponse) * count);
+	char	 ***header_lines = palloc0(sizeof(char **) * count);
+	StringInfo *bodies = palloc0(sizeof(StringInfo) * count);
+	int		   *starts = palloc0(sizeof(int) * count);
+
+	for (int i = 0; i < count; i++)
+	{
+		/* error bodies are wanted even without a response buffer */
+		bodies[i] = requests[i].response ? requests[i].response : makeStringInfo();
+		starts[i] = bodies[i]->len;
+	}
+	for (int i = 0; i < count; i++)
+	{
+		PG_TRY();
+		{
+			azure_prepare(store, &requests[i], &http[i], &header_lines[i]);
+		}
+		PG_CATCH();
+		{
+			for (int j = 0; j < i; j++)
+				azure_free_header_lines(header_lines[j]);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		http[i].response_body = bodies[i];
+	}
+
+	azure_perform_many(http, http_responses, count, max_in_flight, header_lines);
+
+	for (int i = 0; i < count; i++)
+	{
+		azure_interpret(&http_responses[i], bodies[i], starts[i], &responses[i]);
+		if (bodies[i] != requests[i].response)
+		{
+			pfree(bodies[i]->data);
+			pfree(bodies[i]);
+		}
+		pfree((char *) http[i].url);
+	}
+	pfree(http);
+	pfree(http_responses);
+	pfree(header_lines);
+	pfree(bodies);
+	pfree(starts);
 }
 
 /*
  * azure_request
- *		Send a request through the HTTP session, which retries what is
- *		worth retrying.
- *
- * Returns the HTTP status of the last attempt, with *response filled in;
- * every status is returned (the caller decides what 404 or 409 mean).
- * Failures without an HTTP answer, after the retries, are raised by the
- * session.  *ambiguous is set when some failed attempt may have been
- * carried out by the service.
+ *		One request (see azure_request_many).  Returns its HTTP status;
+ *		*ambiguous is set when some failed attempt may have been carried
+ *		out by the service.
  */
 static long
 azure_request(ObjectStore *store, AzureRequest *request,
 			  AzureResponse *response, bool *ambiguous)
 {
-	HttpRequest http;
-	HttpResponse http_response;
-	char	  **header_lines;
-	StringInfoData scratch;
-	StringInfo	body = request->response;
-	int			start;
-
-	if (body == NULL)
-	{
-		/* error bodies are still wanted, for the error code */
-		initStringInfo(&scratch);
-		body = &scratch;
-	}
-	start = body->len;
-
-	azure_prepare(store, request, &http, &header_lines);
-	http.response_body = body;
-	azure_perform(&http, &http_response, header_lines);
-
-	azure_interpret(&http_response, body, start, response);
+	azure_request_many(store, request, response, 1, 1);
 	if (ambiguous)
 		*ambiguous = response->ambiguous;
-	if (body == &scratch)
-		pfree(scratch.data);
-	pfree((char *) http.url);
 	return response->status;
 }
 
@@ -995,87 +1042,191 @@ azure_create_from_file_if_absent(ObjectStore *store, const char *key,
 }
 
 /*
- * Get Blob of a range.  A range starting at or past the end (416) reads
- * as empty; the object's size then comes from its properties.
+ * A batch of reads: Get Blob with x-ms-range, at most max_in_flight at once.
+ *
+ * The Blob service has no suffix ranges, so a tail read needs the object's
+ * size first: the caller's size_hint, else Get Blob Properties, all of the
+ * batch's at once before the reads.  A hint is checked against the size the
+ * read reports (Content-Range); a read made with a wrong hint is made again
+ * without it.  A read of no bytes is only the properties.  A range starting
+ * at or past the end (416) reads as empty, the size then coming from the
+ * properties.
  */
+static void
+azure_get_many(ObjectStore *store, ObjectStoreRead *reads, int nreads,
+			   int max_in_flight)
+{
+	AzureRequest *requests = palloc0(sizeof(AzureRequest) * nreads);
+	AzureResponse *responses = palloc0(sizeof(AzureResponse) * nreads);
+	int		   *read_of = palloc(sizeof(int) * nreads);
+	int64	   *sizes = palloc(sizeof(int64) * nreads);
+	bool	   *skip = palloc0(sizeof(bool) * nreads);
+	bool	   *hinted = palloc0(sizeof(bool) * nreads);
+	int			count = 0;
+
+	/* 1. the sizes that tails (without a hint) and empty reads need */
+	for (int i = 0; i < nreads; i++)
+	{
+		ObjectStoreRead *read = &reads[i];
+
+		azure_check_key(store, read->key);
+		sizes[i] = -1;
+		if (read->tail && read->length >= 0 && read->size_hint >= 0)
+		{
+			sizes[i] = read->size_hint;
+			hinted[i] = true;
+		}
+		else if (read->length == 0 || (read->tail && read->length > 0))
+		{
+			azure_blob_request(&requests[count], store, "read properties of",
+							   "HEAD", read->key);
+			read_of[count++] = i;
+		}
+	}
+	if (count > 0)
+		azure_request_many(store, requests, responses, count, max_in_flight);
+	for (int j = 0; j < count; j++)
+	{
+		int			i = read_of[j];
+
+		if (azure_blob_missing(&responses[j]))
+		{
+			reads[i].found = false;
+			skip[i] = true;
+			continue;
+		}
+		if (responses[j].status != 200)
+			azure_report_failure(store, &requests[j], &responses[j]);
+		sizes[i] = responses[j].content_length;
+		if (reads[i].length == 0)
+		{
+			reads[i].found = true;
+			reads[i].object_size = sizes[i];
+			skip[i] = true;
+		}
+	}
+
+	/* 2. the reads */
+	count = 0;
+	for (int i = 0; i < nreads; i++)
+	{
+		ObjectStoreRead *read = &reads[i];
+		AzureRequest *request = &requests[count];
+		int64		offset = read->tail ? 0 : read->offset;
+		int64		length = read->length;
+
+		if (skip[i])
+			continue;
+		if (read->tail && read->length >= 0)
+		{
+			offset = read->length >= sizes[i] ? 0 : sizes[i] - read->length;
+			length = sizes[i] - offset;
+			if (length == 0)
+			{
+				/* an empty object: nothing to read */
+				read->found = true;
+				read->object_size = sizes[i];
+				continue;
+			}
+		}
+		azure_blob_request(request, store, "read", "GET", read->key);
+		if (offset > 0 || length > 0)
+		{
+			request->ms_header_names[0] = "x-ms-range";
+			request->ms_header_values[0] = length > 0 ?
+				psprintf("bytes=" INT64_FORMAT "-" INT64_FORMAT, offset, offset + length - 1) :
+				psprintf("bytes=" INT64_FORMAT "-", offset);
+			request->ms_header_count = 1;
+		}
+		request->response = read->out;
+		read_of[count++] = i;
+	}
+	if (count > 0)
+		azure_request_many(store, requests, responses, count, max_in_flight);
+	for (int j = 0; j < count; j++)
+	{
+		int			i = read_of[j];
+		ObjectStoreRead *read = &reads[i];
+		AzureResponse *response = &responses[j];
+		int64		size;
+
+		if (hinted[i] && (response->status == 416 ||
+						  (response->status == 206 && response->range_total != sizes[i])))
+		{
+			/* the hint was wrong: read the tail the long way */
+			ObjectStoreRead again = *read;
+
+			again.size_hint = -1;
+			azure_get_many(store, &again, 1, 1);
+			read->found = again.found;
+			read->object_size = again.object_size;
+			continue;
+		}
+		if (azure_blob_missing(response))
+		{
+			read->found = false;
+			continue;
+		}
+		if (response->status == 416)
+		{
+			if (!azure_blob_properties(store, read->key, &size, NULL))
+			{
+				read->found = false;
+				continue;
+			}
+			read->found = true;
+			read->object_size = size;
+			continue;
+		}
+		if (response->status != 200 && response->status != 206)
+			azure_report_failure(store, &requests[j], response);
+		read->found = true;
+		read->object_size = (response->status == 206 && response->range_total >= 0) ?
+			response->range_total : response->content_length;
+	}
+
+	pfree(requests);
+	pfree(responses);
+	pfree(read_of);
+	pfree(sizes);
+	pfree(skip);
+	pfree(hinted);
+}
+
+/* One read: a batch of one. */
+static bool
+azure_read_one(ObjectStore *store, const char *key, int64 offset, int64 length,
+			   bool tail, StringInfo out, int64 *object_size)
+{
+	ObjectStoreRead read;
+
+	memset(&read, 0, sizeof(read));
+	read.key = key;
+	read.offset = offset;
+	read.length = length;
+	read.tail = tail;
+	read.size_hint = -1;
+	read.out = out;
+	read.object_size = -1;
+	azure_get_many(store, &read, 1, 1);
+	if (read.found && object_size)
+		*object_size = read.object_size;
+	return read.found;
+}
+
 static bool
 azure_get_range(ObjectStore *store, const char *key, int64 offset,
 				int64 length, StringInfo out, int64 *object_size)
 {
-	AzureRequest request;
-	AzureResponse response;
-	long		status;
-	char	   *range = NULL;
-
-	azure_check_key(store, key);
-	if (length == 0)
-	{
-		int64		size;
-
-		if (!azure_blob_properties(store, key, &size, NULL))
-			return false;
-		if (object_size)
-			*object_size = size;
-		return true;
-	}
-
-	azure_blob_request(&request, store, "read", "GET", key);
-	if (offset > 0 || length > 0)
-	{
-		if (length > 0)
-			range = psprintf("bytes=" INT64_FORMAT "-" INT64_FORMAT,
-							 offset, offset + length - 1);
-		else
-			range = psprintf("bytes=" INT64_FORMAT "-", offset);
-		request.ms_header_names[0] = "x-ms-range";
-		request.ms_header_values[0] = range;
-		request.ms_header_count = 1;
-	}
-	request.response = out;
-
-	status = azure_request(store, &request, &response, NULL);
-	if (azure_blob_missing(&response))
-		return false;
-	if (status == 416)
-	{
-		int64		size;
-
-		if (!azure_blob_properties(store, key, &size, NULL))
-			return false;
-		if (object_size)
-			*object_size = size;
-		return true;
-	}
-	if (status != 200 && status != 206)
-		azure_report_failure(store, &request, &response);
-	if (object_size)
-		*object_size = (status == 206 && response.range_total >= 0) ?
-			response.range_total : response.content_length;
-	return true;
+	return azure_read_one(store, key, offset, length, false, out, object_size);
 }
 
-/*
- * The last length bytes.  The Blob service has no suffix ranges, so this
- * reads the size first (one HEAD), then the range.
- */
+/* The last length bytes: the size first (one HEAD), then the range. */
 static bool
 azure_get_tail(ObjectStore *store, const char *key, int64 length,
 			   StringInfo out, int64 *object_size)
 {
-	int64		size;
-	int64		offset;
-
-	azure_check_key(store, key);
-	if (!azure_blob_properties(store, key, &size, NULL))
-		return false;
-	offset = (length < 0 || length >= size) ? 0 : size - length;
-	if (size == 0)
-	{
-		if (object_size)
-			*object_size = 0;
-		return true;
-	}
-	return azure_get_range(store, key, offset, size - offset, out, object_size);
+	return azure_read_one(store, key, 0, length, true, out, object_size);
 }
 
 static bool
