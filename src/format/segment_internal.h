@@ -61,8 +61,7 @@
 /* The zstd level chunks are compressed with. */
 #define SEGMENT_ZSTD_LEVEL			1
 
-/* How much of the tail segment_reader_open() reads first. */
-#define SEGMENT_TAIL_READ_SIZE		(64 * 1024)
+/* SEGMENT_TAIL_READ_SIZE (segment.h): how much of the tail is read first */
 
 /*
  * Raise the one corrupt-segment error.  The detail says what was wrong, in a

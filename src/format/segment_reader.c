@@ -564,39 +564,32 @@ read_chunk(SegmentReader *reader, int row_group, int column_index,
 }
 
 /*
- * Decode the wanted columns of one row group into *out, in
- * CurrentMemoryContext.  Adjacent wanted chunks are fetched with one ranged
- * read.  A read that covers the first chunk of the segment is extended
- * backwards over the header, which is checked on the way.
+ * The byte ranges segment_reader_read_row_group() reads for one row group:
+ * one per run of adjacent wanted chunks (up to SEGMENT_MAX_COALESCED_READ
+ * bytes), in order.  A run that starts at the first chunk of the segment is
+ * extended backwards over the header, which is then checked on the way.
+ * Returns the number of ranges; *ranges is palloc'd (NULL when none).
  */
-void
-segment_reader_read_row_group(SegmentReader *reader, int row_group,
-							  const bool *want, SegmentRowGroup *out)
+int
+segment_reader_row_group_ranges(SegmentReader *reader, int row_group,
+								const bool *want, SegmentRange **ranges)
 {
-	const char *name = reader->source->name;
-	SegmentSource *source = reader->source;
 	int			ncolumns = reader->schema.ncolumns;
 	SegmentRowGroupInfo *group;
-	int			first;
+	int			count = 0;
+	int			first = 0;
 
 	if (row_group < 0 || row_group >= reader->row_group_count)
 		elog(ERROR, "row group %d of segment \"%s\" does not exist",
-			 row_group, name);
+			 row_group, reader->source->name);
 	group = &reader->row_groups[row_group];
+	*ranges = NULL;
 
-	out->row_count = group->row_count;
-	out->values = palloc0(sizeof(Datum *) * ncolumns);
-	out->isnull = palloc0(sizeof(bool *) * ncolumns);
-
-	first = 0;
 	while (first < ncolumns)
 	{
 		int			last;
 		int64		start;
 		int64		end;
-		int64		read_start;
-		StringInfoData buffer;
-		int			i;
 
 		if (!want[first])
 		{
@@ -613,24 +606,65 @@ segment_reader_read_row_group(SegmentReader *reader, int row_group,
 			last++;
 		start = group->chunks[first].offset;
 		end = group->chunks[last].offset + group->chunks[last].compressed_size;
-		read_start = (start == SEGMENT_HEADER_SIZE) ? 0 : start;
+		if (start == SEGMENT_HEADER_SIZE)
+			start = 0;
+
+		if (*ranges == NULL)
+			*ranges = palloc(sizeof(SegmentRange) * ncolumns);
+		(*ranges)[count].offset = start;
+		(*ranges)[count].length = end - start;
+		(*ranges)[count].first_column = first;
+		(*ranges)[count].last_column = last;
+		count++;
+		first = last + 1;
+	}
+	return count;
+}
+
+/*
+ * Decode the wanted columns of one row group into *out, in
+ * CurrentMemoryContext, reading the ranges segment_reader_row_group_ranges()
+ * names.
+ */
+void
+segment_reader_read_row_group(SegmentReader *reader, int row_group,
+							  const bool *want, SegmentRowGroup *out)
+{
+	const char *name = reader->source->name;
+	SegmentSource *source = reader->source;
+	int			ncolumns = reader->schema.ncolumns;
+	SegmentRowGroupInfo *group;
+	SegmentRange *ranges;
+	int			range_count;
+
+	range_count = segment_reader_row_group_ranges(reader, row_group, want,
+												  &ranges);
+	group = &reader->row_groups[row_group];
+
+	out->row_count = group->row_count;
+	out->values = palloc0(sizeof(Datum *) * ncolumns);
+	out->isnull = palloc0(sizeof(bool *) * ncolumns);
+
+	for (int r = 0; r < range_count; r++)
+	{
+		int64		read_start = ranges[r].offset;
+		int64		length = ranges[r].length;
+		StringInfoData buffer;
 
 		CHECK_FOR_INTERRUPTS();
 		initStringInfo(&buffer);
-		if (!source->read_range(source->arg, read_start, end - read_start,
-								&buffer))
+		if (!source->read_range(source->arg, read_start, length, &buffer))
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_FILE),
 					 errmsg("segment \"%s\" vanished while being read", name)));
-		if (buffer.len != end - read_start)
+		if (buffer.len != length)
 			segment_corrupt(name,
 							"Reading %lld bytes at offset %lld returned %d bytes.",
-							(long long) (end - read_start),
-							(long long) read_start, buffer.len);
+							(long long) length, (long long) read_start, buffer.len);
 		if (read_start == 0)
 			check_header(buffer.data, name);
 
-		for (i = first; i <= last; i++)
+		for (int i = ranges[r].first_column; i <= ranges[r].last_column; i++)
 		{
 			CHECK_FOR_INTERRUPTS();
 			read_chunk(reader, row_group, i,
@@ -638,8 +672,9 @@ segment_reader_read_row_group(SegmentReader *reader, int row_group,
 					   out);
 		}
 		pfree(buffer.data);
-		first = last + 1;
 	}
+	if (ranges != NULL)
+		pfree(ranges);
 }
 
 /* Free the reader and everything it holds. */

@@ -174,7 +174,7 @@ gc_own_ingest(RolloutStore *store, List *referenced, int64 replay_after,
 	foreach(lc, wal_list_after(store, store->shard, Max(replay_after, 0)))
 	{
 		WalEntryRef *entry = lfirst(lc);
-		SegmentReader *reader = segment_reader_open(rollout_segment_source(store, entry->key));
+		SegmentReader *reader = segment_reader_open(rollout_segment_source(store, entry->key, -1));
 		ListCell   *ic;
 
 		if (reader == NULL)

@@ -130,7 +130,7 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 			if (source->kind != SNAPSHOT_WAL_ENTRY)
 				continue;
 			CHECK_FOR_INTERRUPTS();
-			reader = segment_reader_open(rollout_segment_source(store, source->key));
+			reader = segment_reader_open(rollout_segment_source(store, source->key, -1));
 			if (reader == NULL)
 				continue;		/* flushed and collected meanwhile */
 			result.unflushed_rows += reader->row_count;
