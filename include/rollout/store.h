@@ -162,6 +162,18 @@ extern void rollout_segment_sources_prefetch(RolloutStore *store,
 											 SegmentPrefetch *prefetches,
 											 int count);
 
+/*
+ * Open the segment readers of many objects, their footers fetched in
+ * batches of concurrent requests, and call callback(reader, i, arg) for
+ * keys[i] in order: reader is NULL when the object does not exist, and is
+ * closed when callback returns.  sizes (may be NULL) are size hints.
+ */
+typedef void (*SegmentFooterCallback) (SegmentReader *reader, int index,
+									   void *arg);
+extern void rollout_segment_footers(RolloutStore *store, char *const *keys,
+									const int64 *sizes, int count,
+									SegmentFooterCallback callback, void *arg);
+
 /* Datum images in text (hex), for keys stored in manifests. */
 extern char *rollout_datum_to_hex(const SegmentColumn *column, Datum value);
 extern Datum rollout_datum_from_hex(const SegmentColumn *column, const char *hex,

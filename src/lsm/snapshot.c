@@ -66,10 +66,8 @@ rollout_snapshot_take(RolloutStore *store, bool all_wal_tails)
 
 	/* the own shard may not be registered yet; it then has nothing to read */
 
-	/* 1. every shard manifest */
-	foreach(lc, shards)
-		manifests = lappend(manifests,
-							shard_manifest_read_latest(store, lfirst(lc)));
+	/* 1. every shard manifest (their documents in one batch) */
+	manifests = shard_manifests_read_latest(store, shards);
 	snapshot->shard_count = list_length(shards);
 
 	/* 2. the base manifest */

@@ -18,6 +18,7 @@
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
@@ -671,6 +672,67 @@ rollout_segment_sources_prefetch(RolloutStore *store,
 	}
 	pfree(reads);
 	pfree(results);
+}
+
+/*
+ * rollout_segment_footers
+ *		Open many objects' segment readers, their footers fetched with
+ *		concurrent requests, and hand each to callback in order.
+ *
+ * The footers are fetched a window at a time (one batch each), so that a
+ * remote store costs a few round trips per window rather than one per
+ * object, while the bytes held at once stay bounded.  callback gets the
+ * reader of keys[i], or NULL when the object does not exist; the reader is
+ * closed when callback returns, so callback must not keep it.  sizes may be
+ * NULL (unknown) or give each object's size (-1: unknown).
+ */
+void
+rollout_segment_footers(RolloutStore *store, char *const *keys,
+						const int64 *sizes, int count,
+						SegmentFooterCallback callback, void *arg)
+{
+	int			window = Max(64, 4 * objstore_max_concurrent_requests);
+	MemoryContext window_context;
+	MemoryContext oldcontext = CurrentMemoryContext;
+
+	if (count <= 0)
+		return;
+	window_context = AllocSetContextCreate(CurrentMemoryContext,
+										   "rollout segment footers",
+										   ALLOCSET_DEFAULT_SIZES);
+	for (int start = 0; start < count; start += window)
+	{
+		int			end = Min(count, start + window);
+		SegmentPrefetch *prefetches;
+
+		MemoryContextSwitchTo(window_context);
+		prefetches = palloc(sizeof(SegmentPrefetch) * (end - start));
+		for (int i = start; i < end; i++)
+		{
+			prefetches[i - start].source =
+				rollout_segment_source(store, keys[i], sizes ? sizes[i] : -1);
+			prefetches[i - start].tail = true;
+			prefetches[i - start].offset = 0;
+			prefetches[i - start].length = SEGMENT_TAIL_READ_SIZE;
+		}
+		rollout_segment_sources_prefetch(store, prefetches, end - start);
+
+		for (int i = start; i < end; i++)
+		{
+			SegmentReader *reader;
+
+			CHECK_FOR_INTERRUPTS();
+			MemoryContextSwitchTo(window_context);
+			reader = segment_reader_open(prefetches[i - start].source);
+			MemoryContextSwitchTo(oldcontext);
+			callback(reader, i, arg);
+			if (reader != NULL)
+				segment_reader_close(reader);
+		}
+		MemoryContextReset(window_context);
+	}
+	MemoryContextSwitchTo(oldcontext);
+	MemoryContextDelete(window_context);
 }
 
 /* ----------------------------------------------------------------
