@@ -209,7 +209,10 @@ typedef struct SegmentRowGroup
  */
 extern SegmentReader *segment_reader_open(SegmentSource *source);
 
-/* One ranged read of a row group: the chunks of columns first..last. */
+/*
+ * One ranged read of a row group: the chunks of columns first..last (of
+ * which the unwanted ones, read along when small, are not decoded).
+ */
 typedef struct SegmentRange
 {
 	int64		offset;
@@ -220,7 +223,7 @@ typedef struct SegmentRange
 
 /*
  * The ranged reads segment_reader_read_row_group() will make for these
- * columns of this row group, in order (adjacent chunks coalesced).  Returns
+ * columns of this row group, in order (nearby chunks coalesced).  Returns
  * how many; *ranges is palloc'd in CurrentMemoryContext, NULL when none.
  */
 extern int	segment_reader_row_group_ranges(SegmentReader *reader, int row_group,

@@ -52,6 +52,13 @@
 /* Adjacent wanted chunks are fetched together up to this many bytes. */
 #define SEGMENT_MAX_COALESCED_READ	((int64) 64 * 1024 * 1024)
 
+/*
+ * Wanted chunks separated by at most this many bytes of unwanted ones are
+ * fetched together, gap included: about what a cloud store delivers in the
+ * time of a round trip, so bridging a gap never costs more than it saves.
+ */
+#define SEGMENT_MAX_READ_GAP		((int64) 256 * 1024)
+
 /* Min/max of a chunk are skipped when a value's image is larger than this. */
 #define SEGMENT_MAX_STATS_IMAGE_SIZE 256
 

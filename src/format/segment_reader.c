@@ -565,8 +565,8 @@ read_chunk(SegmentReader *reader, int row_group, int column_index,
 
 /*
  * The byte ranges segment_reader_read_row_group() reads for one row group:
- * one per run of adjacent wanted chunks (up to SEGMENT_MAX_COALESCED_READ
- * bytes), in order.  A run that starts at the first chunk of the segment is
+ * one per run of wanted chunks separated by at most SEGMENT_MAX_READ_GAP
+ * bytes of unwanted ones (up to SEGMENT_MAX_COALESCED_READ bytes), in order.  A run that starts at the first chunk of the segment is
  * extended backwards over the header, which is then checked on the way.
  * Returns the number of ranges; *ranges is palloc'd (NULL when none).
  */
@@ -597,13 +597,26 @@ segment_reader_row_group_ranges(SegmentReader *reader, int row_group,
 			continue;
 		}
 
-		/* a run of adjacent wanted chunks: one read */
+		/*
+		 * A run of wanted chunks: one read.  Unwanted chunks between them are
+		 * read too (and not decoded) when they are small: on a remote store
+		 * another request costs far more than a few more bytes.
+		 */
 		last = first;
-		while (last + 1 < ncolumns && want[last + 1] &&
-			   group->chunks[last + 1].offset +
-			   group->chunks[last + 1].compressed_size -
-			   group->chunks[first].offset <= SEGMENT_MAX_COALESCED_READ)
-			last++;
+		for (int next = first + 1; next < ncolumns; next++)
+		{
+			int64		gap;
+
+			if (!want[next])
+				continue;
+			gap = group->chunks[next].offset -
+				(group->chunks[last].offset + group->chunks[last].compressed_size);
+			if (gap > SEGMENT_MAX_READ_GAP ||
+				group->chunks[next].offset + group->chunks[next].compressed_size -
+				group->chunks[first].offset > SEGMENT_MAX_COALESCED_READ)
+				break;
+			last = next;
+		}
 		start = group->chunks[first].offset;
 		end = group->chunks[last].offset + group->chunks[last].compressed_size;
 		if (start == SEGMENT_HEADER_SIZE)
@@ -666,6 +679,8 @@ segment_reader_read_row_group(SegmentReader *reader, int row_group,
 
 		for (int i = ranges[r].first_column; i <= ranges[r].last_column; i++)
 		{
+			if (!want[i])
+				continue;		/* a small gap read along */
 			CHECK_FOR_INTERRUPTS();
 			read_chunk(reader, row_group, i,
 					   buffer.data + (group->chunks[i].offset - read_start),

@@ -73,7 +73,7 @@ static CURL *session_pool[HTTP_MAX_CONCURRENT_REQUESTS];
 static bool session_pool_busy[HTTP_MAX_CONCURRENT_REQUESTS];
 static int	session_pool_size = 0;
 
-/* Requests sent and rounds waited, for EXPLAIN (http_session_counters). */
+/* Requests sent and rounds waited, for EXPLAIN (http_session_get_counters). */
 static HttpSessionCounters session_counters;
 
 /* Per-attempt state shared with the curl callbacks. */
