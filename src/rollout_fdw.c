@@ -20,6 +20,7 @@
 
 #include "rollout/fault.h"
 #include "rollout/fdw.h"
+#include "rollout/objstore.h"
 #include "rollout/rollout_fdw.h"
 #include "rollout/segment.h"
 #include "rollout/shared_writer.h"
@@ -110,6 +111,15 @@ _PG_init(void)
 							1024 * 1024, 1024, INT_MAX,
 							PGC_USERSET,
 							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.max_concurrent_requests",
+							"Requests to a remote object store one backend may have in flight at once.",
+							"Scans fetch segment footers and column chunks in batches of concurrent requests. 1 makes every request wait for the previous one.",
+							&objstore_max_concurrent_requests,
+							OBJSTORE_DEFAULT_CONCURRENT_REQUESTS, 1,
+							OBJSTORE_MAX_CONCURRENT_REQUESTS,
+							PGC_USERSET,
+							0,
 							NULL, NULL, NULL);
 	DefineCustomStringVariable("rollout_fdw.fail_at",
 							   "Fault points for tests: step:error, step:crash or step:sleep=N, comma-separated.",

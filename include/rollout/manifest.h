@@ -90,6 +90,13 @@ typedef enum ManifestCommitResult
 /* Read the newest version (an empty version-0 manifest if there is none). */
 extern ShardManifest *shard_manifest_read_latest(RolloutStore *store,
 												 const char *shard);
+
+/*
+ * The newest manifests of several shards, in order, their documents read in
+ * one batch of concurrent requests (for snapshots).
+ */
+extern List *shard_manifests_read_latest(RolloutStore *store, List *shards);
+
 extern BaseManifest *base_manifest_read_latest(RolloutStore *store);
 
 /* Read one version; NULL when it does not exist (any more). */

@@ -71,6 +71,32 @@ typedef struct ObjectStoreListing
 } ObjectStoreListing;
 
 /*
+ * One read of a batch (objstore_get_many): a byte range of an object, or its
+ * tail, with the same meaning as objstore_get_range and objstore_get_tail.
+ * The caller fills in the request; the batch fills in the result.
+ */
+typedef struct ObjectStoreRead
+{
+	const char *key;
+	int64		offset;			/* first byte; ignored by a tail read */
+	int64		length;			/* bytes; < 0: to the end (a tail: all) */
+	bool		tail;			/* the last length bytes instead */
+
+	/*
+	 * The object's size when the caller knows it (from a listing or a
+	 * manifest), else -1.  Only an optimisation: a backend without suffix
+	 * ranges (Azure) then needs no request to learn it; a wrong hint costs
+	 * a request, never a wrong result.
+	 */
+	int64		size_hint;
+	StringInfo	out;			/* receives the bytes (appended) */
+
+	/* results */
+	bool		found;			/* false: the object does not exist */
+	int64		object_size;	/* its total size, when found */
+} ObjectStoreRead;
+
+/*
  * The operations every backend implements.  A backend fills one of these in
  * (file_store.c, later s3_store.c and azure_store.c); objstore.c dispatches.
  */
@@ -128,6 +154,15 @@ typedef struct ObjectStoreOps
 	/* Delete key.  Returns false when it did not exist. */
 	bool		(*delete_object) (ObjectStore *store, const char *key);
 
+	/*
+	 * Perform nreads reads with at most max_in_flight requests in flight at
+	 * once, each with the result get_range or get_tail would give.  An
+	 * ERROR of any read is raised for the batch.  May be NULL: objstore.c
+	 * then performs the reads one after the other.
+	 */
+	void		(*get_many) (ObjectStore *store, ObjectStoreRead *reads,
+							 int nreads, int max_in_flight);
+
 	/* Release backend resources (connections, handles).  May be NULL. */
 	void		(*close) (ObjectStore *store);
 } ObjectStoreOps;
@@ -177,6 +212,37 @@ extern bool objstore_get_tail(ObjectStore *store, const char *key,
 							  int64 length, StringInfo out, int64 *object_size);
 extern bool objstore_get_put_id(ObjectStore *store, const char *key,
 								char **put_id);
+
+/*
+ * Perform a batch of reads, at most rollout_fdw.max_concurrent_requests
+ * requests in flight at once (the backend's native batch; one after the
+ * other for backends without one, or when the setting is 1).  Each read's
+ * result is what objstore_get_range or objstore_get_tail would have given
+ * it; an object that does not exist is a result (found = false), not an
+ * error.  Interrupts are serviced while the batch waits.
+ */
+extern void objstore_get_many(ObjectStore *store, ObjectStoreRead *reads,
+							  int nreads);
+
+/* rollout_fdw.max_concurrent_requests: the width of objstore_get_many. */
+extern int	objstore_max_concurrent_requests;
+
+#define OBJSTORE_DEFAULT_CONCURRENT_REQUESTS	16
+#define OBJSTORE_MAX_CONCURRENT_REQUESTS		256
+
+/*
+ * Requests this process has sent to remote stores and the sequential round
+ * trips they amounted to (a batch of n requests run w at a time is
+ * ceil(n / w) rounds), for EXPLAIN ANALYZE.  Only ever grows; callers take
+ * differences.  Local (file://) stores send none.
+ */
+typedef struct ObjectStoreCounters
+{
+	int64		requests;
+	int64		rounds;
+} ObjectStoreCounters;
+
+extern void objstore_get_counters(ObjectStoreCounters *counters);
 extern ObjectStoreListing *objstore_list_page(ObjectStore *store,
 											  const char *prefix,
 											  const char *start_after,

@@ -36,6 +36,9 @@
 #include "lib/stringinfo.h"
 
 #define SEGMENT_FORMAT_VERSION		1
+
+/* How much of the tail segment_reader_open() reads first. */
+#define SEGMENT_TAIL_READ_SIZE		(64 * 1024)
 #define SEGMENT_DEFAULT_ROWS_PER_GROUP	4096
 
 /* One column of a segment's schema. */
@@ -136,6 +139,13 @@ extern void segment_writer_discard(SegmentWriter *writer);
  * Where the reader's bytes come from: the lsm layer wraps an object-store
  * object, tests and fuzzers wrap a memory buffer.  Both callbacks append to
  * out and return false when the object does not exist (any more).
+ *
+ * The reader asks for exactly the ranges a caller can learn beforehand: the
+ * last SEGMENT_TAIL_READ_SIZE bytes when it opens (then, for a footer larger
+ * than that, the footer itself), and per row group the ranges of
+ * segment_reader_row_group_ranges().  A source may therefore have fetched
+ * them ahead of time, many objects at once (store.h, prefetching), and serve
+ * them from memory.
  */
 typedef struct SegmentSource
 {
@@ -198,6 +208,27 @@ typedef struct SegmentRowGroup
  * in a child of CurrentMemoryContext.
  */
 extern SegmentReader *segment_reader_open(SegmentSource *source);
+
+/*
+ * One ranged read of a row group: the chunks of columns first..last (of
+ * which the unwanted ones, read along when small, are not decoded).
+ */
+typedef struct SegmentRange
+{
+	int64		offset;
+	int64		length;
+	int			first_column;
+	int			last_column;
+} SegmentRange;
+
+/*
+ * The ranged reads segment_reader_read_row_group() will make for these
+ * columns of this row group, in order (nearby chunks coalesced).  Returns
+ * how many; *ranges is palloc'd in CurrentMemoryContext, NULL when none.
+ */
+extern int	segment_reader_row_group_ranges(SegmentReader *reader, int row_group,
+											const bool *want,
+											SegmentRange **ranges);
 
 /*
  * Decode the requested columns (want[i] for schema column i) of one row

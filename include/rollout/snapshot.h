@@ -28,6 +28,7 @@ typedef struct SnapshotSource
 	int64		shard_hash;
 	int64		position;		/* WAL: its position; generation: its last */
 	int64		rows;			/* -1 when unknown (WAL entries) */
+	int64		bytes;			/* object size (manifest, listing); -1 unknown */
 	bool		has_key_range;	/* from the manifest */
 	Datum		min_key;
 	Datum		max_key;
@@ -62,7 +63,10 @@ typedef struct RolloutSnapshot
 	int			shard_count;
 } RolloutSnapshot;
 
-/* A new source of the given kind, with no stamp floor and no fixed stamp. */
+/*
+ * A new source of the given kind, with no stamp floor, no fixed stamp and
+ * unknown size.
+ */
 extern SnapshotSource *snapshot_source_new(SnapshotSourceKind kind);
 
 /*

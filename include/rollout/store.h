@@ -132,10 +132,47 @@ extern char *rollout_key_base_manifest_prefix(RolloutStore *store);
 extern int64 rollout_key_number(const char *key);
 
 /*
- * A SegmentSource reading an object of this store.  size_hint is the object
- * size when known (saves nothing today, kept for prefetching backends).
+ * A SegmentSource reading an object of this store, in CurrentMemoryContext.
+ * size_hint is the object's size when known (from a manifest or a listing),
+ * else -1: a backend without suffix ranges then reads a footer with one
+ * request instead of two.
  */
-extern SegmentSource *rollout_segment_source(RolloutStore *store, const char *key);
+extern SegmentSource *rollout_segment_source(RolloutStore *store, const char *key,
+											 int64 size_hint);
+
+/*
+ * A read to make ahead of time for a source of rollout_segment_source():
+ * the tail of length bytes (tail = true), or length bytes at offset.
+ */
+typedef struct SegmentPrefetch
+{
+	SegmentSource *source;
+	bool		tail;
+	int64		offset;
+	int64		length;
+} SegmentPrefetch;
+
+/*
+ * Make the reads in one batch of concurrent requests (objstore_get_many)
+ * and keep each result in its source, where the segment reader finds it
+ * when it asks for exactly that range, once.  A read that finds the object
+ * gone is kept too: the reader then sees "does not exist", as it would have.
+ */
+extern void rollout_segment_sources_prefetch(RolloutStore *store,
+											 SegmentPrefetch *prefetches,
+											 int count);
+
+/*
+ * Open the segment readers of many objects, their footers fetched in
+ * batches of concurrent requests, and call callback(reader, i, arg) for
+ * keys[i] in order: reader is NULL when the object does not exist, and is
+ * closed when callback returns.  sizes (may be NULL) are size hints.
+ */
+typedef void (*SegmentFooterCallback) (SegmentReader *reader, int index,
+									   void *arg);
+extern void rollout_segment_footers(RolloutStore *store, char *const *keys,
+									const int64 *sizes, int count,
+									SegmentFooterCallback callback, void *arg);
 
 /* Datum images in text (hex), for keys stored in manifests. */
 extern char *rollout_datum_to_hex(const SegmentColumn *column, Datum value);

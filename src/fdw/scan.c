@@ -98,6 +98,14 @@ typedef struct RolloutScanState
 	Datum	   *values;
 	bool	   *isnull;
 	MergeReadStats totals;		/* summed over rescans */
+
+	/*
+	 * Requests to a remote store while this node read (snapshot and merge),
+	 * and the sequential rounds they took; counted from counters_mark.
+	 */
+	ObjectStoreCounters counters_mark;
+	int64		remote_requests;
+	int64		remote_rounds;
 } RolloutScanState;
 
 /* ----------------------------------------------------------------
@@ -463,6 +471,12 @@ static void
 rollout_scan_accumulate_stats(RolloutScanState *state)
 {
 	const MergeReadStats *stats = merge_read_stats(state->read);
+	ObjectStoreCounters now;
+
+	objstore_get_counters(&now);
+	state->remote_requests += now.requests - state->counters_mark.requests;
+	state->remote_rounds += now.rounds - state->counters_mark.rounds;
+	state->counters_mark = now;
 
 	state->totals.fragments_read += stats->fragments_read;
 	state->totals.fragments_skipped += stats->fragments_skipped;
@@ -474,6 +488,7 @@ rollout_scan_accumulate_stats(RolloutScanState *state)
 	state->totals.row_groups_skipped += stats->row_groups_skipped;
 	state->totals.versions_read += stats->versions_read;
 	state->totals.rows_returned += stats->rows_returned;
+	state->totals.prefetch_batches += stats->prefetch_batches;
 }
 
 static TupleTableSlot *
@@ -487,6 +502,7 @@ rollout_iterate_foreign_scan(ForeignScanState *node)
 		MemoryContext oldcontext = MemoryContextSwitchTo(state->rescan_context);
 		KeyRange	range;
 
+		objstore_get_counters(&state->counters_mark);
 		rollout_build_key_range(node, state, &range);
 
 		/*
@@ -624,6 +640,27 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 			ExplainPropertyInteger("Row Groups Skipped", NULL, t->row_groups_skipped, es);
 		}
 		ExplainPropertyInteger("Versions Read", NULL, t->versions_read, es);
+
+		/*
+		 * How the reads went to the store: these vary with the location and
+		 * with rollout_fdw.max_concurrent_requests, so only VERBOSE shows them.
+		 */
+		if (es->verbose)
+		{
+			ExplainPropertyInteger("Prefetch Batches", NULL, t->prefetch_batches, es);
+			if (es->format == EXPLAIN_FORMAT_TEXT)
+				ExplainPropertyText("Remote Requests",
+									psprintf("%lld in %lld rounds",
+											 (long long) state->remote_requests,
+											 (long long) state->remote_rounds), es);
+			else
+			{
+				ExplainPropertyInteger("Remote Requests", NULL,
+									   state->remote_requests, es);
+				ExplainPropertyInteger("Remote Request Rounds", NULL,
+									   state->remote_rounds, es);
+			}
+		}
 	}
 }
 

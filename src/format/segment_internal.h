@@ -52,6 +52,13 @@
 /* Adjacent wanted chunks are fetched together up to this many bytes. */
 #define SEGMENT_MAX_COALESCED_READ	((int64) 64 * 1024 * 1024)
 
+/*
+ * Wanted chunks separated by at most this many bytes of unwanted ones are
+ * fetched together, gap included: about what a cloud store delivers in the
+ * time of a round trip, so bridging a gap never costs more than it saves.
+ */
+#define SEGMENT_MAX_READ_GAP		((int64) 256 * 1024)
+
 /* Min/max of a chunk are skipped when a value's image is larger than this. */
 #define SEGMENT_MAX_STATS_IMAGE_SIZE 256
 
@@ -61,8 +68,7 @@
 /* The zstd level chunks are compressed with. */
 #define SEGMENT_ZSTD_LEVEL			1
 
-/* How much of the tail segment_reader_open() reads first. */
-#define SEGMENT_TAIL_READ_SIZE		(64 * 1024)
+/* SEGMENT_TAIL_READ_SIZE (segment.h): how much of the tail is read first */
 
 /*
  * Raise the one corrupt-segment error.  The detail says what was wrong, in a

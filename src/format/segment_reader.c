@@ -564,10 +564,80 @@ read_chunk(SegmentReader *reader, int row_group, int column_index,
 }
 
 /*
+ * The byte ranges segment_reader_read_row_group() reads for one row group:
+ * one per run of wanted chunks separated by at most SEGMENT_MAX_READ_GAP
+ * bytes of unwanted ones (up to SEGMENT_MAX_COALESCED_READ bytes), in order.  A run that starts at the first chunk of the segment is
+ * extended backwards over the header, which is then checked on the way.
+ * Returns the number of ranges; *ranges is palloc'd (NULL when none).
+ */
+int
+segment_reader_row_group_ranges(SegmentReader *reader, int row_group,
+								const bool *want, SegmentRange **ranges)
+{
+	int			ncolumns = reader->schema.ncolumns;
+	SegmentRowGroupInfo *group;
+	int			count = 0;
+	int			first = 0;
+
+	if (row_group < 0 || row_group >= reader->row_group_count)
+		elog(ERROR, "row group %d of segment \"%s\" does not exist",
+			 row_group, reader->source->name);
+	group = &reader->row_groups[row_group];
+	*ranges = NULL;
+
+	while (first < ncolumns)
+	{
+		int			last;
+		int64		start;
+		int64		end;
+
+		if (!want[first])
+		{
+			first++;
+			continue;
+		}
+
+		/*
+		 * A run of wanted chunks: one read.  Unwanted chunks between them are
+		 * read too (and not decoded) when they are small: on a remote store
+		 * another request costs far more than a few more bytes.
+		 */
+		last = first;
+		for (int next = first + 1; next < ncolumns; next++)
+		{
+			int64		gap;
+
+			if (!want[next])
+				continue;
+			gap = group->chunks[next].offset -
+				(group->chunks[last].offset + group->chunks[last].compressed_size);
+			if (gap > SEGMENT_MAX_READ_GAP ||
+				group->chunks[next].offset + group->chunks[next].compressed_size -
+				group->chunks[first].offset > SEGMENT_MAX_COALESCED_READ)
+				break;
+			last = next;
+		}
+		start = group->chunks[first].offset;
+		end = group->chunks[last].offset + group->chunks[last].compressed_size;
+		if (start == SEGMENT_HEADER_SIZE)
+			start = 0;
+
+		if (*ranges == NULL)
+			*ranges = palloc(sizeof(SegmentRange) * ncolumns);
+		(*ranges)[count].offset = start;
+		(*ranges)[count].length = end - start;
+		(*ranges)[count].first_column = first;
+		(*ranges)[count].last_column = last;
+		count++;
+		first = last + 1;
+	}
+	return count;
+}
+
+/*
  * Decode the wanted columns of one row group into *out, in
- * CurrentMemoryContext.  Adjacent wanted chunks are fetched with one ranged
- * read.  A read that covers the first chunk of the segment is extended
- * backwards over the header, which is checked on the way.
+ * CurrentMemoryContext, reading the ranges segment_reader_row_group_ranges()
+ * names.
  */
 void
 segment_reader_read_row_group(SegmentReader *reader, int row_group,
@@ -577,69 +647,49 @@ segment_reader_read_row_group(SegmentReader *reader, int row_group,
 	SegmentSource *source = reader->source;
 	int			ncolumns = reader->schema.ncolumns;
 	SegmentRowGroupInfo *group;
-	int			first;
+	SegmentRange *ranges;
+	int			range_count;
 
-	if (row_group < 0 || row_group >= reader->row_group_count)
-		elog(ERROR, "row group %d of segment \"%s\" does not exist",
-			 row_group, name);
+	range_count = segment_reader_row_group_ranges(reader, row_group, want,
+												  &ranges);
 	group = &reader->row_groups[row_group];
 
 	out->row_count = group->row_count;
 	out->values = palloc0(sizeof(Datum *) * ncolumns);
 	out->isnull = palloc0(sizeof(bool *) * ncolumns);
 
-	first = 0;
-	while (first < ncolumns)
+	for (int r = 0; r < range_count; r++)
 	{
-		int			last;
-		int64		start;
-		int64		end;
-		int64		read_start;
+		int64		read_start = ranges[r].offset;
+		int64		length = ranges[r].length;
 		StringInfoData buffer;
-		int			i;
-
-		if (!want[first])
-		{
-			first++;
-			continue;
-		}
-
-		/* a run of adjacent wanted chunks: one read */
-		last = first;
-		while (last + 1 < ncolumns && want[last + 1] &&
-			   group->chunks[last + 1].offset +
-			   group->chunks[last + 1].compressed_size -
-			   group->chunks[first].offset <= SEGMENT_MAX_COALESCED_READ)
-			last++;
-		start = group->chunks[first].offset;
-		end = group->chunks[last].offset + group->chunks[last].compressed_size;
-		read_start = (start == SEGMENT_HEADER_SIZE) ? 0 : start;
 
 		CHECK_FOR_INTERRUPTS();
 		initStringInfo(&buffer);
-		if (!source->read_range(source->arg, read_start, end - read_start,
-								&buffer))
+		if (!source->read_range(source->arg, read_start, length, &buffer))
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_FILE),
 					 errmsg("segment \"%s\" vanished while being read", name)));
-		if (buffer.len != end - read_start)
+		if (buffer.len != length)
 			segment_corrupt(name,
 							"Reading %lld bytes at offset %lld returned %d bytes.",
-							(long long) (end - read_start),
-							(long long) read_start, buffer.len);
+							(long long) length, (long long) read_start, buffer.len);
 		if (read_start == 0)
 			check_header(buffer.data, name);
 
-		for (i = first; i <= last; i++)
+		for (int i = ranges[r].first_column; i <= ranges[r].last_column; i++)
 		{
+			if (!want[i])
+				continue;		/* a small gap read along */
 			CHECK_FOR_INTERRUPTS();
 			read_chunk(reader, row_group, i,
 					   buffer.data + (group->chunks[i].offset - read_start),
 					   out);
 		}
 		pfree(buffer.data);
-		first = last + 1;
 	}
+	if (ranges != NULL)
+		pfree(ranges);
 }
 
 /* Free the reader and everything it holds. */

@@ -177,7 +177,7 @@ static GenerationEntry *
 flush_adopt_ingest(RolloutStore *store, IngestSeen *seen, int64 number)
 {
 	GenerationEntry *generation = palloc0(sizeof(GenerationEntry));
-	SegmentReader *reader = segment_reader_open(rollout_segment_source(store, seen->file));
+	SegmentReader *reader = segment_reader_open(rollout_segment_source(store, seen->file, -1));
 
 	if (reader == NULL)
 		ereport(ERROR,

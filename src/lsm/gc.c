@@ -155,6 +155,19 @@ gc_base(RolloutStore *store, TimestampTz cutoff, GcResult *result)
 	gc_delete_old_versions(store, &versions, cutoff, result);
 }
 
+/* Add the ingest segments an unsealed WAL entry names to *(List **) arg. */
+static void
+gc_note_ingest_references(SegmentReader *reader, int index, void *arg)
+{
+	List	  **live = arg;
+	ListCell   *ic;
+
+	if (reader == NULL)
+		return;
+	foreach(ic, wal_metadata_from_json(reader->metadata, reader->source->name)->ingest)
+		*live = lappend(*live, ((WalIngestRef *) lfirst(ic))->file);
+}
+
 /*
  * This shard's ingest segments: a segment is live while a kept shard
  * manifest lists it as an adopted generation (in referenced) or a WAL entry
@@ -168,21 +181,24 @@ gc_own_ingest(RolloutStore *store, List *referenced, int64 replay_after,
 	List	   *objects = objstore_list_all(store->objstore, ingest_key_prefix(store), NULL);
 	List	   *live = list_copy(referenced);
 	ListCell   *lc;
+	List	   *wal;
+	char	  **keys;
+	int64	   *sizes;
 
 	if (objects == NIL)
 		return;
-	foreach(lc, wal_list_after(store, store->shard, Max(replay_after, 0)))
+	wal = wal_list_after(store, store->shard, Max(replay_after, 0));
+	keys = palloc(sizeof(char *) * Max(list_length(wal), 1));
+	sizes = palloc(sizeof(int64) * Max(list_length(wal), 1));
+	foreach(lc, wal)
 	{
 		WalEntryRef *entry = lfirst(lc);
-		SegmentReader *reader = segment_reader_open(rollout_segment_source(store, entry->key));
-		ListCell   *ic;
 
-		if (reader == NULL)
-			continue;
-		foreach(ic, wal_metadata_from_json(reader->metadata, entry->key)->ingest)
-			live = lappend(live, ((WalIngestRef *) lfirst(ic))->file);
-		segment_reader_close(reader);
+		keys[foreach_current_index(lc)] = entry->key;
+		sizes[foreach_current_index(lc)] = entry->size;
 	}
+	rollout_segment_footers(store, keys, sizes, list_length(wal),
+							gc_note_ingest_references, &live);
 	foreach(lc, objects)
 	{
 		ObjectStoreEntry *entry = lfirst(lc);

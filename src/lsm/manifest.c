@@ -27,6 +27,31 @@ manifest_key(const char *prefix, int64 version)
 }
 
 /*
+ * The newest version under prefix, by listing after the hint (0 when there
+ * is none).
+ */
+static int64
+manifest_newest_version(RolloutStore *store, const char *prefix, int64 hint)
+{
+	char	   *start_after = hint > 0 ? manifest_key(prefix, hint) : NULL;
+	List	   *entries = objstore_list_all(store->objstore, prefix, start_after);
+	int64		newest = hint;
+
+	for (int i = list_length(entries) - 1; i >= 0; i--)
+	{
+		ObjectStoreEntry *entry = list_nth(entries, i);
+		int64		number = rollout_key_number(entry->key);
+
+		if (number > newest)
+		{
+			newest = number;
+			break;
+		}
+	}
+	return newest;
+}
+
+/*
  * Find and fetch the newest version under prefix.  Returns the version (0
  * when there is none) and the document in *json.
  */
@@ -38,22 +63,9 @@ manifest_fetch_latest(RolloutStore *store, const char *prefix, int64 hint,
 
 	for (;;)
 	{
-		char	   *start_after = hint > 0 ? manifest_key(prefix, hint) : NULL;
-		List	   *entries = objstore_list_all(store->objstore, prefix, start_after);
-		int64		newest = hint;
+		int64		newest = manifest_newest_version(store, prefix, hint);
 		char	   *key;
 
-		for (int i = list_length(entries) - 1; i >= 0; i--)
-		{
-			ObjectStoreEntry *entry = list_nth(entries, i);
-			int64		number = rollout_key_number(entry->key);
-
-			if (number > newest)
-			{
-				newest = number;
-				break;
-			}
-		}
 		if (newest == 0)
 			return 0;
 
@@ -170,6 +182,18 @@ shard_manifest_parse(RolloutStore *store, const char *shard, int64 version,
 	return manifest;
 }
 
+/* The manifest of a shard that has none yet. */
+static ShardManifest *
+shard_manifest_empty(const char *shard)
+{
+	ShardManifest *manifest = palloc0(sizeof(ShardManifest));
+
+	manifest->shard = pstrdup(shard);
+	manifest->next_generation = 1;
+	manifest->epoch_start_position = 1;
+	return manifest;
+}
+
 ShardManifest *
 shard_manifest_read_latest(RolloutStore *store, const char *shard)
 {
@@ -178,23 +202,83 @@ shard_manifest_read_latest(RolloutStore *store, const char *shard)
 	StringInfoData json;
 	char	   *key = NULL;
 	int64		version;
-	ShardManifest *manifest;
 
 	initStringInfo(&json);
 	version = manifest_fetch_latest(store, prefix,
 									own_shard ? store->shard_manifest_hint : 0,
 									&json, &key);
 	if (version == 0)
-	{
-		manifest = palloc0(sizeof(ShardManifest));
-		manifest->shard = pstrdup(shard);
-		manifest->next_generation = 1;
-		manifest->epoch_start_position = 1;
-		return manifest;
-	}
+		return shard_manifest_empty(shard);
 	if (own_shard)
 		store->shard_manifest_hint = version;
 	return shard_manifest_parse(store, shard, version, &json, key);
+}
+
+/*
+ * shard_manifests_read_latest
+ *		The newest manifest of each of shards, in the same order.
+ *
+ * What shard_manifest_read_latest does for each, with the reads of the
+ * newest versions made in one batch of concurrent requests: a snapshot of a
+ * store many clusters write to then waits for one read instead of one per
+ * shard.  The listings still go one after the other.  A version that
+ * vanished between listing and reading (garbage collection never removes
+ * the newest, so a newer one exists) is looked for again, alone.
+ */
+List *
+shard_manifests_read_latest(RolloutStore *store, List *shards)
+{
+	int			count = list_length(shards);
+	ObjectStoreRead *reads = palloc0(sizeof(ObjectStoreRead) * Max(count, 1));
+	int64	   *versions = palloc0(sizeof(int64) * Max(count, 1));
+	int		   *read_of = palloc(sizeof(int) * Max(count, 1));
+	ShardManifest **manifests = palloc0(sizeof(ShardManifest *) * Max(count, 1));
+	int			nreads = 0;
+	List	   *result = NIL;
+	ListCell   *lc;
+
+	foreach(lc, shards)
+	{
+		const char *shard = lfirst(lc);
+		char	   *prefix = rollout_key_shard_manifest_prefix(store, shard);
+		int			i = foreach_current_index(lc);
+
+		versions[i] = manifest_newest_version(store, prefix,
+											  strcmp(shard, store->shard) == 0 ?
+											  store->shard_manifest_hint : 0);
+		if (versions[i] == 0)
+		{
+			manifests[i] = shard_manifest_empty(shard);
+			continue;
+		}
+		reads[nreads].key = manifest_key(prefix, versions[i]);
+		reads[nreads].length = -1;
+		reads[nreads].size_hint = -1;
+		reads[nreads].out = makeStringInfo();
+		read_of[nreads++] = i;
+	}
+
+	objstore_get_many(store->objstore, reads, nreads);
+
+	for (int r = 0; r < nreads; r++)
+	{
+		int			i = read_of[r];
+		const char *shard = list_nth(shards, i);
+
+		if (!reads[r].found)
+		{
+			manifests[i] = shard_manifest_read_latest(store, shard);
+			continue;
+		}
+		if (strcmp(shard, store->shard) == 0)
+			store->shard_manifest_hint = versions[i];
+		manifests[i] = shard_manifest_parse(store, shard, versions[i],
+											reads[r].out, reads[r].key);
+	}
+
+	for (int i = 0; i < count; i++)
+		result = lappend(result, manifests[i]);
+	return result;
 }
 
 ShardManifest *

@@ -27,6 +27,24 @@
 #include "rollout/snapshot.h"
 #include "rollout/wal.h"
 
+/*
+ * The rows of one unflushed WAL entry: its own and those of the ingest
+ * segments it names (a large transaction's).  An entry flushed and
+ * collected since the snapshot counts nothing.
+ */
+static void
+observe_count_wal_entry(SegmentReader *reader, int index, void *arg)
+{
+	ObserveResult *result = arg;
+	ListCell   *ic;
+
+	if (reader == NULL)
+		return;
+	result->unflushed_rows += reader->row_count;
+	foreach(ic, wal_metadata_from_json(reader->metadata, reader->source->name)->ingest)
+		result->unflushed_rows += ((WalIngestRef *) lfirst(ic))->rows;
+}
+
 ObserveResult
 rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 {
@@ -37,8 +55,7 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 	ListCell   *lc;
 
 	/* the same order as a snapshot: shard manifests, then the base */
-	foreach(lc, shards)
-		manifests = lappend(manifests, shard_manifest_read_latest(store, lfirst(lc)));
+	manifests = shard_manifests_read_latest(store, shards);
 	base = base_manifest_read_latest(store);
 
 	result.base_version = base->version;
@@ -103,6 +120,10 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 		bool	   *isnull = palloc0(sizeof(bool) * store->schema.ncolumns);
 		MergeReadOptions options = {.keep_tombstones = false, .follow_ingest = true};
 		MergeRead  *read = merge_read_begin(store, snapshot, want, NULL, &options);
+		int			source_count = Max(list_length(snapshot->sources), 1);
+		char	  **wal_keys = palloc(sizeof(char *) * source_count);
+		int64	   *wal_sizes = palloc(sizeof(int64) * source_count);
+		int			wal_count = 0;
 
 		while (merge_read_next(read, values, isnull))
 			result.exact_row_count++;
@@ -119,26 +140,18 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 		foreach(lc, snapshot->sources)
 		{
 			SnapshotSource *source = lfirst(lc);
-			SegmentReader *reader;
-			ListCell   *ic;
 
 			if (source->kind == SNAPSHOT_MEMTABLE || source->kind == SNAPSHOT_INGEST)
-			{
 				result.unflushed_rows += Max(source->rows, 0);
-				continue;
+			else if (source->kind == SNAPSHOT_WAL_ENTRY)
+			{
+				wal_keys[wal_count] = source->key;
+				wal_sizes[wal_count++] = source->bytes;
 			}
-			if (source->kind != SNAPSHOT_WAL_ENTRY)
-				continue;
-			CHECK_FOR_INTERRUPTS();
-			reader = segment_reader_open(rollout_segment_source(store, source->key));
-			if (reader == NULL)
-				continue;		/* flushed and collected meanwhile */
-			result.unflushed_rows += reader->row_count;
-			/* a large transaction's rows are in the ingest segments it names */
-			foreach(ic, wal_metadata_from_json(reader->metadata, source->key)->ingest)
-				result.unflushed_rows += ((WalIngestRef *) lfirst(ic))->rows;
-			segment_reader_close(reader);
 		}
+		/* their footers, fetched in batches of concurrent requests */
+		rollout_segment_footers(store, wal_keys, wal_sizes, wal_count,
+								observe_count_wal_entry, &result);
 		result.unflushed_known = true;
 		result.row_count += result.unflushed_rows;
 	}

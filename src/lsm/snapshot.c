@@ -36,6 +36,7 @@ snapshot_source_new(SnapshotSourceKind kind)
 
 	source->kind = kind;
 	source->rows = -1;
+	source->bytes = -1;
 	source->stamp_floor = -1;
 	source->stamp_fixed = -1;
 	return source;
@@ -65,10 +66,8 @@ rollout_snapshot_take(RolloutStore *store, bool all_wal_tails)
 
 	/* the own shard may not be registered yet; it then has nothing to read */
 
-	/* 1. every shard manifest */
-	foreach(lc, shards)
-		manifests = lappend(manifests,
-							shard_manifest_read_latest(store, lfirst(lc)));
+	/* 1. every shard manifest (their documents in one batch) */
+	manifests = shard_manifests_read_latest(store, shards);
 	snapshot->shard_count = list_length(shards);
 
 	/* 2. the base manifest */
@@ -80,6 +79,7 @@ rollout_snapshot_take(RolloutStore *store, bool all_wal_tails)
 		SnapshotSource *source = snapshot_source_new(SNAPSHOT_FRAGMENT);
 		source->key = fragment->file;
 		source->rows = fragment->rows;
+		source->bytes = fragment->bytes > 0 ? fragment->bytes : -1;
 		source->has_key_range = fragment->has_key_range;
 		source->min_key = fragment->min_key;
 		source->max_key = fragment->max_key;
@@ -108,6 +108,7 @@ rollout_snapshot_take(RolloutStore *store, bool all_wal_tails)
 			source->shard_hash = rollout_shard_hash(manifest->shard);
 			source->position = generation->last_position;
 			source->rows = generation->rows;
+			source->bytes = generation->bytes > 0 ? generation->bytes : -1;
 			source->has_key_range = generation->has_key_range;
 			source->min_key = generation->min_key;
 			source->max_key = generation->max_key;
@@ -158,6 +159,7 @@ rollout_snapshot_take(RolloutStore *store, bool all_wal_tails)
 			source->shard_hash = rollout_shard_hash(manifest->shard);
 			source->position = entry->position;
 			source->rows = -1;
+			source->bytes = entry->size > 0 ? entry->size : -1;
 			source->stamp_floor = foreach_current_index(ec) == 0 ? manifest->last_stamp : -1;
 			snapshot->sources = lappend(snapshot->sources, source);
 			snapshot->wal_entry_count++;

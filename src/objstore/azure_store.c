@@ -12,7 +12,10 @@
  *						409 BlobAlreadyExists or 412 mean "already exists".
  *						The put id travels as the metadata header
  *						x-ms-meta-rollout_put_id.
- *	get_range/get_tail	Get Blob with x-ms-range; 404 = does not exist.
+ *	get_range/get_tail	Get Blob with x-ms-range; 404 = does not exist.  A
+ *						tail needs the size first (Get Blob Properties)
+ *						unless the caller knows it; a batch of reads runs
+ *						both steps concurrently.
  *	get_put_id			Get Blob Properties (HEAD).
  *	list				List Blobs with prefix, maxresults and marker; the
  *						continuation token is the service's NextMarker, and
@@ -25,25 +28,21 @@
  * server's environment (AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN).
  * Neither ever reaches a message: errors name the operation, the key, the
  * location, the HTTP status and the service's error code (the x-ms-error-code
- * header), never the URL, the request headers or the response body, which
- * for a failed signature echoes the string that was signed.
+ * header), never the URL's query string (a SAS token lives there), the
+ * request headers or the response body, which for a failed signature echoes
+ * the string that was signed.
  *
- * Robustness.  One libcurl easy handle per backend process is reused for
- * every request of every Azure store (curl_easy_reset keeps its connection
- * cache, so the TCP/TLS connection is kept alive).  Every request has a
- * connect and a total timeout (connect_timeout, request_timeout server
- * options).  Connection errors, timeouts, 408, 429 and 5xx are retried with
- * exponential backoff and jitter, at most AZURE_MAX_ATTEMPTS attempts.  A
- * create whose attempt failed after the request may have reached the
- * service is ambiguous: it is retried, and an "already exists" that
- * follows is resolved by reading the blob's put id (ours: CREATED).
- *
- * No callback given to libcurl ever raises an ERROR (a longjmp through
- * libcurl would leave the shared handle unusable): they copy into
- * pre-sized or NO_OOM buffers and abort the transfer on failure, and the
- * progress callback aborts a transfer when a query cancel or termination
- * is pending, after which CHECK_FOR_INTERRUPTS raises it outside libcurl.
- * Header lists are freed before anything can raise an ERROR.
+ * Robustness.  Requests go through the process's HTTP session
+ * (http_session.c), as the S3 backend's do: connection reuse, connect and
+ * request timeouts (connect_timeout, request_timeout server options),
+ * retries with exponential backoff and jitter on connection errors,
+ * timeouts, 408, 429 and 5xx, query cancel while a request is in flight,
+ * and no libcurl resource leaked on ERROR.  A request is signed once;
+ * its x-ms-date stays well inside the service's 15-minute window over the
+ * session's 20-second retry budget.  A create whose attempt failed after
+ * the request may have reached the service is ambiguous: it is retried,
+ * and an "already exists" that follows is resolved by reading the blob's
+ * put id (ours: CREATED).
  *
  * List Blobs answers are parsed with libxml2 (PostgreSQL itself is built
  * with it: USE_LIBXML), without network access or entity expansion, and
@@ -58,24 +57,17 @@
  */
 #include "postgres.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "commands/defrem.h"
 #include "common/base64.h"
-#include "common/pg_prng.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
-#include "storage/fd.h"
-#include "storage/ipc.h"
-#include "storage/latch.h"
 #include "utils/builtins.h"
-#include "utils/memutils.h"
 #include "utils/timestamp.h"
-#include "utils/wait_event.h"
 
+#include "http_session.h"
 #include "objstore_backend.h"
 
 #ifdef USE_LIBXML
@@ -99,15 +91,6 @@
 /* List Blobs returns at most this many entries per page. */
 #define AZURE_MAX_LIST_RESULTS 5000
 
-/* Retry budget: attempts per request, backoff base and cap. */
-#define AZURE_MAX_ATTEMPTS 5
-#define AZURE_BACKOFF_BASE_MS 100
-#define AZURE_BACKOFF_CAP_MS 4000
-
-/* Defaults of the connect_timeout and request_timeout options (seconds). */
-#define AZURE_DEFAULT_CONNECT_TIMEOUT 10
-#define AZURE_DEFAULT_REQUEST_TIMEOUT 60
-
 /* Error responses keep at most this much of the body (for <Code>). */
 #define AZURE_ERROR_BODY_MAX 4096
 
@@ -122,23 +105,19 @@ typedef struct AzureStore
 	unsigned char *account_key; /* decoded, or NULL */
 	int			account_key_length;
 	char	   *sas_token;		/* without '?', or NULL */
-	long		connect_timeout_ms;
-	long		request_timeout_ms;
-	char	   *ca_file;
-	bool		verify_tls;
+	HttpSettings settings;		/* timeouts and TLS (server options) */
 } AzureStore;
 
 /* A request body: bytes in memory or a region of a local file. */
 typedef struct AzureBody
 {
 	const char *data;			/* memory body, or NULL */
-	int			fd;				/* file body when data == NULL, else -1 */
+	const char *file_path;		/* file body when data == NULL */
 	int64		file_offset;
 	int64		length;
-	int64		position;		/* bytes handed to libcurl so far */
 } AzureBody;
 
-/* One request, prepared in palloc'd memory before libcurl sees it. */
+/* One request, prepared in palloc'd memory before it is sent. */
 typedef struct AzureRequest
 {
 	const char *operation;		/* "create", "read"... for messages */
@@ -160,30 +139,22 @@ typedef struct AzureRequest
 	StringInfo	response;		/* 2xx body appended here; or NULL */
 } AzureRequest;
 
-/* What came back, filled in by the libcurl callbacks. */
+/* What came back, taken from the HTTP session's answer. */
 typedef struct AzureResponse
 {
-	long		status;			/* 0 when no HTTP answer */
-	CURLcode	curl_code;
-	char		curl_message[CURL_ERROR_SIZE];
+	long		status;			/* HTTP status of the final attempt */
+	int			attempts;
+	bool		ambiguous;		/* an earlier attempt may have been applied */
 	char		error_code[128];	/* x-ms-error-code */
 	char		put_id[128];
 	bool		has_put_id;
 	int64		content_length; /* -1 if absent */
 	int64		range_total;	/* size from Content-Range, -1 if absent */
-	bool		body_overflow;	/* a buffer could not grow: transfer aborted */
-	StringInfo	response;
-	int			response_start; /* response->len before the attempt */
-	char		error_body[AZURE_ERROR_BODY_MAX];
+	char		error_body[AZURE_ERROR_BODY_MAX];	/* start of a non-2xx body */
 	int			error_body_length;
 } AzureResponse;
 
-/* The process's one libcurl handle, shared by every Azure store. */
-static CURL *azure_curl = NULL;
-
-static void azure_process_exit(int code, Datum arg);
 static bool azure_blob_missing(AzureResponse *response);
-static CURL *azure_handle(void);
 
 static ObjectStoreCreateResult azure_create_if_absent(ObjectStore *store,
 													  const char *key,
@@ -205,6 +176,8 @@ static ObjectStoreListing *azure_list(ObjectStore *store, const char *prefix,
 									  const char *start_after, int max_keys,
 									  const char *continuation);
 static bool azure_delete_object(ObjectStore *store, const char *key);
+static void azure_get_many(ObjectStore *store, ObjectStoreRead *reads,
+						   int nreads, int max_in_flight);
 
 static const ObjectStoreOps azure_store_ops = {
 	.create_if_absent = azure_create_if_absent,
@@ -214,6 +187,7 @@ static const ObjectStoreOps azure_store_ops = {
 	.get_put_id = azure_get_put_id,
 	.list = azure_list,
 	.delete_object = azure_delete_object,
+	.get_many = azure_get_many,
 	.close = NULL,
 };
 
@@ -246,26 +220,6 @@ azure_option(List *options, const char *name)
 	return value;
 }
 
-/* A timeout option in seconds, as milliseconds. */
-static long
-azure_timeout_option(List *options, const char *name, int default_seconds)
-{
-	const char *value = azure_option(options, name);
-	char	   *end;
-	long		seconds;
-
-	if (value == NULL)
-		return default_seconds * 1000L;
-	errno = 0;
-	seconds = strtol(value, &end, 10);
-	if (errno != 0 || *end != '\0' || seconds < 1 || seconds > 86400)
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
-				 errmsg("invalid value for option \"%s\": \"%s\"", name, value),
-				 errdetail("It must be a positive number of seconds.")));
-	return seconds * 1000L;
-}
-
 /*
  * azure_store_open
  *		Fill in an ObjectStore for az://account/container/prefix.
@@ -283,7 +237,6 @@ azure_store_open(ObjectStore *store, const char *account,
 	const char *endpoint = azure_option(options, "endpoint");
 	const char *account_key = azure_option(options, "account_key");
 	const char *sas_token = azure_option(options, "sas_token");
-	const char *verify_tls = azure_option(options, "verify_tls");
 	const char *after_scheme;
 	const char *path;
 
@@ -316,23 +269,7 @@ azure_store_open(ObjectStore *store, const char *account,
 	path = strchr(after_scheme, '/');
 	azure->endpoint_path = pstrdup(path ? path : "");
 
-	azure->connect_timeout_ms = azure_timeout_option(options, "connect_timeout",
-													 AZURE_DEFAULT_CONNECT_TIMEOUT);
-	azure->request_timeout_ms = azure_timeout_option(options, "request_timeout",
-													 AZURE_DEFAULT_REQUEST_TIMEOUT);
-	if (azure_option(options, "ca_file") != NULL)
-		azure->ca_file = pstrdup(azure_option(options, "ca_file"));
-	azure->verify_tls = true;
-	if (verify_tls != NULL)
-	{
-		bool		verify;
-
-		if (!parse_bool(verify_tls, &verify))
-			ereport(ERROR,
-					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
-					 errmsg("invalid value for option \"verify_tls\": \"%s\"", verify_tls)));
-		azure->verify_tls = verify;
-	}
+	http_settings_from_options(&azure->settings, options);
 
 	/* Credentials: the user mapping, else the environment. */
 	if (account_key == NULL && sas_token == NULL)
@@ -469,215 +406,9 @@ azure_http_date(void)
 }
 
 /* ----------------------------------------------------------------
- * libcurl callbacks: none of them may raise an ERROR
- * ----------------------------------------------------------------
- */
-
-/* Grow a StringInfo without raising an ERROR; false if it cannot. */
-static bool
-azure_buffer_reserve(StringInfo buf, size_t more)
-{
-	size_t		needed = (size_t) buf->len + more + 1;
-	size_t		capacity;
-	char	   *grown;
-
-	if (needed <= (size_t) buf->maxlen)
-		return true;
-	if (needed > MaxAllocSize)
-		return false;
-	capacity = Max((size_t) buf->maxlen, 1024);
-	while (capacity < needed)
-		capacity *= 2;
-	capacity = Min(capacity, (size_t) MaxAllocSize);
-	grown = MemoryContextAllocExtended(GetMemoryChunkContext(buf->data),
-									   capacity, MCXT_ALLOC_NO_OOM);
-	if (grown == NULL)
-		return false;
-	memcpy(grown, buf->data, buf->len + 1);
-	pfree(buf->data);
-	buf->data = grown;
-	buf->maxlen = capacity;
-	return true;
-}
-
-static size_t
-azure_write_callback(char *data, size_t size, size_t count, void *arg)
-{
-	AzureResponse *response = arg;
-	size_t		bytes = size * count;
-	long		status = 0;
-
-	curl_easy_getinfo(azure_curl, CURLINFO_RESPONSE_CODE, &status);
-	if (status >= 200 && status < 300 && response->response != NULL)
-	{
-		StringInfo	out = response->response;
-
-		if (!azure_buffer_reserve(out, bytes))
-		{
-			response->body_overflow = true;
-			return 0;			/* aborts the transfer */
-		}
-		memcpy(out->data + out->len, data, bytes);
-		out->len += bytes;
-		out->data[out->len] = '\0';
-	}
-	else
-	{
-		/* error bodies: keep the beginning, for the <Code> element */
-		size_t		room = sizeof(response->error_body) - 1 - response->error_body_length;
-		size_t		copy = Min(room, bytes);
-
-		memcpy(response->error_body + response->error_body_length, data, copy);
-		response->error_body_length += copy;
-		response->error_body[response->error_body_length] = '\0';
-	}
-	return bytes;
-}
-
-/* Copy a header's value (trimmed) into a fixed buffer. */
-static void
-azure_header_value(const char *line, size_t length, size_t name_length,
-				   char *out, size_t out_size)
-{
-	const char *value = line + name_length;
-	const char *end = line + length;
-	size_t		value_length;
-
-	while (value < end && (*value == ' ' || *value == '\t'))
-		value++;
-	while (end > value && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
-		end--;
-	value_length = Min((size_t) (end - value), out_size - 1);
-	memcpy(out, value, value_length);
-	out[value_length] = '\0';
-}
-
-static size_t
-azure_header_callback(char *line, size_t size, size_t count, void *arg)
-{
-	AzureResponse *response = arg;
-	size_t		length = size * count;
-	char		value[128];
-
-#define HEADER_IS(name) \
-	(length > strlen(name) && pg_strncasecmp(line, name, strlen(name)) == 0)
-
-	if (HEADER_IS("x-ms-error-code:"))
-		azure_header_value(line, length, strlen("x-ms-error-code:"),
-						   response->error_code, sizeof(response->error_code));
-	else if (HEADER_IS(AZURE_PUT_ID_HEADER ":"))
-	{
-		azure_header_value(line, length, strlen(AZURE_PUT_ID_HEADER ":"),
-						   response->put_id, sizeof(response->put_id));
-		response->has_put_id = true;
-	}
-	else if (HEADER_IS("content-length:"))
-	{
-		azure_header_value(line, length, strlen("content-length:"),
-						   value, sizeof(value));
-		response->content_length = strtoll(value, NULL, 10);
-	}
-	else if (HEADER_IS("content-range:"))
-	{
-		const char *slash;
-
-		/* "bytes 0-99/1234" */
-		azure_header_value(line, length, strlen("content-range:"),
-						   value, sizeof(value));
-		slash = strchr(value, '/');
-		if (slash != NULL && slash[1] != '*')
-			response->range_total = strtoll(slash + 1, NULL, 10);
-	}
-	else if (length >= 5 && strncmp(line, "HTTP/", 5) == 0)
-	{
-		/* a new response (after 100 Continue, say): forget the last one */
-		response->error_code[0] = '\0';
-		response->has_put_id = false;
-		response->content_length = -1;
-		response->range_total = -1;
-	}
-#undef HEADER_IS
-	return length;
-}
-
-static size_t
-azure_read_callback(char *buffer, size_t size, size_t count, void *arg)
-{
-	AzureBody  *body = arg;
-	size_t		room = size * count;
-	int64		remaining = body->length - body->position;
-	size_t		chunk = (size_t) Min((int64) room, remaining);
-
-	if (chunk == 0)
-		return 0;
-	if (body->data != NULL)
-		memcpy(buffer, body->data + body->position, chunk);
-	else
-	{
-		ssize_t		got = pread(body->fd, buffer, chunk,
-								body->file_offset + body->position);
-
-		if (got <= 0)
-			return CURL_READFUNC_ABORT;
-		chunk = (size_t) got;
-	}
-	body->position += chunk;
-	return chunk;
-}
-
-static int
-azure_seek_callback(void *arg, curl_off_t offset, int origin)
-{
-	AzureBody  *body = arg;
-
-	if (origin != SEEK_SET || offset < 0 || offset > body->length)
-		return CURL_SEEKFUNC_CANTSEEK;
-	body->position = offset;
-	return CURL_SEEKFUNC_OK;
-}
-
-/* Abort a transfer when a cancel or termination is pending. */
-static int
-azure_progress_callback(void *arg, curl_off_t dltotal, curl_off_t dlnow,
-						curl_off_t ultotal, curl_off_t ulnow)
-{
-	if ((QueryCancelPending || ProcDiePending) && INTERRUPTS_CAN_BE_PROCESSED())
-		return 1;
-	return 0;
-}
-
-/* ----------------------------------------------------------------
  * Requests
  * ----------------------------------------------------------------
  */
-
-static void
-azure_process_exit(int code, Datum arg)
-{
-	if (azure_curl != NULL)
-		curl_easy_cleanup(azure_curl);
-	azure_curl = NULL;
-}
-
-/* The process's handle, created on first use. */
-static CURL *
-azure_handle(void)
-{
-	if (azure_curl == NULL)
-	{
-		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-			ereport(ERROR,
-					(errcode(ERRCODE_INTERNAL_ERROR),
-					 errmsg("could not initialize libcurl")));
-		azure_curl = curl_easy_init();
-		if (azure_curl == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("could not create a libcurl handle")));
-		on_proc_exit(azure_process_exit, (Datum) 0);
-	}
-	return azure_curl;
-}
 
 /* The URL of a request, with its query string and any SAS token. */
 static char *
@@ -790,157 +521,124 @@ azure_request_headers(AzureStore *azure, AzureRequest *request)
 	return lines;
 }
 
-/* Is this outcome worth another attempt? */
-static bool
-azure_retryable(AzureResponse *response)
+/*
+ * Describe a request for the HTTP session: its URL, its signed headers and
+ * its body.  The header lines (one holds the signature) are returned in
+ * *header_lines so that the caller can wipe them once the request is done.
+ */
+static void
+azure_prepare(ObjectStore *store, AzureRequest *request, HttpRequest *http,
+			  char ***header_lines)
 {
-	if (response->status == 0)
+	AzureStore *azure = (AzureStore *) store->backend;
+	List	   *headers = NIL;
+
+	*header_lines = azure_request_headers(azure, request);
+	for (int i = 0; (*header_lines)[i] != NULL; i++)
+		headers = lappend(headers, (*header_lines)[i]);
+
+	memset(http, 0, sizeof(HttpRequest));
+	http->method = request->method;
+	http->url = azure_request_url(azure, request);
+	http->headers = headers;
+	if (request->body != NULL)
 	{
-		switch (response->curl_code)
+		if (request->body->data != NULL)
 		{
-			case CURLE_COULDNT_CONNECT:
-			case CURLE_COULDNT_RESOLVE_HOST:
-			case CURLE_OPERATION_TIMEDOUT:
-			case CURLE_SEND_ERROR:
-			case CURLE_RECV_ERROR:
-			case CURLE_GOT_NOTHING:
-			case CURLE_PARTIAL_FILE:
-			case CURLE_ABORTED_BY_CALLBACK:
-				return true;
-			default:
-				return false;
+			http->body = request->body->data;
+			http->body_length = (size_t) request->body->length;
+		}
+		else
+		{
+			http->body_file = request->body->file_path;
+			http->body_file_offset = request->body->file_offset;
+			http->body_file_length = request->body->length;
 		}
 	}
-	return response->status == 408 || response->status == 429 ||
-		response->status >= 500;
+	http->settings = &azure->settings;
+	http->description = request->key ?
+		psprintf("%s of object \"%s\" in store \"%s\"", request->operation,
+				 request->key, store->location) :
+		psprintf("%s of objects in store \"%s\"", request->operation,
+				 store->location);
 }
 
-/*
- * A failed attempt that may have reached the service: the request may have
- * been carried out although we did not see the answer.
- */
-static bool
-azure_ambiguous(AzureResponse *response)
-{
-	if (response->status >= 500)
-		return true;
-	if (response->status == 0)
-		return response->curl_code != CURLE_COULDNT_CONNECT &&
-			response->curl_code != CURLE_COULDNT_RESOLVE_HOST;
-	return false;
-}
-
-/* Sleep before attempt number attempt (1-based), interruptibly. */
+/* Wipe and free the header lines of a request (one holds a signature). */
 static void
-azure_backoff(int attempt)
+azure_free_header_lines(char **header_lines)
 {
-	long		cap = Min((long) AZURE_BACKOFF_CAP_MS,
-						  (long) AZURE_BACKOFF_BASE_MS << Min(attempt - 1, 10));
-	long		delay_ms = cap / 2 + (long) (pg_prng_double(&pg_global_prng_state) * (cap / 2));
-
-	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					 delay_ms, PG_WAIT_EXTENSION);
-	ResetLatch(MyLatch);
-	CHECK_FOR_INTERRUPTS();
-}
-
-/*
- * One HTTP exchange on the shared handle.  Fills *response; raises no
- * ERROR between building the header list and freeing it.
- */
-static void
-azure_perform_once(AzureStore *azure, AzureRequest *request,
-				   const char *url, char **header_lines,
-				   AzureResponse *response)
-{
-	CURL	   *curl = azure_handle();
-	struct curl_slist *headers = NULL;
-	bool		headers_ok = true;
-
-	memset(response, 0, sizeof(*response));
-	response->content_length = -1;
-	response->range_total = -1;
-	response->response = request->response;
-	if (request->response != NULL)
-	{
-		response->response_start = request->response->len;
-	}
-	if (request->body)
-		request->body->position = 0;
-
-	curl_easy_reset(curl);
 	for (int i = 0; header_lines[i] != NULL; i++)
 	{
-		struct curl_slist *appended = curl_slist_append(headers, header_lines[i]);
-
-		if (appended == NULL)
-		{
-			headers_ok = false;
-			break;
-		}
-		headers = appended;
+		explicit_bzero(header_lines[i], strlen(header_lines[i]));
+		pfree(header_lines[i]);
 	}
-	if (!headers_ok)
+	pfree(header_lines);
+}
+
+/* A decimal header value, or -1 when absent or malformed. */
+static int64
+azure_header_int64(const HttpResponse *http, const char *name)
+{
+	const char *value = http_response_header(http, name);
+	char	   *end;
+	int64		result;
+
+	if (value == NULL || *value == '\0')
+		return -1;
+	errno = 0;
+	result = strtoll(value, &end, 10);
+	if (errno != 0 || *end != '\0' || result < 0)
+		return -1;
+	return result;
+}
+
+/*
+ * Turn the HTTP session's answer into an AzureResponse.  The body of a
+ * successful answer stays in body (after start); the beginning of any other
+ * answer's body is moved into response->error_body, for the <Code> element,
+ * and taken out of body, so that a failed read leaves nothing behind.
+ */
+static void
+azure_interpret(const HttpResponse *http, StringInfo body, int start,
+				AzureResponse *response)
+{
+	const char *value;
+
+	memset(response, 0, sizeof(AzureResponse));
+	response->status = http->status;
+	response->attempts = http->attempts;
+	response->ambiguous = http->ambiguous;
+	response->content_length = azure_header_int64(http, "Content-Length");
+	response->range_total = -1;
+
+	value = http_response_header(http, "x-ms-error-code");
+	if (value != NULL)
+		strlcpy(response->error_code, value, sizeof(response->error_code));
+	value = http_response_header(http, AZURE_PUT_ID_HEADER);
+	if (value != NULL)
 	{
-		curl_slist_free_all(headers);
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory building an Azure request")));
+		strlcpy(response->put_id, value, sizeof(response->put_id));
+		response->has_put_id = true;
+	}
+	value = http_response_header(http, "Content-Range");
+	if (value != NULL)
+	{
+		/* "bytes 0-99/1234" */
+		const char *slash = strrchr(value, '/');
+
+		if (slash != NULL && slash[1] != '*')
+			response->range_total = strtoll(slash + 1, NULL, 10);
 	}
 
-	curl_easy_setopt(curl, CURLOPT_URL, url);
-	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, azure->connect_timeout_ms);
-	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, azure->request_timeout_ms);
-	curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
-	curl_easy_setopt(curl, CURLOPT_TCP_NODELAY, 1L);
-	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, azure->verify_tls ? 1L : 0L);
-	curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, azure->verify_tls ? 2L : 0L);
-	if (azure->ca_file)
-		curl_easy_setopt(curl, CURLOPT_CAINFO, azure->ca_file);
-	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, response->curl_message);
-	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, azure_write_callback);
-	curl_easy_setopt(curl, CURLOPT_WRITEDATA, response);
-	curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, azure_header_callback);
-	curl_easy_setopt(curl, CURLOPT_HEADERDATA, response);
-	curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-	curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, azure_progress_callback);
-
-	if (strcmp(request->method, "HEAD") == 0)
-		curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
-	else if (strcmp(request->method, "PUT") == 0)
+	if (body != NULL && (response->status < 200 || response->status >= 300))
 	{
-		curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
-		curl_easy_setopt(curl, CURLOPT_READFUNCTION, azure_read_callback);
-		curl_easy_setopt(curl, CURLOPT_READDATA, request->body);
-		curl_easy_setopt(curl, CURLOPT_SEEKFUNCTION, azure_seek_callback);
-		curl_easy_setopt(curl, CURLOPT_SEEKDATA, request->body);
-		curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE,
-						 (curl_off_t) request->body->length);
-	}
-	else if (strcmp(request->method, "GET") != 0)
-		curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request->method);
+		int			length = Min(body->len - start, AZURE_ERROR_BODY_MAX - 1);
 
-	response->curl_code = curl_easy_perform(curl);
-	if (response->curl_code == CURLE_OK)
-		curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response->status);
-	else
-		response->status = 0;
-
-	/* drop every pointer to this request's memory before it can be freed */
-	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, NULL);
-	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, NULL);
-	curl_slist_free_all(headers);
-
-	/* a failed or unsuccessful attempt leaves nothing in the caller's buffer */
-	if (request->response != NULL &&
-		(response->status < 200 || response->status >= 300))
-	{
-		request->response->len = response->response_start;
-		request->response->data[request->response->len] = '\0';
+		memcpy(response->error_body, body->data + start, length);
+		response->error_body[length] = '\0';
+		response->error_body_length = length;
+		body->len = start;
+		body->data[start] = '\0';
 	}
 }
 
@@ -975,23 +673,11 @@ azure_error_code(AzureResponse *response)
  */
 static void
 azure_report_failure(ObjectStore *store, AzureRequest *request,
-					 AzureResponse *response, int attempts)
+					 AzureResponse *response)
 {
 	const char *what = request->key ? psprintf("object \"%s\"", request->key)
 		: pstrdup("objects");
 	const char *code;
-
-	if (response->status == 0)
-	{
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not %s %s in store \"%s\": %s",
-						request->operation, what, store->location,
-						response->curl_message[0] ? response->curl_message
-						: curl_easy_strerror(response->curl_code)),
-				 errdetail("The Azure Blob Storage request failed without an HTTP response after %d attempt(s).",
-						   attempts)));
-	}
 
 	code = azure_error_code(response);
 	ereport(ERROR,
@@ -1009,67 +695,104 @@ azure_report_failure(ObjectStore *store, AzureRequest *request,
 }
 
 /*
- * azure_request
- *		Send a request, retrying what is worth retrying.
+ * Perform prepared requests, concurrently when there are several; their
+ * header lines are wiped on every path.
+ */
+static void
+azure_perform_many(HttpRequest *http, HttpResponse *http_responses, int count,
+				   int max_in_flight, char ***header_lines)
+{
+	PG_TRY();
+	{
+		if (count == 1)
+			http_session_perform(http, http_responses);
+		else
+			http_session_perform_many(http, http_responses, count, max_in_flight);
+	}
+	PG_CATCH();
+	{
+		for (int i = 0; i < count; i++)
+			azure_free_header_lines(header_lines[i]);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	for (int i = 0; i < count; i++)
+		azure_free_header_lines(header_lines[i]);
+}
+
+/*
+ * azure_request_many
+ *		Send requests through the HTTP session, at most max_in_flight at
+ *		once; the session retries what is worth retrying.
  *
- * Returns the HTTP status of the last attempt, with *response filled in;
- * every status is returned (the caller decides what 404 or 409 mean)
- * except when the retry budget runs out on a retryable failure, which
- * raises the ERROR.  *ambiguous is set when some failed attempt may have
- * been carried out by the service.
+ * Fills responses[i] for requests[i], whatever the HTTP status (the caller
+ * decides what 404 or 409 mean).  Failures without an HTTP answer, after
+ * the retries, are raised by the session.
+ */
+static void
+azure_request_many(ObjectStore *store, AzureRequest *requests,
+				   AzureResponse *responses, int count, int max_in_flight)
+{
+	HttpRequest *http = palloc0(sizeof(HttpRequest) * count);
+	HttpResponse *http_responses = palloc0(sizeof(HttpResponse) * count);
+	char	 ***header_lines = palloc0(sizeof(char **) * count);
+	StringInfo *bodies = palloc0(sizeof(StringInfo) * count);
+	int		   *starts = palloc0(sizeof(int) * count);
+
+	for (int i = 0; i < count; i++)
+	{
+		/* error bodies are wanted even without a response buffer */
+		bodies[i] = requests[i].response ? requests[i].response : makeStringInfo();
+		starts[i] = bodies[i]->len;
+	}
+	for (int i = 0; i < count; i++)
+	{
+		PG_TRY();
+		{
+			azure_prepare(store, &requests[i], &http[i], &header_lines[i]);
+		}
+		PG_CATCH();
+		{
+			for (int j = 0; j < i; j++)
+				azure_free_header_lines(header_lines[j]);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		http[i].response_body = bodies[i];
+	}
+
+	azure_perform_many(http, http_responses, count, max_in_flight, header_lines);
+
+	for (int i = 0; i < count; i++)
+	{
+		azure_interpret(&http_responses[i], bodies[i], starts[i], &responses[i]);
+		if (bodies[i] != requests[i].response)
+		{
+			pfree(bodies[i]->data);
+			pfree(bodies[i]);
+		}
+		pfree((char *) http[i].url);
+	}
+	pfree(http);
+	pfree(http_responses);
+	pfree(header_lines);
+	pfree(bodies);
+	pfree(starts);
+}
+
+/*
+ * azure_request
+ *		One request (see azure_request_many).  Returns its HTTP status;
+ *		*ambiguous is set when some failed attempt may have been carried
+ *		out by the service.
  */
 static long
 azure_request(ObjectStore *store, AzureRequest *request,
 			  AzureResponse *response, bool *ambiguous)
 {
-	AzureStore *azure = (AzureStore *) store->backend;
-	char	   *url = azure_request_url(azure, request);
-	int			attempt = 0;
-
+	azure_request_many(store, request, response, 1, 1);
 	if (ambiguous)
-		*ambiguous = false;
-	for (;;)
-	{
-		char	  **header_lines;
-
-		CHECK_FOR_INTERRUPTS();
-		attempt++;
-		/* signed anew each time: x-ms-date must be recent */
-		header_lines = azure_request_headers(azure, request);
-		azure_perform_once(azure, request, url, header_lines, response);
-		for (int i = 0; header_lines[i] != NULL; i++)
-		{
-			explicit_bzero(header_lines[i], strlen(header_lines[i]));
-			pfree(header_lines[i]);
-		}
-		pfree(header_lines);
-
-		if (response->body_overflow)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("could not %s object \"%s\" in store \"%s\": the response does not fit in memory",
-							request->operation, request->key ? request->key : "",
-							store->location)));
-		if (response->curl_code == CURLE_ABORTED_BY_CALLBACK)
-		{
-			/* a cancel or termination: raise it here, outside libcurl */
-			CHECK_FOR_INTERRUPTS();
-			attempt--;			/* it was not processed: not a failure */
-		}
-		if (!azure_retryable(response))
-			break;
-		if (ambiguous && azure_ambiguous(response))
-			*ambiguous = true;
-		if (attempt >= AZURE_MAX_ATTEMPTS)
-			azure_report_failure(store, request, response, attempt);
-		elog(DEBUG1, "rollout_fdw: retrying Azure request to %s object \"%s\" in store \"%s\" after HTTP status %ld (%s)",
-			 request->operation, request->key ? request->key : "",
-			 store->location, response->status,
-			 response->status ? (azure_error_code(response) ? azure_error_code(response) : "")
-			 : curl_easy_strerror(response->curl_code));
-		azure_backoff(attempt);
-	}
-	pfree(url);
+		*ambiguous = response->ambiguous;
 	return response->status;
 }
 
@@ -1107,7 +830,7 @@ azure_blob_properties(ObjectStore *store, const char *key,
 	if (azure_blob_missing(&response))
 		return false;
 	if (status != 200)
-		azure_report_failure(store, &request, &response, 1);
+		azure_report_failure(store, &request, &response);
 	if (size)
 		*size = response.content_length;
 	if (put_id)
@@ -1188,7 +911,7 @@ azure_put_blob(ObjectStore *store, const char *key, AzureBody *body,
 		return OBJSTORE_CREATED;
 	if (azure_status_means_exists(&response))
 		return azure_resolve_existing(store, key, put_id, ambiguous);
-	azure_report_failure(store, &request, &response, 1);
+	azure_report_failure(store, &request, &response);
 	return OBJSTORE_ALREADY_EXISTS;	/* not reached */
 }
 
@@ -1196,7 +919,7 @@ static ObjectStoreCreateResult
 azure_create_if_absent(ObjectStore *store, const char *key, const char *data,
 					   size_t len, const char *put_id)
 {
-	AzureBody	body = {.data = data ? data : "", .fd = -1, .length = (int64) len};
+	AzureBody	body = {.data = data ? data : "", .length = (int64) len};
 
 	azure_check_key(store, key);
 	return azure_put_blob(store, key, &body, put_id);
@@ -1210,7 +933,7 @@ azure_create_if_absent(ObjectStore *store, const char *key, const char *data,
  * loser are collected by the service.
  */
 static ObjectStoreCreateResult
-azure_put_blocks(ObjectStore *store, const char *key, int fd, int64 size,
+azure_put_blocks(ObjectStore *store, const char *key, const char *local_path, int64 size,
 				 const char *put_id)
 {
 	int			block_count = (int) ((size + AZURE_BLOCK_SIZE - 1) / AZURE_BLOCK_SIZE);
@@ -1229,7 +952,7 @@ azure_put_blocks(ObjectStore *store, const char *key, int fd, int64 size,
 		char	   *encoded = palloc(pg_b64_enc_len(raw_length) + 1);
 		int			encoded_length = pg_b64_encode(raw, raw_length, encoded,
 												   pg_b64_enc_len(raw_length));
-		AzureBody	body = {.data = NULL, .fd = fd,
+		AzureBody	body = {.data = NULL, .file_path = local_path,
 			.file_offset = (int64) i * AZURE_BLOCK_SIZE,
 		.length = Min(AZURE_BLOCK_SIZE, size - (int64) i * AZURE_BLOCK_SIZE)};
 
@@ -1247,7 +970,7 @@ azure_put_blocks(ObjectStore *store, const char *key, int fd, int64 size,
 		request.body = &body;
 		status = azure_request(store, &request, &response, NULL);
 		if (status != 201)
-			azure_report_failure(store, &request, &response, 1);
+			azure_report_failure(store, &request, &response);
 		pfree(raw);
 	}
 
@@ -1258,7 +981,7 @@ azure_put_blocks(ObjectStore *store, const char *key, int fd, int64 size,
 		appendStringInfo(&block_list, "<Latest>%s</Latest>", block_ids[i]);
 	appendStringInfoString(&block_list, "</BlockList>");
 
-	list_body = (AzureBody) {.data = block_list.data, .fd = -1, .length = block_list.len};
+	list_body = (AzureBody) {.data = block_list.data, .length = block_list.len};
 	azure_blob_request(&request, store, "create", "PUT", key);
 	request.content_type = "application/xml";
 	request.if_none_match = "*";
@@ -1287,7 +1010,7 @@ azure_put_blocks(ObjectStore *store, const char *key, int fd, int64 size,
 			return (ambiguous && holder && strcmp(holder, put_id) == 0) ?
 				OBJSTORE_CREATED : OBJSTORE_ALREADY_EXISTS;
 	}
-	azure_report_failure(store, &request, &response, 1);
+	azure_report_failure(store, &request, &response);
 	return OBJSTORE_ALREADY_EXISTS;	/* not reached */
 }
 
@@ -1295,118 +1018,215 @@ static ObjectStoreCreateResult
 azure_create_from_file_if_absent(ObjectStore *store, const char *key,
 								 const char *local_path, const char *put_id)
 {
-	int			fd;
 	struct stat st;
 	ObjectStoreCreateResult result;
 
 	azure_check_key(store, key);
-	fd = OpenTransientFile(local_path, O_RDONLY | PG_BINARY);
-	if (fd < 0)
+	if (stat(local_path, &st) != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
-				 errmsg("could not open file \"%s\" to create object \"%s\" in store \"%s\": %m",
+				 errmsg("could not stat file \"%s\" to create object \"%s\" in store \"%s\": %m",
 						local_path, key, store->location)));
-	if (fstat(fd, &st) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not stat file \"%s\": %m", local_path)));
 
 	if ((int64) st.st_size <= AZURE_SINGLE_PUT_LIMIT)
 	{
-		AzureBody	body = {.data = NULL, .fd = fd, .file_offset = 0,
-		.length = (int64) st.st_size};
+		AzureBody	body = {.data = NULL, .file_path = local_path,
+			.file_offset = 0, .length = (int64) st.st_size};
 
 		result = azure_put_blob(store, key, &body, put_id);
 	}
 	else
-		result = azure_put_blocks(store, key, fd, (int64) st.st_size, put_id);
-
-	CloseTransientFile(fd);
+		result = azure_put_blocks(store, key, local_path, (int64) st.st_size,
+								  put_id);
 	return result;
 }
 
 /*
- * Get Blob of a range.  A range starting at or past the end (416) reads
- * as empty; the object's size then comes from its properties.
+ * A batch of reads: Get Blob with x-ms-range, at most max_in_flight at once.
+ *
+ * The Blob service has no suffix ranges, so a tail read needs the object's
+ * size first: the caller's size_hint, else Get Blob Properties, all of the
+ * batch's at once before the reads.  A hint is checked against the size the
+ * read reports (Content-Range); a read made with a wrong hint is made again
+ * without it.  A read of no bytes is only the properties.  A range starting
+ * at or past the end (416) reads as empty, the size then coming from the
+ * properties.
  */
+static void
+azure_get_many(ObjectStore *store, ObjectStoreRead *reads, int nreads,
+			   int max_in_flight)
+{
+	AzureRequest *requests = palloc0(sizeof(AzureRequest) * nreads);
+	AzureResponse *responses = palloc0(sizeof(AzureResponse) * nreads);
+	int		   *read_of = palloc(sizeof(int) * nreads);
+	int64	   *sizes = palloc(sizeof(int64) * nreads);
+	bool	   *skip = palloc0(sizeof(bool) * nreads);
+	bool	   *hinted = palloc0(sizeof(bool) * nreads);
+	int			count = 0;
+
+	/* 1. the sizes that tails (without a hint) and empty reads need */
+	for (int i = 0; i < nreads; i++)
+	{
+		ObjectStoreRead *read = &reads[i];
+
+		azure_check_key(store, read->key);
+		sizes[i] = -1;
+		if (read->tail && read->length >= 0 && read->size_hint >= 0)
+		{
+			sizes[i] = read->size_hint;
+			hinted[i] = true;
+		}
+		else if (read->length == 0 || (read->tail && read->length > 0))
+		{
+			azure_blob_request(&requests[count], store, "read properties of",
+							   "HEAD", read->key);
+			read_of[count++] = i;
+		}
+	}
+	if (count > 0)
+		azure_request_many(store, requests, responses, count, max_in_flight);
+	for (int j = 0; j < count; j++)
+	{
+		int			i = read_of[j];
+
+		if (azure_blob_missing(&responses[j]))
+		{
+			reads[i].found = false;
+			skip[i] = true;
+			continue;
+		}
+		if (responses[j].status != 200)
+			azure_report_failure(store, &requests[j], &responses[j]);
+		sizes[i] = responses[j].content_length;
+		if (reads[i].length == 0)
+		{
+			reads[i].found = true;
+			reads[i].object_size = sizes[i];
+			skip[i] = true;
+		}
+	}
+
+	/* 2. the reads */
+	count = 0;
+	for (int i = 0; i < nreads; i++)
+	{
+		ObjectStoreRead *read = &reads[i];
+		AzureRequest *request = &requests[count];
+		int64		offset = read->tail ? 0 : read->offset;
+		int64		length = read->length;
+
+		if (skip[i])
+			continue;
+		if (read->tail && read->length >= 0)
+		{
+			offset = read->length >= sizes[i] ? 0 : sizes[i] - read->length;
+			length = sizes[i] - offset;
+			if (length == 0)
+			{
+				/* an empty object: nothing to read */
+				read->found = true;
+				read->object_size = sizes[i];
+				continue;
+			}
+		}
+		azure_blob_request(request, store, "read", "GET", read->key);
+		if (offset > 0 || length > 0)
+		{
+			request->ms_header_names[0] = "x-ms-range";
+			request->ms_header_values[0] = length > 0 ?
+				psprintf("bytes=" INT64_FORMAT "-" INT64_FORMAT, offset, offset + length - 1) :
+				psprintf("bytes=" INT64_FORMAT "-", offset);
+			request->ms_header_count = 1;
+		}
+		request->response = read->out;
+		read_of[count++] = i;
+	}
+	if (count > 0)
+		azure_request_many(store, requests, responses, count, max_in_flight);
+	for (int j = 0; j < count; j++)
+	{
+		int			i = read_of[j];
+		ObjectStoreRead *read = &reads[i];
+		AzureResponse *response = &responses[j];
+		int64		size;
+
+		if (hinted[i] && (response->status == 416 ||
+						  (response->status == 206 && response->range_total != sizes[i])))
+		{
+			/* the hint was wrong: read the tail the long way */
+			ObjectStoreRead again = *read;
+
+			again.size_hint = -1;
+			azure_get_many(store, &again, 1, 1);
+			read->found = again.found;
+			read->object_size = again.object_size;
+			continue;
+		}
+		if (azure_blob_missing(response))
+		{
+			read->found = false;
+			continue;
+		}
+		if (response->status == 416)
+		{
+			if (!azure_blob_properties(store, read->key, &size, NULL))
+			{
+				read->found = false;
+				continue;
+			}
+			read->found = true;
+			read->object_size = size;
+			continue;
+		}
+		if (response->status != 200 && response->status != 206)
+			azure_report_failure(store, &requests[j], response);
+		read->found = true;
+		read->object_size = (response->status == 206 && response->range_total >= 0) ?
+			response->range_total : response->content_length;
+	}
+
+	pfree(requests);
+	pfree(responses);
+	pfree(read_of);
+	pfree(sizes);
+	pfree(skip);
+	pfree(hinted);
+}
+
+/* One read: a batch of one. */
+static bool
+azure_read_one(ObjectStore *store, const char *key, int64 offset, int64 length,
+			   bool tail, StringInfo out, int64 *object_size)
+{
+	ObjectStoreRead read;
+
+	memset(&read, 0, sizeof(read));
+	read.key = key;
+	read.offset = offset;
+	read.length = length;
+	read.tail = tail;
+	read.size_hint = -1;
+	read.out = out;
+	read.object_size = -1;
+	azure_get_many(store, &read, 1, 1);
+	if (read.found && object_size)
+		*object_size = read.object_size;
+	return read.found;
+}
+
 static bool
 azure_get_range(ObjectStore *store, const char *key, int64 offset,
 				int64 length, StringInfo out, int64 *object_size)
 {
-	AzureRequest request;
-	AzureResponse response;
-	long		status;
-	char	   *range = NULL;
-
-	azure_check_key(store, key);
-	if (length == 0)
-	{
-		int64		size;
-
-		if (!azure_blob_properties(store, key, &size, NULL))
-			return false;
-		if (object_size)
-			*object_size = size;
-		return true;
-	}
-
-	azure_blob_request(&request, store, "read", "GET", key);
-	if (offset > 0 || length > 0)
-	{
-		if (length > 0)
-			range = psprintf("bytes=" INT64_FORMAT "-" INT64_FORMAT,
-							 offset, offset + length - 1);
-		else
-			range = psprintf("bytes=" INT64_FORMAT "-", offset);
-		request.ms_header_names[0] = "x-ms-range";
-		request.ms_header_values[0] = range;
-		request.ms_header_count = 1;
-	}
-	request.response = out;
-
-	status = azure_request(store, &request, &response, NULL);
-	if (azure_blob_missing(&response))
-		return false;
-	if (status == 416)
-	{
-		int64		size;
-
-		if (!azure_blob_properties(store, key, &size, NULL))
-			return false;
-		if (object_size)
-			*object_size = size;
-		return true;
-	}
-	if (status != 200 && status != 206)
-		azure_report_failure(store, &request, &response, 1);
-	if (object_size)
-		*object_size = (status == 206 && response.range_total >= 0) ?
-			response.range_total : response.content_length;
-	return true;
+	return azure_read_one(store, key, offset, length, false, out, object_size);
 }
 
-/*
- * The last length bytes.  The Blob service has no suffix ranges, so this
- * reads the size first (one HEAD), then the range.
- */
+/* The last length bytes: the size first (one HEAD), then the range. */
 static bool
 azure_get_tail(ObjectStore *store, const char *key, int64 length,
 			   StringInfo out, int64 *object_size)
 {
-	int64		size;
-	int64		offset;
-
-	azure_check_key(store, key);
-	if (!azure_blob_properties(store, key, &size, NULL))
-		return false;
-	offset = (length < 0 || length >= size) ? 0 : size - length;
-	if (size == 0)
-	{
-		if (object_size)
-			*object_size = 0;
-		return true;
-	}
-	return azure_get_range(store, key, offset, size - offset, out, object_size);
+	return azure_read_one(store, key, 0, length, true, out, object_size);
 }
 
 static bool
@@ -1431,7 +1251,7 @@ azure_delete_object(ObjectStore *store, const char *key)
 		return true;
 	if (azure_blob_missing(&response))
 		return ambiguous;		/* gone: perhaps by our own earlier attempt */
-	azure_report_failure(store, &request, &response, 1);
+	azure_report_failure(store, &request, &response);
 	return false;				/* not reached */
 }
 
@@ -1609,7 +1429,7 @@ azure_list(ObjectStore *store, const char *prefix, const char *start_after,
 
 	status = azure_request(store, &request, &response, NULL);
 	if (status != 200)
-		azure_report_failure(store, &request, &response, 1);
+		azure_report_failure(store, &request, &response);
 
 	page->entries = palloc0(sizeof(ObjectStoreEntry) * Max(max_keys, 1));
 	azure_parse_listing(store, &body, start_after, max_keys, page);

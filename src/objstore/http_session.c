@@ -1,25 +1,39 @@
 /*-------------------------------------------------------------------------
  *
  * http_session.c
- *		The HTTP session of a backend process: one reused libcurl handle,
- *		timeouts, retries with backoff, interrupts, and clean-up on ERROR.
+ *		The HTTP session of a backend process: reused connections, requests
+ *		alone or many at once, timeouts, retries with backoff, interrupts,
+ *		and clean-up on ERROR.
  *
  * See http_session.h for the contract.  The notes here are about how.
  *
- * One easy handle per process.  libcurl keeps its connection cache in the
- * easy handle, so reusing one handle (curl_easy_reset between requests,
- * which keeps the cache) keeps the TCP/TLS connection to the store open
- * across requests, statements and transactions.  The handle is created on
- * first use and lives until the process exits; nothing about it is tied to
- * a transaction, so an ERROR needs no clean-up of the handle itself.
+ * One multi handle per process.  Every request, alone or in a batch, is an
+ * easy handle run by the process's libcurl multi handle.  The connection
+ * cache belongs to the multi handle, so a connection opened by one request
+ * (of a batch, or alone) is reused by the next one whatever easy handle
+ * carries it: keep-alive across requests, batches, statements and
+ * transactions.  The easy handles come from a pool (at most
+ * HTTP_MAX_CONCURRENT_REQUESTS, created on first use and reset between
+ * requests); the cache keeps as many idle connections as the last batch
+ * was allowed to run at once.  Nothing of this is tied to a transaction.
+ *
+ * One loop for one request or many.  http_session_perform_many() starts up
+ * to max_in_flight transfers, drives them with curl_multi_perform, and
+ * waits in curl_multi_poll for at most HTTP_POLL_INTERVAL_MS at a time,
+ * checking for interrupts between waits, so a query cancel is serviced
+ * within that interval even while every transfer waits for the server.
+ * Each request keeps its own attempts, backoff and retry budget: a request
+ * to be retried waits for its backoff without holding a slot, while the
+ * others run.  http_session_perform() is a batch of one.
  *
  * No ERROR crosses libcurl.  A longjmp out of a curl callback would leave
- * the handle in an undefined state, so callbacks never raise: the ones that
+ * the handles in an undefined state, so callbacks never raise: the ones that
  * allocate catch any ERROR, keep it, and make curl stop; the progress
  * callback only asks curl to stop when an interrupt is pending; the ERROR
- * or the interrupt is then raised after curl_easy_perform has returned.
- * What is not palloc'd (curl's header list, the upload file's descriptor) is
- * released in PG_FINALLY.
+ * or the interrupt is raised by the loop, outside libcurl.  Whatever is
+ * raised, PG_FINALLY takes every unfinished transfer out of the multi
+ * handle, gives its easy handle back to the pool and frees what is not
+ * palloc'd (header lists, upload files' descriptors).
  *
  * Copyright (c) rollout_fdw authors
  *
@@ -50,8 +64,17 @@
 
 #include "http_session.h"
 
-/* The process's easy handle, created on first use. */
-static CURL *session_handle = NULL;
+/* How long the loop waits in curl_multi_poll before it checks interrupts. */
+#define HTTP_POLL_INTERVAL_MS	100
+
+/* The process's multi handle, and the pool of easy handles it runs. */
+static CURLM *session_multi = NULL;
+static CURL *session_pool[HTTP_MAX_CONCURRENT_REQUESTS];
+static bool session_pool_busy[HTTP_MAX_CONCURRENT_REQUESTS];
+static int	session_pool_size = 0;
+
+/* Requests sent and rounds waited, for EXPLAIN (http_session_get_counters). */
+static HttpSessionCounters session_counters;
 
 /* Per-attempt state shared with the curl callbacks. */
 typedef struct TransferState
@@ -62,6 +85,7 @@ typedef struct TransferState
 	List	   *headers;		/* HttpHeader *, of the last response seen */
 
 	int			upload_fd;		/* body_file, or -1 */
+	int64		upload_base;	/* offset of the body in the file */
 	int64		upload_size;
 	int64		upload_offset;
 	int			upload_errno;
@@ -168,7 +192,8 @@ read_callback(char *buffer, size_t size, size_t nitems, void *arg)
 		return 0;
 	if ((int64) want > state->upload_size - state->upload_offset)
 		want = (size_t) (state->upload_size - state->upload_offset);
-	got = pread(state->upload_fd, buffer, want, state->upload_offset);
+	got = pread(state->upload_fd, buffer, want,
+				state->upload_base + state->upload_offset);
 	if (got <= 0)
 	{
 		/* a file that shrank would otherwise send a short body */
@@ -221,29 +246,56 @@ url_for_messages(const char *url)
 	return query ? pnstrdup(url, query - url) : pstrdup(url);
 }
 
-/* The process's easy handle. */
-static CURL *
-session_get_handle(void)
+/* Initialize libcurl and the process's multi handle, once. */
+static void
+session_init(void)
 {
-	if (session_handle == NULL)
-	{
-		static bool global_done = false;
+	static bool global_done = false;
 
-		if (!global_done)
-		{
-			if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-				ereport(ERROR,
-						(errcode(ERRCODE_INTERNAL_ERROR),
-						 errmsg("could not initialize libcurl")));
-			global_done = true;
-		}
-		session_handle = curl_easy_init();
-		if (session_handle == NULL)
+	if (session_multi != NULL)
+		return;
+	if (!global_done)
+	{
+		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("could not create an HTTP session")));
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not initialize libcurl")));
+		global_done = true;
 	}
-	return session_handle;
+	session_multi = curl_multi_init();
+	if (session_multi == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("could not create an HTTP session")));
+}
+
+/*
+ * A free easy handle of the pool, marked busy; its slot goes to *slot.
+ * Creates handles up to HTTP_MAX_CONCURRENT_REQUESTS; the caller never has
+ * more than that many transfers running.
+ */
+static CURL *
+session_pool_take(int *slot)
+{
+	for (int i = 0; i < session_pool_size; i++)
+	{
+		if (!session_pool_busy[i])
+		{
+			session_pool_busy[i] = true;
+			*slot = i;
+			return session_pool[i];
+		}
+	}
+	if (session_pool_size >= HTTP_MAX_CONCURRENT_REQUESTS)
+		elog(ERROR, "no free HTTP handle in a pool of %d", session_pool_size);
+	session_pool[session_pool_size] = curl_easy_init();
+	if (session_pool[session_pool_size] == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("could not create an HTTP session")));
+	session_pool_busy[session_pool_size] = true;
+	*slot = session_pool_size;
+	return session_pool[session_pool_size++];
 }
 
 /*
@@ -346,52 +398,487 @@ curl_error_is_transient(CURLcode code)
 	}
 }
 
-/* HTTP statuses worth retrying: throttling and server errors. */
+/*
+ * HTTP statuses worth retrying: a request the server timed out reading,
+ * throttling, and server errors other than "not implemented" and "version
+ * not supported", which no retry changes.
+ */
 static bool
 http_status_is_transient(long status)
 {
-	return status == 429 || (status >= 500 && status != 501 && status != 505);
+	return status == 408 || status == 429 ||
+		(status >= 500 && status != 501 && status != 505);
 }
 
 /*
- * Wait before the next attempt: full jitter over an exponentially growing
- * ceiling.  Returns false, without waiting, when the wait would exceed what
- * is left of the retry budget.  The wait is on the process latch, so
- * interrupts are serviced while waiting.
+ * The wait before the next attempt of a request: full jitter over an
+ * exponentially growing ceiling.  Returns -1 when the wait would exceed what
+ * is left of the request's retry budget (the request then ends with its last
+ * answer or error).
  */
-static bool
-session_backoff(int attempt, int *budget_used_ms)
+static int
+session_backoff_ms(int attempt, int *budget_used_ms)
 {
 	int64		ceiling = HTTP_RETRY_BASE_MS;
 	int			wait_ms;
-	instr_time	start;
 
 	for (int i = 1; i < attempt && ceiling < HTTP_RETRY_MAX_BACKOFF_MS; i++)
 		ceiling *= 2;
 	ceiling = Min(ceiling, HTTP_RETRY_MAX_BACKOFF_MS);
 	wait_ms = (int) (ceiling / 2 + pg_prng_uint64_range(&pg_global_prng_state, 0, ceiling / 2));
 	if (*budget_used_ms + wait_ms > HTTP_RETRY_BUDGET_MS)
-		return false;
+		return -1;
 	*budget_used_ms += wait_ms;
+	return wait_ms;
+}
 
-	INSTR_TIME_SET_CURRENT(start);
-	for (;;)
+/* Where a request of a batch stands. */
+typedef enum TransferPhase
+{
+	TRANSFER_READY,				/* to be started (perhaps after a backoff) */
+	TRANSFER_RUNNING,			/* its easy handle is in the multi handle */
+	TRANSFER_DONE				/* *response holds the final answer */
+} TransferPhase;
+
+/* One request of a batch, across its attempts. */
+typedef struct Transfer
+{
+	const HttpRequest *request;
+	HttpResponse *response;
+	TransferPhase phase;
+	int			attempt;		/* attempts started */
+	int			budget_used_ms; /* backoff waited so far */
+	int64		not_before_us;	/* a retry waits for this time */
+	bool		backing_off;	/* not_before is set */
+	instr_time	started;		/* of the running attempt */
+
+	CURL	   *handle;			/* while running, from the pool */
+	int			pool_slot;
+	struct curl_slist *headers; /* curl's copy of the request headers */
+	int			upload_fd;		/* body_file, or -1 */
+	int			original_length;	/* of *response_body, before any attempt */
+	char	   *safe_url;		/* the URL without its query, for messages */
+	TransferState state;
+	char		error_buffer[CURL_ERROR_SIZE];
+} Transfer;
+
+/*
+ * Build curl's header list of a request: its headers, and a Content-Type
+ * for a body without one (curl would otherwise add an unsigned form type;
+ * a header set here is sent and signed).
+ */
+static void
+transfer_build_headers(Transfer *transfer)
+{
+	const HttpRequest *request = transfer->request;
+	ListCell   *lc;
+	bool		has_content_type = false;
+
+	foreach(lc, request->headers)
 	{
-		instr_time	now;
-		long		left;
+		const char *line = (const char *) lfirst(lc);
+		struct curl_slist *appended;
+
+		if (pg_strncasecmp(line, "content-type:", 13) == 0)
+			has_content_type = true;
+		appended = curl_slist_append(transfer->headers, line);
+		if (appended == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory")));
+		transfer->headers = appended;
+	}
+	if (!has_content_type && (request->body != NULL || request->body_file != NULL))
+	{
+		struct curl_slist *appended = curl_slist_append(transfer->headers,
+														"Content-Type: application/octet-stream");
+
+		if (appended == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory")));
+		transfer->headers = appended;
+	}
+}
+
+/* Open the file a request uploads its body from, and check the region. */
+static void
+transfer_open_upload(Transfer *transfer)
+{
+	const HttpRequest *request = transfer->request;
+	struct stat st;
+
+	transfer->upload_fd = OpenTransientFile(request->body_file, O_RDONLY | PG_BINARY);
+	if (transfer->upload_fd < 0 || fstat(transfer->upload_fd, &st) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read file \"%s\" for %s: %m",
+						request->body_file, request->description)));
+	transfer->state.upload_fd = transfer->upload_fd;
+	transfer->state.upload_base = request->body_file_offset;
+	transfer->state.upload_size = request->body_file_length > 0 ?
+		request->body_file_length : st.st_size - request->body_file_offset;
+	if (request->body_file_offset < 0 || transfer->state.upload_size < 0 ||
+		transfer->state.upload_base + transfer->state.upload_size > st.st_size)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not read file \"%s\" for %s: the body lies outside the file",
+						request->body_file, request->description)));
+}
+
+/* Release what a transfer holds outside palloc: header list, file. */
+static void
+transfer_release(Transfer *transfer)
+{
+	if (transfer->handle != NULL)
+	{
+		curl_multi_remove_handle(session_multi, transfer->handle);
+		session_pool_busy[transfer->pool_slot] = false;
+		transfer->handle = NULL;
+	}
+	if (transfer->headers != NULL)
+	{
+		curl_slist_free_all(transfer->headers);
+		transfer->headers = NULL;
+	}
+	if (transfer->upload_fd >= 0)
+	{
+		CloseTransientFile(transfer->upload_fd);
+		transfer->upload_fd = -1;
+	}
+}
+
+/* Start the next attempt of a request on a handle of the pool. */
+static void
+transfer_start(Transfer *transfer)
+{
+	const HttpRequest *request = transfer->request;
+	CURLMcode	code;
+
+	if (transfer->attempt == 0)
+	{
+		transfer_build_headers(transfer);
+		if (request->body_file != NULL)
+			transfer_open_upload(transfer);
+	}
+
+	/* a retry starts from the caller's body again */
+	if (request->response_body != NULL)
+	{
+		request->response_body->len = transfer->original_length;
+		request->response_body->data[transfer->original_length] = '\0';
+	}
+	transfer->state.body = request->response_body;
+	transfer->state.body_too_large = false;
+	transfer->state.headers = NIL;
+	transfer->state.upload_offset = 0;
+	transfer->state.upload_errno = 0;
+	transfer->state.interrupted = false;
+	transfer->error_buffer[0] = '\0';
+
+	transfer->handle = session_pool_take(&transfer->pool_slot);
+	curl_easy_reset(transfer->handle);
+	session_set_options(transfer->handle, request, transfer->headers,
+						&transfer->state, transfer->error_buffer);
+	curl_easy_setopt(transfer->handle, CURLOPT_PRIVATE, transfer);
+	code = curl_multi_add_handle(session_multi, transfer->handle);
+	if (code != CURLM_OK)
+	{
+		session_pool_busy[transfer->pool_slot] = false;
+		transfer->handle = NULL;
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not start %s: %s", request->description,
+						curl_multi_strerror(code))));
+	}
+	transfer->attempt++;
+	transfer->backing_off = false;
+	transfer->phase = TRANSFER_RUNNING;
+	session_counters.requests++;
+	INSTR_TIME_SET_CURRENT(transfer->started);
+}
+
+/* A monotonic clock in microseconds, for backoff deadlines. */
+static int64
+session_now_us(void)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	return (int64) INSTR_TIME_GET_MICROSEC(now);
+}
+
+/*
+ * A running attempt ended with code: decide whether the request is done
+ * (its status is the caller's to interpret), is to be retried after a
+ * backoff, or failed (an ERROR).  The same policy as http_session.h states
+ * for every request.
+ */
+static void
+transfer_finish(Transfer *transfer, CURLcode code)
+{
+	const HttpRequest *request = transfer->request;
+	HttpResponse *response = transfer->response;
+	TransferState *state = &transfer->state;
+	CURL	   *handle = transfer->handle;
+	instr_time	elapsed;
+	bool		transient;
+	bool		maybe_applied;
+	long		request_size = 0;
+	int			wait_ms;
+
+	INSTR_TIME_SET_CURRENT(elapsed);
+	INSTR_TIME_SUBTRACT(elapsed, transfer->started);
+	if (code == CURLE_OK)
+		curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &response->status);
+	else
+		curl_easy_getinfo(handle, CURLINFO_REQUEST_SIZE, &request_size);
+	curl_multi_remove_handle(session_multi, handle);
+	session_pool_busy[transfer->pool_slot] = false;
+	transfer->handle = NULL;
+	transfer->phase = TRANSFER_READY;
+
+	response->attempts = transfer->attempt;
+	if (state->error != NULL)
+		ReThrowError(state->error);
+	if (state->interrupted)
+	{
+		/* raises the cancel or termination */
+		CHECK_FOR_INTERRUPTS();
+	}
+	if (state->upload_errno != 0)
+	{
+		errno = state->upload_errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read file \"%s\" for %s: %m",
+						request->body_file, request->description)));
+	}
+	if (state->body_too_large)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("response to %s is too large", request->description),
+				 errdetail("%s %s returned more than 1 GB.", request->method,
+						   transfer->safe_url)));
+
+	if (code == CURLE_OK)
+	{
+		response->headers = state->headers;
+		elog(DEBUG2, "rollout_fdw: %s %s: HTTP %ld (attempt %d, %.1f ms)",
+			 request->method, transfer->safe_url, response->status,
+			 transfer->attempt, INSTR_TIME_GET_MILLISEC(elapsed));
+		transient = http_status_is_transient(response->status);
+		/* a 5xx may come after the request was applied; 408, 429 never */
+		maybe_applied = response->status >= 500;
+	}
+	else
+	{
+		elog(DEBUG2, "rollout_fdw: %s %s: %s (attempt %d, %.1f ms)",
+			 request->method, transfer->safe_url,
+			 transfer->error_buffer[0] ? transfer->error_buffer : curl_easy_strerror(code),
+			 transfer->attempt, INSTR_TIME_GET_MILLISEC(elapsed));
+		transient = curl_error_is_transient(code) || state->interrupted;
+		/* nothing of the request sent: it cannot have been applied */
+		maybe_applied = request_size > 0;
+	}
+
+	wait_ms = -1;
+	if (transient && transfer->attempt < HTTP_MAX_ATTEMPTS)
+		wait_ms = session_backoff_ms(transfer->attempt, &transfer->budget_used_ms);
+	if (wait_ms < 0)
+	{
+		if (code == CURLE_OK)
+		{
+			/* the caller reports the HTTP status */
+			transfer->phase = TRANSFER_DONE;
+			transfer_release(transfer);
+			return;
+		}
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not complete %s: %s", request->description,
+						transfer->error_buffer[0] ? transfer->error_buffer : curl_easy_strerror(code)),
+				 errdetail("%s %s failed after %d attempt%s.",
+						   request->method, transfer->safe_url, transfer->attempt,
+						   transfer->attempt == 1 ? "" : "s"),
+				 (code == CURLE_PEER_FAILED_VERIFICATION ||
+				  code == CURLE_SSL_CACERT_BADFILE) ?
+				 errhint("Set the server option \"ca_file\" to the certificate authority of the endpoint, or \"verify_tls\" to false to accept any certificate.") : 0));
+	}
+	if (maybe_applied)
+		response->ambiguous = true;
+
+	/* retry after the backoff; the slot is free for others meanwhile */
+	transfer->not_before_us = session_now_us() + (int64) wait_ms * 1000;
+	transfer->backing_off = true;
+}
+
+/* Milliseconds from now_us until t_us, rounded up (0 if past). */
+static long
+session_ms_until(int64 t_us, int64 now_us)
+{
+	return t_us > now_us ? (long) ((t_us - now_us + 999) / 1000) : 0;
+}
+
+/*
+ * Run the batch: start transfers while slots are free, drive curl, collect
+ * finished attempts, wait.  Returns when every request is done; raises the
+ * first ERROR (the caller's PG_FINALLY cleans up).
+ */
+static void
+session_run(Transfer *transfers, int count, int max_in_flight)
+{
+	int			done = 0;
+
+	while (done < count)
+	{
+		int			running = 0;
+		int			in_flight = 0;
+		bool		progressed = false;
+		long		wait_ms = HTTP_POLL_INTERVAL_MS;
+		long		curl_timeout = -1;
+		int64		now;
+		CURLMcode	mcode;
+		CURLMsg    *message;
+		int			queued;
 
 		CHECK_FOR_INTERRUPTS();
-		INSTR_TIME_SET_CURRENT(now);
-		INSTR_TIME_SUBTRACT(now, start);
-		left = wait_ms - (long) INSTR_TIME_GET_MILLISEC(now);
-		if (left <= 0)
-			break;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 left, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
+
+		/* start whatever may start */
+		now = session_now_us();
+		for (int i = 0; i < count; i++)
+		{
+			if (transfers[i].phase == TRANSFER_RUNNING)
+				in_flight++;
+		}
+		for (int i = 0; i < count && in_flight < max_in_flight; i++)
+		{
+			Transfer   *transfer = &transfers[i];
+
+			if (transfer->phase != TRANSFER_READY)
+				continue;
+			if (transfer->backing_off &&
+				session_ms_until(transfer->not_before_us, now) > 0)
+			{
+				wait_ms = Min(wait_ms, session_ms_until(transfer->not_before_us, now));
+				continue;
+			}
+			transfer_start(transfer);
+			in_flight++;
+		}
+
+		mcode = curl_multi_perform(session_multi, &running);
+		if (mcode != CURLM_OK)
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not run HTTP requests: %s",
+							curl_multi_strerror(mcode))));
+
+		while ((message = curl_multi_info_read(session_multi, &queued)) != NULL)
+		{
+			Transfer   *transfer = NULL;
+
+			if (message->msg != CURLMSG_DONE)
+				continue;
+			curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, (char **) &transfer);
+			if (transfer == NULL || transfer->handle != message->easy_handle)
+				elog(ERROR, "HTTP session finished a transfer it does not know");
+			transfer_finish(transfer, message->data.result);
+			if (transfer->phase == TRANSFER_DONE)
+				done++;
+			progressed = true;
+		}
+		if (progressed || done == count)
+			continue;
+
+		/*
+		 * Nothing finished: wait for the sockets, curl's own timers or the
+		 * next backoff to end, at most HTTP_POLL_INTERVAL_MS, so interrupts
+		 * are serviced promptly.
+		 */
+		if (curl_multi_timeout(session_multi, &curl_timeout) == CURLM_OK &&
+			curl_timeout >= 0)
+			wait_ms = Min(wait_ms, curl_timeout);
+		if (running > 0)
+		{
+			mcode = curl_multi_poll(session_multi, NULL, 0, (int) wait_ms, NULL);
+			if (mcode != CURLM_OK)
+				ereport(ERROR,
+						(errcode(ERRCODE_INTERNAL_ERROR),
+						 errmsg("could not wait for HTTP requests: %s",
+								curl_multi_strerror(mcode))));
+		}
+		else if (wait_ms > 0)
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 wait_ms, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+		}
 	}
-	CHECK_FOR_INTERRUPTS();
-	return true;
+}
+
+/*
+ * http_session_perform_many
+ *		Perform requests concurrently, at most max_in_flight at a time, each
+ *		with the retries of http_session_perform; see http_session.h.
+ */
+void
+http_session_perform_many(const HttpRequest *requests, HttpResponse *responses,
+						  int count, int max_in_flight)
+{
+	Transfer   *volatile transfers;
+	int			limit = Max(1, Min(max_in_flight, HTTP_MAX_CONCURRENT_REQUESTS));
+	int			width = Min(limit, count);
+
+	if (count <= 0)
+		return;
+	session_init();
+
+	/*
+	 * The connection cache keeps as many idle connections as a batch may
+	 * use at once, so that the next batch finds them open.  A single
+	 * request leaves the size alone.
+	 */
+	if (count > 1)
+		curl_multi_setopt(session_multi, CURLMOPT_MAXCONNECTS, (long) limit);
+
+	transfers = palloc0(sizeof(Transfer) * count);
+	for (int i = 0; i < count; i++)
+	{
+		Transfer   *transfer = &transfers[i];
+
+		memset(&responses[i], 0, sizeof(HttpResponse));
+		transfer->request = &requests[i];
+		transfer->response = &responses[i];
+		transfer->phase = TRANSFER_READY;
+		transfer->upload_fd = -1;
+		transfer->original_length = requests[i].response_body ?
+			requests[i].response_body->len : 0;
+		transfer->safe_url = url_for_messages(requests[i].url);
+		transfer->state.context = CurrentMemoryContext;
+		transfer->state.upload_fd = -1;
+	}
+
+	PG_TRY();
+	{
+		session_run(transfers, count, width);
+	}
+	PG_FINALLY();
+	{
+		for (int i = 0; i < count; i++)
+			transfer_release(&transfers[i]);
+	}
+	PG_END_TRY();
+
+	/* rounds of waiting: the attempts, spread over the slots they had */
+	{
+		int			attempts = 0;
+
+		for (int i = 0; i < count; i++)
+			attempts += transfers[i].attempt;
+		session_counters.rounds += (attempts + width - 1) / width;
+	}
+	pfree(transfers);
 }
 
 /*
@@ -448,194 +935,26 @@ read_small_upload(const char *path, const char *description, size_t *length)
 }
 
 /*
- * session_perform
- *		Perform one request, with retries; see http_session.h.
+ * http_session_get_counters
+ *		Requests sent and rounds waited by this process so far.
  */
-static void
-session_perform(const HttpRequest *request, HttpResponse *response)
+void
+http_session_get_counters(HttpSessionCounters *counters)
 {
-	CURL	   *handle = session_get_handle();
-	struct curl_slist *volatile headers = NULL;
-	volatile int upload_fd = -1;
-	TransferState state;
-	int			original_length = request->response_body ? request->response_body->len : 0;
-	char		error_buffer[CURL_ERROR_SIZE];
-	const char *safe_url = url_for_messages(request->url);
-
-	memset(response, 0, sizeof(HttpResponse));
-	memset(&state, 0, sizeof(state));
-	state.context = CurrentMemoryContext;
-	state.upload_fd = -1;
-
-	PG_TRY();
-	{
-		ListCell   *lc;
-		bool		has_content_type = false;
-		int			budget_used_ms = 0;
-
-		foreach(lc, request->headers)
-		{
-			const char *line = (const char *) lfirst(lc);
-			struct curl_slist *appended;
-
-			if (pg_strncasecmp(line, "content-type:", 13) == 0)
-				has_content_type = true;
-			appended = curl_slist_append(headers, line);
-			if (appended == NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_OUT_OF_MEMORY),
-						 errmsg("out of memory")));
-			headers = appended;
-		}
-
-		/*
-		 * curl would otherwise add an unsigned form Content-Type to a body;
-		 * a header set here is sent and signed.
-		 */
-		if (!has_content_type && (request->body != NULL || request->body_file != NULL))
-		{
-			struct curl_slist *appended = curl_slist_append(headers, "Content-Type: application/octet-stream");
-
-			if (appended == NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_OUT_OF_MEMORY),
-						 errmsg("out of memory")));
-			headers = appended;
-		}
-
-		if (request->body_file != NULL)
-		{
-			struct stat st;
-
-			upload_fd = OpenTransientFile(request->body_file, O_RDONLY | PG_BINARY);
-			if (upload_fd < 0 || fstat(upload_fd, &st) != 0)
-				ereport(ERROR,
-						(errcode_for_file_access(),
-						 errmsg("could not read file \"%s\" for %s: %m",
-								request->body_file, request->description)));
-			state.upload_fd = upload_fd;
-			state.upload_size = st.st_size;
-		}
-
-		for (int attempt = 1;; attempt++)
-		{
-			CURLcode	code;
-			bool		transient;
-			bool		maybe_applied;
-			instr_time	start;
-			instr_time	elapsed;
-
-			CHECK_FOR_INTERRUPTS();
-
-			if (request->response_body != NULL)
-			{
-				request->response_body->len = original_length;
-				request->response_body->data[original_length] = '\0';
-			}
-			state.body = request->response_body;
-			state.body_too_large = false;
-			state.headers = NIL;
-			state.upload_offset = 0;
-			state.upload_errno = 0;
-			state.interrupted = false;
-			error_buffer[0] = '\0';
-
-			curl_easy_reset(handle);
-			session_set_options(handle, request, headers, &state, error_buffer);
-
-			INSTR_TIME_SET_CURRENT(start);
-			code = curl_easy_perform(handle);
-			INSTR_TIME_SET_CURRENT(elapsed);
-			INSTR_TIME_SUBTRACT(elapsed, start);
-
-			response->attempts = attempt;
-			if (state.error != NULL)
-				ReThrowError(state.error);
-			if (state.interrupted)
-			{
-				/* raises the cancel or termination */
-				CHECK_FOR_INTERRUPTS();
-			}
-			if (state.upload_errno != 0)
-			{
-				errno = state.upload_errno;
-				ereport(ERROR,
-						(errcode_for_file_access(),
-						 errmsg("could not read file \"%s\" for %s: %m",
-								request->body_file, request->description)));
-			}
-			if (state.body_too_large)
-				ereport(ERROR,
-						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-						 errmsg("response to %s is too large", request->description),
-						 errdetail("%s %s returned more than 1 GB.", request->method, safe_url)));
-
-			if (code == CURLE_OK)
-			{
-				curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &response->status);
-				response->headers = state.headers;
-				elog(DEBUG2, "rollout_fdw: %s %s: HTTP %ld (attempt %d, %.1f ms)",
-					 request->method, safe_url, response->status, attempt,
-					 INSTR_TIME_GET_MILLISEC(elapsed));
-				transient = http_status_is_transient(response->status);
-				/* a 5xx may come after the request was applied; 429 never */
-				maybe_applied = response->status != 429;
-				if (!transient)
-					break;
-			}
-			else
-			{
-				long		request_size = 0;
-
-				elog(DEBUG2, "rollout_fdw: %s %s: %s (attempt %d, %.1f ms)",
-					 request->method, safe_url,
-					 error_buffer[0] ? error_buffer : curl_easy_strerror(code),
-					 attempt, INSTR_TIME_GET_MILLISEC(elapsed));
-				transient = curl_error_is_transient(code) || state.interrupted;
-				/* nothing of the request sent: it cannot have been applied */
-				curl_easy_getinfo(handle, CURLINFO_REQUEST_SIZE, &request_size);
-				maybe_applied = request_size > 0;
-			}
-
-			if (!transient || attempt >= HTTP_MAX_ATTEMPTS ||
-				!session_backoff(attempt, &budget_used_ms))
-			{
-				if (code == CURLE_OK)
-					break;		/* the caller reports the HTTP status */
-				ereport(ERROR,
-						(errcode(ERRCODE_CONNECTION_FAILURE),
-						 errmsg("could not complete %s: %s", request->description,
-								error_buffer[0] ? error_buffer : curl_easy_strerror(code)),
-						 errdetail("%s %s failed after %d attempt%s.",
-								   request->method, safe_url, attempt,
-								   attempt == 1 ? "" : "s"),
-						 (code == CURLE_PEER_FAILED_VERIFICATION ||
-						  code == CURLE_SSL_CACERT_BADFILE) ?
-						 errhint("Set the server option \"ca_file\" to the certificate authority of the endpoint, or \"verify_tls\" to false to accept any certificate.") : 0));
-			}
-			if (maybe_applied)
-				response->ambiguous = true;
-		}
-	}
-	PG_FINALLY();
-	{
-		if (headers != NULL)
-			curl_slist_free_all(headers);
-		if (upload_fd >= 0)
-			CloseTransientFile(upload_fd);
-	}
-	PG_END_TRY();
+	*counters = session_counters;
 }
 
 /*
  * http_session_perform
- *		Perform one request; a small upload file goes from memory (see
- *		read_small_upload).
+ *		Perform one request, with retries (a batch of one); a small upload
+ *		file goes from memory (see read_small_upload).
  */
 void
 http_session_perform(const HttpRequest *request, HttpResponse *response)
 {
-	if (request->body_file != NULL)
+	/* a whole file; a region of one (Azure's blocks) is large by design */
+	if (request->body_file != NULL &&
+		request->body_file_offset == 0 && request->body_file_length == 0)
 	{
 		size_t		length;
 		char	   *data = read_small_upload(request->body_file,
@@ -648,12 +967,12 @@ http_session_perform(const HttpRequest *request, HttpResponse *response)
 			from_memory.body = data;
 			from_memory.body_length = length;
 			from_memory.body_file = NULL;
-			session_perform(&from_memory, response);
+			http_session_perform_many(&from_memory, response, 1, 1);
 			pfree(data);
 			return;
 		}
 	}
-	session_perform(request, response);
+	http_session_perform_many(request, response, 1, 1);
 }
 
 /*

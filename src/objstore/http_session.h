@@ -6,20 +6,24 @@
  *
  * A backend describes one request (method, URL, headers, body from memory or
  * from a local file, optional SigV4 signing) in an HttpRequest and calls
- * http_session_perform().  The session
+ * http_session_perform(), or describes several and calls
+ * http_session_perform_many(), which runs up to max_in_flight of them at
+ * once (libcurl's multi interface).  The session
  *
- *	- reuses one libcurl easy handle for the life of the process, so the
- *	  connection to the store stays open between requests (keep-alive);
+ *	- keeps connections open between requests for the life of the process
+ *	  (keep-alive), one per request that may run at once;
  *	- applies the connect and whole-request timeouts and the TLS settings of
  *	  HttpSettings (peer and host verification on unless verify_tls = false);
  *	- retries, with exponential backoff and full jitter, on connection errors,
- *	  timeouts, HTTP 429 and every 5xx, at most HTTP_MAX_ATTEMPTS attempts and
- *	  HTTP_RETRY_BUDGET_MS of waiting between them;
- *	- checks for interrupts between attempts and while a request is in flight
- *	  (a progress callback aborts the transfer when a query cancel or a
- *	  termination is pending; the interrupt is then serviced as usual);
- *	- frees everything that is not palloc'd (header lists, the upload file)
- *	  on every path, ERROR included.  The easy handle itself is kept.
+ *	  timeouts, HTTP 408, 429 and every 5xx but 501 and 505, at most
+ *	  HTTP_MAX_ATTEMPTS attempts and HTTP_RETRY_BUDGET_MS of waiting between
+ *	  them, each request of a batch on its own, the others running meanwhile;
+ *	- checks for interrupts at least every HTTP_POLL_INTERVAL_MS while
+ *	  requests are in flight or waiting for a retry (a query cancel or a
+ *	  termination ends the whole batch, serviced as usual);
+ *	- frees everything that is not palloc'd (header lists, upload files,
+ *	  transfers in flight) on every path, ERROR included.  The handles
+ *	  themselves are kept for the next requests.
  *
  * What the caller gets back is the final attempt's status, its response
  * headers and body, and whether an earlier attempt may have been applied by
@@ -49,6 +53,9 @@
 #define HTTP_RETRY_BASE_MS			100 /* first backoff ceiling, doubled each retry */
 #define HTTP_RETRY_MAX_BACKOFF_MS	5000	/* ceiling of one backoff */
 #define HTTP_RETRY_BUDGET_MS		20000	/* total backoff of one request */
+
+/* The most requests one batch may run at once. */
+#define HTTP_MAX_CONCURRENT_REQUESTS	256
 
 /* Connection settings of a store (server options), filled by the backend. */
 typedef struct HttpSettings
@@ -83,6 +90,8 @@ typedef struct HttpRequest
 	const char *body;
 	size_t		body_length;
 	const char *body_file;		/* uploaded with a known Content-Length */
+	int64		body_file_offset;	/* where in body_file the body starts */
+	int64		body_file_length;	/* its length; 0: to the end of the file */
 
 	/*
 	 * SigV4 signing by libcurl: the CURLOPT_AWS_SIGV4 provider string
@@ -138,6 +147,30 @@ typedef struct HttpHeader
  */
 extern void http_session_perform(const HttpRequest *request,
 								 HttpResponse *response);
+
+/*
+ * Perform count requests, at most max_in_flight at a time (clamped to
+ * 1..HTTP_MAX_CONCURRENT_REQUESTS), each exactly as http_session_perform
+ * would, and fill responses[i] for requests[i].  Every request has its own
+ * response body.  Raises the first ERROR any request meets (the others are
+ * abandoned, whatever they had done), and on a cancel.
+ */
+extern void http_session_perform_many(const HttpRequest *requests,
+									  HttpResponse *responses,
+									  int count, int max_in_flight);
+
+/*
+ * What this process has sent: attempts, and rounds, the sequential round
+ * trips they amount to.  A request alone is one round per attempt; a batch
+ * of n attempts run w at a time is ceil(n / w) rounds.
+ */
+typedef struct HttpSessionCounters
+{
+	int64		requests;
+	int64		rounds;
+} HttpSessionCounters;
+
+extern void http_session_get_counters(HttpSessionCounters *counters);
 
 /* A response header's value (case-insensitive name), or NULL. */
 extern const char *http_response_header(const HttpResponse *response,

@@ -6,17 +6,16 @@
  * This file turns a location string into an ObjectStore whose ops belong to
  * one backend, checks location strings for the option validator, and wraps
  * the backend operations in functions that read naturally at the call sites
- * (objstore_get, objstore_list_all...).  It knows nothing of the LSM layers
- * above it, and nothing of how a backend stores its bytes: see file_store.c
- * for the local-directory backend and docs/OBJSTORE.md for the contract.
+ * (objstore_get, objstore_list_all, objstore_get_many...).  It knows nothing
+ * of the LSM layers above it, and nothing of how a backend stores its bytes:
+ * see the backend files and docs/OBJSTORE.md for the contract.
  *
  * Locations understood by this build:
  *
- *	file:///abs/dir		a local (or locally mounted) directory
+ *	file:///abs/dir		a local (or locally mounted) directory (file_store.c)
  *	(empty)				the embedded default, <DataDir>/rollout_fdw
- *
- * "s3://" and "az://" are recognised so that the messages say what is
- * missing, but their backends are not part of this build yet.
+ *	s3://bucket/prefix	S3 and S3-compatible stores (s3_store.c)
+ *	az://account/container/prefix	Azure Blob Storage (azure_store.c)
  *
  * Copyright (c) rollout_fdw authors
  *
@@ -30,7 +29,13 @@
 #include "miscadmin.h"
 #include "rollout/objstore.h"
 
+#include "http_session.h"
 #include "objstore_backend.h"
+
+int			objstore_max_concurrent_requests = OBJSTORE_DEFAULT_CONCURRENT_REQUESTS;
+
+StaticAssertDecl(OBJSTORE_MAX_CONCURRENT_REQUESTS <= HTTP_MAX_CONCURRENT_REQUESTS,
+				 "a batch may not run more requests than the HTTP session has handles");
 
 /*
  * Backend constructors.  They are private to the objstore layer, so they are
@@ -385,6 +390,66 @@ bool
 objstore_get_put_id(ObjectStore *store, const char *key, char **put_id)
 {
 	return store->ops->get_put_id(store, key, put_id);
+}
+
+/*
+ * objstore_get_many
+ *		A batch of reads, concurrent when the backend can; see objstore.h.
+ *
+ * With one read, a backend without a batch operation, or the setting at 1,
+ * the reads are made one after the other through get_range and get_tail:
+ * exactly what the callers did before batches existed, so setting
+ * rollout_fdw.max_concurrent_requests to 1 restores that behaviour.
+ */
+void
+objstore_get_many(ObjectStore *store, ObjectStoreRead *reads, int nreads)
+{
+	for (int i = 0; i < nreads; i++)
+	{
+		if (!reads[i].tail && reads[i].offset < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid offset " INT64_FORMAT " for object \"%s\" in store \"%s\"",
+							reads[i].offset, reads[i].key, store->location)));
+		reads[i].found = false;
+		reads[i].object_size = -1;
+	}
+
+	if (nreads > 1 && store->ops->get_many != NULL &&
+		objstore_max_concurrent_requests > 1)
+	{
+		store->ops->get_many(store, reads, nreads,
+							 objstore_max_concurrent_requests);
+		return;
+	}
+
+	for (int i = 0; i < nreads; i++)
+	{
+		ObjectStoreRead *read = &reads[i];
+
+		CHECK_FOR_INTERRUPTS();
+		if (read->tail)
+			read->found = store->ops->get_tail(store, read->key, read->length,
+											   read->out, &read->object_size);
+		else
+			read->found = store->ops->get_range(store, read->key, read->offset,
+												read->length, read->out,
+												&read->object_size);
+	}
+}
+
+/*
+ * objstore_get_counters
+ *		Requests sent to remote stores, and their rounds; see objstore.h.
+ */
+void
+objstore_get_counters(ObjectStoreCounters *counters)
+{
+	HttpSessionCounters http;
+
+	http_session_get_counters(&http);
+	counters->requests = http.requests;
+	counters->rounds = http.rounds;
 }
 
 /*

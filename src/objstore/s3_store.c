@@ -13,7 +13,9 @@
  *						comparing put ids (ours: CREATED, else ALREADY_EXISTS),
  *						which resolves an ambiguous earlier attempt;
  *	get range / tail	GET with Range: bytes=A-B / bytes=-N; 404 NoSuchKey is
- *						"not found", the size comes from Content-Range;
+ *						"not found", the size comes from Content-Range; a
+ *						batch of reads is the same GETs run concurrently
+ *						(http_session_perform_many);
  *	put id				HEAD;
  *	list				ListObjectsV2 (prefix, start-after, continuation-token,
  *						max-keys up to 1000), XML parsed with libxml2;
@@ -111,17 +113,16 @@ s3_object_url(S3Store *s3, const char *key)
 }
 
 /*
- * Perform one signed S3 request.  payload_hash is the hex SHA-256 of the
+ * Describe one signed S3 request.  payload_hash is the hex SHA-256 of the
  * body (NULL: no body).  extra_headers are "Name: value" strings.
  */
 static void
-s3_perform(S3Store *s3, const char *method, const char *url,
-		   List *extra_headers, const char *body, size_t body_length,
-		   const char *body_file, const char *payload_hash,
-		   StringInfo response_body, const char *description,
-		   HttpResponse *response)
+s3_request_init(S3Store *s3, HttpRequest *request, const char *method,
+				const char *url, List *extra_headers, const char *body,
+				size_t body_length, const char *body_file,
+				const char *payload_hash, StringInfo response_body,
+				const char *description)
 {
-	HttpRequest request;
 	List	   *headers = list_copy(extra_headers);
 
 	headers = lappend(headers, psprintf("x-amz-content-sha256: %s",
@@ -130,20 +131,34 @@ s3_perform(S3Store *s3, const char *method, const char *url,
 		headers = lappend(headers, psprintf("x-amz-security-token: %s",
 											s3->session_token));
 
-	memset(&request, 0, sizeof(request));
-	request.method = method;
-	request.url = url;
-	request.headers = headers;
-	request.body = body;
-	request.body_length = body_length;
-	request.body_file = body_file;
-	request.aws_sigv4 = s3->sigv4_provider;
-	request.access_key_id = s3->access_key_id;
-	request.secret_access_key = s3->secret_access_key;
-	request.settings = &s3->settings;
-	request.response_body = response_body;
-	request.description = description;
+	memset(request, 0, sizeof(HttpRequest));
+	request->method = method;
+	request->url = url;
+	request->headers = headers;
+	request->body = body;
+	request->body_length = body_length;
+	request->body_file = body_file;
+	request->aws_sigv4 = s3->sigv4_provider;
+	request->access_key_id = s3->access_key_id;
+	request->secret_access_key = s3->secret_access_key;
+	request->settings = &s3->settings;
+	request->response_body = response_body;
+	request->description = description;
+}
 
+/* Perform one signed S3 request (see s3_request_init). */
+static void
+s3_perform(S3Store *s3, const char *method, const char *url,
+		   List *extra_headers, const char *body, size_t body_length,
+		   const char *body_file, const char *payload_hash,
+		   StringInfo response_body, const char *description,
+		   HttpResponse *response)
+{
+	HttpRequest request;
+
+	s3_request_init(s3, &request, method, url, extra_headers, body,
+					body_length, body_file, payload_hash, response_body,
+					description);
 	http_session_perform(&request, response);
 }
 
@@ -472,28 +487,18 @@ s3_create_from_file_if_absent(ObjectStore *store, const char *key,
 }
 
 /*
- * Read with a Range header (NULL: the whole object) into out; fills *size.
- * Returns false when the object does not exist.  416 (the range starts at
- * or past the end) is an empty read of an existing object.
+ * The outcome of a GET into out (its bytes appended after start): true with
+ * *size for the object's bytes, false when the object does not exist.  416
+ * (the range starts at or past the end) is an empty read of an existing
+ * object.  Anything else raises the ERROR.
  */
 static bool
-s3_get(ObjectStore *store, const char *key, const char *range,
-	   StringInfo out, int64 *size, HttpResponse *response)
+s3_get_result(ObjectStore *store, const char *key, StringInfo out, int start,
+			  int64 *size, const HttpResponse *response)
 {
-	S3Store    *s3 = s3_state(store);
-	List	   *headers = NIL;
-	int			start = out->len;
-
-	if (range != NULL)
-		headers = lappend(headers, psprintf("Range: %s", range));
-	s3_perform(s3, "GET", s3_object_url(s3, key), headers, NULL, 0, NULL, NULL,
-			   out, psprintf("read of object \"%s\" in store \"%s\"", key,
-							 store->location),
-			   response);
-
 	if (response->status == 200 || response->status == 206)
 	{
-		s3->bucket_checked = true;
+		s3_state(store)->bucket_checked = true;
 		*size = response->status == 206 ? content_range_size(response) : out->len - start;
 		if (*size < 0)
 			ereport(ERROR,
@@ -549,60 +554,146 @@ s3_clip(StringInfo out, int start, int64 offset, int64 length)
 	out->data[out->len] = '\0';
 }
 
+/*
+ * The Range header value of a read: "bytes=A-B", "bytes=A-" or the suffix
+ * "bytes=-N" of a tail; NULL for the whole object.
+ */
+static char *
+s3_read_range(bool tail, int64 offset, int64 length)
+{
+	if (tail)
+		return psprintf("bytes=-" INT64_FORMAT, length);
+	if (length > 0)
+		return psprintf("bytes=" INT64_FORMAT "-" INT64_FORMAT, offset,
+						offset + length - 1);
+	if (offset > 0)
+		return psprintf("bytes=" INT64_FORMAT "-", offset);
+	return NULL;
+}
+
+/* Is a read a tail of some bytes (a tail of everything is a plain GET)? */
+static bool
+s3_read_is_tail(const ObjectStoreRead *read)
+{
+	return read->tail && read->length >= 0;
+}
+
+/*
+ * Reads of a batch, every one a GET with a Range header, at most
+ * max_in_flight at once.  Reads of no bytes only want the object's size:
+ * a HEAD each, made first (callers do not batch those).  A server that
+ * ignores Range sends the whole object, which is then clipped.
+ */
+static void
+s3_get_many(ObjectStore *store, ObjectStoreRead *reads, int nreads,
+			int max_in_flight)
+{
+	S3Store    *s3 = s3_state(store);
+	HttpRequest *requests = palloc0(sizeof(HttpRequest) * nreads);
+	HttpResponse *responses = palloc0(sizeof(HttpResponse) * nreads);
+	int		   *read_of = palloc(sizeof(int) * nreads);
+	int		   *starts = palloc(sizeof(int) * nreads);
+	int			count = 0;
+
+	for (int i = 0; i < nreads; i++)
+	{
+		ObjectStoreRead *read = &reads[i];
+		List	   *headers = NIL;
+		char	   *range;
+
+		if (read->length == 0)
+		{
+			HttpResponse head;
+
+			read->found = s3_head(store, read->key, "read", &head);
+			if (read->found)
+				read->object_size = parse_size(http_response_header(&head, "Content-Length"));
+			continue;
+		}
+
+		range = s3_read_is_tail(read) ?
+			s3_read_range(true, 0, read->length) :
+			s3_read_range(false, read->tail ? 0 : read->offset, read->length);
+		if (range != NULL)
+			headers = lappend(headers, psprintf("Range: %s", range));
+		starts[count] = read->out->len;
+		read_of[count] = i;
+		s3_request_init(s3, &requests[count], "GET", s3_object_url(s3, read->key),
+						headers, NULL, 0, NULL, NULL, read->out,
+						psprintf("read of object \"%s\" in store \"%s\"",
+								 read->key, store->location));
+		count++;
+	}
+
+	if (count == 1)
+		http_session_perform(&requests[0], &responses[0]);
+	else if (count > 1)
+		http_session_perform_many(requests, responses, count, max_in_flight);
+
+	for (int j = 0; j < count; j++)
+	{
+		ObjectStoreRead *read = &reads[read_of[j]];
+		int			start = starts[j];
+		int64		size;
+
+		read->found = s3_get_result(store, read->key, read->out, start, &size,
+									&responses[j]);
+		if (!read->found)
+			continue;
+		if (responses[j].status == 200)
+		{
+			/* a server that ignored the range sent the whole object */
+			if (s3_read_is_tail(read))
+			{
+				if (read->out->len - start > read->length)
+					s3_clip(read->out, start,
+							read->out->len - start - read->length, read->length);
+			}
+			else if (!read->tail && (read->offset > 0 || read->length > 0))
+				s3_clip(read->out, start, read->offset, read->length);
+		}
+		read->object_size = size;
+	}
+
+	pfree(requests);
+	pfree(responses);
+	pfree(read_of);
+	pfree(starts);
+}
+
+/* One read: a batch of one. */
+static bool
+s3_read_one(ObjectStore *store, const char *key, int64 offset, int64 length,
+			bool tail, StringInfo out, int64 *object_size)
+{
+	ObjectStoreRead read;
+
+	memset(&read, 0, sizeof(read));
+	read.key = key;
+	read.offset = offset;
+	read.length = length;
+	read.tail = tail;
+	read.size_hint = -1;
+	read.out = out;
+	read.object_size = -1;
+	s3_get_many(store, &read, 1, 1);
+	if (read.found && object_size)
+		*object_size = read.object_size;
+	return read.found;
+}
+
 static bool
 s3_get_range(ObjectStore *store, const char *key, int64 offset, int64 length,
 			 StringInfo out, int64 *object_size)
 {
-	HttpResponse response;
-	int64		size;
-	int			start = out->len;
-	char	   *range = NULL;
-
-	if (length == 0)
-	{
-		if (!s3_head(store, key, "read", &response))
-			return false;
-		if (object_size)
-			*object_size = parse_size(http_response_header(&response, "Content-Length"));
-		return true;
-	}
-	if (length > 0)
-		range = psprintf("bytes=" INT64_FORMAT "-" INT64_FORMAT, offset, offset + length - 1);
-	else if (offset > 0)
-		range = psprintf("bytes=" INT64_FORMAT "-", offset);
-
-	if (!s3_get(store, key, range, out, &size, &response))
-		return false;
-	/* a server that ignored the range sent the whole object */
-	if (response.status == 200 && range != NULL)
-		s3_clip(out, start, offset, length);
-	if (object_size)
-		*object_size = size;
-	return true;
+	return s3_read_one(store, key, offset, length, false, out, object_size);
 }
 
 static bool
 s3_get_tail(ObjectStore *store, const char *key, int64 length,
 			StringInfo out, int64 *object_size)
 {
-	HttpResponse response;
-	int64		size;
-	int			start = out->len;
-	char	   *range;
-
-	if (length < 0)
-		return s3_get_range(store, key, 0, -1, out, object_size);
-	if (length == 0)
-		return s3_get_range(store, key, 0, 0, out, object_size);
-
-	range = psprintf("bytes=-" INT64_FORMAT, length);
-	if (!s3_get(store, key, range, out, &size, &response))
-		return false;
-	if (response.status == 200 && out->len - start > length)
-		s3_clip(out, start, out->len - start - length, length);
-	if (object_size)
-		*object_size = size;
-	return true;
+	return s3_read_one(store, key, 0, length, true, out, object_size);
 }
 
 static bool
@@ -769,6 +860,7 @@ static const ObjectStoreOps s3_store_ops = {
 	.get_put_id = s3_get_put_id,
 	.list = s3_list,
 	.delete_object = s3_delete_object,
+	.get_many = s3_get_many,
 	.close = s3_close,
 };
 

@@ -32,6 +32,7 @@ struct MergeRead
 	RowSource **sources;
 	int			source_count;
 	binaryheap *heap;			/* sources with a current row, by key */
+	RowSourcePrefetcher *prefetcher;	/* batches the sources' reads */
 
 	/* sources positioned on the key returned last; advanced next call */
 	RowSource **consumed;
@@ -85,35 +86,110 @@ merge_version_newer(RowSource *a, RowSource *b)
 	return ma->position > mb->position;
 }
 
-/*
- * Open one source and put it in the heap.  Returns false when the object
- * vanished and the caller asked to be told (options->vanished).
- */
-static bool
-merge_read_add_source(MergeRead *read, SnapshotSource *meta, int64 *running_stamp,
-					  const MergeReadOptions *options, List **ingest)
+/* Keep an opened source, growing the array as ingest segments add more. */
+static void
+merge_read_keep_source(MergeRead *read, RowSource *source, int *capacity)
 {
-	RowSource  *source;
-
-	source = row_source_open(read->store, meta, read->want, read->range,
-							 running_stamp, &read->stats, options->vanished, ingest);
-	if (options->vanished != NULL && *options->vanished)
-		return false;
-	if (source == NULL)
-		return true;
-	/* the heap's capacity is fixed: grow it by rebuilding when needed */
-	if (read->heap->bh_size >= read->heap->bh_space)
+	if (read->source_count == *capacity)
 	{
-		binaryheap *bigger = binaryheap_allocate(read->heap->bh_space * 2,
-												 merge_heap_compare, read);
-
-		for (int i = 0; i < read->heap->bh_size; i++)
-			binaryheap_add_unordered(bigger, read->heap->bh_nodes[i]);
-		read->heap = bigger;
+		*capacity *= 2;
+		read->sources = repalloc(read->sources, sizeof(RowSource *) * *capacity);
 	}
 	read->sources[read->source_count++] = source;
-	if (row_source_next(source))
-		binaryheap_add_unordered(read->heap, PointerGetDatum(source));
+}
+
+/*
+ * Open the sources of metas, in order.  Their footers are fetched a window
+ * at a time, each window in one batch of concurrent requests, so that a
+ * remote store costs a few round trips rather than one per object while the
+ * bytes held at once stay bounded (a footer read is up to
+ * SEGMENT_TAIL_READ_SIZE).  WAL entries of metas may name ingest segments:
+ * with ingest not NULL they are appended to it as sources to open next (or,
+ * when not following them, to stats.ingest_seen).  Returns false when an
+ * object vanished and the caller asked to be told (options->vanished).
+ */
+static bool
+merge_read_open_sources(MergeRead *read, List *metas, int64 *running_stamp,
+						const MergeReadOptions *options, List **ingest,
+						int *capacity)
+{
+	int			count = list_length(metas);
+	int			window = Max(64, 4 * objstore_max_concurrent_requests);
+	SegmentSource **segments = palloc(sizeof(SegmentSource *) * window);
+	SegmentPrefetch *prefetches = palloc(sizeof(SegmentPrefetch) * window);
+
+	for (int start = 0; start < count; start += window)
+	{
+		int			end = Min(count, start + window);
+		int			nprefetch = 0;
+
+		for (int i = start; i < end; i++)
+		{
+			SnapshotSource *meta = list_nth(metas, i);
+
+			segments[i - start] = NULL;
+			if (!row_source_reads_object(meta, read->range))
+				continue;
+			segments[i - start] = rollout_segment_source(read->store, meta->key,
+														 meta->bytes);
+			prefetches[nprefetch].source = segments[i - start];
+			prefetches[nprefetch].tail = true;
+			prefetches[nprefetch].offset = 0;
+			prefetches[nprefetch].length = SEGMENT_TAIL_READ_SIZE;
+			nprefetch++;
+		}
+		if (nprefetch > 0)
+		{
+			rollout_segment_sources_prefetch(read->store, prefetches, nprefetch);
+			read->stats.prefetch_batches++;
+		}
+
+		for (int i = start; i < end; i++)
+		{
+			SnapshotSource *meta = list_nth(metas, i);
+			List	   *seen_list = NIL;
+			RowSource  *source;
+			ListCell   *ic;
+
+			CHECK_FOR_INTERRUPTS();
+			source = row_source_open(read->store, meta, segments[i - start],
+									 read->want, read->range, running_stamp,
+									 &read->stats, read->prefetcher,
+									 options->vanished,
+									 ingest != NULL ? &seen_list : NULL);
+			if (options->vanished != NULL && *options->vanished)
+				return false;
+			if (source != NULL)
+				merge_read_keep_source(read, source, capacity);
+
+			/*
+			 * A large transaction's rows are in the ingest segments its WAL
+			 * entry names, with that entry's stamp.  A flush adopts them as
+			 * they are instead (ingest_seen).
+			 */
+			foreach(ic, seen_list)
+			{
+				IngestSeen *seen = lfirst(ic);
+				SnapshotSource *ingest_meta;
+
+				if (!options->follow_ingest)
+				{
+					read->stats.ingest_seen = lappend(read->stats.ingest_seen, seen);
+					continue;
+				}
+				ingest_meta = snapshot_source_new(SNAPSHOT_INGEST);
+				ingest_meta->key = seen->file;
+				ingest_meta->shard = meta->shard;
+				ingest_meta->shard_hash = meta->shard_hash;
+				ingest_meta->position = meta->position;
+				ingest_meta->rows = seen->rows;
+				ingest_meta->stamp_fixed = seen->stamp;
+				*ingest = lappend(*ingest, ingest_meta);
+			}
+		}
+	}
+	pfree(segments);
+	pfree(prefetches);
 	return true;
 }
 
@@ -125,7 +201,6 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 	MemoryContext context;
 	MemoryContext oldcontext;
 	MergeRead  *read;
-	ListCell   *lc;
 	int64		running_stamp = 0;
 	int			capacity;
 
@@ -146,63 +221,37 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 	}
 	capacity = Max(list_length(snapshot->sources), 1);
 	read->sources = palloc0(sizeof(RowSource *) * capacity);
-	read->consumed = palloc0(sizeof(RowSource *) * capacity);
-	read->heap = binaryheap_allocate(capacity, merge_heap_compare, read);
+	read->prefetcher = row_source_prefetcher_create(store, &read->stats);
 
 	if (read->range == NULL || !read->range->empty)
 	{
-		foreach(lc, snapshot->sources)
+		List	   *ingest = NIL;
+
+		/* the snapshot's objects, then the ingest segments they name */
+		if (!merge_read_open_sources(read, snapshot->sources, &running_stamp,
+									 options, &ingest, &capacity) ||
+			!merge_read_open_sources(read, ingest, &running_stamp, options,
+									 NULL, &capacity))
 		{
-			SnapshotSource *meta = lfirst(lc);
-			List	   *ingest = NIL;
-			ListCell   *ic;
-
-			CHECK_FOR_INTERRUPTS();
-			if (!merge_read_add_source(read, meta, &running_stamp, options, &ingest))
-			{
-				MemoryContextSwitchTo(oldcontext);
-				merge_read_end(read);
-				return NULL;
-			}
-
-			/*
-			 * A large transaction's rows are in the ingest segments its WAL
-			 * entry names, with that entry's stamp.  A flush adopts them as
-			 * they are instead (ingest_seen).
-			 */
-			foreach(ic, ingest)
-			{
-				IngestSeen *seen = lfirst(ic);
-				SnapshotSource *ingest_meta;
-
-				if (!options->follow_ingest)
-				{
-					read->stats.ingest_seen = lappend(read->stats.ingest_seen, seen);
-					continue;
-				}
-				ingest_meta = snapshot_source_new(SNAPSHOT_INGEST);
-				ingest_meta->key = seen->file;
-				ingest_meta->shard = meta->shard;
-				ingest_meta->shard_hash = meta->shard_hash;
-				ingest_meta->position = meta->position;
-				ingest_meta->rows = seen->rows;
-				ingest_meta->stamp_fixed = seen->stamp;
-				if (read->source_count + 1 >= capacity)
-				{
-					capacity *= 2;
-					read->sources = repalloc(read->sources, sizeof(RowSource *) * capacity);
-					read->consumed = repalloc(read->consumed, sizeof(RowSource *) * capacity);
-				}
-				if (!merge_read_add_source(read, ingest_meta, &running_stamp, options, NULL))
-				{
-					MemoryContextSwitchTo(oldcontext);
-					merge_read_end(read);
-					return NULL;
-				}
-			}
+			MemoryContextSwitchTo(oldcontext);
+			merge_read_end(read);
+			return NULL;
 		}
-		binaryheap_build(read->heap);
+
+		/* the first row groups of all of them, in one batch */
+		row_source_prefetch(read->prefetcher, NULL, 0);
 	}
+
+	read->consumed = palloc0(sizeof(RowSource *) * Max(read->source_count, 1));
+	read->heap = binaryheap_allocate(Max(read->source_count, 1),
+									 merge_heap_compare, read);
+	for (int i = 0; i < read->source_count; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (row_source_next(read->sources[i]))
+			binaryheap_add_unordered(read->heap, PointerGetDatum(read->sources[i]));
+	}
+	binaryheap_build(read->heap);
 	read->stats.last_wal_stamp = running_stamp;
 
 	MemoryContextSwitchTo(oldcontext);
@@ -267,6 +316,8 @@ merge_read_stats(MergeRead *read)
 void
 merge_read_end(MergeRead *read)
 {
+	/* closing many sources one by one need not update the prefetcher */
+	row_source_prefetcher_release(read->prefetcher);
 	for (int i = 0; i < read->source_count; i++)
 		row_source_close(read->sources[i]);
 	MemoryContextDelete(read->context);

@@ -17,6 +17,19 @@
  * skipping the row group that holds the newest version of a key would let
  * an older version, in another object, win the merge.
  *
+ * Prefetching.  On a remote store every read is a round trip, and a merge
+ * over many objects needs the first row group of each before it can return
+ * a row, then the next row group of each at about the same time.  The
+ * sources of one merge therefore share a RowSourcePrefetcher: when a source
+ * needs a row group it does not have, it fetches it in one batch of
+ * concurrent requests together with the row group every other source will
+ * read next (rollout_segment_sources_prefetch).  What is fetched is exactly
+ * what each reader would have read (segment_reader_row_group_ranges), so
+ * results do not change, only how many round trips they take.  The bytes
+ * fetched ahead and not yet read are bounded by PREFETCH_BUDGET; the source
+ * that needs its row group always gets it.  A WAL entry is loaded whole the
+ * first time it is advanced, so its row groups join a batch the same way.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -35,11 +48,32 @@ typedef struct RowRef
 	int64		row;
 } RowRef;
 
+/*
+ * Bytes fetched ahead for other sources and not yet read, at most: row
+ * groups of compressed column chunks, a few MB each at most (the writer cuts
+ * groups at 16 MB raw), so many sources fit.
+ */
+#define PREFETCH_BUDGET		((int64) 64 * 1024 * 1024)
+
+/* prefetched_group of a WAL entry whose row groups were all fetched */
+#define PREFETCHED_ALL_GROUPS	(-2)
+
+struct RowSourcePrefetcher
+{
+	RolloutStore *store;
+	List	   *sources;		/* RowSource *, open and not yet exhausted */
+	int64		outstanding;	/* bytes fetched ahead, not yet read */
+	MergeReadStats *stats;
+};
+
 struct RowSource
 {
 	RolloutStore *store;
 	SnapshotSource *meta;
 	SegmentReader *reader;
+	RowSourcePrefetcher *prefetcher;	/* or NULL */
+	int			prefetched_group;	/* fetched ahead: a group, ALL or -1 */
+	int64		prefetched_bytes;
 	const KeyRange *range;
 	bool	   *want;			/* requested + key + hidden columns */
 	MergeReadStats *stats;
@@ -55,6 +89,7 @@ struct RowSource
 	int64		row;
 
 	/* unsorted mode: every row group, and the surviving rows in key order */
+	bool		loaded;			/* loaded at the first row_source_next */
 	SegmentRowGroup *groups;
 	int			group_count;
 	RowRef	   *order;
@@ -186,11 +221,15 @@ row_ref_compare(const void *a, const void *b, void *arg)
 	return ra->row < rb->row ? -1 : (ra->row > rb->row ? 1 : 0);
 }
 
+static void row_source_take_prefetched(RowSource *source, int group);
+
 /* Load a WAL entry's row groups whole (it is small). */
 static void
 row_source_load_wal_entry(RowSource *source)
 {
 	SegmentReader *reader = source->reader;
+
+	row_source_take_prefetched(source, PREFETCHED_ALL_GROUPS);
 
 	source->group_count = reader->row_group_count;
 	source->groups = palloc0(sizeof(SegmentRowGroup) * Max(reader->row_group_count, 1));
@@ -333,10 +372,27 @@ row_source_load_memtable_batch(RowSource *source)
 	}
 }
 
+/*
+ * Does opening this source read an object?  Not for a memtable batch, nor
+ * for a fragment or generation whose manifest key range misses the range.
+ */
+bool
+row_source_reads_object(const SnapshotSource *meta, const KeyRange *range)
+{
+	if (meta->kind == SNAPSHOT_MEMTABLE)
+		return false;
+	if ((meta->kind == SNAPSHOT_FRAGMENT || meta->kind == SNAPSHOT_GENERATION) &&
+		meta->has_key_range &&
+		!key_range_overlaps(range, meta->min_key, meta->max_key))
+		return false;
+	return true;
+}
+
 RowSource *
-row_source_open(RolloutStore *store, SnapshotSource *meta, const bool *want,
-				const KeyRange *range, int64 *running_stamp,
-				MergeReadStats *stats, bool *vanished, List **ingest)
+row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segment,
+				const bool *want, const KeyRange *range, int64 *running_stamp,
+				MergeReadStats *stats, RowSourcePrefetcher *prefetcher,
+				bool *vanished, List **ingest)
 {
 	MemoryContext context;
 	MemoryContext oldcontext;
@@ -349,9 +405,7 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, const bool *want,
 		*ingest = NIL;
 
 	/* objects the manifest describes: the key range may spare a GET */
-	if ((meta->kind == SNAPSHOT_FRAGMENT || meta->kind == SNAPSHOT_GENERATION) &&
-		meta->has_key_range &&
-		!key_range_overlaps(range, meta->min_key, meta->max_key))
+	if (!is_memtable && !row_source_reads_object(meta, range))
 	{
 		row_source_count(stats, meta->kind, false);
 		return NULL;
@@ -370,6 +424,7 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, const bool *want,
 	source->group_context = AllocSetContextCreate(context, "rollout row group",
 												  ALLOCSET_DEFAULT_SIZES);
 	source->group = -1;
+	source->prefetched_group = -1;
 	source->want = palloc(sizeof(bool) * store->schema.ncolumns);
 	for (int i = 0; i < store->schema.ncolumns; i++)
 		source->want[i] = want[i];
@@ -395,6 +450,7 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, const bool *want,
 		row_source_load_memtable_batch(source);
 		source->sorted = false;
 		row_source_sort_unsorted(source);
+		source->loaded = true;
 		MemoryContextSwitchTo(oldcontext);
 		if (source->order_count == 0)
 		{
@@ -408,7 +464,9 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, const bool *want,
 		return source;
 	}
 
-	reader = segment_reader_open(rollout_segment_source(store, meta->key));
+	if (segment == NULL)
+		segment = rollout_segment_source(store, meta->key, meta->bytes);
+	reader = segment_reader_open(segment);
 	if (reader == NULL && vanished != NULL)
 	{
 		*vanished = true;
@@ -477,10 +535,14 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, const bool *want,
 	}
 	row_source_count(stats, meta->kind, true);
 
-	if (!source->sorted)
+	/* read nothing yet: the first row group joins the merge's first batch */
+	source->prefetcher = prefetcher;
+	if (prefetcher != NULL)
 	{
-		row_source_load_wal_entry(source);
-		row_source_sort_unsorted(source);
+		MemoryContext prefetcher_context = GetMemoryChunkContext(prefetcher);
+
+		MemoryContextSwitchTo(prefetcher_context);
+		prefetcher->sources = lappend(prefetcher->sources, source);
 	}
 
 	MemoryContextSwitchTo(oldcontext);
@@ -491,6 +553,31 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, const bool *want,
  * Iteration
  * ----------------------------------------------------------------
  */
+
+/*
+ * The row group a sorted source reads after `after`: the next one whose key
+ * zone map overlaps the range, or -1 when none is left.  The same choice
+ * row_source_next_group makes, without counting anything.
+ */
+static int
+row_source_upcoming_group(RowSource *source, int after)
+{
+	SegmentReader *reader = source->reader;
+	int			key = source->store->key_column;
+
+	for (int g = after + 1; g < reader->row_group_count; g++)
+	{
+		SegmentChunkInfo *chunk = &reader->row_groups[g].chunks[key];
+
+		if (!chunk->has_stats)
+			return g;
+		if (key_range_past_upper(source->range, chunk->min))
+			return -1;
+		if (key_range_overlaps(source->range, chunk->min, chunk->max))
+			return g;
+	}
+	return -1;
+}
 
 /* Load the next row group of a sorted source that can hold keys in range. */
 static bool
@@ -537,6 +624,7 @@ row_source_next_group(RowSource *source)
 			}
 		}
 		MemoryContextReset(source->group_context);
+		row_source_take_prefetched(source, source->group);
 		oldcontext = MemoryContextSwitchTo(source->group_context);
 		segment_reader_read_row_group(reader, source->group, source->want,
 									  &source->rows);
@@ -559,6 +647,15 @@ row_source_next(RowSource *source)
 
 	if (!source->sorted)
 	{
+		if (!source->loaded)
+		{
+			MemoryContext oldcontext = MemoryContextSwitchTo(source->context);
+
+			row_source_load_wal_entry(source);
+			row_source_sort_unsorted(source);
+			source->loaded = true;
+			MemoryContextSwitchTo(oldcontext);
+		}
 		if (++source->cursor >= source->order_count)
 		{
 			source->exhausted = true;
@@ -700,7 +797,187 @@ row_source_values(RowSource *source, const bool *want, Datum *values,
 void
 row_source_close(RowSource *source)
 {
+	if (source->prefetcher != NULL)
+	{
+		source->prefetcher->outstanding -= source->prefetched_bytes;
+		source->prefetcher->sources = list_delete_ptr(source->prefetcher->sources,
+													  source);
+	}
 	if (source->reader)
 		segment_reader_close(source->reader);
 	MemoryContextDelete(source->context);
+}
+
+/* ----------------------------------------------------------------
+ * Prefetching
+ * ----------------------------------------------------------------
+ */
+
+RowSourcePrefetcher *
+row_source_prefetcher_create(RolloutStore *store, MergeReadStats *stats)
+{
+	RowSourcePrefetcher *prefetcher = palloc0(sizeof(RowSourcePrefetcher));
+
+	prefetcher->store = store;
+	prefetcher->stats = stats;
+	return prefetcher;
+}
+
+/*
+ * Detach the prefetcher from its sources, before they are all closed: each
+ * then closes without updating it.
+ */
+void
+row_source_prefetcher_release(RowSourcePrefetcher *prefetcher)
+{
+	ListCell   *lc;
+
+	foreach(lc, prefetcher->sources)
+		((RowSource *) lfirst(lc))->prefetcher = NULL;
+	list_free(prefetcher->sources);
+	prefetcher->sources = NIL;
+	prefetcher->outstanding = 0;
+}
+
+/*
+ * Add the reads of one row group (or, with PREFETCHED_ALL_GROUPS, of every
+ * row group) of a source to *prefetches; returns their bytes.
+ */
+static int64
+row_source_plan(RowSource *source, int group, SegmentPrefetch **prefetches,
+				int *count, int *capacity)
+{
+	int			first = group == PREFETCHED_ALL_GROUPS ? 0 : group;
+	int			last = group == PREFETCHED_ALL_GROUPS ?
+		source->reader->row_group_count - 1 : group;
+	int64		bytes = 0;
+
+	for (int g = first; g <= last; g++)
+	{
+		SegmentRange *ranges;
+		int			nranges = segment_reader_row_group_ranges(source->reader, g,
+															  source->want,
+															  &ranges);
+
+		for (int r = 0; r < nranges; r++)
+		{
+			SegmentPrefetch *prefetch;
+
+			if (*count == *capacity)
+			{
+				*capacity *= 2;
+				*prefetches = repalloc(*prefetches, sizeof(SegmentPrefetch) * *capacity);
+			}
+			prefetch = &(*prefetches)[(*count)++];
+			prefetch->source = source->reader->source;
+			prefetch->tail = false;
+			prefetch->offset = ranges[r].offset;
+			prefetch->length = ranges[r].length;
+			bytes += ranges[r].length;
+		}
+		if (ranges != NULL)
+			pfree(ranges);
+	}
+	return bytes;
+}
+
+/*
+ * The next read of a source: the row group it reads next, every row group
+ * of a WAL entry not loaded yet, or nothing (-1).
+ */
+static int
+row_source_next_read(RowSource *source)
+{
+	if (source->exhausted || source->reader == NULL)
+		return -1;
+	if (!source->sorted)
+		return source->loaded ? -1 : PREFETCHED_ALL_GROUPS;
+	return row_source_upcoming_group(source, source->group);
+}
+
+/*
+ * row_source_prefetch
+ *		Fetch, in one batch, the row group `group` of `needing` (if not NULL)
+ *		and the next read of every other source of the prefetcher that has
+ *		not fetched it yet, as long as the bytes fit PREFETCH_BUDGET.
+ */
+void
+row_source_prefetch(RowSourcePrefetcher *prefetcher, RowSource *needing,
+					int group)
+{
+	int			capacity = 16;
+	int			count = 0;
+	SegmentPrefetch *prefetches = palloc(sizeof(SegmentPrefetch) * capacity);
+	ListCell   *lc;
+
+	if (needing != NULL)
+	{
+		needing->prefetched_bytes = row_source_plan(needing, group, &prefetches,
+													&count, &capacity);
+		needing->prefetched_group = group;
+		prefetcher->outstanding += needing->prefetched_bytes;
+	}
+
+	foreach(lc, prefetcher->sources)
+	{
+		RowSource  *source = lfirst(lc);
+		int			next;
+		int			before = count;
+		int64		bytes;
+
+		if (source == needing)
+			continue;
+		next = row_source_next_read(source);
+		if (next == -1 || source->prefetched_group == next)
+			continue;
+		/* it has something else fetched: wait until it reads that */
+		if (source->prefetched_group != -1)
+			continue;
+		if (prefetcher->outstanding >= PREFETCH_BUDGET)
+			break;
+		bytes = row_source_plan(source, next, &prefetches, &count, &capacity);
+		if (prefetcher->outstanding + bytes > PREFETCH_BUDGET)
+		{
+			count = before;		/* does not fit: it reads it itself later */
+			continue;
+		}
+		source->prefetched_group = next;
+		source->prefetched_bytes = bytes;
+		prefetcher->outstanding += bytes;
+	}
+
+	if (count > 0)
+	{
+		rollout_segment_sources_prefetch(prefetcher->store, prefetches, count);
+		prefetcher->stats->prefetch_batches++;
+	}
+	pfree(prefetches);
+}
+
+/*
+ * A source is about to read `group` (or all its groups): account for what
+ * was fetched for it, or fetch it now with whatever the others need next.
+ */
+static void
+row_source_take_prefetched(RowSource *source, int group)
+{
+	RowSourcePrefetcher *prefetcher = source->prefetcher;
+
+	if (prefetcher == NULL)
+		return;
+	if (source->prefetched_group != group)
+	{
+		/*
+		 * Something else fetched for it would be a bug in the planning; the
+		 * reads then go to the store one by one, which is slower, not wrong.
+		 */
+		if (source->prefetched_group != -1)
+			elog(DEBUG1, "rollout_fdw: row group %d of \"%s\" read, %d prefetched",
+				 group, source->meta->key, source->prefetched_group);
+		else
+			row_source_prefetch(prefetcher, source, group);
+	}
+	prefetcher->outstanding -= source->prefetched_bytes;
+	source->prefetched_bytes = 0;
+	source->prefetched_group = -1;
 }

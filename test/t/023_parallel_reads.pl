@@ -1,0 +1,358 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# 023_parallel_reads.pl — scans fetch the segments they read with concurrent
+# requests, at most rollout_fdw.max_concurrent_requests at once:
+#
+#  (a) correctness: a store of base fragments, 20 generations and a WAL tail
+#      (or memtable), several row groups per segment, on S3 (moto) and on
+#      Azure (Azurite): full scans, point and range lookups give the same
+#      rows with max_concurrent_requests = 1 (one request after the other)
+#      and 16, and both match a model of the inserts;
+#  (b) the requests really overlap: through the latency proxy
+#      (test/servers/latency_proxy.py, 25 ms each way, a 50 ms round trip)
+#      in front of moto, a scan over 20 generations sends the same requests
+#      either way, but with 16 they take a fraction of the sequential rounds
+#      (EXPLAIN's Remote Requests counter, checked against what the proxy
+#      counted); elapsed time is checked only as a coarse bound;
+#  (c) a request of a batch that gets 500 is retried on its own, the scan
+#      succeeds;
+#  (d) a cancel (statement_timeout) while a batch waits for answers that
+#      never come ends the statement cleanly, and the same backend then
+#      scans normally;
+#  (e) objects of the snapshot deleted (merged and collected) before the
+#      batch reads them: the scan takes a fresh snapshot, as the sequential
+#      path does, and returns the exact result.
+#
+# Needs moto (ROLLOUT_TEST_S3_ENDPOINT; skipped without it); the Azure part
+# also needs Azurite (ROLLOUT_TEST_AZURE_ENDPOINT; skipped without it).
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use Digest::MD5 qw(md5_hex);
+use IO::Socket::INET;
+use IPC::Run;
+use JSON::PP;
+use Time::HiRes qw(time);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RolloutTest qw(preload configure_node);
+use Test::More;
+
+my $endpoint = $ENV{ROLLOUT_TEST_S3_ENDPOINT};
+plan skip_all =>
+  'ROLLOUT_TEST_S3_ENDPOINT is not set (start an S3 server with test/servers/moto.sh and export its settings; scripts/test.sh does)'
+  unless $endpoint;
+my $bucket = $ENV{ROLLOUT_TEST_S3_BUCKET} // 'rollout-test';
+my $region = $ENV{ROLLOUT_TEST_S3_REGION} // 'us-east-1';
+my ($upstream) = $endpoint =~ m{^http://([0-9.]+:\d+)/?$}
+  or BAIL_OUT("ROLLOUT_TEST_S3_ENDPOINT must be http://HOST:PORT for the proxy tests");
+
+my $az_endpoint = $ENV{ROLLOUT_TEST_AZURE_ENDPOINT};
+my $az_key = $ENV{ROLLOUT_TEST_AZURE_KEY}
+  // 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
+my $az_container = $ENV{ROLLOUT_TEST_AZURE_CONTAINER} // 'rollout-test';
+delete $ENV{$_} for qw(ROLLOUT_TEST_AZURE_KEY AZURE_STORAGE_KEY AZURE_STORAGE_SAS_TOKEN);
+
+# A fresh prefix per run: the bucket and the container outlive the test.
+my $run = sprintf('t023-%d-%d', $$, time());
+
+# --- the latency proxy in front of moto ---------------------------------------
+my $tmp = PostgreSQL::Test::Utils::tempdir('proxy');
+my $proxy = IPC::Run::start(
+	[
+		'python3', "$FindBin::RealBin/../servers/latency_proxy.py",
+		'--listen', '127.0.0.1:0', '--target', $upstream, '--delay-ms', '0',
+		'--control', '127.0.0.1:0', '--port-file', "$tmp/ports"
+	],
+	'>', "$tmp/proxy.log", '2>&1');
+for (1 .. 100)
+{
+	last if -s "$tmp/ports";
+	select(undef, undef, undef, 0.1);
+}
+my ($proxy_port, $control_port) = split ' ', slurp_file("$tmp/ports");
+ok($proxy_port && $control_port, "latency proxy listening on $proxy_port (control $control_port)");
+
+sub proxy_command
+{
+	my ($command) = @_;
+	my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$control_port", Timeout => 5)
+	  or die "proxy control: $!";
+	print $s "$command\n";
+	my $reply = <$s>;
+	close $s;
+	chomp $reply;
+	die "proxy control: $command: $reply" unless $reply =~ /^ok/;
+	return $reply;
+}
+
+sub proxy_counter
+{
+	my ($name) = @_;
+	my ($n) = proxy_command('status') =~ /\b$name=(\d+)/;
+	return $n;
+}
+
+# --- the cluster ----------------------------------------------------------------
+my $node = PostgreSQL::Test::Cluster->new('parallel_reads');
+$node->init;
+configure_node($node);
+$node->append_conf('postgresql.conf', "log_min_messages = debug1\n");
+$node->start;
+
+$node->safe_psql('postgres', qq{
+CREATE EXTENSION rollout_fdw;
+CREATE SERVER s3 FOREIGN DATA WRAPPER rollout_fdw
+  OPTIONS (location 's3://$bucket/$run', endpoint '$endpoint', region '$region');
+CREATE SERVER s3proxy FOREIGN DATA WRAPPER rollout_fdw
+  OPTIONS (location 's3://$bucket/$run', endpoint 'http://127.0.0.1:$proxy_port',
+           region '$region');
+SET log_statement = 'none';
+CREATE USER MAPPING FOR PUBLIC SERVER s3 OPTIONS (access_key_id 'k', secret_access_key 's');
+CREATE USER MAPPING FOR PUBLIC SERVER s3proxy OPTIONS (access_key_id 'k', secret_access_key 's');
+CREATE FOREIGN TABLE s3t (id text COLLATE "C", v int) SERVER s3 OPTIONS (store 'layers', key 'id');
+CREATE FOREIGN TABLE s3gen (id text COLLATE "C", v int) SERVER s3 OPTIONS (store 'gens', key 'id');
+CREATE FOREIGN TABLE s3gen_slow (id text COLLATE "C", v int) SERVER s3proxy OPTIONS (store 'gens', key 'id');
+CREATE FOREIGN TABLE s3vanish (id text COLLATE "C", v int) SERVER s3 OPTIONS (store 'vanish', key 'id');
+});
+
+# Batch b of inserts: 150 distinct keys out of 2000, values unique to it.
+sub batch_sql
+{
+	my ($table, $b) = @_;
+	return "INSERT INTO $table SELECT 'k' || lpad((($b * 37 + i * 13) % 2000)::text, 4, '0'), $b * 100000 + i FROM generate_series(1, 150) i";
+}
+
+sub model_batch
+{
+	my ($model, $b) = @_;
+	$model->{ sprintf('k%04d', ($b * 37 + $_ * 13) % 2000) } = $b * 100000 + $_ for 1 .. 150;
+}
+
+# count|sum|md5 of the rows in key order, as the SQL fingerprint prints them
+my $fingerprint_sql =
+  "SELECT count(*), sum(v), md5(string_agg(id || '=' || v, ',' ORDER BY id)) FROM";
+
+sub model_fingerprint
+{
+	my ($model, $filter) = @_;
+	my @keys = sort grep { !$filter || $filter->($_) } keys %$model;
+	my $sum = 0;
+	$sum += $model->{$_} for @keys;
+	return sprintf('%d|%s|%s', scalar(@keys), @keys ? $sum : '',
+		md5_hex(join(',', map { "$_=$model->{$_}" } @keys)));
+}
+
+# Build a store of every kind of source: 2 base fragments (from merges of
+# 4 generations), 20 pending generations and 3 unflushed commits (WAL
+# entries, or the memtable when preloaded), 50 rows per row group.
+sub build_layers
+{
+	my ($table) = @_;
+	my %model;
+	my $sql = "SET rollout_fdw.rows_per_group = 50;\n";
+	for my $b (1 .. 27)
+	{
+		$sql .= batch_sql($table, $b) . ";\n";
+		model_batch(\%model, $b);
+		$sql .= "SELECT rollout_flush('$table');\n" if $b <= 24;
+		$sql .= "SELECT rollout_merge('$table');\n" if $b == 2 || $b == 4;
+	}
+	$node->safe_psql('postgres', $sql);
+	return \%model;
+}
+
+# The queries of (a), with the model's answers.
+sub check_queries
+{
+	my ($table, $model, $what) = @_;
+	my %answers;
+	for my $width (1, 16)
+	{
+		my $set = "SET rollout_fdw.max_concurrent_requests = $width;";
+		$answers{$width} = [
+			$node->safe_psql('postgres', "$set $fingerprint_sql $table"),
+			$node->safe_psql('postgres', "$set SELECT v FROM $table WHERE id = 'k0777'"),
+			$node->safe_psql('postgres',
+				"$set $fingerprint_sql $table WHERE id >= 'k1000' AND id < 'k1100'"),
+		];
+	}
+	is_deeply($answers{16}, $answers{1},
+		"$what: the same rows with 16 requests in flight as with 1");
+	is($answers{16}[0], model_fingerprint($model), "$what: a full scan returns every key at its newest version");
+	is($answers{16}[1], $model->{k0777}, "$what: a point lookup");
+	is($answers{16}[2], model_fingerprint($model, sub { $_[0] ge 'k1000' && $_[0] lt 'k1100' }),
+		"$what: a key range");
+}
+
+# EXPLAIN (ANALYZE, VERBOSE) counters of a scan of $table.
+sub scan_counters
+{
+	my ($table, $width) = @_;
+	my $json = $node->safe_psql('postgres',
+		"SET rollout_fdw.max_concurrent_requests = $width; "
+		  . "EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) SELECT count(*), sum(v) FROM $table");
+	my $plan = decode_json($json)->[0]{Plan};
+	$plan = $plan->{Plans}[0] while $plan->{'Node Type'} ne 'Foreign Scan';
+	return $plan;
+}
+
+# ---------------------------------------------------------------------------
+# (a) correctness on S3
+my $model = build_layers('s3t');
+my $layout = scan_counters('s3t', 16);
+is($layout->{'Fragments Read'}, 2, '(a) the store has 2 base fragments');
+is($layout->{'Generations Read'}, 20, '(a) ... 20 pending generations');
+is($layout->{'WAL Entries Read'}, 3, '(a) ... and 3 unflushed commits');
+cmp_ok($layout->{'Row Groups Read'}, '>', 3 * 22, '(a) ... of several row groups each')
+  or diag(encode_json($layout));
+check_queries('s3t', $model, '(a) S3');
+my $sequential = scan_counters('s3t', 1);
+is($sequential->{'Remote Request Rounds'}, $sequential->{'Remote Requests'},
+	'(a) with 1 request in flight, every request is a round of its own');
+is($layout->{'Remote Requests'}, $sequential->{'Remote Requests'},
+	'(a) both send the same requests');
+cmp_ok($layout->{'Remote Request Rounds'} * 3, '<', $sequential->{'Remote Request Rounds'},
+	'(a) with 16, in far fewer rounds')
+  or diag("16: $layout->{'Remote Request Rounds'} rounds, 1: $sequential->{'Remote Request Rounds'}");
+
+# (a) correctness on Azure
+SKIP:
+{
+	skip 'ROLLOUT_TEST_AZURE_ENDPOINT is not set', 5 unless $az_endpoint;
+	my ($account) = $az_endpoint =~ m{/([a-z0-9]{3,24})/?$};
+	$node->safe_psql('postgres', qq{
+CREATE SERVER az FOREIGN DATA WRAPPER rollout_fdw
+  OPTIONS (location 'az://$account/$az_container/$run', endpoint '$az_endpoint');
+SET log_statement = 'none';
+CREATE USER MAPPING FOR PUBLIC SERVER az OPTIONS (account_key '$az_key');
+CREATE FOREIGN TABLE azt (id text COLLATE "C", v int) SERVER az OPTIONS (store 'layers', key 'id');
+});
+	my $az_model = build_layers('azt');
+	check_queries('azt', $az_model, '(a) Azure');
+	my $az = scan_counters('azt', 16);
+	cmp_ok($az->{'Remote Request Rounds'} * 3, '<', scan_counters('azt', 1)->{'Remote Request Rounds'},
+		'(a) Azure: with 16 in flight, far fewer rounds than with 1');
+}
+
+# ---------------------------------------------------------------------------
+# (b) the requests overlap: 20 generations behind a 50 ms round trip
+my %gens;
+{
+	my $sql = '';
+	for my $b (1 .. 20)
+	{
+		$sql .= batch_sql('s3gen', $b) . ";\nSELECT rollout_flush('s3gen');\n";
+		model_batch(\%gens, $b);
+	}
+	$node->safe_psql('postgres', $sql);
+}
+proxy_command('delay 25');
+my %timed;
+for my $width (1, 16)
+{
+	my $requests_before = proxy_counter('requests');
+	my $t0 = time();
+	my $c = scan_counters('s3gen_slow', $width);
+	$timed{$width} = { seconds => time() - $t0, counters => $c };
+	my $seen = proxy_counter('requests') - $requests_before;
+	is($c->{'Generations Read'}, 20, "(b) width $width: a scan over 20 generations");
+	cmp_ok($seen, '>=', $c->{'Remote Requests'},
+		"(b) width $width: the proxy saw the requests EXPLAIN counts ($c->{'Remote Requests'})");
+	cmp_ok($seen, '<=', $c->{'Remote Requests'} + 5,
+		"(b) width $width: ... and few others (the store's opening)")
+	  or diag("proxy saw $seen");
+}
+my ($r1, $r16) = map { $timed{$_}{counters}{'Remote Request Rounds'} } (1, 16);
+note(sprintf('20 generations at a 50 ms round trip: width 1: %d requests, %d rounds, %.2f s; width 16: %d requests, %d rounds, %.2f s',
+	$timed{1}{counters}{'Remote Requests'}, $r1, $timed{1}{seconds},
+	$timed{16}{counters}{'Remote Requests'}, $r16, $timed{16}{seconds}));
+is($timed{16}{counters}{'Remote Requests'}, $timed{1}{counters}{'Remote Requests'},
+	'(b) the same requests either way');
+cmp_ok($r16 * 4, '<=', $r1, '(b) with 16 in flight they take at most a quarter of the rounds')
+  or diag("width 1: $r1 rounds, width 16: $r16");
+cmp_ok($timed{16}{seconds}, '<', 0.6 * $timed{1}{seconds},
+	'(b) and clearly less time (coarse bound)');
+is($node->safe_psql('postgres',
+	"SET rollout_fdw.max_concurrent_requests = 16; $fingerprint_sql s3gen_slow"),
+	model_fingerprint(\%gens), '(b) the rows read through the proxy are right');
+proxy_command('delay 0');
+
+# ---------------------------------------------------------------------------
+# (c) 500s inside a batch are retried per request
+proxy_command('fail 3 500 GET /gen/');
+is($node->safe_psql('postgres',
+	"SET rollout_fdw.max_concurrent_requests = 16; $fingerprint_sql s3gen_slow"),
+	model_fingerprint(\%gens), '(c) three reads of a batch answered 500: retried, the scan is right');
+is(proxy_counter('failed'), 3, '(c) the proxy failed three of them');
+proxy_command('reset');
+
+# ---------------------------------------------------------------------------
+# (d) cancel while a batch waits: the reads of generations are forwarded
+# but their answers withheld; statement_timeout cancels the scan.
+my $reset = qq{\\! python3 -c "import socket; s = socket.create_connection(('127.0.0.1', $control_port)); s.sendall(b'reset\\\\n'); s.recv(100)"};
+my $hung_before = proxy_counter('hung');
+my ($out, $err) = ('', '');
+my $t0 = time();
+$node->psql('postgres', qq{
+SELECT 'pid', pg_backend_pid();
+SET rollout_fdw.max_concurrent_requests = 16;
+SET statement_timeout = '1s';
+\\! python3 -c "import socket; s = socket.create_connection(('127.0.0.1', $control_port)); s.sendall(b'hang 1000 GET /gen/\\\\n'); s.recv(100)"
+SELECT count(*) FROM s3gen_slow;
+$reset
+RESET statement_timeout;
+SELECT 'pid', pg_backend_pid();
+$fingerprint_sql s3gen_slow;
+}, stdout => \$out, stderr => \$err, on_error_stop => 0);
+my $secs = time() - $t0;
+like($err, qr/canceling statement due to statement timeout/, '(d) the scan is cancelled')
+  or diag($err);
+unlike($err, qr/could not|FATAL|PANIC|server closed/, '(d) cleanly: no other error') or diag($err);
+cmp_ok(proxy_counter('hung') - $hung_before, '>=', 2, '(d) while several reads of one batch were waiting');
+cmp_ok($secs, '<', 15, '(d) within seconds, not the 60 s request timeout') or diag("$secs s");
+my @pids = $out =~ /^pid\|(\d+)$/mg;
+is(scalar(@pids), 2, '(d) the session went on') or diag($out);
+is($pids[0], $pids[1], '(d) in the same backend');
+like($out, qr/^\Q${\ model_fingerprint(\%gens)}\E$/m, '(d) whose next scan is right') or diag($out);
+
+# ---------------------------------------------------------------------------
+# (e) objects vanish between the snapshot and the batch that reads them
+my %vanish;
+{
+	my $sql = '';
+	for my $b (1 .. 6)
+	{
+		$sql .= batch_sql('s3vanish', $b) . ";\nSELECT rollout_flush('s3vanish');\n";
+		model_batch(\%vanish, $b);
+	}
+	$node->safe_psql('postgres', $sql);
+}
+my $offset = -s $node->logfile;
+my ($scan_out, $scan_err) = ('', '');
+my $scan = IPC::Run::start(
+	[
+		'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'),
+		'-c', "SET rollout_fdw.max_concurrent_requests = 16; SET rollout_fdw.fail_at = 'scan.after_snapshot:sleep=4'; $fingerprint_sql s3vanish"
+	],
+	'<', \undef, '>', \$scan_out, '2>', \$scan_err,
+	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+$node->wait_for_log(qr/fault point "scan\.after_snapshot" reached: sleeping/, $offset);
+$node->safe_psql('postgres', q{SELECT rollout_merge('s3vanish')});
+is($node->safe_psql('postgres',
+	q{SET rollout_fdw.min_gc_grace = 0; SELECT objects_deleted > 0 FROM rollout_gc('s3vanish', '0')}),
+	't', '(e) while the scan waits, its generations are merged and collected');
+$scan->finish;
+is($scan->result(0), 0, '(e) the scan succeeds') or diag($scan_err);
+chomp $scan_out;
+is($scan_out, model_fingerprint(\%vanish), '(e) with the exact result');
+is(scalar(() = slurp_file($node->logfile, $offset) =~ /fault point "scan\.after_snapshot" reached/g),
+	2, '(e) after a second snapshot, as when reading one object at a time');
+
+$proxy->kill_kill;
+$node->stop;
+done_testing();
