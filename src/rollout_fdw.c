@@ -131,9 +131,9 @@ _PG_init(void)
 							   rollout_fail_at_check, NULL, NULL);
 	DefineCustomIntVariable("rollout_fdw.commit_delay",
 							"Microseconds a group-commit leader waits for more transactions before it writes.",
-							"0 writes at once; under load, transactions queue up during the previous PUT anyway.",
+							"-1 (default): automatic, a tenth of the store's mean WAL PUT time (at most 5 ms) while transactions commit concurrently; 0: never wait.",
 							&rollout_commit_delay_us,
-							0, 0, 100000,
+							-1, -1, 100000,
 							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);
