@@ -129,6 +129,7 @@ rollout_fdw.worker_databases = 'postgres'
 rollout_fdw.flush_interval = ${BENCH_FLUSH_INTERVAL:-1}
 rollout_fdw.merge_after_generations = 0
 rollout_fdw.gc_interval = 0
+${BENCH_COMMIT_DELAY_US:+rollout_fdw.commit_delay = $BENCH_COMMIT_DELAY_US}
 EOF
 as_pg pg_ctl -D "$DATA" -l "$WORK/server.log" -w start >/dev/null
 psql_q() { as_pg psql -X -q -A -t -v ON_ERROR_STOP=1 -h "$WORK" -p "$PORT" -d postgres "$@"; }
