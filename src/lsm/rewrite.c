@@ -47,6 +47,7 @@ rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 	MergeRead  *read;
 	MergeReadOptions options = {0};
 	const MergeReadStats *stats;
+	ListCell   *lc;
 
 	for (int i = 0; i < ncolumns; i++)
 		want[i] = true;
@@ -82,7 +83,19 @@ rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 	stats = merge_read_stats(read);
 	result->versions_read = stats->versions_read;
 	result->last_wal_stamp = stats->last_wal_stamp;
-	result->ingest_seen = stats->ingest_seen;
+	/*
+	 * The read's memory goes with merge_read_end: keep copies of the ingest
+	 * segments it saw, which the caller (a flush) adopts afterwards.
+	 */
+	result->ingest_seen = NIL;
+	foreach(lc, stats->ingest_seen)
+	{
+		IngestSeen *seen = palloc(sizeof(IngestSeen));
+
+		*seen = *(IngestSeen *) lfirst(lc);
+		seen->file = pstrdup(seen->file);
+		result->ingest_seen = lappend(result->ingest_seen, seen);
+	}
 	merge_read_end(read);
 }
 
