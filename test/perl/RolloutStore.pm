@@ -112,7 +112,7 @@ sub for_test
 		$self->{prefix} = "suite/$run";
 		$self->{location} = "az://$self->{account}/$self->{container}/$self->{prefix}";
 	}
-	$self->{http} = HTTP::Tiny->new(timeout => 30, keep_alive => 1)
+	$self->{http} = HTTP::Tiny->new(timeout => 60, keep_alive => 1)
 	  if $backend ne 'file';
 	return $self;
 }
@@ -248,7 +248,7 @@ sub scratch
 		my (@keys, %q);
 		do
 		{
-			my $r = $self->_s3_request('GET', undef,
+			my $r = $self->_request('GET', undef,
 				{ uploads => '', prefix => "$self->{prefix}/", %q });
 			_check($r, 'LIST multipart uploads');
 			my $xml = $r->{content};
@@ -417,12 +417,25 @@ sub _xml_unescape
 
 # One request to the remote store.  $key is relative to the location; undef
 # addresses the bucket/container itself (listings).
+#
+# Like any client of an object store, the harness retries what may be
+# transient: no answer (HTTP::Tiny reports 599: refused, reset, timed out)
+# and 5xx.  Every request here is idempotent (PUT overwrites with the same
+# bytes).  The emulators sometimes pause for many seconds under the suite's
+# load (Azurite's in-memory store); a test must not fail for that.
 sub _request
 {
 	my ($self, $method, $key, $query, $body, $headers) = @_;
-	return $self->{bucket}
-	  ? $self->_s3_request($method, $key, $query, $body, $headers)
-	  : $self->_azure_request($method, $key, $query, $body, $headers);
+	my $r;
+	for my $attempt (1 .. 4)
+	{
+		$r = $self->{bucket}
+		  ? $self->_s3_request($method, $key, $query, $body, $headers)
+		  : $self->_azure_request($method, $key, $query, $body, $headers);
+		last unless $r->{status} == 599 || $r->{status} >= 500;
+		sleep $attempt;
+	}
+	return $r;
 }
 
 # --- S3, SigV4 --------------------------------------------------------------
@@ -483,7 +496,7 @@ sub _s3_list
 	{
 		my %q = ('list-type' => 2, prefix => $full);
 		$q{'continuation-token'} = $token if defined $token;
-		my $r = $self->_s3_request('GET', undef, \%q);
+		my $r = $self->_request('GET', undef, \%q);
 		_check($r, "LIST $prefix");
 		my $xml = $r->{content};
 		push @keys, map { substr(_xml_unescape($_), length($self->{prefix}) + 1) }
@@ -543,7 +556,7 @@ sub _azure_list
 		my %q = (restype => 'container', comp => 'list', prefix => $full);
 		$q{marker} = $marker if defined $marker;
 		$q{include} = $include if defined $include;
-		my $r = $self->_azure_request('GET', undef, \%q);
+		my $r = $self->_request('GET', undef, \%q);
 		_check($r, "LIST $prefix");
 		my $xml = $r->{content};
 		push @keys, map { substr(_xml_unescape($_), length($self->{prefix}) + 1) }
