@@ -33,12 +33,16 @@ OBJS = \
 	src/lsm/json_doc.o \
 	src/lsm/row_blob.o \
 	src/lsm/shared_writer.o \
+	src/lsm/shard_claim.o \
+	src/lsm/commit.o \
 	src/lsm/ingest.o \
+	src/lsm/portable_values.o \
 	src/read/segment_source.o \
 	src/read/merge_iterator.o \
 	src/fdw/handler.o \
 	src/fdw/options.o \
 	src/fdw/scan.o \
+	src/fdw/scan_snapshot.o \
 	src/fdw/modify.o \
 	src/fdw/xact_buffer.o \
 	src/worker/sweeper.o \

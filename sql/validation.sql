@@ -165,3 +165,67 @@ CREATE USER MAPPING FOR PUBLIC SERVER v_remote OPTIONS (sas_token 'sv=2021&sig=x
 DROP USER MAPPING FOR PUBLIC SERVER v_remote;
 DROP USER MAPPING FOR CURRENT_USER SERVER v_remote;
 DROP SERVER v_remote;
+
+-- servers whose stores live on this machine (no location: the default
+-- folder in the data directory; or file://) are written as the server's OS
+-- user, so only superusers and pg_write_server_files may define them, as
+-- file_fdw asks; ca_file names a server file: pg_read_server_files
+CREATE ROLE rollout_v_maker;
+GRANT USAGE ON FOREIGN DATA WRAPPER rollout_fdw TO rollout_v_maker;
+SET ROLE rollout_v_maker;
+CREATE SERVER v_mine FOREIGN DATA WRAPPER rollout_fdw;
+CREATE SERVER v_mine FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file:///tmp/rollout_v_mine');
+CREATE SERVER v_mine FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 's3://my-bucket/x', ca_file '/etc/ssl/certs/ca-certificates.crt');
+CREATE SERVER v_mine FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 's3://my-bucket/x');
+ALTER SERVER v_mine OPTIONS (SET location 'file:///tmp/rollout_v_mine');
+ALTER SERVER v_mine OPTIONS (DROP location);
+ALTER SERVER v_mine OPTIONS (ADD ca_file '/etc/ssl/certs/ca-certificates.crt');
+RESET ROLE;
+GRANT pg_write_server_files, pg_read_server_files TO rollout_v_maker;
+SET ROLE rollout_v_maker;
+ALTER SERVER v_mine OPTIONS (SET location 'file:///tmp/rollout_v_mine', ADD ca_file '/etc/ssl/certs/ca-certificates.crt');
+CREATE SERVER v_mine_default FOREIGN DATA WRAPPER rollout_fdw;
+RESET ROLE;
+SELECT srvname, srvoptions FROM pg_foreign_server WHERE srvname LIKE 'v_mine%' ORDER BY 1;
+DROP SERVER v_mine, v_mine_default;
+DROP OWNED BY rollout_v_maker;
+DROP ROLE rollout_v_maker;
+
+-- the store a table uses is pinned at CREATE; no later ALTER (ALTER TABLE
+-- included) or RENAME can take the pin away, and a table's name must be a
+-- valid store name for the default to apply
+CREATE FOREIGN TABLE "payroll/shards" (id text) SERVER v_server;
+CREATE FOREIGN TABLE "_hidden" (id text) SERVER v_server;
+CREATE FOREIGN TABLE "payroll/shards" (id text) SERVER v_server OPTIONS (store 'payroll_shards');
+DROP FOREIGN TABLE "payroll/shards";
+CREATE FOREIGN TABLE v_pin (id text) SERVER v_server;
+ALTER TABLE v_pin OPTIONS (DROP store);
+ALTER FOREIGN TABLE v_pin OPTIONS (DROP store);
+ALTER TABLE v_pin RENAME TO "payroll/shards";
+SELECT ftoptions FROM pg_foreign_table WHERE ftrelid = '"payroll/shards"'::regclass;
+ALTER TABLE "payroll/shards" OPTIONS (SET store 'x/y');
+-- naming another store explicitly is the way to switch
+ALTER TABLE "payroll/shards" OPTIONS (SET store 'v_pin_moved');
+SELECT ftoptions FROM pg_foreign_table WHERE ftrelid = '"payroll/shards"'::regclass;
+DROP FOREIGN TABLE "payroll/shards";
+
+-- values must mean the same in every database: OID types are refused,
+-- enums, composites and their arrays are stored as text (docs/FORMAT.md),
+-- and such a type cannot be a key
+CREATE TYPE v_mood AS ENUM ('sad', 'ok');
+CREATE TYPE v_holder AS (name text, r regproc);
+CREATE FOREIGN TABLE bad_table (id text, r regclass) SERVER v_server;
+CREATE FOREIGN TABLE bad_table (id text, r regtype[]) SERVER v_server;
+CREATE FOREIGN TABLE bad_table (id text, h v_holder) SERVER v_server;
+CREATE FOREIGN TABLE bad_table (id v_mood) SERVER v_server;
+CREATE FOREIGN TABLE v_moods (id text, m v_mood, ms v_mood[]) SERVER v_server;
+INSERT INTO v_moods VALUES ('a', 'ok', '{sad,ok}'), ('b', NULL, '{}');
+SELECT * FROM v_moods ORDER BY id;
+
+-- INSERT ... ON CONFLICT would not keep the existing row: refused, and
+-- nothing is written
+INSERT INTO v_moods VALUES ('a', 'sad') ON CONFLICT DO NOTHING;
+INSERT INTO v_moods SELECT 'c', 'ok' ON CONFLICT DO NOTHING;
+SELECT * FROM v_moods ORDER BY id;
+DROP FOREIGN TABLE v_moods;
+DROP TYPE v_mood, v_holder;

@@ -29,8 +29,13 @@ extern RolloutTableOptions *rollout_table_options(Oid relid);
 /*
  * The opened store of a rollout foreign table, cached for the backend's
  * life and reopened after DDL on the table, its server or user mapping.
+ * Credentials come from the user mapping of the current user (queries,
+ * as postgres_fdw does), of the table's owner (maintenance, which acts
+ * for the owner whoever calls it or when the sweeper does), or of userid.
  */
 extern RolloutStore *rollout_store_for_relation(Relation rel);
+extern RolloutStore *rollout_store_for_relation_as_owner(Relation rel);
+extern RolloutStore *rollout_store_for_relation_as(Relation rel, Oid userid);
 
 /* ERROR unless relid is a foreign table of this wrapper. */
 extern void rollout_check_is_rollout_table(Oid relid);

@@ -26,6 +26,13 @@ typedef bool (*IngestRowReader) (void *arg, Datum *values, bool *isnull);
 extern WalIngestRef *ingest_stage_rows(RolloutStore *store, IngestRowReader next,
 									   void *arg, int64 stamp);
 
+/*
+ * The same without the upload: sort and deduplicate the rows into a segment
+ * in the local file path (created).  Returns the rows written.
+ */
+extern int64 ingest_write_sorted(RolloutStore *store, IngestRowReader next,
+								 void *arg, int64 stamp, const char *path);
+
 /* The key prefix of this shard's ingest segments, for garbage collection. */
 extern char *ingest_key_prefix(RolloutStore *store);
 

@@ -43,6 +43,15 @@ typedef struct ShardManifest
 	char	   *shard;
 	int64		version;		/* 0: no manifest written yet */
 	int64		writer_epoch;
+
+	/*
+	 * The PostgreSQL timeline of the cluster that claimed writer_epoch (1
+	 * when no claim recorded one).  A standby promoted to primary writes on
+	 * a higher timeline than the primary it replaces, which makes the old
+	 * primary's writes refusable: a claim records the claimer's timeline,
+	 * and a cluster on a lower one never writes the shard again.
+	 */
+	int64		writer_timeline;
 	int64		epoch_start_position;
 	int64		replay_after;	/* every position <= this is in a generation
 								 * or in the base */
@@ -98,6 +107,13 @@ extern ShardManifest *shard_manifest_read_latest(RolloutStore *store,
 extern List *shard_manifests_read_latest(RolloutStore *store, List *shards);
 
 extern BaseManifest *base_manifest_read_latest(RolloutStore *store);
+
+/*
+ * The newest manifest of this cluster's shard, to change and commit: ERROR
+ * (before anything is written) when a promoted standby took the shard over
+ * (rollout_check_not_superseded).
+ */
+extern ShardManifest *shard_manifest_read_for_update(RolloutStore *store);
 
 /* Read one version; NULL when it does not exist (any more). */
 extern ShardManifest *shard_manifest_read_version(RolloutStore *store,

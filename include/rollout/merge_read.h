@@ -52,6 +52,7 @@ typedef struct MergeReadStats
 	int64		row_groups_read;
 	int64		row_groups_skipped;
 	int64		versions_read;	/* rows read from all sources */
+	int64		transaction_rows_read;	/* of the reading transaction's own */
 	int64		prefetch_batches;	/* batches of reads made ahead */
 	int64		rows_returned;
 	int64		last_wal_stamp; /* effective stamp of the last WAL entry read */

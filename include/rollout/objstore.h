@@ -163,16 +163,49 @@ typedef struct ObjectStoreOps
 	void		(*get_many) (ObjectStore *store, ObjectStoreRead *reads,
 							 int nreads, int max_in_flight);
 
+	/*
+	 * Remove what writes left behind outside the key space when the process
+	 * writing them died (the file backend's temporary files under _tmp/),
+	 * if last modified before older_than.  Returns how many were removed
+	 * and adds their bytes to *bytes.  May be NULL: a backend whose
+	 * interrupted uploads leave nothing behind, or whose service expires
+	 * them (S3 single PUTs; Azure's uncommitted blocks, dropped by the
+	 * service after a week).
+	 */
+	int64		(*remove_abandoned_uploads) (ObjectStore *store,
+											 TimestampTz older_than,
+											 int64 *bytes);
+
 	/* Release backend resources (connections, handles).  May be NULL. */
 	void		(*close) (ObjectStore *store);
 } ObjectStoreOps;
+
+/* Hex SHA-256: 64 digits and a NUL. */
+#define OBJSTORE_FINGERPRINT_LEN	65
 
 struct ObjectStore
 {
 	const ObjectStoreOps *ops;
 	char	   *location;		/* the location as given, for messages */
-	char	   *scheme;			/* "file", later "s3", "az" */
+	char	   *scheme;			/* "file", "s3", "az" */
 	void	   *backend;		/* the backend's private state */
+
+	/*
+	 * Where the objects really are: the canonical directory, or the
+	 * endpoint, bucket (account, container) and prefix.  Two servers with
+	 * the same location string but different endpoints are different
+	 * stores; two spellings of one directory are the same.  No secret.
+	 */
+	char	   *identity;
+
+	/*
+	 * A SHA-256 over the identity and the credentials the store was opened
+	 * with (hex).  Processes that share state about a store (the group
+	 * commit queue and memtable of shared_writer.c) compare it, so that no
+	 * backend reads or writes through another's credentials.  A hash, never
+	 * the credentials themselves.
+	 */
+	char		access_fingerprint[OBJSTORE_FINGERPRINT_LEN];
 };
 
 /*
@@ -180,8 +213,20 @@ struct ObjectStore
  * options that the backend may need: credentials, endpoint...).  A NULL or
  * empty location means the embedded default: a folder "rollout_fdw" under
  * the data directory.  Raises an ERROR for a malformed location.
+ *
+ * Credentials come from options.  Only when allow_environment_credentials
+ * is true may a remote backend fall back to the server process's own
+ * environment (AWS_*, AZURE_STORAGE_*): those are the server's credentials,
+ * and the caller decides who may borrow them (see fdw/options.c).
  */
-extern ObjectStore *objstore_open(const char *location, List *options);
+extern ObjectStore *objstore_open(const char *location, List *options,
+								  bool allow_environment_credentials);
+
+/* Is location (NULL or "" meaning the default) on this machine's disks? */
+extern bool objstore_location_is_local(const char *location);
+
+/* Is location the embedded default (a folder of the data directory)? */
+extern bool objstore_location_is_default(const char *location);
 
 /* The effective location string for the embedded default. */
 extern char *objstore_default_location(void);
@@ -257,6 +302,15 @@ extern ObjectStoreListing *objstore_list_page(ObjectStore *store,
 extern List *objstore_list_all(ObjectStore *store, const char *prefix,
 							   const char *start_after);
 extern bool objstore_delete(ObjectStore *store, const char *key);
+
+/*
+ * Remove leftovers of uploads interrupted by a crash that are older than
+ * older_than (see ObjectStoreOps.remove_abandoned_uploads); returns how
+ * many, and adds their bytes to *bytes.  0 for backends that leave none.
+ */
+extern int64 objstore_remove_abandoned_uploads(ObjectStore *store,
+											   TimestampTz older_than,
+											   int64 *bytes);
 
 /* A fresh put id (a random UUID in text form). */
 extern char *objstore_new_put_id(void);

@@ -103,8 +103,9 @@ extern void shared_store_note_error_by_name(const char *location,
 											const char *message);
 
 /*
- * The rows in the memtable (not counting ingest segments it names); false
- * when the writer is not ready (the WAL tail is then only on the store).
+ * The rows in the memtable, those of the ingest segments it names included;
+ * false when the writer is not ready (the WAL tail is then only on the
+ * store).
  */
 extern bool shared_memtable_rows(SharedStoreSlot *slot, int64 *rows);
 

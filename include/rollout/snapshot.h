@@ -16,7 +16,16 @@ typedef enum SnapshotSourceKind
 	SNAPSHOT_GENERATION,
 	SNAPSHOT_WAL_ENTRY,
 	SNAPSHOT_INGEST,			/* a large transaction's staged segment */
-	SNAPSHOT_MEMTABLE			/* rows of a WAL entry held in shared memory */
+	SNAPSHOT_MEMTABLE,			/* rows of a WAL entry held in shared memory */
+
+	/*
+	 * The reading transaction's own rows, not committed yet: the newest
+	 * versions of all (stamp_fixed is PG_INT64_MAX).  In memory as a row
+	 * blob, or, for a buffer that spilled to disk, a sorted segment in a
+	 * local scratch file (key is its path).
+	 */
+	SNAPSHOT_TRANSACTION,
+	SNAPSHOT_TRANSACTION_SEGMENT
 } SnapshotSourceKind;
 
 /* One object a snapshot reads: everything but the WAL is sorted by key. */
@@ -47,7 +56,7 @@ typedef struct SnapshotSource
 	 */
 	int64		stamp_fixed;
 
-	/* SNAPSHOT_MEMTABLE: the entry's rows as a row blob (row_blob.h) */
+	/* SNAPSHOT_MEMTABLE, _TRANSACTION: the rows as a row blob (row_blob.h) */
 	const char *rows_data;
 	int64		rows_len;
 } SnapshotSource;

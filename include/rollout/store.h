@@ -20,9 +20,17 @@
 #include "access/tupdesc.h"
 
 #include "rollout/objstore.h"
+#include "rollout/portable_values.h"
 #include "rollout/segment.h"
 
-#define ROLLOUT_STORE_FORMAT_VERSION 1
+/*
+ * The format version of _store.json a new store gets.  Version 2 records
+ * each column's encoding (image or text, portable_values.h); a version-1
+ * store has images only and is read as before, unless one of its columns
+ * is of a type version 2 encodes as text (docs/FORMAT.md).
+ */
+#define ROLLOUT_STORE_FORMAT_VERSION		2
+#define ROLLOUT_STORE_OLDEST_FORMAT_VERSION	1
 
 /*
  * Hidden columns, appended after the user columns in every segment:
@@ -49,6 +57,13 @@ typedef struct RolloutStoreSpec
 {
 	char	   *location;		/* NULL: the embedded default */
 	List	   *location_options;	/* DefElem list for the backend */
+
+	/*
+	 * May a remote backend fall back to the server's environment
+	 * credentials when location_options carry none?  The fdw layer decides
+	 * (only for superusers' tables and servers).
+	 */
+	bool		allow_environment_credentials;
 	char	   *store_name;
 	char	   *key_column;
 	int			ncolumns;
@@ -67,7 +82,16 @@ typedef struct RolloutStore
 	 */
 	SegmentSchema schema;
 	int			user_column_count;
-	TupleDesc	row_desc;		/* the user columns, for row blobs */
+	TupleDesc	row_desc;		/* the user columns as stored, for row blobs */
+
+	/*
+	 * Per user column (store order): how its values are stored.  A
+	 * text-encoded column is a text column in every segment, WAL entry and
+	 * row blob; writers encode into it, and a scan decodes it back.
+	 */
+	PortableCodec *codecs;
+	bool		has_text_columns;
+	int			format_version; /* of _store.json */
 	int			key_column;		/* == schema.key_column */
 	int			ts_column;
 	int			shard_column;
@@ -110,6 +134,19 @@ extern char *rollout_current_shard_id(void);
 extern bool rollout_shard_id_is_valid(const char *shard);
 extern int64 rollout_shard_hash(const char *shard);
 
+/* The PostgreSQL timeline this cluster writes on (not during recovery). */
+extern int64 rollout_writer_timeline(void);
+
+/*
+ * ERROR if a promoted standby (a higher writer_timeline) took this
+ * cluster's shard over.
+ */
+extern void rollout_check_not_superseded(RolloutStore *store,
+										 int64 writer_timeline);
+
+/* ERROR during recovery: operation ("flush"...) would write the store. */
+extern void rollout_check_writable(RolloutStore *store, const char *operation);
+
 /* The segment column of a table column, by name; -1 if none. */
 extern int	rollout_store_column_index(RolloutStore *store, const char *name);
 
@@ -139,6 +176,9 @@ extern int64 rollout_key_number(const char *key);
  */
 extern SegmentSource *rollout_segment_source(RolloutStore *store, const char *key,
 											 int64 size_hint);
+
+/* A SegmentSource reading a segment in a local file. */
+extern SegmentSource *rollout_local_segment_source(const char *path);
 
 /*
  * A read to make ahead of time for a source of rollout_segment_source():

@@ -51,9 +51,11 @@ typedef struct WalEntryRef
  * Make rows durable as this shard's next WAL entry, written by this backend
  * (the path without the shared-memory writer): the blobs' rows (row_blob.h),
  * plus the ingest segments metadata names.  metadata->epoch is set to the
- * shard's current epoch.  Returns the position it landed at.  Raises an
- * ERROR naming the shard when the position is taken by another writer, and
- * for store errors; nothing is ever overwritten or skipped.
+ * shard's current epoch.  Returns the position it landed at, or 0 (nothing
+ * written) when this cluster was promoted since the shard's last claim and
+ * must claim it first (shard_claim).  Raises an ERROR naming the shard when
+ * the position is taken by another writer, when a promoted standby took the
+ * shard over, and for store errors; nothing is ever overwritten or skipped.
  */
 extern int64 wal_append_rows(RolloutStore *store, List *blobs,
 							 WalEntryMetadata *metadata);

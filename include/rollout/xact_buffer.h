@@ -11,6 +11,7 @@
 #include "executor/tuptable.h"
 #include "utils/relcache.h"
 
+#include "rollout/snapshot.h"
 #include "rollout/store.h"
 
 /* Register the transaction and subtransaction callbacks (from _PG_init). */
@@ -19,5 +20,12 @@ extern void xact_buffer_init(void);
 /* Buffer one row inserted into rel (a rollout table backed by store). */
 extern void xact_buffer_add_row(Relation rel, RolloutStore *store,
 								TupleTableSlot *slot);
+
+/*
+ * The rows this transaction inserted into rel before command curcid, as a
+ * scan source newer than anything committed; NULL when there are none.
+ */
+extern SnapshotSource *xact_buffer_scan_source(Relation rel, RolloutStore *store,
+											   CommandId curcid);
 
 #endif							/* ROLLOUT_XACT_BUFFER_H */

@@ -9,12 +9,19 @@
  * upsert semantics by itself.  UPDATE and DELETE are not offered; the
  * executor reports them as unsupported for this foreign table.
  *
+ * INSERT ... ON CONFLICT DO NOTHING promises to keep an existing row: with
+ * upsert semantics it would silently replace it instead, so it is refused
+ * (DO UPDATE is refused by PostgreSQL itself for foreign tables).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/table.h"
 #include "executor/executor.h"
 #include "nodes/execnodes.h"
+#include "optimizer/optimizer.h"
+#include "parser/parsetree.h"
 #include "utils/rel.h"
 
 #include "rollout/fdw.h"
@@ -33,10 +40,28 @@ rollout_is_foreign_rel_updatable(Relation rel)
 	return (1 << CMD_INSERT);
 }
 
+/* ERROR for INSERT ... ON CONFLICT, whose promise a rollout table breaks. */
+static void
+rollout_refuse_on_conflict(ModifyTable *plan, Relation rel)
+{
+	if (plan != NULL && plan->onConflictAction != ONCONFLICT_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("INSERT with ON CONFLICT is not supported on rollout table \"%s\"",
+						RelationGetRelationName(rel)),
+				 errdetail("Inserting an existing key makes a newer version of that record, which replaces the older one; ON CONFLICT DO NOTHING would not keep the existing row."),
+				 errhint("Insert without ON CONFLICT to replace existing rows, or leave out the rows whose keys exist (INSERT ... SELECT ... WHERE NOT EXISTS).")));
+}
+
 static List *
 rollout_plan_foreign_modify(PlannerInfo *root, ModifyTable *plan,
 							Index resultRelation, int subplan_index)
 {
+	Relation	rel = table_open(planner_rt_fetch(resultRelation, root)->relid,
+								 NoLock);
+
+	rollout_refuse_on_conflict(plan, rel);
+	table_close(rel, NoLock);
 	return NIL;
 }
 
@@ -108,10 +133,13 @@ rollout_end_foreign_modify(EState *estate, ResultRelInfo *rinfo)
 	/* nothing: the rows wait in the transaction buffer until commit */
 }
 
-/* COPY FROM and partition routing. */
+/* COPY FROM and partition routing (where mtstate is the routing INSERT). */
 static void
 rollout_begin_foreign_insert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
 {
+	if (mtstate != NULL)
+		rollout_refuse_on_conflict((ModifyTable *) mtstate->ps.plan,
+								   rinfo->ri_RelationDesc);
 	rinfo->ri_FdwState = rollout_modify_state_create(rinfo);
 }
 

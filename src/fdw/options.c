@@ -24,6 +24,8 @@
 #include "foreign/foreign.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "catalog/pg_authid.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
@@ -35,6 +37,7 @@
 #include "utils/typcache.h"
 
 #include "rollout/fdw.h"
+#include "rollout/portable_values.h"
 
 /* Which options exist, and where they may appear. */
 typedef struct RolloutOption
@@ -67,6 +70,8 @@ static const RolloutOption rollout_options[] = {
 };
 
 #define ROLLOUT_DEFAULT_BATCH_SIZE	1000
+
+static void rollout_check_server_privileges(List *options);
 
 PG_FUNCTION_INFO_V1(rollout_fdw_validator);
 PG_FUNCTION_INFO_V1(rollout_fdw_check_table);
@@ -215,7 +220,60 @@ rollout_fdw_validator(PG_FUNCTION_ARGS)
 						 errdetail("It must be a positive integer.")));
 		}
 	}
+	if (catalog == ForeignServerRelationId)
+		rollout_check_server_privileges(options);
 	PG_RETURN_VOID();
+}
+
+/*
+ * Who may define a server.  The validator sees the whole option list of
+ * CREATE SERVER and of ALTER SERVER ... OPTIONS (the result of the change),
+ * so a server can neither be created with nor altered to what its role may
+ * not use.  As for file_fdw:
+ *	- stores on this machine (a file:// location, or none: the embedded
+ *	  default under the data directory) are read, written and deleted as
+ *	  the server's operating-system user, so only superusers and members of
+ *	  pg_write_server_files may name them;
+ *	- ca_file names a file the server reads, so only superusers and members
+ *	  of pg_read_server_files may set it.
+ * Remote locations need no such role: their credentials are the user's own
+ * (user mappings), never the server's (rollout_store_spec_for).
+ */
+static void
+rollout_check_server_privileges(List *options)
+{
+	const char *location = NULL;
+	bool		has_ca_file = false;
+	ListCell   *lc;
+
+	if (superuser())
+		return;
+	foreach(lc, options)
+	{
+		DefElem    *def = lfirst(lc);
+
+		if (strcmp(def->defname, "location") == 0)
+			location = defGetString(def);
+		else if (strcmp(def->defname, "ca_file") == 0)
+			has_ca_file = true;
+	}
+	if (objstore_location_is_local(location) &&
+		!has_privs_of_role(GetUserId(), ROLE_PG_WRITE_SERVER_FILES))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to use a local location for a rollout_fdw server"),
+				 errdetail("%s keeps its stores in files the database server writes and deletes as its operating-system user.",
+						   objstore_location_is_default(location)
+						   ? "A server without a \"location\" option"
+						   : "A file:// location"),
+				 errhint("Only superusers and roles with the privileges of pg_write_server_files can create or alter such a server; others can use an s3:// or az:// location.")));
+	if (has_ca_file &&
+		!has_privs_of_role(GetUserId(), ROLE_PG_READ_SERVER_FILES))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to set option \"ca_file\" of a rollout_fdw server"),
+				 errdetail("The option names a file the database server reads."),
+				 errhint("Only superusers and roles with the privileges of pg_read_server_files can set it.")));
 }
 
 /* The effective options of a rollout table, defaults applied. */
@@ -250,7 +308,24 @@ rollout_table_options(Oid relid)
 			(void) parse_int(defGetString(def), &options->batch_size, 0, NULL);
 	}
 	if (options->store_name == NULL)
+	{
+		/*
+		 * The table's name, when nothing pinned the store (a table created
+		 * while the extension's event trigger could not run).  A name that
+		 * could walk into another store's folder is never used.
+		 */
+		char	   *problem;
+
 		options->store_name = get_rel_name(relid);
+		problem = rollout_check_store_name(options->store_name);
+		if (problem != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+					 errmsg("the name of foreign table \"%s\" is not a valid store name",
+							options->store_name),
+					 errdetail("%s", problem),
+					 errhint("Name the store with the table option \"store\".")));
+	}
 	return options;
 }
 
@@ -298,27 +373,45 @@ rollout_check_is_rollout_table(Oid relid)
 
 /*
  * Checks of a rollout table that need its columns, run by the extension's
- * event trigger after CREATE/ALTER FOREIGN TABLE: the key column exists and
- * its type has a default btree operator class (the store sorts by it).
- * Tables of other wrappers are ignored.
+ * event trigger after CREATE FOREIGN TABLE and every ALTER of a foreign
+ * table (ALTER FOREIGN TABLE and ALTER TABLE, RENAME included): the key
+ * column exists and its type has a default btree operator class (the store
+ * sorts by it), and every column's type can be stored.  Tables of other
+ * wrappers are ignored.
  *
- * Returns the store name to pin as the table's "store" option when the table
- * has none (the default is the table's name, which a RENAME would otherwise
- * change), or NULL.
+ * The store a table reads and writes is pinned in its "store" option.  At
+ * creation (creating = true) a table without the option gets its own name,
+ * which must be a valid store name, and the function returns it for the
+ * trigger to pin; RENAME then cannot switch stores.  After an ALTER the
+ * option must still be there: dropping it would make the table's name
+ * choose the store again.  Returns NULL when nothing is to be pinned.
  */
 Datum
 rollout_fdw_check_table(PG_FUNCTION_ARGS)
 {
 	Oid			relid = PG_GETARG_OID(0);
+	bool		creating = PG_GETARG_BOOL(1);
 	RolloutTableOptions *options;
 	Relation	rel;
 	TupleDesc	tupdesc;
 	int			key_attno = InvalidAttrNumber;
+	bool		pinned = false;
 	ListCell   *lc;
 
 	if (get_rel_relkind(relid) != RELKIND_FOREIGN_TABLE ||
 		!rollout_is_rollout_foreign_table(relid))
 		PG_RETURN_NULL();
+
+	foreach(lc, GetForeignTable(relid)->options)
+		if (strcmp(((DefElem *) lfirst(lc))->defname, "store") == 0)
+			pinned = true;
+	if (!pinned && !creating)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+				 errmsg("cannot drop option \"store\" of rollout table \"%s\"",
+						get_rel_name(relid)),
+				 errdetail("The option pins the store the table reads and writes; without it the table's name would choose the store."),
+				 errhint("To use another store, set the option to its name.")));
 
 	options = rollout_table_options(relid);
 	rel = table_open(relid, AccessShareLock);
@@ -336,10 +429,34 @@ rollout_fdw_check_table(PG_FUNCTION_ARGS)
 				 errmsg("key column \"%s\" does not exist in foreign table \"%s\"",
 						options->key_column, RelationGetRelationName(rel)),
 				 errhint("Name an existing column with the table option \"key\" (default \"id\").")));
+	for (int i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+		char	   *why = NULL;
+
+		if (!attr->attisdropped &&
+			portable_type_encoding(attr->atttypid, &why) == PORTABLE_REFUSED)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("column \"%s\" of foreign table \"%s\" has type %s, which a rollout store cannot keep",
+							NameStr(attr->attname), RelationGetRelationName(rel),
+							format_type_be(attr->atttypid)),
+					 errdetail("%s", why),
+					 errhint("Store the object's name (text) instead.")));
+	}
 	{
 		Form_pg_attribute attr = TupleDescAttr(tupdesc, key_attno - 1);
 		TypeCacheEntry *typentry = lookup_type_cache(attr->atttypid,
 													 TYPECACHE_CMP_PROC);
+
+		if (portable_type_encoding(attr->atttypid, NULL) != PORTABLE_IMAGE)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("key column \"%s\" of foreign table \"%s\" has type %s, which cannot be a store's key",
+							options->key_column, RelationGetRelationName(rel),
+							format_type_be(attr->atttypid)),
+					 errdetail("Its values are stored as text so that they mean the same in every database, and their order could differ between databases."),
+					 errhint("Use a key of a built-in type, such as text, uuid or bigint.")));
 
 		if (!OidIsValid(typentry->cmp_proc))
 			ereport(ERROR,
@@ -351,9 +468,8 @@ rollout_fdw_check_table(PG_FUNCTION_ARGS)
 	}
 	table_close(rel, AccessShareLock);
 
-	foreach(lc, GetForeignTable(relid)->options)
-		if (strcmp(((DefElem *) lfirst(lc))->defname, "store") == 0)
-			PG_RETURN_NULL();
+	if (pinned)
+		PG_RETURN_NULL();
 	PG_RETURN_TEXT_P(cstring_to_text(options->store_name));
 }
 
@@ -362,11 +478,21 @@ rollout_fdw_check_table(PG_FUNCTION_ARGS)
  * ----------------------------------------------------------------
  */
 
+/*
+ * A table's store, opened for one role: the role whose user mapping holds
+ * the credentials (the current user for queries, the owner for
+ * maintenance), so the same table may be open once per role.
+ */
+typedef struct StoreCacheKey
+{
+	Oid			relid;
+	Oid			userid;
+} StoreCacheKey;
+
 typedef struct StoreCacheEntry
 {
-	Oid			relid;			/* hash key */
+	StoreCacheKey key;			/* hash key */
 	bool		valid;
-	Oid			userid;			/* whose user mapping the store was opened with */
 	RolloutStore *store;
 } StoreCacheEntry;
 
@@ -374,9 +500,9 @@ static HTAB *store_cache = NULL;
 static MemoryContext store_cache_context = NULL;
 
 /*
- * Invalidate one table's entry, or all.  An invalidated store is not freed:
- * a scan of the current query may still hold it.  Invalidations happen only
- * on DDL, so what this keeps is small.
+ * Invalidate one table's entries, or all.  An invalidated store is not
+ * freed: a scan of the current query may still hold it.  Invalidations
+ * happen only on DDL, so what this keeps is small.
  */
 static void
 store_cache_invalidate_relation(Datum arg, Oid relid)
@@ -388,7 +514,7 @@ store_cache_invalidate_relation(Datum arg, Oid relid)
 		return;
 	hash_seq_init(&status, store_cache);
 	while ((entry = hash_seq_search(&status)) != NULL)
-		if (relid == InvalidOid || entry->relid == relid)
+		if (relid == InvalidOid || entry->key.relid == relid)
 			entry->valid = false;
 }
 
@@ -405,19 +531,21 @@ rollout_store_cache_init(void)
 	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, store_cache_invalidate_all, (Datum) 0);
 	CacheRegisterSyscacheCallback(FOREIGNTABLEREL, store_cache_invalidate_all, (Datum) 0);
 	CacheRegisterSyscacheCallback(USERMAPPINGOID, store_cache_invalidate_all, (Datum) 0);
+	/* superuser status decides whether environment credentials may serve */
+	CacheRegisterSyscacheCallback(AUTHOID, store_cache_invalidate_all, (Datum) 0);
 }
 
 /*
- * The options an object-store backend gets: the server's, then the current
- * user's mapping's (or PUBLIC's), which hold any credentials.  A missing
- * mapping is no error: a file:// store needs none, and a remote backend
- * reports missing credentials itself.
+ * The options an object-store backend gets: the server's, then those of the
+ * user mapping of userid (or PUBLIC's), which hold any credentials.  A
+ * missing mapping is no error: a file:// store needs none, and a remote
+ * backend reports missing credentials itself.
  */
 static List *
-rollout_location_options(Oid serverid)
+rollout_location_options(Oid serverid, Oid userid)
 {
 	List	   *options = list_copy(GetForeignServer(serverid)->options);
-	Oid			users[2] = {GetUserId(), InvalidOid};
+	Oid			users[2] = {userid, InvalidOid};
 
 	for (int i = 0; i < 2; i++)
 	{
@@ -441,16 +569,34 @@ rollout_location_options(Oid serverid)
 	return options;
 }
 
-/* Describe a foreign table for the lsm layer. */
+/*
+ * Describe a foreign table for the lsm layer, with the credentials of
+ * userid.
+ *
+ * The server's environment credentials (AWS_*, AZURE_STORAGE_*) are the
+ * server's own, like the operating-system identity postgres_fdw uses for a
+ * connection without a password.  They may serve a table only when
+ * superusers chose both where the requests go (the server's owner sets the
+ * endpoint) and what they address (the table's owner sets the store).
+ * Otherwise a role that may merely create servers and tables could point
+ * the backend, and the background sweeper, at any host and have the
+ * server's credentials sent there.  Tables owned by other roles must carry
+ * credentials in a user mapping, as postgres_fdw's password_required makes
+ * non-superusers supply a password.
+ */
 static RolloutStoreSpec *
-store_spec_for_relation(Relation rel)
+store_spec_for_relation(Relation rel, Oid userid)
 {
 	RolloutStoreSpec *spec = palloc0(sizeof(RolloutStoreSpec));
-	RolloutTableOptions *options = rollout_table_options(RelationGetRelid(rel));
+	Oid			relid = RelationGetRelid(rel);
+	RolloutTableOptions *options = rollout_table_options(relid);
+	ForeignServer *server = GetForeignServer(GetForeignTable(relid)->serverid);
 	TupleDesc	tupdesc = RelationGetDescr(rel);
 
 	spec->location = options->location;
-	spec->location_options = rollout_location_options(GetForeignTable(RelationGetRelid(rel))->serverid);
+	spec->location_options = rollout_location_options(server->serverid, userid);
+	spec->allow_environment_credentials =
+		superuser_arg(rel->rd_rel->relowner) && superuser_arg(server->owner);
 	spec->store_name = options->store_name;
 	spec->key_column = options->key_column;
 	spec->columns = palloc0(sizeof(RolloutColumnSpec) * Max(tupdesc->natts, 1));
@@ -469,9 +615,9 @@ store_spec_for_relation(Relation rel)
 }
 
 RolloutStore *
-rollout_store_for_relation(Relation rel)
+rollout_store_for_relation_as(Relation rel, Oid userid)
 {
-	Oid			relid = RelationGetRelid(rel);
+	StoreCacheKey key;
 	StoreCacheEntry *entry;
 	bool		found;
 
@@ -482,14 +628,17 @@ rollout_store_for_relation(Relation rel)
 		store_cache_context = AllocSetContextCreate(CacheMemoryContext,
 													"rollout store cache",
 													ALLOCSET_SMALL_SIZES);
-		ctl.keysize = sizeof(Oid);
+		ctl.keysize = sizeof(StoreCacheKey);
 		ctl.entrysize = sizeof(StoreCacheEntry);
 		ctl.hcxt = store_cache_context;
 		store_cache = hash_create("rollout store cache", 16, &ctl,
 								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
 
-	entry = hash_search(store_cache, &relid, HASH_ENTER, &found);
+	memset(&key, 0, sizeof(key));
+	key.relid = RelationGetRelid(rel);
+	key.userid = userid;
+	entry = hash_search(store_cache, &key, HASH_ENTER, &found);
 	if (!found)
 	{
 		entry->valid = false;
@@ -501,17 +650,25 @@ rollout_store_for_relation(Relation rel)
 	 */
 	if (entry->valid && strcmp(entry->store->shard, rollout_current_shard_id()) != 0)
 		entry->valid = false;
-	/* credentials come from the current user's mapping */
-	if (entry->valid && entry->userid != GetUserId())
-		entry->valid = false;
 	if (!entry->valid)
 	{
-		RolloutStoreSpec *spec = store_spec_for_relation(rel);
+		RolloutStoreSpec *spec = store_spec_for_relation(rel, userid);
 
 		entry->store = NULL;
 		entry->store = rollout_store_open(spec, store_cache_context);
-		entry->userid = GetUserId();
 		entry->valid = true;
 	}
 	return entry->store;
+}
+
+RolloutStore *
+rollout_store_for_relation(Relation rel)
+{
+	return rollout_store_for_relation_as(rel, GetUserId());
+}
+
+RolloutStore *
+rollout_store_for_relation_as_owner(Relation rel)
+{
+	return rollout_store_for_relation_as(rel, rel->rd_rel->relowner);
 }

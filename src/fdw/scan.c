@@ -17,6 +17,13 @@
  *	  collation, where equal means byte-equal.  Every condition is still
  *	  rechecked by the executor, so skipping never decides what matches.
  *
+ * What a scan reads: the store snapshot of its statement or transaction
+ * (scan_snapshot.c, as the isolation level promises), plus the rows its own
+ * transaction inserted into the table by earlier commands, the newest
+ * versions of all (xact_buffer.c).  Columns stored as text because their
+ * values would otherwise depend on the database's OIDs are decoded here,
+ * for the columns the query uses (portable_values.h).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -46,7 +53,9 @@
 #include "rollout/fault.h"
 #include "rollout/fdw.h"
 #include "rollout/merge_read.h"
+#include "rollout/scan_snapshot.h"
 #include "rollout/snapshot.h"
+#include "rollout/xact_buffer.h"
 
 /* Fresh snapshots a scan takes when objects vanish under it. */
 #define SCAN_MAX_SNAPSHOT_ATTEMPTS	5
@@ -91,9 +100,14 @@ typedef struct RolloutScanState
 	bool	   *want;			/* per segment column */
 	List	   *key_quals;		/* KeyQual * (value unused) */
 	List	   *key_value_states;	/* ExprState * */
-	MemoryContext scan_context;	/* the snapshot: lives across rescans */
+	MemoryContext scan_context;	/* lives across rescans */
 	MemoryContext rescan_context;	/* key range and read: reset per rescan */
-	RolloutSnapshot *snapshot;
+	MemoryContext row_context;	/* decoded values of the current row */
+	EState	   *estate;
+	RolloutSnapshot *snapshot;	/* what the read reads: the statement's or
+								 * transaction's snapshot, plus own rows */
+	bool		own_rows_taken; /* own_rows was looked for */
+	SnapshotSource *own_rows;	/* the transaction's own rows, or NULL */
 	MergeRead  *read;
 	Datum	   *values;
 	bool	   *isnull;
@@ -369,6 +383,10 @@ rollout_begin_foreign_scan(ForeignScanState *node, int eflags)
 	state->rescan_context = AllocSetContextCreate(state->scan_context,
 												  "rollout rescan",
 												  ALLOCSET_DEFAULT_SIZES);
+	state->row_context = AllocSetContextCreate(state->scan_context,
+											   "rollout scan row",
+											   ALLOCSET_SMALL_SIZES);
+	state->estate = node->ss.ps.state;
 	tupdesc = RelationGetDescr(state->rel);
 	state->natts = tupdesc->natts;
 	state->attr_to_column = palloc(sizeof(int) * Max(state->natts, 1));
@@ -487,8 +505,37 @@ rollout_scan_accumulate_stats(RolloutScanState *state)
 	state->totals.row_groups_read += stats->row_groups_read;
 	state->totals.row_groups_skipped += stats->row_groups_skipped;
 	state->totals.versions_read += stats->versions_read;
+	state->totals.transaction_rows_read += stats->transaction_rows_read;
 	state->totals.rows_returned += stats->rows_returned;
 	state->totals.prefetch_batches += stats->prefetch_batches;
+}
+
+/*
+ * The snapshot the scan reads, in scan_context: its statement's or
+ * transaction's store snapshot, with the transaction's own rows as the
+ * newest source when it inserted into the table before this command.
+ */
+static RolloutSnapshot *
+rollout_scan_take_snapshot(RolloutScanState *state)
+{
+	RolloutSnapshot *shared = rollout_scan_snapshot(state->store,
+													state->options->read_wal_tail,
+													state->estate);
+	RolloutSnapshot *snapshot;
+
+	rollout_fault_point("scan.after_snapshot");
+	if (!state->own_rows_taken)
+	{
+		state->own_rows = xact_buffer_scan_source(state->rel, state->store,
+												  state->estate->es_snapshot->curcid);
+		state->own_rows_taken = true;
+	}
+	if (state->own_rows == NULL)
+		return shared;
+	snapshot = palloc(sizeof(RolloutSnapshot));
+	*snapshot = *shared;
+	snapshot->sources = lappend(list_copy(shared->sources), state->own_rows);
+	return snapshot;
 }
 
 static TupleTableSlot *
@@ -496,19 +543,21 @@ rollout_iterate_foreign_scan(ForeignScanState *node)
 {
 	RolloutScanState *state = node->fdw_state;
 	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+	MemoryContext oldcontext;
 
 	if (state->read == NULL)
 	{
-		MemoryContext oldcontext = MemoryContextSwitchTo(state->rescan_context);
 		KeyRange	range;
 
+		oldcontext = MemoryContextSwitchTo(state->rescan_context);
 		objstore_get_counters(&state->counters_mark);
 		rollout_build_key_range(node, state, &range);
 
 		/*
-		 * One snapshot per scan node: rescans see the same objects.  If
-		 * garbage collection removed an object of the snapshot before we
-		 * opened it, the snapshot is stale: take a fresh one (DESIGN.md §5).
+		 * Rescans read the same snapshot.  If garbage collection removed an
+		 * object of it before we opened that, the snapshot is stale: a
+		 * statement takes a fresh one (DESIGN.md §5), a transaction-wide
+		 * snapshot fails the scan (scan_snapshot.c).
 		 */
 		for (int attempt = 0;; attempt++)
 		{
@@ -518,10 +567,8 @@ rollout_iterate_foreign_scan(ForeignScanState *node)
 			if (state->snapshot == NULL)
 			{
 				MemoryContextSwitchTo(state->scan_context);
-				state->snapshot = rollout_snapshot_take(state->store,
-														state->options->read_wal_tail);
+				state->snapshot = rollout_scan_take_snapshot(state);
 				MemoryContextSwitchTo(state->rescan_context);
-				rollout_fault_point("scan.after_snapshot");
 			}
 			options.keep_tombstones = false;
 			options.follow_ingest = true;
@@ -530,15 +577,20 @@ rollout_iterate_foreign_scan(ForeignScanState *node)
 										   state->want, &range, &options);
 			if (state->read != NULL)
 				break;
+			rollout_scan_snapshot_vanished(state->store,
+										   state->options->read_wal_tail,
+										   state->estate);
 			state->snapshot = NULL;
 		}
 		MemoryContextSwitchTo(oldcontext);
 	}
 
 	ExecClearTuple(slot);
+	MemoryContextReset(state->row_context);
 	if (!merge_read_next(state->read, state->values, state->isnull))
 		return slot;
 
+	oldcontext = MemoryContextSwitchTo(state->row_context);
 	for (int i = 0; i < state->natts; i++)
 	{
 		int			column = state->attr_to_column[i];
@@ -552,8 +604,13 @@ rollout_iterate_foreign_scan(ForeignScanState *node)
 		{
 			slot->tts_values[i] = state->values[column];
 			slot->tts_isnull[i] = state->isnull[column];
+			if (!slot->tts_isnull[i] &&
+				state->store->codecs[column].encoding == PORTABLE_TEXT)
+				slot->tts_values[i] = portable_decode(&state->store->codecs[column],
+													  slot->tts_values[i]);
 		}
 	}
+	MemoryContextSwitchTo(oldcontext);
 	ExecStoreVirtualTuple(slot);
 	return slot;
 }
@@ -640,6 +697,9 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 			ExplainPropertyInteger("Row Groups Skipped", NULL, t->row_groups_skipped, es);
 		}
 		ExplainPropertyInteger("Versions Read", NULL, t->versions_read, es);
+		if (t->transaction_rows_read > 0)
+			ExplainPropertyInteger("Transaction Rows Read", NULL,
+								   t->transaction_rows_read, es);
 
 		/*
 		 * How the reads went to the store: these vary with the location and

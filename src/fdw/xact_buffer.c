@@ -22,6 +22,12 @@
  * A transaction writes to one rollout table: one WAL entry is atomic, two
  * entries in two stores are not.
  *
+ * The transaction's own scans of the table see its buffered rows, as they
+ * would a heap table's (xact_buffer_scan_source): the rows inserted by
+ * commands before the scan's, as the newest versions of their keys.  Each
+ * row remembers the command that inserted it; command ids only grow along
+ * the stream, so what a scan sees is always a prefix of it.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -38,6 +44,7 @@
 #include "utils/rel.h"
 #include "utils/resowner.h"
 
+#include "rollout/commit.h"
 #include "rollout/ingest.h"
 #include "rollout/objstore.h"
 #include "rollout/rollout_fdw.h"
@@ -53,6 +60,13 @@ typedef struct SubxactMark
 	int64		offset;
 	int64		rows;
 } SubxactMark;
+
+/* The first row a command inserted: rows before it came from older ones. */
+typedef struct CommandMark
+{
+	CommandId	cid;
+	int64		rows;			/* rows in the stream before it */
+} CommandMark;
 
 typedef struct XactBuffer
 {
@@ -74,6 +88,11 @@ typedef struct XactBuffer
 	SubxactMark *marks;
 	int			mark_count;
 	int			mark_capacity;
+
+	/* command marks, in stream order */
+	CommandMark *commands;
+	int			command_count;
+	int			command_capacity;
 } XactBuffer;
 
 /* The current transaction's buffer, in TopTransactionContext; or NULL. */
@@ -133,6 +152,10 @@ stream_truncate(XactBuffer *buffer, int64 offset, int64 rows)
 	buffer->rows = rows;
 	if (buffer->file == NULL)
 		buffer->memory.len = offset;
+	/* the commands whose first row went with the truncation */
+	while (buffer->command_count > 0 &&
+		   buffer->commands[buffer->command_count - 1].rows >= rows)
+		buffer->command_count--;
 }
 
 static void
@@ -191,6 +214,8 @@ xact_buffer_get(Relation rel, RolloutStore *store)
 												ALLOCSET_DEFAULT_SIZES);
 	buffer->mark_capacity = 8;
 	buffer->marks = palloc(sizeof(SubxactMark) * buffer->mark_capacity);
+	buffer->command_capacity = 8;
+	buffer->commands = palloc(sizeof(CommandMark) * buffer->command_capacity);
 	MemoryContextSwitchTo(oldcontext);
 
 	current_buffer = buffer;
@@ -221,6 +246,30 @@ xact_buffer_mark_level(XactBuffer *buffer)
 	buffer->marks[buffer->mark_count].offset = buffer->length;
 	buffer->marks[buffer->mark_count].rows = buffer->rows;
 	buffer->mark_count++;
+}
+
+/*
+ * Remember where the current command's rows start, at its first row.  The
+ * executor marked the command id used when the statement began (a
+ * statement that writes makes the next one get a new id).
+ */
+static void
+xact_buffer_mark_command(XactBuffer *buffer)
+{
+	CommandId	cid = GetCurrentCommandId(false);
+
+	if (buffer->command_count > 0 &&
+		buffer->commands[buffer->command_count - 1].cid == cid)
+		return;
+	if (buffer->command_count == buffer->command_capacity)
+	{
+		buffer->command_capacity *= 2;
+		buffer->commands = repalloc(buffer->commands,
+									sizeof(CommandMark) * buffer->command_capacity);
+	}
+	buffer->commands[buffer->command_count].cid = cid;
+	buffer->commands[buffer->command_count].rows = buffer->rows;
+	buffer->command_count++;
 }
 
 void
@@ -283,6 +332,7 @@ xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot)
 	MemoryContextSwitchTo(oldcontext);
 
 	xact_buffer_mark_level(buffer);
+	xact_buffer_mark_command(buffer);
 	len = tuple->t_len;
 	stream_write(buffer, &len, sizeof(len));
 	stream_write(buffer, tuple, len);
@@ -299,6 +349,7 @@ xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot)
 typedef struct BufferedRowReader
 {
 	XactBuffer *buffer;
+	int64		row_limit;		/* read the first row_limit rows */
 	int64		row;
 	int64		offset;
 	Datum	   *table_values;
@@ -309,6 +360,7 @@ static void
 buffered_row_reader_init(BufferedRowReader *reader, XactBuffer *buffer)
 {
 	reader->buffer = buffer;
+	reader->row_limit = buffer->rows;
 	reader->row = 0;
 	reader->offset = 0;
 	reader->table_values = palloc0(sizeof(Datum) * Max(buffer->tupdesc->natts, 1));
@@ -321,8 +373,10 @@ buffered_row_reader_init(BufferedRowReader *reader, XactBuffer *buffer)
 }
 
 /*
- * The next buffered row as values in the store's user-column order.  The
- * values point into memory of CurrentMemoryContext.
+ * The next buffered row as values in the store's user-column order, as the
+ * store keeps them: text-encoded columns as text (portable_values.h; the
+ * caller has portable_encode_begin'd).  The values point into memory of
+ * CurrentMemoryContext.
  */
 static bool
 buffered_row_reader_next(void *arg, Datum *values, bool *isnull)
@@ -334,7 +388,7 @@ buffered_row_reader_next(void *arg, Datum *values, bool *isnull)
 	MinimalTuple tuple;
 	uint32		len;
 
-	if (reader->row >= buffer->rows)
+	if (reader->row >= reader->row_limit)
 		return false;
 	if (buffer->file == NULL)
 	{
@@ -367,6 +421,8 @@ buffered_row_reader_next(void *arg, Datum *values, bool *isnull)
 			continue;
 		values[column] = reader->table_values[i];
 		isnull[column] = reader->table_isnull[i];
+		if (!isnull[column] && store->codecs[column].encoding == PORTABLE_TEXT)
+			values[column] = portable_encode(&store->codecs[column], values[column]);
 	}
 	return true;
 }
@@ -387,6 +443,7 @@ xact_buffer_commit(XactBuffer *buffer)
 	int64		row_count = 0;
 	int64		ingest_threshold;
 	SharedStoreSlot *slot;
+	int			encode_nest_level = -1;
 
 	metadata.kind = "wal";
 	metadata.shard = store->shard;
@@ -400,6 +457,8 @@ xact_buffer_commit(XactBuffer *buffer)
 		ingest_threshold = Min(ingest_threshold, shared_store_max_transaction_bytes());
 
 	buffered_row_reader_init(&reader, buffer);
+	if (store->has_text_columns)
+		encode_nest_level = portable_encode_begin();
 	if (buffer->file != NULL || buffer->length > ingest_threshold)
 	{
 		rollout_store_ensure_created(store);
@@ -430,6 +489,8 @@ xact_buffer_commit(XactBuffer *buffer)
 		}
 		MemoryContextDelete(row_context);
 	}
+	if (encode_nest_level >= 0)
+		portable_encode_end(encode_nest_level);
 
 	/*
 	 * With the shared-memory writer, a group-commit leader writes our rows
@@ -438,7 +499,109 @@ xact_buffer_commit(XactBuffer *buffer)
 	if (slot != NULL)
 		(void) shared_store_commit(store, slot, blob, row_count, metadata.ingest);
 	else
-		(void) wal_append_rows(store, blob ? list_make1(blob) : NIL, &metadata);
+		(void) rollout_commit_direct(store, blob ? list_make1(blob) : NIL, &metadata);
+}
+
+/* Remove a scan's scratch segment when its memory goes. */
+static void
+xact_buffer_remove_scratch(void *arg)
+{
+	(void) unlink((const char *) arg);
+}
+
+/*
+ * xact_buffer_scan_source
+ *		The rows this transaction inserted into rel with commands before
+ *		curcid (the scan's snapshot's command id: a statement does not see
+ *		its own inserts), as the newest source of a scan; NULL when there
+ *		are none.
+ *
+ * Rows rolled back with a savepoint are gone from the stream already.  A
+ * buffer held in memory becomes a row blob, deduplicated by the reader
+ * like a memtable batch; one that spilled to disk is sorted (tuplesort,
+ * bounded by work_mem) into a segment in a scratch file, removed with
+ * CurrentMemoryContext.  Either way the values are encoded as the store
+ * keeps them, so the scan decodes them like any others.
+ */
+SnapshotSource *
+xact_buffer_scan_source(Relation rel, RolloutStore *store, CommandId curcid)
+{
+	XactBuffer *buffer = current_buffer;
+	BufferedRowReader reader;
+	SnapshotSource *source;
+	int64		visible;
+	int			encode_nest_level = -1;
+
+	/* the rows go to the buffer's store at commit: only that one sees them */
+	if (buffer == NULL || buffer->relid != RelationGetRelid(rel) ||
+		strcmp(buffer->store->objstore->identity, store->objstore->identity) != 0 ||
+		strcmp(buffer->store->name, store->name) != 0)
+		return NULL;
+	visible = buffer->rows;
+	for (int i = 0; i < buffer->command_count; i++)
+	{
+		if (buffer->commands[i].cid >= curcid)
+		{
+			visible = buffer->commands[i].rows;
+			break;
+		}
+	}
+	if (visible == 0)
+		return NULL;
+
+	buffered_row_reader_init(&reader, buffer);
+	reader.row_limit = visible;
+	if (store->has_text_columns)
+		encode_nest_level = portable_encode_begin();
+	if (buffer->file == NULL)
+	{
+		MemoryContext row_context = AllocSetContextCreate(CurrentMemoryContext,
+														  "rollout own row",
+														  ALLOCSET_DEFAULT_SIZES);
+		Datum	   *values = palloc0(sizeof(Datum) * store->user_column_count);
+		bool	   *isnull = palloc0(sizeof(bool) * store->user_column_count);
+		StringInfo	blob = makeStringInfo();
+
+		for (;;)
+		{
+			MemoryContext oldcontext = MemoryContextSwitchTo(row_context);
+			bool		more = buffered_row_reader_next(&reader, values, isnull);
+
+			MemoryContextSwitchTo(oldcontext);
+			if (!more)
+				break;
+			CHECK_FOR_INTERRUPTS();
+			row_blob_append(store, blob, values, isnull);
+			MemoryContextReset(row_context);
+		}
+		MemoryContextDelete(row_context);
+		source = snapshot_source_new(SNAPSHOT_TRANSACTION);
+		source->key = "(this transaction's rows)";
+		source->rows_data = blob->data;
+		source->rows_len = blob->len;
+	}
+	else
+	{
+		char	   *path = rollout_scratch_file_path("own");
+		MemoryContextCallback *cleanup = palloc0(sizeof(MemoryContextCallback));
+
+		cleanup->func = xact_buffer_remove_scratch;
+		cleanup->arg = path;
+		MemoryContextRegisterResetCallback(CurrentMemoryContext, cleanup);
+		(void) ingest_write_sorted(store, buffered_row_reader_next, &reader,
+								   PG_INT64_MAX, path);
+		source = snapshot_source_new(SNAPSHOT_TRANSACTION_SEGMENT);
+		source->key = path;
+	}
+	if (encode_nest_level >= 0)
+		portable_encode_end(encode_nest_level);
+
+	source->shard = store->shard;
+	source->shard_hash = store->shard_hash;
+	source->position = PG_INT64_MAX;
+	source->rows = visible;
+	source->stamp_fixed = PG_INT64_MAX;
+	return source;
 }
 
 /*

@@ -32,6 +32,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
@@ -212,6 +213,8 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 	int64		versions_in = 0;
 	ListCell   *lc;
 
+	rollout_check_writable(store, "compact");
+
 	base = base_manifest_read_latest(store);
 	result.fragments_before = list_length(base->fragments);
 	result.fragments_after = result.fragments_before;
@@ -274,6 +277,10 @@ rollout_compaction_record_error(RolloutStore *store, const char *message)
 {
 	MemoryContext oldcontext = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
+
+	/* a standby records nothing: it writes nothing */
+	if (RecoveryInProgress())
+		return;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(oldcontext);

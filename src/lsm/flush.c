@@ -35,6 +35,7 @@
 #include "rollout/fault.h"
 #include "rollout/flush.h"
 #include "rollout/json_doc.h"
+#include "rollout/maintenance.h"
 #include "rollout/manifest.h"
 #include "rollout/merge_read.h"
 #include "rollout/rewrite.h"
@@ -169,6 +170,46 @@ flush_write_generation(RolloutStore *store, ShardManifest *manifest,
 }
 
 /*
+ * May a generation uploaded at uploaded_at still be committed?  Garbage
+ * collection deletes an object no manifest names once it is older than the
+ * grace period, so a generation that waited too long between its upload and
+ * the manifest commit (a stalled store, a long pause) may already be gone:
+ * committing a manifest naming it would lose the rows it sealed, since the
+ * WAL entries it replaces are collected next.  Like merge and compaction, a
+ * flush then abandons the generation (deletes it) and starts over; the WAL
+ * entries are still there.  key is NULL when no generation was written.
+ */
+static bool
+flush_generation_still_safe(RolloutStore *store, const char *key,
+							TimestampTz uploaded_at)
+{
+	if (key == NULL || !rollout_output_too_old(uploaded_at))
+		return true;
+	ereport(LOG,
+			(errmsg("rollout_fdw: flush of shard \"%s\" of store \"%s\" abandons generation \"%s\": it waited longer than half of rollout_fdw.min_gc_grace before its commit",
+					store->shard, store->name, key)));
+	return false;
+}
+
+/* ERROR: every attempt of a flush lost a manifest race or was abandoned. */
+static void
+flush_give_up(RolloutStore *store, bool abandoned)
+{
+	if (abandoned)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("could not flush shard \"%s\" of store \"%s\": its generations waited too long before their commit",
+						store->shard, store->name),
+				 errdetail("A generation not committed within half of rollout_fdw.min_gc_grace may be removed by garbage collection, so each was abandoned; the WAL entries are unchanged."),
+				 errhint("Check how long requests to the store take.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not flush shard \"%s\" of store \"%s\": the shard manifest kept changing",
+					store->shard, store->name),
+			 errhint("Another flush of the same shard is running; retry.")));
+}
+
+/*
  * A large transaction's ingest segment, adopted as a generation: its rows
  * keep their object and get the effective stamp of the WAL entry that
  * committed them.  One footer read for its statistics.
@@ -257,6 +298,7 @@ static FlushResult
 flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 {
 	FlushResult result = {0};
+	bool		abandoned = false;
 	List	   *sources;
 	List	   *ingest_seen;
 	int64		last_position;
@@ -268,7 +310,7 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 
 	for (int attempt = 0; attempt < FLUSH_MAX_ATTEMPTS; attempt++)
 	{
-		ShardManifest *manifest = shard_manifest_read_latest(store, store->shard);
+		ShardManifest *manifest = shard_manifest_read_for_update(store);
 		RolloutSnapshot *snapshot = palloc0(sizeof(RolloutSnapshot));
 		List	   *adopt = NIL;
 		GenerationEntry *generation = palloc0(sizeof(GenerationEntry));
@@ -276,6 +318,7 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 		int64		manifest_next_before = manifest->next_generation;
 		int64		number = manifest->next_generation;
 		char	   *key;
+		TimestampTz uploaded_at;
 		ListCell   *lc;
 
 		if (manifest->replay_after >= last_position)
@@ -296,6 +339,7 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 		key = snapshot->sources != NIL
 			? flush_write_generation(store, manifest, snapshot, generation, rewrite, &number)
 			: NULL;
+		uploaded_at = GetCurrentTimestamp();
 		rollout_fault_point("flush.after_generation_put");
 		number = flush_add_generations(store, manifest, key, number, generation,
 									   rewrite, adopt, &result);
@@ -303,7 +347,9 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 		manifest->last_stamp = last_stamp;
 		manifest->next_generation = number;
 
-		if (shard_manifest_commit(store, manifest) == MANIFEST_COMMITTED)
+		abandoned = !flush_generation_still_safe(store, key, uploaded_at);
+		if (!abandoned &&
+			shard_manifest_commit(store, manifest) == MANIFEST_COMMITTED)
 		{
 			rollout_fault_point("flush.after_manifest_commit");
 			shared_memtable_trim(slot, last_position);
@@ -316,10 +362,7 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 			(void) objstore_delete(store->objstore, key);
 		result.rows_flushed = 0;
 	}
-	ereport(ERROR,
-			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-			 errmsg("could not flush shard \"%s\" of store \"%s\": the shard manifest kept changing",
-					store->shard, store->name)));
+	flush_give_up(store, abandoned);
 	return result;				/* keep compiler quiet */
 }
 
@@ -349,10 +392,13 @@ flush_memtable_serialized(RolloutStore *store, SharedStoreSlot *slot)
 FlushResult
 rollout_flush_shard(RolloutStore *store)
 {
-	SharedStoreSlot *slot = shared_store_slot(store);
+	SharedStoreSlot *slot;
 	FlushResult result;
 	LOCKTAG		tag;
 	TimestampTz started = GetCurrentTimestamp();
+
+	rollout_check_writable(store, "flush");
+	slot = shared_store_slot(store);
 
 	/* with this cluster's writer claimed, the WAL tail is the memtable */
 	if (slot != NULL && shared_writer_is_ready(slot))
@@ -381,10 +427,11 @@ static FlushResult
 flush_wal_tail(RolloutStore *store)
 {
 	FlushResult result = {0};
+	bool		abandoned = false;
 
 	for (int attempt = 0; attempt < FLUSH_MAX_ATTEMPTS; attempt++)
 	{
-		ShardManifest *manifest = shard_manifest_read_latest(store, store->shard);
+		ShardManifest *manifest = shard_manifest_read_for_update(store);
 		List	   *sealed;
 		GenerationEntry *generation;
 		RewriteResult *rewrite = palloc0(sizeof(RewriteResult));
@@ -392,6 +439,7 @@ flush_wal_tail(RolloutStore *store)
 		int64		last_position;
 		int64		manifest_next_before;
 		char	   *key;
+		TimestampTz uploaded_at;
 
 		sealed = wal_contiguous_prefix(wal_list_after(store, store->shard,
 													  manifest->replay_after),
@@ -408,6 +456,7 @@ flush_wal_tail(RolloutStore *store)
 		key = flush_write_generation(store, manifest,
 									 flush_sources(store, sealed, manifest->last_stamp),
 									 generation, rewrite, &number);
+		uploaded_at = GetCurrentTimestamp();
 		rollout_fault_point("flush.after_generation_put");
 		number = flush_add_generations(store, manifest, key, number, generation,
 									   rewrite, rewrite->ingest_seen, &result);
@@ -415,7 +464,9 @@ flush_wal_tail(RolloutStore *store)
 		manifest->last_stamp = rewrite->last_wal_stamp;
 		manifest->next_generation = number;
 
-		if (shard_manifest_commit(store, manifest) == MANIFEST_COMMITTED)
+		abandoned = !flush_generation_still_safe(store, key, uploaded_at);
+		if (!abandoned &&
+			shard_manifest_commit(store, manifest) == MANIFEST_COMMITTED)
 		{
 			rollout_fault_point("flush.after_manifest_commit");
 			/* the newest generation added; 0 when only fences were sealed */
@@ -430,10 +481,6 @@ flush_wal_tail(RolloutStore *store)
 			(void) objstore_delete(store->objstore, key);
 		result.rows_flushed = 0;
 	}
-	ereport(ERROR,
-			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-			 errmsg("could not flush shard \"%s\" of store \"%s\": the shard manifest kept changing",
-					store->shard, store->name),
-			 errhint("Another flush of the same shard is running; retry.")));
+	flush_give_up(store, abandoned);
 	return result;				/* keep compiler quiet */
 }

@@ -26,7 +26,9 @@
  *	  versions (only a shard's own writer collects its WAL and generations);
  *	- this shard's ingest segments that neither a kept shard version (as an
  *	  adopted generation) nor a WAL entry after replay_after names;
- *	- manifest versions that are no longer kept (after the data objects).
+ *	- manifest versions that are no longer kept (after the data objects);
+ *	- what uploads interrupted by a crash left outside the key space (the
+ *	  file backend's temporary files; objstore_remove_abandoned_uploads).
  * gc deletes only what committed manifests unlink, so a crash at any point
  * leaves nothing the next run cannot remove.
  *
@@ -272,8 +274,12 @@ rollout_gc_store(RolloutStore *store, int64 grace_seconds)
 	TimestampTz started = GetCurrentTimestamp();
 	TimestampTz cutoff = started - grace_seconds * USECS_PER_SEC;
 
+	rollout_check_writable(store, "collect garbage in");
 	gc_base(store, cutoff, &result);
 	gc_own_shard(store, cutoff, &result);
+	result.objects_deleted +=
+		objstore_remove_abandoned_uploads(store->objstore, cutoff,
+										  &result.bytes_freed);
 	shared_store_note_event(shared_store_lookup(store), SHARED_EVENT_GC,
 							(int64) (GetCurrentTimestamp() - started));
 	return result;

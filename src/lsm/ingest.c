@@ -56,7 +56,7 @@ ingest_sort_desc(RolloutStore *store)
 }
 
 /* Sort, deduplicate and write the rows into a local segment file. */
-static int64
+int64
 ingest_write_sorted(RolloutStore *store, IngestRowReader next, void *arg,
 					int64 stamp, const char *path)
 {

@@ -147,6 +147,9 @@ shard_manifest_parse(RolloutStore *store, const char *shard, int64 version,
 	if (strcmp(stored_shard, shard) != 0)
 		json_doc_corrupt(doc, psprintf("It belongs to shard \"%s\".", stored_shard));
 	manifest->writer_epoch = json_doc_int64(doc, doc->root, "writer_epoch", true, 0);
+	manifest->writer_timeline = json_doc_int64(doc, doc->root, "writer_timeline", false, 1);
+	if (manifest->writer_timeline < 1)
+		json_doc_corrupt(doc, "Its writer timeline is out of range.");
 	manifest->epoch_start_position = json_doc_int64(doc, doc->root, "epoch_start_position", true, 0);
 	manifest->replay_after = json_doc_int64(doc, doc->root, "replay_after", true, 0);
 	manifest->last_stamp = json_doc_int64(doc, doc->root, "last_stamp", true, 0);
@@ -191,6 +194,16 @@ shard_manifest_empty(const char *shard)
 	manifest->shard = pstrdup(shard);
 	manifest->next_generation = 1;
 	manifest->epoch_start_position = 1;
+	manifest->writer_timeline = 1;
+	return manifest;
+}
+
+ShardManifest *
+shard_manifest_read_for_update(RolloutStore *store)
+{
+	ShardManifest *manifest = shard_manifest_read_latest(store, store->shard);
+
+	rollout_check_not_superseded(store, manifest->writer_timeline);
 	return manifest;
 }
 
@@ -302,6 +315,10 @@ shard_manifest_commit(RolloutStore *store, ShardManifest *manifest)
 	char	   *key;
 	int64		version = manifest->version + 1;
 
+	/* a cluster superseded by a promoted standby changes the shard no more */
+	if (strcmp(manifest->shard, store->shard) == 0)
+		rollout_check_not_superseded(store, manifest->writer_timeline);
+
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');
 	json_append_member_text(&buf, &first, "shard", manifest->shard);
@@ -310,6 +327,7 @@ shard_manifest_commit(RolloutStore *store, ShardManifest *manifest)
 	json_append_member_text(&buf, &first, "created_at",
 							timestamptz_to_str(GetCurrentTimestamp()));
 	json_append_member_int64(&buf, &first, "writer_epoch", manifest->writer_epoch);
+	json_append_member_int64(&buf, &first, "writer_timeline", manifest->writer_timeline);
 	json_append_member_int64(&buf, &first, "epoch_start_position",
 							 manifest->epoch_start_position);
 	json_append_member_int64(&buf, &first, "replay_after", manifest->replay_after);

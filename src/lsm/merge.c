@@ -98,7 +98,7 @@ merge_drain_shard_manifest(RolloutStore *store, int64 merged)
 {
 	for (int attempt = 0; attempt < MANIFEST_COMMIT_ATTEMPTS; attempt++)
 	{
-		ShardManifest *manifest = shard_manifest_read_latest(store, store->shard);
+		ShardManifest *manifest = shard_manifest_read_for_update(store);
 		List	   *kept = NIL;
 		ListCell   *lc;
 
@@ -295,7 +295,10 @@ MergeResult
 rollout_merge_shard(RolloutStore *store, int max_generations, bool flush_first)
 {
 	TimestampTz started = GetCurrentTimestamp();
-	MergeResult result = rollout_merge_shard_timed(store, max_generations, flush_first);
+	MergeResult result;
+
+	rollout_check_writable(store, "merge");
+	result = rollout_merge_shard_timed(store, max_generations, flush_first);
 
 	if (result.generations_merged > 0)
 		shared_store_note_event(shared_store_lookup(store), SHARED_EVENT_MERGE,
@@ -316,7 +319,7 @@ rollout_merge_shard_timed(RolloutStore *store, int max_generations, bool flush_f
 
 	for (int attempt = 0; attempt < MERGE_MAX_ATTEMPTS; attempt++)
 	{
-		ShardManifest *shard = shard_manifest_read_latest(store, store->shard);
+		ShardManifest *shard = shard_manifest_read_for_update(store);
 		BaseManifest *base = base_manifest_read_latest(store);
 		int64		merged = base_manifest_merged_generation(base, store->shard);
 		List	   *pending = NIL;

@@ -3,14 +3,15 @@
  * observe.c
  *		Counts and sizes of a store: cheap from metadata, exact on request.
  *
- * The cheap count reads only manifests and listings, never a data object:
- * base rows (fragments) plus the rows of generations not yet merged.  It
- * counts versions, so it is an upper bound of the distinct keys that
- * becomes exact once merges and a full compaction have removed shadowed
- * versions.  The rows of unflushed WAL entries are not in any manifest: with
- * the shared-memory writer the memtable knows them; without it the cheap
- * mode reports how many entries there are, and the exact mode counts their
- * rows.
+ * The cheap count reads no data, only metadata: base rows (fragments), the
+ * rows of generations not yet merged, and the rows of durable WAL entries
+ * not yet flushed.  Those are in no manifest: the memtable knows them when
+ * this cluster's shared-memory writer holds the tail, and otherwise each WAL
+ * entry's footer says how many rows it (and the ingest segments it names)
+ * holds, read for all entries in batches of concurrent requests.  It counts
+ * versions, so it is an upper bound of the distinct keys that becomes exact
+ * once merges and a full compaction have removed shadowed versions, and it
+ * never falls below the rows a scan would return.
  *
  * The exact count is what SELECT count(*) returns: the deduplicating read
  * over the same snapshot, decoding only the key and version columns.
@@ -53,6 +54,23 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 	List	   *manifests = NIL;
 	BaseManifest *base;
 	ListCell   *lc;
+	SharedStoreSlot *slot = shared_store_lookup(store);
+	int			wal_capacity = 16;
+	int			wal_count = 0;
+	char	  **wal_keys = palloc(sizeof(char *) * wal_capacity);
+	int64	   *wal_sizes = palloc(sizeof(int64) * wal_capacity);
+
+	/*
+	 * The memtable first, as a snapshot does: a flush commits the shard
+	 * manifest before it drops the batches it sealed, so rows counted here
+	 * are either still unflushed or in a generation of the manifest read
+	 * next (counted twice at worst, never missed).  Read after the
+	 * manifests, a flush in between would hide them from both counts.
+	 */
+	if (slot != NULL && shared_memtable_rows(slot, &result.unflushed_rows))
+		result.unflushed_known = true;
+	else
+		result.unflushed_rows = 0;
 
 	/* the same order as a snapshot: shard manifests, then the base */
 	manifests = shard_manifests_read_latest(store, shards);
@@ -72,9 +90,10 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 	{
 		ShardManifest *manifest = lfirst(lc);
 		int64		merged = base_manifest_merged_generation(base, manifest->shard);
+		bool		own = strcmp(manifest->shard, store->shard) == 0;
 		ListCell   *gc;
 
-		if (strcmp(manifest->shard, store->shard) == 0)
+		if (own)
 			result.writer_epoch = manifest->writer_epoch;
 		foreach(gc, manifest->generations)
 		{
@@ -86,7 +105,7 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 			result.generation_rows += generation->rows;
 			result.bytes += generation->bytes;
 		}
-		if (strcmp(manifest->shard, store->shard) == 0 || all_wal_tails)
+		if (own || all_wal_tails)
 		{
 			List	   *entries = wal_list_after(store, manifest->shard,
 												 manifest->replay_after);
@@ -95,22 +114,38 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 			result.wal_entries += list_length(entries);
 			foreach(ec, entries)
 				result.bytes += ((WalEntryRef *) lfirst(ec))->size;
+
+			/*
+			 * Durable rows no manifest counts: the WAL entries a scan reads
+			 * (the run without holes), whose footers say how many rows they
+			 * hold.  This cluster's are in the memtable when it knows them.
+			 */
+			if (own && result.unflushed_known)
+				continue;
+			foreach(ec, wal_contiguous_prefix(entries, manifest->replay_after))
+			{
+				WalEntryRef *entry = lfirst(ec);
+
+				if (wal_count == wal_capacity)
+				{
+					wal_capacity *= 2;
+					wal_keys = repalloc(wal_keys, sizeof(char *) * wal_capacity);
+					wal_sizes = repalloc(wal_sizes, sizeof(int64) * wal_capacity);
+				}
+				wal_keys[wal_count] = entry->key;
+				wal_sizes[wal_count++] = entry->size;
+			}
 		}
 	}
-	result.row_count = result.base_rows + result.generation_rows;
 
-	/* with the shared-memory writer, the memtable knows its rows */
-	{
-		SharedStoreSlot *slot = shared_store_lookup(store);
-		int64		rows;
-
-		if (slot != NULL && shared_memtable_rows(slot, &rows))
-		{
-			result.unflushed_known = true;
-			result.unflushed_rows = rows;
-			result.row_count += rows;
-		}
-	}
+	/*
+	 * Their footers, fetched in batches of concurrent requests (the exact
+	 * count below counts the unflushed rows of its own snapshot instead).
+	 */
+	if (!exact)
+		rollout_segment_footers(store, wal_keys, wal_sizes, wal_count,
+								observe_count_wal_entry, &result);
+	result.unflushed_known = true;
 
 	if (exact)
 	{
@@ -121,9 +156,10 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 		MergeReadOptions options = {.keep_tombstones = false, .follow_ingest = true};
 		MergeRead  *read = merge_read_begin(store, snapshot, want, NULL, &options);
 		int			source_count = Max(list_length(snapshot->sources), 1);
-		char	  **wal_keys = palloc(sizeof(char *) * source_count);
-		int64	   *wal_sizes = palloc(sizeof(int64) * source_count);
-		int			wal_count = 0;
+
+		wal_keys = palloc(sizeof(char *) * source_count);
+		wal_sizes = palloc(sizeof(int64) * source_count);
+		wal_count = 0;
 
 		while (merge_read_next(read, values, isnull))
 			result.exact_row_count++;
@@ -134,8 +170,6 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 		 * unflushed rows: memtable batches and the ingest segments they
 		 * name know theirs; WAL entries say it in their footers
 		 */
-		if (result.unflushed_known)
-			result.row_count -= result.unflushed_rows;
 		result.unflushed_rows = 0;
 		foreach(lc, snapshot->sources)
 		{
@@ -152,8 +186,8 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 		/* their footers, fetched in batches of concurrent requests */
 		rollout_segment_footers(store, wal_keys, wal_sizes, wal_count,
 								observe_count_wal_entry, &result);
-		result.unflushed_known = true;
-		result.row_count += result.unflushed_rows;
 	}
+	result.row_count = result.base_rows + result.generation_rows +
+		result.unflushed_rows;
 	return result;
 }

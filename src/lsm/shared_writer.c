@@ -6,7 +6,20 @@
  *		rollout_stat_stores.
  *
  * Shared memory holds one slot per (location, store, shard) this cluster
- * touches, and a DSA area of rollout_fdw.memtable_size for the rows.
+ * touches, and a DSA area of rollout_fdw.memtable_size for the rows.  The
+ * location is the object store's identity (ObjectStore.identity: directory,
+ * or endpoint, bucket and prefix), not the location string, which two
+ * servers with different endpoints may share.
+ *
+ * Credentials.  Backends of every role and database share a slot, but none
+ * may read or write through another's credentials: each commit request and
+ * each memtable batch carries the access fingerprint of the store handle it
+ * came through (a hash of identity and credentials).  A leader writes only
+ * the requests of its own fingerprint; the others wait for a leader of
+ * theirs.  A scan takes from memory only the batches of its own fingerprint
+ * and reads the WAL entries of the others from the store, with its own
+ * credentials.  Without that, a role holding no valid credentials could see
+ * another role's unflushed rows, or get its rows written with another's.
  *
  * Group commit (DESIGN.md §6.2).  A committing backend puts its rows (a row
  * blob) in a commit request in the DSA area and appends it to the slot's
@@ -58,6 +71,7 @@
 #include "rollout/flush.h"
 #include "rollout/manifest.h"
 #include "rollout/rollout_fdw.h"
+#include "rollout/shard_claim.h"
 #include "rollout/shared_writer.h"
 
 #define SLOT_LOCATION_LEN	1024
@@ -68,7 +82,6 @@
 /* One WAL entry carries at most this many bytes of rows. */
 #define LEADER_MAX_BATCH_BYTES	(64 * 1024 * 1024)
 
-#define WRITER_CLAIM_ATTEMPTS	5
 
 int			rollout_memtable_size_kb = 256 * 1024;
 int			rollout_max_stores = 64;
@@ -82,7 +95,8 @@ typedef enum WriterState
 	WRITER_NONE,				/* not claimed since startup (or reopening) */
 	WRITER_INITIALIZING,		/* a backend is claiming the shard */
 	WRITER_READY,
-	WRITER_FENCED				/* fenced twice: refuses commits */
+	WRITER_FENCED,				/* fenced twice: refuses commits */
+	WRITER_SUPERSEDED			/* a promoted standby took the shard over */
 } WriterState;
 
 typedef enum RequestStatus
@@ -107,6 +121,7 @@ typedef struct CommitRequest
 	Size		size;			/* of this allocation, for accounting */
 	int			error_code;		/* the failed entry's SQLSTATE */
 	char		error[SLOT_ERROR_LEN * 2];	/* its message and context */
+	char		fingerprint[OBJSTORE_FINGERPRINT_LEN];	/* whose credentials */
 	char		data[FLEXIBLE_ARRAY_MEMBER];
 } CommitRequest;
 
@@ -117,15 +132,18 @@ typedef struct MemBatch
 	int64		position;
 	int64		stamp;			/* the entry's effective stamp */
 	int64		row_count;
+	int64		ingest_rows;	/* rows of the ingest segments it names */
 	int64		bytes;
 	TimestampTz durable_at;
 	dsa_pointer requests;
+	char		fingerprint[OBJSTORE_FINGERPRINT_LEN];	/* who wrote the entry */
 } MemBatch;
 
 struct SharedStoreSlot
 {
 	bool		in_use;
-	char		location[SLOT_LOCATION_LEN];
+	char		identity[SLOT_LOCATION_LEN];	/* ObjectStore.identity: the key */
+	char		location[SLOT_LOCATION_LEN];	/* as configured, for the view */
 	char		store[SLOT_STORE_LEN];
 	char		shard[SLOT_SHARD_LEN];
 	char		incarnation[SLOT_SHARD_LEN];	/* of the store the state is about */
@@ -151,6 +169,7 @@ struct SharedStoreSlot
 	dsa_pointer mem_tail;
 	int64		mem_bytes;
 	int64		mem_rows;
+	int64		mem_ingest_rows;	/* rows in ingest segments batches name */
 	int64		mem_batches;
 
 	/* counters (rollout_stat_stores) */
@@ -337,11 +356,11 @@ shared_store_max_transaction_bytes(void)
  */
 
 static bool
-slot_matches_names(SharedStoreSlot *slot, const char *location,
+slot_matches_names(SharedStoreSlot *slot, const char *identity,
 				   const char *store_name, const char *shard)
 {
 	return slot->in_use &&
-		strcmp(slot->location, location) == 0 &&
+		strcmp(slot->identity, identity) == 0 &&
 		strcmp(slot->store, store_name) == 0 &&
 		strcmp(slot->shard, shard) == 0;
 }
@@ -349,24 +368,30 @@ slot_matches_names(SharedStoreSlot *slot, const char *location,
 static bool
 slot_matches(SharedStoreSlot *slot, RolloutStore *store)
 {
-	return slot_matches_names(slot, store->location, store->name, store->shard);
+	return slot_matches_names(slot, store->objstore->identity, store->name,
+							  store->shard);
 }
 
-/* Find (and, if create, make) the slot of (location, store, shard). */
+/*
+ * Find (and, if location is not NULL, make) the slot of (identity, store,
+ * shard); location is what the view shows for a new slot.
+ */
 static SharedStoreSlot *
-slot_by_names(const char *location, const char *store_name, const char *shard,
-			  bool create)
+slot_by_names(const char *identity, const char *store_name, const char *shard,
+			  const char *location)
 {
 	SharedStoreSlot *found = NULL;
+	bool		create = location != NULL;
 
 	if (!rollout_shared_available() ||
-		strlen(location) >= SLOT_LOCATION_LEN ||
+		strlen(identity) >= SLOT_LOCATION_LEN ||
+		(location != NULL && strlen(location) >= SLOT_LOCATION_LEN) ||
 		strlen(store_name) >= SLOT_STORE_LEN || strlen(shard) >= SLOT_SHARD_LEN)
 		return NULL;
 
 	LWLockAcquire(&shared_state->registry_lock, create ? LW_EXCLUSIVE : LW_SHARED);
 	for (int i = 0; i < shared_state->max_stores && found == NULL; i++)
-		if (slot_matches_names(&shared_state->slots[i], location, store_name, shard))
+		if (slot_matches_names(&shared_state->slots[i], identity, store_name, shard))
 			found = &shared_state->slots[i];
 	for (int i = 0; create && i < shared_state->max_stores && found == NULL; i++)
 	{
@@ -374,6 +399,7 @@ slot_by_names(const char *location, const char *store_name, const char *shard,
 
 		if (slot->in_use)
 			continue;
+		strlcpy(slot->identity, identity, SLOT_LOCATION_LEN);
 		strlcpy(slot->location, location, SLOT_LOCATION_LEN);
 		strlcpy(slot->store, store_name, SLOT_STORE_LEN);
 		strlcpy(slot->shard, shard, SLOT_SHARD_LEN);
@@ -400,6 +426,7 @@ memtable_drop_oldest(SharedStoreSlot *slot, dsa_area *area)
 		slot->mem_tail = InvalidDsaPointer;
 	slot->mem_bytes -= batch->bytes;
 	slot->mem_rows -= batch->row_count;
+	slot->mem_ingest_rows -= batch->ingest_rows;
 	slot->mem_batches--;
 	for (dsa_pointer p = batch->requests; DsaPointerIsValid(p);)
 	{
@@ -445,6 +472,7 @@ slot_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
 				slot->writer_state = WRITER_NONE;
 				slot->times_fenced = 0;
 				slot->epoch = slot->tip = slot->last_stamp = 0;
+				slot->mem_ingest_rows = 0;
 				strlcpy(slot->incarnation, store->incarnation, SLOT_SHARD_LEN);
 			}
 			LWLockRelease(&slot->lock);
@@ -465,7 +493,8 @@ shared_store_lookup(RolloutStore *store)
 		return NULL;
 	if (store->shared_slot != NULL && slot_matches(store->shared_slot, store))
 		return store->shared_slot;
-	found = slot_by_names(store->location, store->name, store->shard, false);
+	found = slot_by_names(store->objstore->identity, store->name, store->shard,
+						  NULL);
 	if (found != NULL)
 	{
 		slot_adopt_incarnation(found, store);
@@ -484,7 +513,8 @@ shared_store_slot(RolloutStore *store)
 		return NULL;
 	if (store->shared_slot != NULL && slot_matches(store->shared_slot, store))
 		return store->shared_slot;
-	found = slot_by_names(store->location, store->name, store->shard, true);
+	found = slot_by_names(store->objstore->identity, store->name, store->shard,
+						  store->location);
 	if (found != NULL)
 		slot_adopt_incarnation(found, store);
 	if (found == NULL && !warned_full)
@@ -501,11 +531,40 @@ shared_store_slot(RolloutStore *store)
 	return found;
 }
 
+/*
+ * An error about a store that could not even be opened: recorded in the
+ * slots of that location string and store (the store is not open, so its
+ * identity is not known), or, when there are none, in a slot of its own
+ * that shows the error in rollout_stat_stores.  Such a slot never matches an
+ * opened store: its identity is no object store's.
+ */
 void
 shared_store_note_error_by_name(const char *location, const char *store_name,
 								const char *shard, const char *message)
 {
-	shared_store_note_error(slot_by_names(location, store_name, shard, true), message);
+	bool		noted = false;
+
+	if (!rollout_shared_available())
+		return;
+	for (int i = 0; i < shared_state->max_stores; i++)
+	{
+		SharedStoreSlot *slot = &shared_state->slots[i];
+		bool		matches;
+
+		LWLockAcquire(&shared_state->registry_lock, LW_SHARED);
+		matches = slot->in_use && strcmp(slot->location, location) == 0 &&
+			strcmp(slot->store, store_name) == 0 && strcmp(slot->shard, shard) == 0;
+		LWLockRelease(&shared_state->registry_lock);
+		if (matches)
+		{
+			shared_store_note_error(slot, message);
+			noted = true;
+		}
+	}
+	if (!noted)
+		shared_store_note_error(slot_by_names(psprintf("(not opened) %s", location),
+											  store_name, shard, location),
+								message);
 }
 
 /* ----------------------------------------------------------------
@@ -514,102 +573,29 @@ shared_store_note_error_by_name(const char *location, const char *store_name,
  */
 
 /*
- * Claim the shard for this cluster: flush what the WAL holds, commit the
- * next epoch, write the fence.  On success the slot's epoch, tip and
- * last_stamp are set (the caller publishes them).
+ * Claim the shard for this cluster (shard_claim.c) and set the slot's
+ * epoch, tip and last_stamp (the caller publishes them).  A writer
+ * reopening after a fence may still hold batches of its old epoch: they are
+ * durable entries, sealed by the claim's replay, so they go.
  */
 static void
-shared_writer_claim(RolloutStore *store, SharedStoreSlot *slot)
+shared_writer_claim(RolloutStore *store, SharedStoreSlot *slot,
+					volatile bool *superseded)
 {
-	rollout_store_ensure_created(store);
-	rollout_store_register_shard(store);
+	ShardClaim	claim = shard_claim(store, superseded);
 
-	for (int attempt = 0; attempt < WRITER_CLAIM_ATTEMPTS; attempt++)
-	{
-		ShardManifest *manifest;
-		WalEntryMetadata fence = {0};
-		char	   *path;
-		char	   *key;
-		int64		position;
-		ObjectStoreCreateResult created;
-
-		/*
-		 * Replay: everything durable after replay_after goes into a
-		 * generation first, so the memtable starts empty right after the
-		 * fence.  Validating and flushing before the claim means a claim
-		 * that then fails to open has not fenced a healthy writer for
-		 * nothing.
-		 */
-		(void) rollout_flush_shard(store);
-		manifest = shard_manifest_read_latest(store, store->shard);
-		if (wal_contiguous_prefix(wal_list_after(store, store->shard,
-												 manifest->replay_after),
-								  manifest->replay_after) != NIL)
-			continue;			/* a write landed meanwhile: flush it too */
-
-		/*
-		 * A writer reopening after a fence may still hold batches of its
-		 * old epoch: they are durable entries, sealed by now.
-		 */
-		shared_memtable_trim(slot, manifest->replay_after);
-
-		manifest->writer_epoch++;
-		manifest->epoch_start_position = manifest->replay_after + 1;
-		if (shard_manifest_commit(store, manifest) != MANIFEST_COMMITTED)
-			continue;
-
-		fence.kind = "fence";
-		fence.shard = store->shard;
-		fence.epoch = manifest->writer_epoch;
-		fence.stamp = Max(wal_next_stamp(), manifest->last_stamp + 1);
-		fence.put_id = objstore_new_put_id();
-		fence.transactions = 0;
-		position = manifest->replay_after + 1;
-		key = rollout_key_wal(store, store->shard, position);
-		path = rollout_scratch_file_path("fence");
-		PG_TRY();
-		{
-			wal_write_entry_file(store, NIL, &fence, path);
-			created = objstore_create_from_file_if_absent(store->objstore, key, path,
-														  fence.put_id);
-		}
-		PG_FINALLY();
-		{
-			(void) unlink(path);
-		}
-		PG_END_TRY();
-
-		if (created == OBJSTORE_CREATED)
-		{
-			slot->epoch = fence.epoch;
-			slot->tip = position;
-			slot->last_stamp = fence.stamp;
-			return;
-		}
-
-		/*
-		 * The previous writer's last entry landed at the fence position just
-		 * before our fence: a committed entry, to flush on the next round.
-		 * A newer epoch there means another cluster claimed after us.
-		 */
-		if (wal_read_metadata(store, key, position)->epoch > fence.epoch)
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("shard \"%s\" of store \"%s\" was claimed by another writer while this cluster claimed it",
-							store->shard, store->name),
-					 errhint("Give each cluster its own rollout_fdw.shard_id.")));
-	}
-	ereport(ERROR,
-			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-			 errmsg("could not claim shard \"%s\" of store \"%s\": its WAL kept changing",
-					store->shard, store->name),
-			 errhint("Another cluster is writing this shard. Give each cluster its own rollout_fdw.shard_id.")));
+	shared_memtable_trim(slot, claim.fence_position - 1);
+	slot->epoch = claim.epoch;
+	slot->tip = claim.fence_position;
+	slot->last_stamp = claim.stamp;
 }
 
 /* Make sure this cluster's writer of the shard is ready (claim it once). */
 static void
 shared_writer_ensure_ready(RolloutStore *store, SharedStoreSlot *slot)
 {
+	volatile bool superseded = false;
+
 	ConditionVariablePrepareToSleep(&slot->state_cv);
 	for (;;)
 	{
@@ -636,6 +622,21 @@ shared_writer_ensure_ready(RolloutStore *store, SharedStoreSlot *slot)
 					 errdetail("This cluster was fenced twice and does not claim the shard again."),
 					 errhint("Give each cluster its own rollout_fdw.shard_id, then restart.")));
 		}
+		if (state == WRITER_SUPERSEDED)
+		{
+			ShardManifest *manifest;
+
+			ConditionVariableCancelSleep();
+			manifest = shard_manifest_read_latest(store, store->shard);
+			rollout_check_not_superseded(store, manifest->writer_timeline);
+			/* the manifest no longer says so (a store created anew): claim */
+			LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+			if (slot->writer_state == WRITER_SUPERSEDED)
+				slot->writer_state = WRITER_NONE;
+			LWLockRelease(&slot->lock);
+			ConditionVariablePrepareToSleep(&slot->state_cv);
+			continue;
+		}
 		if (state == WRITER_NONE)
 			break;				/* we claim it */
 		ConditionVariableSleep(&slot->state_cv, PG_WAIT_EXTENSION);
@@ -644,12 +645,13 @@ shared_writer_ensure_ready(RolloutStore *store, SharedStoreSlot *slot)
 
 	PG_TRY();
 	{
-		shared_writer_claim(store, slot);
+		shared_writer_claim(store, slot, &superseded);
 	}
 	PG_CATCH();
 	{
+		/* taken over by a promoted standby: refuse commits for good */
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-		slot->writer_state = WRITER_NONE;
+		slot->writer_state = superseded ? WRITER_SUPERSEDED : WRITER_NONE;
 		LWLockRelease(&slot->lock);
 		ConditionVariableBroadcast(&slot->state_cv);
 		PG_RE_THROW();
@@ -777,6 +779,7 @@ shared_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own)
 	TimestampTz started;
 	int64		elapsed_us;
 	MemoryContext caller_context;
+	ListCell   *lc;
 
 	{
 		long		delay_us = leader_commit_delay_us(slot);
@@ -788,34 +791,58 @@ shared_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own)
 	/* the batch header first: once the PUT landed nothing may fail */
 	batch_pointer = dsa_allocate_extended(area, sizeof(MemBatch), DSA_ALLOC_NO_OOM);
 
-	/* take the queue, up to a bounded entry size */
+	/*
+	 * Take the queued requests that came through our credentials (the
+	 * others wait for a leader of theirs, see the file header), in queue
+	 * order and up to a bounded entry size, but always up to and including
+	 * the leader's own request.  The rest stay queued in their order.
+	 */
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-	head = slot->queue_head;
+	head = InvalidDsaPointer;
 	{
-		dsa_pointer last = InvalidDsaPointer;
-		dsa_pointer p = head;
+		const char *fingerprint = ((CommitRequest *) dsa_get_address(area, own))->fingerprint;
+		dsa_pointer taken_tail = InvalidDsaPointer;
+		dsa_pointer kept_head = InvalidDsaPointer;
+		dsa_pointer kept_tail = InvalidDsaPointer;
+		dsa_pointer p = slot->queue_head;
 		bool		own_taken = false;
+		bool		full = false;
 
-		/* bounded, but always up to and including the leader's own request */
 		while (DsaPointerIsValid(p))
 		{
 			CommitRequest *request = dsa_get_address(area, p);
+			dsa_pointer next = request->next;
+			bool		take;
 
 			if (own_taken && bytes + request->rows_len > LEADER_MAX_BATCH_BYTES)
-				break;
-			if (p == own)
-				own_taken = true;
-			bytes += request->rows_len;
-			rows += request->row_count;
-			transactions++;
-			last = p;
-			p = request->next;
+				full = true;
+			take = !full && strcmp(request->fingerprint, fingerprint) == 0;
+			request->next = InvalidDsaPointer;
+			if (take)
+			{
+				if (p == own)
+					own_taken = true;
+				bytes += request->rows_len;
+				rows += request->row_count;
+				transactions++;
+				if (DsaPointerIsValid(taken_tail))
+					((CommitRequest *) dsa_get_address(area, taken_tail))->next = p;
+				else
+					head = p;
+				taken_tail = p;
+			}
+			else
+			{
+				if (DsaPointerIsValid(kept_tail))
+					((CommitRequest *) dsa_get_address(area, kept_tail))->next = p;
+				else
+					kept_head = p;
+				kept_tail = p;
+			}
+			p = next;
 		}
-		slot->queue_head = p;
-		if (!DsaPointerIsValid(p))
-			slot->queue_tail = InvalidDsaPointer;
-		if (DsaPointerIsValid(last))
-			((CommitRequest *) dsa_get_address(area, last))->next = InvalidDsaPointer;
+		slot->queue_head = kept_head;
+		slot->queue_tail = kept_tail;
 	}
 	LWLockRelease(&slot->lock);
 
@@ -918,9 +945,14 @@ shared_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own)
 	/* durable: the requests become a memtable batch */
 	batch = dsa_get_address(area, batch_pointer);
 	batch->next = InvalidDsaPointer;
+	strlcpy(batch->fingerprint, store->objstore->access_fingerprint,
+			OBJSTORE_FINGERPRINT_LEN);
 	batch->position = position;
 	batch->stamp = metadata.stamp;
 	batch->row_count = rows;
+	batch->ingest_rows = 0;
+	foreach(lc, metadata.ingest)
+		batch->ingest_rows += ((WalIngestRef *) lfirst(lc))->rows;
 	batch->durable_at = GetCurrentTimestamp();
 	batch->requests = head;
 	batch->bytes = sizeof(MemBatch);
@@ -943,6 +975,7 @@ shared_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own)
 	slot->mem_bytes += batch->bytes;
 	slot->queued_bytes -= batch->bytes - sizeof(MemBatch);
 	slot->mem_rows += rows;
+	slot->mem_ingest_rows += batch->ingest_rows;
 	slot->mem_batches++;
 	slot->rows_appended += rows;
 	slot->bytes_appended += bytes;
@@ -1014,6 +1047,7 @@ shared_store_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 	 * reset before anything is claimed or committed.  Both are no-ops once
 	 * done.
 	 */
+	rollout_check_writable(store, "commit to");
 	rollout_store_ensure_created(store);
 	slot_adopt_incarnation(slot, store);
 	shared_writer_ensure_ready(store, slot);
@@ -1059,6 +1093,8 @@ shared_store_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 	request->rows_len = rows ? rows->len : 0;
 	request->ingest_len = refs.len;
 	request->size = size;
+	strlcpy(request->fingerprint, store->objstore->access_fingerprint,
+			OBJSTORE_FINGERPRINT_LEN);
 	if (rows)
 		memcpy(request->data, rows->data, rows->len);
 	memcpy(request->data + request->rows_len, refs.data, refs.len);
@@ -1143,15 +1179,35 @@ shared_store_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
  * ----------------------------------------------------------------
  */
 
-/* Copy one batch into snapshot sources. */
+/*
+ * Copy one batch into snapshot sources.  A scan (not rows_only) takes from
+ * memory only a batch written through its own credentials; for any other it
+ * gets the batch's WAL entry, to read from the store with its own (see the
+ * file header).  The entry exists: it is unflushed, and garbage collection
+ * removes only entries a flush sealed, after the grace period.
+ */
 static void
 memtable_batch_sources(RolloutStore *store, dsa_area *area, MemBatch *batch,
 					   bool rows_only, List **sources, List **ingest_seen)
 {
-	SnapshotSource *source = snapshot_source_new(SNAPSHOT_MEMTABLE);
+	SnapshotSource *source;
 	StringInfoData rows;
 	ListCell   *lc;
 
+	if (!rows_only &&
+		strcmp(batch->fingerprint, store->objstore->access_fingerprint) != 0)
+	{
+		source = snapshot_source_new(SNAPSHOT_WAL_ENTRY);
+		source->key = rollout_key_wal(store, store->shard, batch->position);
+		source->shard = store->shard;
+		source->shard_hash = store->shard_hash;
+		source->position = batch->position;
+		source->stamp_floor = batch->stamp - 1;
+		*sources = lappend(*sources, source);
+		return;
+	}
+
+	source = snapshot_source_new(SNAPSHOT_MEMTABLE);
 	initStringInfo(&rows);
 	for (dsa_pointer p = batch->requests; DsaPointerIsValid(p);)
 	{
@@ -1277,7 +1333,7 @@ shared_memtable_rows(SharedStoreSlot *slot, int64 *rows)
 
 	LWLockAcquire(&slot->lock, LW_SHARED);
 	ready = slot->writer_state == WRITER_READY;
-	*rows = slot->mem_rows;
+	*rows = slot->mem_rows + slot->mem_ingest_rows;
 	LWLockRelease(&slot->lock);
 	return ready;
 }

@@ -14,12 +14,17 @@
  */
 #include "postgres.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "access/tupmacs.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "storage/fd.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -34,6 +39,9 @@ static void store_init_schema_from_json(RolloutStore *store,
 										const char *object_name);
 static char *store_json_for_spec(const RolloutStoreSpec *spec);
 static char *store_type_name(Oid typid);
+static void store_init_column(RolloutStore *store, int c, JsonDoc *doc,
+							  JsonbContainer *col, const char *name,
+							  const RolloutColumnSpec *spec_column);
 
 /* ----------------------------------------------------------------
  * Shard identity
@@ -71,6 +79,59 @@ rollout_shard_id_is_valid(const char *shard)
 			return false;
 	}
 	return true;
+}
+
+/*
+ * The PostgreSQL timeline this cluster writes on.  Promotion moves a
+ * standby to a new, higher timeline, while the primary it replaces (if it
+ * still runs) stays on the old one; both have the same system identifier,
+ * so the timeline is what tells the shard's new writer from its old one.
+ * Only meaningful outside recovery, where every caller is (a standby never
+ * writes).
+ */
+int64
+rollout_writer_timeline(void)
+{
+	Assert(!RecoveryInProgress());
+	return (int64) GetWALInsertionTimeLine();
+}
+
+/*
+ * ERROR when the shard's newest claim came from a higher timeline than this
+ * cluster's: a standby of this cluster was promoted and took the shard
+ * over, and this cluster, its old primary, must not write it again.
+ */
+void
+rollout_check_not_superseded(RolloutStore *store, int64 writer_timeline)
+{
+	int64		mine = rollout_writer_timeline();
+
+	if (writer_timeline > mine)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("shard \"%s\" of store \"%s\" was taken over by a promoted standby",
+						store->shard, store->name),
+				 errdetail("The shard's writer is on timeline %lld; this server is on timeline %lld and writes nothing more to the shard.",
+						   (long long) writer_timeline, (long long) mine),
+				 errhint("This server was replaced by its promoted standby. Rebuild it as a standby of the new primary (pg_rewind or pg_basebackup).")));
+}
+
+/*
+ * ERROR when this server is in recovery: a standby reads stores but never
+ * writes them (it shares its primary's shard).  operation is a verb for the
+ * message ("flush", "merge" ...).  The object-store layer refuses writes
+ * during recovery too (objstore.c); checking here first names what was
+ * asked and writes nothing at all, not even a first object.
+ */
+void
+rollout_check_writable(RolloutStore *store, const char *operation)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot %s store \"%s\" during recovery", operation, store->name),
+				 errdetail("This server is a standby: it reads rollout stores but never writes to them."),
+				 errhint("Run it on the primary.")));
 }
 
 /* The value of the hidden _shard column: a stable hash of the shard id. */
@@ -176,31 +237,57 @@ rollout_store_open(const RolloutStoreSpec *spec, MemoryContext parent)
 	StringInfoData json;
 	char	   *key;
 
+	/*
+	 * The embedded default is a folder of this data directory.  A standby's
+	 * copy of it came with its base backup and never follows the primary:
+	 * reading it would show stale rows as if they were current.
+	 */
+	if (RecoveryInProgress() && objstore_location_is_default(spec->location))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot read store \"%s\" in the embedded default location on a standby",
+						spec->store_name),
+				 errdetail("The embedded default is a folder of the primary's data directory; a standby's copy of it is as old as its base backup."),
+				 errhint("Keep stores that standbys read at a location both servers reach: file:// on shared storage, s3:// or az://.")));
+
 	context = AllocSetContextCreate(parent, "rollout store",
 									ALLOCSET_SMALL_SIZES);
 	oldcontext = MemoryContextSwitchTo(context);
 
-	store = palloc0(sizeof(RolloutStore));
-	store->context = context;
-	store->name = pstrdup(spec->store_name);
-	store->objstore = objstore_open(spec->location, spec->location_options);
-	store->location = pstrdup(store->objstore->location);
-	store->shard = rollout_current_shard_id();
-	store->shard_hash = rollout_shard_hash(store->shard);
-
-	key = rollout_key_store_json(store);
-	initStringInfo(&json);
-	if (!objstore_get(store->objstore, key, &json))
+	/* a store that fails to open must not leave its context in parent */
+	PG_TRY();
 	{
-		/*
-		 * A new store.  Reading it needs nothing on storage (it is empty), so
-		 * _store.json is written by the first write, not by a SELECT (which
-		 * may run on a hot standby, or by a user who may only read).
-		 */
-		store->pending_definition = store_json_for_spec(spec);
-		appendStringInfoString(&json, store->pending_definition);
+		store = palloc0(sizeof(RolloutStore));
+		store->context = context;
+		store->name = pstrdup(spec->store_name);
+		store->objstore = objstore_open(spec->location, spec->location_options,
+										spec->allow_environment_credentials);
+		store->location = pstrdup(store->objstore->location);
+		store->shard = rollout_current_shard_id();
+		store->shard_hash = rollout_shard_hash(store->shard);
+
+		key = rollout_key_store_json(store);
+		initStringInfo(&json);
+		if (!objstore_get(store->objstore, key, &json))
+		{
+			/*
+			 * A new store.  Reading it needs nothing on storage (it is
+			 * empty), so _store.json is written by the first write, not by a
+			 * SELECT (which may run on a hot standby, or by a user who may
+			 * only read).
+			 */
+			store->pending_definition = store_json_for_spec(spec);
+			appendStringInfoString(&json, store->pending_definition);
+		}
+		store_init_schema_from_json(store, spec, json.data, json.len, key);
 	}
-	store_init_schema_from_json(store, spec, json.data, json.len, key);
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(oldcontext);
+		MemoryContextDelete(context);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 
 	MemoryContextSwitchTo(oldcontext);
 	return store;
@@ -246,10 +333,14 @@ rollout_store_ensure_created(RolloutStore *store)
 	{
 		JsonbContainer *col = json_doc_array_object(doc, columns, c);
 
+		char	   *encoding = json_doc_text(doc, col, "encoding", false);
+
 		same = strcmp(json_doc_text(doc, col, "name", true),
 					  store->schema.columns[c].name) == 0 &&
 			strcmp(json_doc_text(doc, col, "type", true),
-				   store_type_name(store->schema.columns[c].typid)) == 0;
+				   store_type_name(store->codecs[c].typid)) == 0 &&
+			strcmp(encoding ? encoding : "image",
+				   portable_encoding_name(store->codecs[c].encoding)) == 0;
 	}
 	if (!same)
 		ereport(ERROR,
@@ -312,12 +403,77 @@ store_json_for_spec(const RolloutStoreSpec *spec)
 		json_append_member_text(&buf, &cfirst, "name", spec->columns[i].name);
 		json_append_member_text(&buf, &cfirst, "type",
 								store_type_name(spec->columns[i].typid));
+		json_append_member_text(&buf, &cfirst, "encoding",
+								portable_encoding_name(portable_type_encoding(spec->columns[i].typid,
+																			  NULL)));
 		json_append_member_int64(&buf, &cfirst, "typid", spec->columns[i].typid);
 		json_append_member_int64(&buf, &cfirst, "typmod", spec->columns[i].typmod);
 		appendStringInfoChar(&buf, '}');
 	}
 	appendStringInfoString(&buf, "]}");
 	return buf.data;
+}
+
+/*
+ * Set up stored column c (named name; col is its _store.json object) for
+ * the table column spec_column: its codec and its segment column.
+ *
+ * The encoding comes from the column's type here, and must be the one the
+ * store recorded: "image" unless _store.json (version 2) says "text".  A
+ * version-1 store kept images for every type, so one with a column whose
+ * values now need text holds OIDs of the database that wrote it, which this
+ * database cannot tell apart from its own: it is refused.
+ */
+static void
+store_init_column(RolloutStore *store, int c, JsonDoc *doc, JsonbContainer *col,
+				  const char *name, const RolloutColumnSpec *spec_column)
+{
+	char	   *why = NULL;
+	PortableEncoding local = portable_type_encoding(spec_column->typid, &why);
+	char	   *stored_name = json_doc_text(doc, col, "encoding", false);
+	PortableEncoding stored = PORTABLE_IMAGE;
+	SegmentColumn *column = &store->schema.columns[c];
+
+	if (local == PORTABLE_REFUSED)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("column \"%s\" of store \"%s\" has type %s, which a rollout store cannot keep",
+						name, store->name, format_type_be(spec_column->typid)),
+				 errdetail("%s", why)));
+	if (stored_name != NULL && strcmp(stored_name, "text") == 0)
+		stored = PORTABLE_TEXT;
+	else if (stored_name != NULL && strcmp(stored_name, "image") != 0)
+		json_doc_corrupt(doc, psprintf("Column \"%s\" has the unknown encoding \"%s\".",
+									   name, stored_name));
+	if (local != stored && store->format_version < 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("store \"%s\" keeps column \"%s\" of type %s in a database-specific form",
+						store->name, name, format_type_be(spec_column->typid)),
+				 errdetail("The store was created with format version %d, which kept the internal image of such values; it names objects by OID, which mean other things, or nothing, in another database.",
+						   store->format_version),
+				 errhint("Copy the rows, from the database that wrote them and with the rollout_fdw version that wrote them, into a new store.")));
+	if (local != stored)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column \"%s\" of store \"%s\" is stored as %s, but type %s here needs %s",
+						name, store->name, portable_encoding_name(stored),
+						format_type_be(spec_column->typid),
+						portable_encoding_name(local)),
+				 errdetail("The type has the same name as the store's but is a different kind of type.")));
+
+	portable_codec_init(&store->codecs[c], local, spec_column->typid,
+						spec_column->typmod);
+	if (local == PORTABLE_TEXT)
+	{
+		/* kept as text, and never compared: text order is not its order */
+		segment_column_init(column, name, TEXTOID, -1);
+		column->has_order = false;
+		store->has_text_columns = true;
+	}
+	else
+		segment_column_init(column, name, spec_column->typid,
+							spec_column->typmod);
 }
 
 /*
@@ -337,12 +493,15 @@ store_init_schema_from_json(RolloutStore *store, const RolloutStoreSpec *spec,
 	bool	   *matched;
 
 	format_version = json_doc_int64(doc, doc->root, "format_version", true, 0);
-	if (format_version != ROLLOUT_STORE_FORMAT_VERSION)
+	if (format_version < ROLLOUT_STORE_OLDEST_FORMAT_VERSION ||
+		format_version > ROLLOUT_STORE_FORMAT_VERSION)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("store \"%s\" has format version %lld, but this build of rollout_fdw reads version %d",
+				 errmsg("store \"%s\" has format version %lld, but this build of rollout_fdw reads versions %d to %d",
 						store->name, (long long) format_version,
+						ROLLOUT_STORE_OLDEST_FORMAT_VERSION,
 						ROLLOUT_STORE_FORMAT_VERSION)));
+	store->format_version = (int) format_version;
 
 	/*
 	 * Which creation of the store this is: a store deleted and created again
@@ -373,6 +532,7 @@ store_init_schema_from_json(RolloutStore *store, const RolloutStoreSpec *spec,
 	schema->columns = palloc0(sizeof(SegmentColumn) * schema->ncolumns);
 	schema->key_column = -1;
 	store->user_column_count = ncolumns;
+	store->codecs = palloc0(sizeof(PortableCodec) * ncolumns);
 	matched = palloc0(sizeof(bool) * Max(spec->ncolumns, 1));
 
 	for (int c = 0; c < ncolumns; c++)
@@ -401,8 +561,7 @@ store_init_schema_from_json(RolloutStore *store, const RolloutStoreSpec *spec,
 							type, store->name),
 					 errdetail("A store's column types are fixed by its _store.json when it was created.")));
 		matched[t] = true;
-		segment_column_init(&schema->columns[c], name, spec->columns[t].typid,
-							spec->columns[t].typmod);
+		store_init_column(store, c, doc, col, name, &spec->columns[t]);
 		if (strcmp(name, stored_key) == 0)
 			schema->key_column = c;
 	}
@@ -418,6 +577,12 @@ store_init_schema_from_json(RolloutStore *store, const RolloutStoreSpec *spec,
 	}
 	if (schema->key_column < 0)
 		json_doc_corrupt(doc, "The key column is not among the columns.");
+	if (store->codecs[schema->key_column].encoding != PORTABLE_IMAGE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("key column \"%s\" of store \"%s\" has a type whose values are stored as text",
+						stored_key, store->name),
+				 errdetail("The order of such values can differ between databases.")));
 	if (!schema->columns[schema->key_column].has_order)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_FUNCTION),
@@ -610,6 +775,82 @@ rollout_segment_source(RolloutStore *store, const char *key, int64 size_hint)
 	source->arg = arg;
 	source->read_range = store_object_read_range;
 	source->read_tail = store_object_read_tail;
+	return source;
+}
+
+/*
+ * A segment in a local file (the sorted rows of a transaction whose buffer
+ * spilled to disk, read by its own scans): every read opens, reads and
+ * closes the file, so nothing stays open across an ERROR.
+ */
+static bool
+local_file_read(const char *path, int64 offset, int64 length, bool tail,
+				StringInfo out, int64 *object_size)
+{
+	int			fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	struct stat st;
+	int64		start;
+	int64		count;
+
+	if (fd < 0)
+	{
+		if (errno == ENOENT)
+			return false;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\": %m", path)));
+	}
+	if (fstat(fd, &st) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat file \"%s\": %m", path)));
+	if (object_size != NULL)
+		*object_size = (int64) st.st_size;
+	if (tail)
+	{
+		count = Min(length, (int64) st.st_size);
+		start = (int64) st.st_size - count;
+	}
+	else
+	{
+		start = Min(offset, (int64) st.st_size);
+		count = length < 0 ? (int64) st.st_size - start
+			: Min(length, (int64) st.st_size - start);
+	}
+	enlargeStringInfo(out, (int) count);
+	if (count > 0 &&
+		pg_pread(fd, out->data + out->len, count, start) != count)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read file \"%s\": %m", path)));
+	out->len += (int) count;
+	out->data[out->len] = '\0';
+	CloseTransientFile(fd);
+	return true;
+}
+
+static bool
+local_file_read_range(void *arg, int64 offset, int64 length, StringInfo out)
+{
+	return local_file_read(arg, offset, length, false, out, NULL);
+}
+
+static bool
+local_file_read_tail(void *arg, int64 length, StringInfo out, int64 *object_size)
+{
+	return local_file_read(arg, 0, length, true, out, object_size);
+}
+
+SegmentSource *
+rollout_local_segment_source(const char *path)
+{
+	SegmentSource *source = palloc0(sizeof(SegmentSource));
+	char	   *copy = pstrdup(path);
+
+	source->name = copy;
+	source->arg = copy;
+	source->read_range = local_file_read_range;
+	source->read_tail = local_file_read_tail;
 	return source;
 }
 

@@ -419,12 +419,16 @@ wal_append_file(RolloutStore *store, const char *segment_path,
 /*
  * Without the shared-memory writer every committing backend writes its own
  * entry; they are one cluster, so they share the shard's current epoch.
+ * That holds while the shard's last claim came from this cluster's
+ * timeline: a cluster promoted since must claim the shard first (0 is
+ * returned, nothing written), and one superseded by a promoted standby
+ * writes nothing (ERROR).
  */
 int64
 wal_append_rows(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
 {
 	ShardManifest *manifest;
-	char	   *path = rollout_scratch_file_path("wal");
+	char	   *path;
 	volatile int64 position = 0;
 
 	rollout_store_ensure_created(store);
@@ -432,7 +436,11 @@ wal_append_rows(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
 
 	/* refresh our knowledge of the tip: manifest first, then a listing */
 	manifest = shard_manifest_read_latest(store, store->shard);
+	rollout_check_not_superseded(store, manifest->writer_timeline);
+	if (manifest->writer_timeline < rollout_writer_timeline())
+		return 0;
 	metadata->epoch = manifest->writer_epoch;
+	path = rollout_scratch_file_path("wal");
 	PG_TRY();
 	{
 		wal_write_entry_file(store, blobs, metadata, path);

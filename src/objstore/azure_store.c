@@ -24,7 +24,8 @@
  *
  * Authentication is Shared Key (an HMAC-SHA256 of the canonical request
  * under the account key, OpenSSL) or a SAS token appended to every URL.
- * They come from the user mapping (account_key, sas_token), else from the
+ * They come from the user mapping (account_key, sas_token), else, only when
+ * the caller allows it (tables and servers owned by superusers), from the
  * server's environment (AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN).
  * Neither ever reaches a message: errors name the operation, the key, the
  * location, the HTTP status and the service's error code (the x-ms-error-code
@@ -231,7 +232,8 @@ azure_option(List *options, const char *name)
  */
 void
 azure_store_open(ObjectStore *store, const char *account,
-				 const char *container, const char *prefix, List *options)
+				 const char *container, const char *prefix, List *options,
+				 bool allow_environment_credentials)
 {
 	AzureStore *azure = palloc0(sizeof(AzureStore));
 	const char *endpoint = azure_option(options, "endpoint");
@@ -271,8 +273,11 @@ azure_store_open(ObjectStore *store, const char *account,
 
 	http_settings_from_options(&azure->settings, options);
 
-	/* Credentials: the user mapping, else the environment. */
-	if (account_key == NULL && sas_token == NULL)
+	/*
+	 * Credentials: the user mapping, else (when the caller allows it) the
+	 * environment.
+	 */
+	if (account_key == NULL && sas_token == NULL && allow_environment_credentials)
 	{
 		account_key = getenv("AZURE_STORAGE_KEY");
 		if (account_key != NULL && account_key[0] == '\0')
@@ -309,7 +314,18 @@ azure_store_open(ObjectStore *store, const char *account,
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
 				 errmsg("no credentials for store \"%s\"", store->location),
-				 errhint("Set the option \"account_key\" or \"sas_token\" in a user mapping for the server, or AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN in the server's environment.")));
+				 allow_environment_credentials
+				 ? errhint("Set the option \"account_key\" or \"sas_token\" in a user mapping for the server, or AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN in the server's environment.")
+				 : errhint("Set the option \"account_key\" or \"sas_token\" in a user mapping for the server. The server's environment credentials serve only tables and servers owned by superusers.")));
+
+	/* where the blobs are: endpoint, container and prefix */
+	store->identity = psprintf("az %s/%s/%s", azure->endpoint, azure->container,
+							   azure->prefix);
+	{
+		const char *parts[2] = {account_key, sas_token};
+
+		objstore_set_access_fingerprint(store, parts, 2);
+	}
 
 	store->ops = &azure_store_ops;
 	store->backend = azure;

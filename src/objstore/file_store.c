@@ -31,6 +31,10 @@
  *	  the middle of a name.  The continuation token is the last key of the
  *	  page, so keys added between pages are listed iff they sort after it.
  *
+ *	- A process killed mid-write leaves its temporary file in _tmp/;
+ *	  garbage collection removes such files once they are older than its
+ *	  grace (file_store_remove_abandoned_uploads).
+ *
  * Directories are never removed, not even when their last object is
  * deleted: a concurrent create may have just made the directory and be about
  * to link into it.  Empty directories list as nothing.
@@ -115,6 +119,9 @@ static bool file_store_get_tail(ObjectStore *store, const char *key,
 								int64 *object_size);
 static bool file_store_get_put_id(ObjectStore *store, const char *key,
 								  char **put_id);
+static int64 file_store_remove_abandoned_uploads(ObjectStore *store,
+												TimestampTz older_than,
+												int64 *bytes);
 static ObjectStoreListing *file_store_list(ObjectStore *store,
 										   const char *prefix,
 										   const char *start_after,
@@ -157,8 +164,16 @@ static const ObjectStoreOps file_store_ops = {
 	.get_put_id = file_store_get_put_id,
 	.list = file_store_list,
 	.delete_object = file_store_delete_object,
+	.remove_abandoned_uploads = file_store_remove_abandoned_uploads,
 	.close = file_store_close
 };
+
+/*
+ * A temporary file untouched this long has lost its writer, whatever grace
+ * garbage collection runs with: a write in progress changes its file at
+ * least every buffer, and links it into place right after its fsync.
+ */
+#define FILE_STORE_ABANDONED_MIN_AGE_S	300
 
 /* Makes temporary names unique within this process. */
 static uint32 file_store_temp_counter = 0;
@@ -768,9 +783,10 @@ file_store_create_from_file_if_absent(ObjectStore *store, const char *key,
  * file_store_open_object
  *		Open an object for reading; -1 if there is no object at key.
  *
- * A key whose path is missing, runs through a regular file (ENOTDIR) or
- * names a directory has no object, just as a key of a bucket that is only a
- * prefix of other keys.  *size receives the object's size.
+ * A key whose path is missing or runs through a regular file (ENOTDIR) has
+ * no object.  A key naming a directory or another non-file is an ERROR, not
+ * a missing object: the directory occupies the name, so nothing could ever
+ * be created there.  *size receives the object's size.
  */
 static int
 file_store_open_object(ObjectStore *store, const char *key, int64 *size)
@@ -805,11 +821,20 @@ file_store_open_object(ObjectStore *store, const char *key, int64 *size)
 						key, store->location)));
 	}
 
+	/*
+	 * Something that is not a file where an object should be (a directory,
+	 * a device) is not "no object": reading on as if the object were
+	 * missing would, for _store.json, skip the check of the table against
+	 * the store.
+	 */
 	if (!S_ISREG(st.st_mode))
 	{
 		CloseTransientFile(fd);
-		pfree(path);
-		return -1;
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("object \"%s\" in store \"%s\" is not a regular file",
+						key, store->location),
+				 errdetail("\"%s\" is a directory or a special file.", path)));
 	}
 
 	pfree(path);
@@ -1230,4 +1255,68 @@ file_store_delete_object(ObjectStore *store, const char *key)
 	pfree(directory);
 	pfree(path);
 	return true;
+}
+
+/*
+ * file_store_remove_abandoned_uploads
+ *		Remove the temporary files under _tmp/ last changed before
+ *		older_than (and at least FILE_STORE_ABANDONED_MIN_AGE_S ago).
+ *
+ * A process killed between creating its temporary file and linking it into
+ * place leaves the file behind, and listings skip _tmp/, so nothing else
+ * would ever remove it.  Only regular files whose names look like ours
+ * (ending in ".tmp") are removed; anything else is left alone.
+ */
+static int64
+file_store_remove_abandoned_uploads(ObjectStore *store, TimestampTz older_than,
+									int64 *bytes)
+{
+	FileStore  *file_store = (FileStore *) store->backend;
+	TimestampTz floor = GetCurrentTimestamp() -
+		(TimestampTz) FILE_STORE_ABANDONED_MIN_AGE_S * USECS_PER_SEC;
+	TimestampTz cutoff = Min(older_than, floor);
+	DIR		   *dir;
+	struct dirent *de;
+	int64		removed = 0;
+
+	dir = AllocateDir(file_store->temp_dir);
+	if (dir == NULL)
+	{
+		if (errno == ENOENT || errno == ENOTDIR)
+			return 0;			/* nothing was ever written here */
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open directory \"%s\" of store \"%s\": %m",
+						file_store->temp_dir, store->location)));
+	}
+	while ((de = ReadDir(dir, file_store->temp_dir)) != NULL)
+	{
+		size_t		len = strlen(de->d_name);
+		char	   *path;
+		struct stat st;
+
+		CHECK_FOR_INTERRUPTS();
+		if (len < 5 || strcmp(de->d_name + len - 4, ".tmp") != 0)
+			continue;
+		path = psprintf("%s/%s", file_store->temp_dir, de->d_name);
+		if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+			time_t_to_timestamptz(st.st_mtime) < cutoff)
+		{
+			if (unlink(path) == 0)
+			{
+				removed++;
+				*bytes += (int64) st.st_size;
+			}
+			else if (errno != ENOENT)
+				ereport(ERROR,
+						(errcode_for_file_access(),
+						 errmsg("could not remove temporary file \"%s\" of store \"%s\": %m",
+								path, store->location)));
+		}
+		pfree(path);
+	}
+	FreeDir(dir);
+	if (removed > 0)
+		file_store_fsync_directory(store, file_store->temp_dir, "_tmp", ERROR);
+	return removed;
 }

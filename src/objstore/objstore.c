@@ -26,6 +26,9 @@
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
+#include "common/cryptohash.h"
+#include "common/sha2.h"
 #include "miscadmin.h"
 #include "rollout/objstore.h"
 
@@ -237,6 +240,64 @@ objstore_check_location(const char *location)
 }
 
 /*
+ * objstore_location_is_default
+ *		True for the embedded default (no location, or an empty one).
+ */
+bool
+objstore_location_is_default(const char *location)
+{
+	return location == NULL || location[0] == '\0';
+}
+
+/*
+ * objstore_location_is_local
+ *		True when the stores of location live on this machine's disks: the
+ *		embedded default and file:// locations.  Their objects are written
+ *		and deleted as the operating-system user of the server, which is why
+ *		only roles allowed to write server files may name them (fdw/options.c).
+ */
+bool
+objstore_location_is_local(const char *location)
+{
+	return objstore_location_is_default(location) ||
+		strncmp(location, FILE_SCHEME_PREFIX, strlen(FILE_SCHEME_PREFIX)) == 0;
+}
+
+/*
+ * objstore_set_access_fingerprint
+ *		Set store->access_fingerprint to the hex SHA-256 of the identity
+ *		(already set) and the credential material of the backend.
+ *
+ * The identity goes in first and a NUL separates the parts, so that no
+ * shift of bytes between identity and credentials gives the same digest.
+ */
+void
+objstore_set_access_fingerprint(ObjectStore *store, const char *const *parts,
+								int nparts)
+{
+	pg_cryptohash_ctx *context = pg_cryptohash_create(PG_SHA256);
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+	bool		ok;
+
+	ok = context != NULL &&
+		pg_cryptohash_init(context) == 0 &&
+		pg_cryptohash_update(context, (const uint8 *) store->identity,
+							 strlen(store->identity) + 1) == 0;
+	for (int i = 0; ok && i < nparts; i++)
+		ok = pg_cryptohash_update(context, (const uint8 *) (parts[i] ? parts[i] : ""),
+								  strlen(parts[i] ? parts[i] : "") + 1) == 0;
+	ok = ok && pg_cryptohash_final(context, digest, sizeof(digest)) == 0;
+	pg_cryptohash_free(context);
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not compute the access fingerprint of store \"%s\"",
+						store->location)));
+	for (int i = 0; i < PG_SHA256_DIGEST_LENGTH; i++)
+		snprintf(store->access_fingerprint + 2 * i, 3, "%02x", digest[i]);
+}
+
+/*
  * objstore_open
  *		Open a location into an ObjectStore.
  *
@@ -246,14 +307,17 @@ objstore_check_location(const char *location)
  * on the first write, the way a prefix comes to exist in a bucket, and a
  * missing directory simply reads as an empty store.  options (server and
  * user-mapping DefElems) are for backends that need credentials or an
- * endpoint; the file backend needs none.
+ * endpoint; the file backend needs none.  allow_environment_credentials
+ * lets a remote backend use the server's environment when options carry no
+ * credentials (objstore.h).
  */
 ObjectStore *
-objstore_open(const char *location, List *options)
+objstore_open(const char *location, List *options,
+			  bool allow_environment_credentials)
 {
 	ObjectStore *store;
 	char	   *message;
-	bool		is_default = (location == NULL || location[0] == '\0');
+	bool		is_default = objstore_location_is_default(location);
 	char	   *root_path;
 
 	if (is_default)
@@ -277,7 +341,9 @@ objstore_open(const char *location, List *options)
 		store->scheme = pstrdup("s3");
 		(void) parse_bucket_location(location + strlen(S3_SCHEME_PREFIX), 1,
 									 &bucket, NULL, &prefix);
-		s3_store_open(store, bucket, prefix, options);
+		s3_store_open(store, bucket, prefix, options,
+					  allow_environment_credentials);
+		Assert(store->identity != NULL && store->access_fingerprint[0] != '\0');
 		return store;
 	}
 	if (strncmp(location, AZURE_SCHEME_PREFIX, strlen(AZURE_SCHEME_PREFIX)) == 0)
@@ -289,7 +355,9 @@ objstore_open(const char *location, List *options)
 		store->scheme = pstrdup("az");
 		(void) parse_bucket_location(location + strlen(AZURE_SCHEME_PREFIX), 2,
 									 &account, &container, &prefix);
-		azure_store_open(store, account, container, prefix, options);
+		azure_store_open(store, account, container, prefix, options,
+						 allow_environment_credentials);
+		Assert(store->identity != NULL && store->access_fingerprint[0] != '\0');
 		return store;
 	}
 
@@ -299,7 +367,11 @@ objstore_open(const char *location, List *options)
 	root_path = pstrdup(location + strlen(FILE_SCHEME_PREFIX));
 	canonicalize_path(root_path);
 
-	file_store_open(store, root_path, is_default);
+	/* a directory needs no credentials: the path is all there is */
+	store->identity = psprintf("%s%s", FILE_SCHEME_PREFIX, root_path);
+	objstore_set_access_fingerprint(store, NULL, 0);
+
+	file_store_open(store, root_path, is_default && !RecoveryInProgress());
 
 	return store;
 }
@@ -321,6 +393,26 @@ objstore_close(ObjectStore *store)
 }
 
 /*
+ * objstore_check_writable
+ *		ERROR unless this server may write to object stores.
+ *
+ * A hot standby shares its primary's shard id (DESIGN.md §8), so any object
+ * it wrote would land in the primary's shard.  The operations above this
+ * layer refuse first, naming what they were asked to do; this is the last
+ * line, so that no path can write during recovery.
+ */
+static void
+objstore_check_writable(ObjectStore *store, const char *key)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot write object \"%s\" of store \"%s\" during recovery",
+						key, store->location),
+				 errdetail("A standby never writes to a rollout store; its primary does.")));
+}
+
+/*
  * objstore_create_if_absent
  *		Write key with the given bytes unless it exists; see objstore.h.
  */
@@ -328,6 +420,7 @@ ObjectStoreCreateResult
 objstore_create_if_absent(ObjectStore *store, const char *key,
 						  const char *data, size_t len, const char *put_id)
 {
+	objstore_check_writable(store, key);
 	return store->ops->create_if_absent(store, key, data, len, put_id);
 }
 
@@ -339,6 +432,7 @@ ObjectStoreCreateResult
 objstore_create_from_file_if_absent(ObjectStore *store, const char *key,
 									const char *local_path, const char *put_id)
 {
+	objstore_check_writable(store, key);
 	return store->ops->create_from_file_if_absent(store, key, local_path,
 												  put_id);
 }
@@ -528,7 +622,22 @@ objstore_list_all(ObjectStore *store, const char *prefix,
 bool
 objstore_delete(ObjectStore *store, const char *key)
 {
+	objstore_check_writable(store, key);
 	return store->ops->delete_object(store, key);
+}
+
+/*
+ * objstore_remove_abandoned_uploads
+ *		Remove what interrupted uploads left behind before older_than.
+ */
+int64
+objstore_remove_abandoned_uploads(ObjectStore *store, TimestampTz older_than,
+								  int64 *bytes)
+{
+	if (store->ops->remove_abandoned_uploads == NULL)
+		return 0;
+	objstore_check_writable(store, "(abandoned uploads)");
+	return store->ops->remove_abandoned_uploads(store, older_than, bytes);
 }
 
 /*

@@ -15,6 +15,14 @@
 
 #include "rollout/objstore.h"
 
+/*
+ * Set store->access_fingerprint from store->identity and the backend's
+ * credential material (nparts strings; NULL entries count as empty).
+ */
+extern void objstore_set_access_fingerprint(ObjectStore *store,
+											const char *const *parts,
+											int nparts);
+
 /* file_store.c */
 extern void file_store_open(ObjectStore *store, const char *root_path,
 							bool create_root);
@@ -22,12 +30,14 @@ extern void file_store_open(ObjectStore *store, const char *root_path,
 /* s3_store.c: s3://bucket[/prefix] */
 extern bool s3_store_available(void);
 extern void s3_store_open(ObjectStore *store, const char *bucket,
-						  const char *prefix, List *options);
+						  const char *prefix, List *options,
+						  bool allow_environment_credentials);
 
 /* azure_store.c: az://account/container[/prefix] */
 extern bool azure_store_available(void);
 extern void azure_store_open(ObjectStore *store, const char *account,
 							 const char *container, const char *prefix,
-							 List *options);
+							 List *options,
+							 bool allow_environment_credentials);
 
 #endif							/* ROLLOUT_OBJSTORE_BACKEND_H */

@@ -34,9 +34,11 @@
  * region (default us-east-1), url_style (path | virtual; path whenever an
  * endpoint is set, virtual-hosted for AWS otherwise), connect_timeout,
  * request_timeout, ca_file, verify_tls.  User mapping: access_key_id,
- * secret_access_key, session_token.  Without a key pair in the mapping the
- * server process's environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
- * AWS_SESSION_TOKEN) is used.  Credentials appear in no message and no log.
+ * secret_access_key, session_token.  Without a key pair in the mapping, and
+ * only when the caller allows it (tables and servers owned by superusers,
+ * fdw/options.c), the server process's environment (AWS_ACCESS_KEY_ID,
+ * AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) is used.  Credentials appear in
+ * no message and no log.
  *
  * Copyright (c) rollout_fdw authors
  *
@@ -908,7 +910,7 @@ env_value(const char *name)
  */
 void
 s3_store_open(ObjectStore *store, const char *bucket, const char *prefix,
-			  List *options)
+			  List *options, bool allow_environment_credentials)
 {
 	S3Store    *s3 = palloc0(sizeof(S3Store));
 	const char *region = option_value(options, "region");
@@ -960,7 +962,8 @@ s3_store_open(ObjectStore *store, const char *bucket, const char *prefix,
 	s3->access_key_id = option_value(options, "access_key_id");
 	s3->secret_access_key = option_value(options, "secret_access_key");
 	s3->session_token = option_value(options, "session_token");
-	if (s3->access_key_id == NULL && s3->secret_access_key == NULL)
+	if (s3->access_key_id == NULL && s3->secret_access_key == NULL &&
+		allow_environment_credentials)
 	{
 		s3->access_key_id = env_value("AWS_ACCESS_KEY_ID");
 		s3->secret_access_key = env_value("AWS_SECRET_ACCESS_KEY");
@@ -971,9 +974,23 @@ s3_store_open(ObjectStore *store, const char *bucket, const char *prefix,
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
 				 errmsg("no S3 credentials for store \"%s\"", store->location),
-				 errhint("Set access_key_id and secret_access_key in a user mapping for the server, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment of the PostgreSQL server.")));
+				 allow_environment_credentials
+				 ? errhint("Set access_key_id and secret_access_key in a user mapping for the server, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment of the PostgreSQL server.")
+				 : errhint("Set access_key_id and secret_access_key in a user mapping for the server. The server's environment credentials serve only tables and servers owned by superusers.")));
 	if (s3->session_token != NULL && s3->session_token[0] == '\0')
 		s3->session_token = NULL;
+
+	/*
+	 * Where the objects are: the URL objects are addressed by, which holds
+	 * endpoint, bucket and URL style, and the prefix.
+	 */
+	store->identity = psprintf("s3 %s %s", s3->object_url_prefix, s3->prefix);
+	{
+		const char *parts[3] = {s3->access_key_id, s3->secret_access_key,
+		s3->session_token};
+
+		objstore_set_access_fingerprint(store, parts, 3);
+	}
 
 	store->ops = &s3_store_ops;
 	store->backend = s3;

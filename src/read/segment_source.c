@@ -11,7 +11,9 @@
  * whole, sorted by key and reduced to the last row of each key (within one
  * entry the later row is the newer version).  A memtable batch (the rows of
  * a durable WAL entry kept in shared memory) is handled the same way, from
- * its row blob instead of an object.
+ * its row blob instead of an object, and so are the reading transaction's
+ * own rows (SNAPSHOT_TRANSACTION; a transaction whose buffer spilled gives
+ * them as a sorted segment in a local file instead).
  *
  * Only the key range may skip data.  A zone map on another column must not:
  * skipping the row group that holds the newest version of a key would let
@@ -317,6 +319,9 @@ row_source_count(MergeReadStats *stats, SnapshotSourceKind kind, bool read)
 			else
 				stats->wal_entries_skipped++;
 			break;
+		case SNAPSHOT_TRANSACTION:
+		case SNAPSHOT_TRANSACTION_SEGMENT:
+			break;				/* counted by rows (transaction_rows_read) */
 	}
 }
 
@@ -379,7 +384,8 @@ row_source_load_memtable_batch(RowSource *source)
 bool
 row_source_reads_object(const SnapshotSource *meta, const KeyRange *range)
 {
-	if (meta->kind == SNAPSHOT_MEMTABLE)
+	if (meta->kind == SNAPSHOT_MEMTABLE || meta->kind == SNAPSHOT_TRANSACTION ||
+		meta->kind == SNAPSHOT_TRANSACTION_SEGMENT)
 		return false;
 	if ((meta->kind == SNAPSHOT_FRAGMENT || meta->kind == SNAPSHOT_GENERATION) &&
 		meta->has_key_range &&
@@ -399,13 +405,15 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segmen
 	RowSource  *source;
 	SegmentReader *reader = NULL;
 	bool		is_wal = meta->kind == SNAPSHOT_WAL_ENTRY;
-	bool		is_memtable = meta->kind == SNAPSHOT_MEMTABLE;
+	bool		in_memory = meta->kind == SNAPSHOT_MEMTABLE ||
+		meta->kind == SNAPSHOT_TRANSACTION;
+	bool		is_local = meta->kind == SNAPSHOT_TRANSACTION_SEGMENT;
 
 	if (ingest != NULL)
 		*ingest = NIL;
 
 	/* objects the manifest describes: the key range may spare a GET */
-	if (!is_memtable && !row_source_reads_object(meta, range))
+	if (!in_memory && !is_local && !row_source_reads_object(meta, range))
 	{
 		row_source_count(stats, meta->kind, false);
 		return NULL;
@@ -439,14 +447,17 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segmen
 		source->stamp = meta->stamp_fixed;
 	}
 
-	if (is_memtable)
+	if (in_memory)
 	{
 		/*
 		 * A batch of this cluster's memtable: already durable and stamped.
 		 * It counts like the WAL entry it holds: one row group, skipped when
-		 * no row is in the key range.
+		 * no row is in the key range.  The transaction's own rows come the
+		 * same way, newer than anything committed; they are no WAL entry,
+		 * so the running maximum of stamps does not pass over them.
 		 */
-		*running_stamp = Max(*running_stamp, meta->stamp_fixed);
+		if (meta->kind == SNAPSHOT_MEMTABLE)
+			*running_stamp = Max(*running_stamp, meta->stamp_fixed);
 		row_source_load_memtable_batch(source);
 		source->sorted = false;
 		row_source_sort_unsorted(source);
@@ -459,12 +470,20 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segmen
 			row_source_close(source);
 			return NULL;
 		}
+		if (meta->kind == SNAPSHOT_TRANSACTION)
+			stats->transaction_rows_read += source->order_count;
 		stats->row_groups_read++;
 		row_source_count(stats, meta->kind, true);
 		return source;
 	}
 
-	if (segment == NULL)
+	if (is_local)
+	{
+		/* a local file: read directly, never through the prefetcher */
+		segment = rollout_local_segment_source(meta->key);
+		prefetcher = NULL;
+	}
+	else if (segment == NULL)
 		segment = rollout_segment_source(store, meta->key, meta->bytes);
 	reader = segment_reader_open(segment);
 	if (reader == NULL && vanished != NULL)
@@ -534,6 +553,8 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segmen
 		return NULL;
 	}
 	row_source_count(stats, meta->kind, true);
+	if (is_local)
+		stats->transaction_rows_read += reader->row_count;
 
 	/* read nothing yet: the first row group joins the merge's first batch */
 	source->prefetcher = prefetcher;

@@ -47,7 +47,7 @@ rollout_flush(PG_FUNCTION_ARGS)
 {
 	Relation	rel = rollout_open_table_argument(fcinfo, "rollout_flush",
 												  ROLLOUT_ACCESS_MAINTAIN);
-	FlushResult result = rollout_flush_shard(rollout_store_for_relation(rel));
+	FlushResult result = rollout_flush_shard(rollout_store_for_relation_as_owner(rel));
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
 
@@ -86,7 +86,7 @@ rollout_merge(PG_FUNCTION_ARGS)
 	flush_first = PG_GETARG_BOOL(2);
 	rel = rollout_open_table_argument(fcinfo, "rollout_merge", ROLLOUT_ACCESS_MAINTAIN);
 
-	result = rollout_merge_shard(rollout_store_for_relation(rel), max_generations,
+	result = rollout_merge_shard(rollout_store_for_relation_as_owner(rel), max_generations,
 								 flush_first);
 	table_close(rel, AccessShareLock);
 	values[0] = Int32GetDatum(result.generations_merged);
@@ -179,7 +179,7 @@ rollout_compact(PG_FUNCTION_ARGS)
 	}
 	rel = rollout_open_table_argument(fcinfo, "rollout_compact", ROLLOUT_ACCESS_MAINTAIN);
 
-	result = rollout_compact_recording_errors(rollout_store_for_relation(rel),
+	result = rollout_compact_recording_errors(rollout_store_for_relation_as_owner(rel),
 											  min_fragments, target_rows,
 											  max_source_fragments);
 	table_close(rel, AccessShareLock);
@@ -226,7 +226,7 @@ rollout_gc(PG_FUNCTION_ARGS)
 				 errhint("Use a longer grace, or lower rollout_fdw.min_gc_grace (superuser only).")));
 	rel = rollout_open_table_argument(fcinfo, "rollout_gc", ROLLOUT_ACCESS_MAINTAIN);
 
-	result = rollout_gc_store(rollout_store_for_relation(rel), grace_seconds);
+	result = rollout_gc_store(rollout_store_for_relation_as_owner(rel), grace_seconds);
 	table_close(rel, AccessShareLock);
 	values[0] = Int64GetDatum(result.objects_deleted);
 	values[1] = Int64GetDatum(result.bytes_freed);

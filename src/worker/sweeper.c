@@ -234,17 +234,32 @@ sweeper_merge_due(RolloutStore *store)
 	return pending >= rollout_merge_after_generations;
 }
 
-/* Flush, merge and collect one store, in the current transaction. */
+/*
+ * Flush, merge and collect one store, in the current transaction, acting as
+ * the table's owner: with the owner's user mapping (never the server's
+ * environment credentials for a table a non-superuser owns), and, like
+ * autovacuum, in a restricted security context, so that nothing the owner
+ * wrote runs with the sweeper's superuser rights.  An error ends the
+ * transaction, which restores the sweeper's own user.
+ */
 static void
 sweeper_maintain(Oid relid, SweptStore *swept)
 {
 	Relation	rel = table_open(relid, AccessShareLock);
-	RolloutStore *store = rollout_store_for_relation(rel);
+	Oid			save_userid;
+	int			save_sec_context;
+	RolloutStore *store;
 	TimestampTz now = GetCurrentTimestamp();
 	bool		flush_due;
-
-	SharedStoreSlot *slot = shared_store_slot(store);	/* also: visible in the view */
+	SharedStoreSlot *slot;
 	int64		memtable_bytes = 0;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(rel->rd_rel->relowner,
+						   save_sec_context | SECURITY_RESTRICTED_OPERATION |
+						   SECURITY_LOCAL_USERID_CHANGE);
+	store = rollout_store_for_relation_as_owner(rel);
+	slot = shared_store_slot(store);	/* also: visible in the view */
 
 	/*
 	 * A store holding more than a quarter of the memtable is flushed at
@@ -280,6 +295,7 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 		swept->last_gc = now;
 		(void) rollout_gc_store(store, Max(rollout_gc_grace_s, rollout_min_gc_grace_seconds));
 	}
+	SetUserIdAndSecContext(save_userid, save_sec_context);
 	table_close(rel, AccessShareLock);
 }
 

@@ -1,0 +1,241 @@
+/*-------------------------------------------------------------------------
+ *
+ * portable_values.c
+ *		Decide how a column's values are kept so that they mean the same in
+ *		every database, and convert the values that need text.
+ *
+ * The segment format keeps PostgreSQL datum images (docs/FORMAT.md).  An
+ * image is database-independent unless it embeds the OID of a catalog row
+ * of its database:
+ *	- an enum value is the OID of its label in pg_enum;
+ *	- a composite value carries the OID of its row type;
+ *	- an array carries its element type's OID, a range (multirange) its
+ *	  range type's: fixed for built-in types, different in every database
+ *	  for user-defined ones;
+ *	- a domain's value is its base type's;
+ *	- the reg* types are object OIDs by definition.
+ * Images of the first four kinds would be read in another database (after
+ * pg_dump and restore, or by a second database or cluster sharing the
+ * store) as whatever that database has under the OID: an error at best, a
+ * wrong value or a misread row at worst.  Their values are therefore kept
+ * in the type's canonical text form, written by the type's output function
+ * and read back by the reading database's input function, which resolves
+ * labels, attributes and element types by name.  Binary send/receive would
+ * not do: record_send and array_send embed OIDs too, and their receive
+ * functions insist on them.  reg* values have no database-independent form
+ * at all, and a column of such a type (or containing one) is refused.
+ *
+ * Text output depends on a few settings (DateStyle for dates and times
+ * inside composites and arrays, IntervalStyle, extra_float_digits), which
+ * are fixed while values are encoded, as postgres_fdw does when it sends
+ * values to another server.  What is then written (ISO dates, postgres-style
+ * intervals, shortest exact floats) is parsed back exactly under any
+ * setting, so decoding needs no such care.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/transam.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/fmgroids.h"
+#include "utils/float.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+#include "utils/typcache.h"
+
+#include "rollout/portable_values.h"
+
+const char *
+portable_encoding_name(PortableEncoding encoding)
+{
+	switch (encoding)
+	{
+		case PORTABLE_IMAGE:
+			return "image";
+		case PORTABLE_TEXT:
+			return "text";
+		case PORTABLE_REFUSED:
+			break;
+	}
+	return "refused";
+}
+
+/* The object-identifier types, whose values name catalog rows. */
+static bool
+portable_is_reg_type(Oid typid)
+{
+	switch (typid)
+	{
+		case REGPROCOID:
+		case REGPROCEDUREOID:
+		case REGOPEROID:
+		case REGOPERATOROID:
+		case REGCLASSOID:
+		case REGCOLLATIONOID:
+		case REGTYPEOID:
+		case REGROLEOID:
+		case REGNAMESPACEOID:
+		case REGCONFIGOID:
+		case REGDICTIONARYOID:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * The encoding a value of typid needs: IMAGE when its image holds no
+ * database-specific OID, TEXT when it does, REFUSED when even its text is
+ * an OID (reg* types), looking into domains, arrays, ranges and composites.
+ * Built-in types have the same OIDs in every database and cluster: an
+ * array or range of them is an image like any other.
+ */
+static PortableEncoding
+portable_walk(Oid typid, char **why)
+{
+	HeapTuple	tuple;
+	Form_pg_type type;
+	PortableEncoding result = PORTABLE_IMAGE;
+
+	check_stack_depth();
+	if (portable_is_reg_type(typid))
+	{
+		if (why != NULL)
+			*why = psprintf("Values of type %s are OIDs of database objects, which name other objects, or none, in another database.",
+							format_type_be(typid));
+		return PORTABLE_REFUSED;
+	}
+
+	tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for type %u", typid);
+	type = (Form_pg_type) GETSTRUCT(tuple);
+
+	switch (type->typtype)
+	{
+		case TYPTYPE_DOMAIN:
+			result = portable_walk(type->typbasetype, why);
+			break;
+		case TYPTYPE_ENUM:
+			result = PORTABLE_TEXT;
+			break;
+		case TYPTYPE_COMPOSITE:
+			{
+				TupleDesc	desc = lookup_rowtype_tupdesc(typid, -1);
+
+				result = PORTABLE_TEXT;
+				for (int i = 0; i < desc->natts && result != PORTABLE_REFUSED; i++)
+				{
+					Form_pg_attribute attr = TupleDescAttr(desc, i);
+
+					if (!attr->attisdropped &&
+						portable_walk(attr->atttypid, why) == PORTABLE_REFUSED)
+						result = PORTABLE_REFUSED;
+				}
+				ReleaseTupleDesc(desc);
+				break;
+			}
+		case TYPTYPE_RANGE:
+			result = portable_walk(get_range_subtype(typid), why);
+			if (result != PORTABLE_REFUSED && typid >= FirstNormalObjectId)
+				result = PORTABLE_TEXT;
+			break;
+		case TYPTYPE_MULTIRANGE:
+			result = portable_walk(get_multirange_range(typid), why);
+			if (result != PORTABLE_REFUSED && typid >= FirstNormalObjectId)
+				result = PORTABLE_TEXT;
+			break;
+		case TYPTYPE_BASE:
+			if (IsTrueArrayType(type))
+			{
+				result = portable_walk(type->typelem, why);
+				if (result != PORTABLE_REFUSED && type->typelem >= FirstNormalObjectId)
+					result = PORTABLE_TEXT;
+			}
+			break;
+		default:
+			break;
+	}
+	ReleaseSysCache(tuple);
+	return result;
+}
+
+PortableEncoding
+portable_type_encoding(Oid typid, char **why)
+{
+	return portable_walk(typid, why);
+}
+
+void
+portable_codec_init(PortableCodec *codec, PortableEncoding encoding,
+					Oid typid, int32 typmod)
+{
+	Oid			output_function;
+	bool		output_varlena;
+	Oid			input_function;
+	Oid			base;
+
+	memset(codec, 0, sizeof(PortableCodec));
+	codec->encoding = encoding;
+	codec->typid = typid;
+	if (encoding != PORTABLE_TEXT)
+		return;
+	getTypeOutputInfo(typid, &output_function, &output_varlena);
+	fmgr_info(output_function, &codec->output);
+
+	/*
+	 * Parse with the base type's input function: a domain's constraints were
+	 * checked when the value was written, and checking them again on every
+	 * read would make a store unreadable where they differ.
+	 */
+	codec->input_typmod = typmod;
+	base = getBaseTypeAndTypmod(typid, &codec->input_typmod);
+	getTypeInputInfo(base, &input_function, &codec->input_ioparam);
+	fmgr_info(input_function, &codec->input);
+}
+
+int
+portable_encode_begin(void)
+{
+	int			nest_level = NewGUCNestLevel();
+
+	if (DateStyle != USE_ISO_DATES)
+		(void) set_config_option("datestyle", "ISO", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+	if (IntervalStyle != INTSTYLE_POSTGRES)
+		(void) set_config_option("intervalstyle", "postgres", PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	if (extra_float_digits < 3)
+		(void) set_config_option("extra_float_digits", "3", PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nest_level;
+}
+
+void
+portable_encode_end(int nest_level)
+{
+	AtEOXact_GUC(true, nest_level);
+}
+
+Datum
+portable_encode(PortableCodec *codec, Datum value)
+{
+	Assert(codec->encoding == PORTABLE_TEXT);
+	return PointerGetDatum(cstring_to_text(OutputFunctionCall(&codec->output,
+															  value)));
+}
+
+Datum
+portable_decode(PortableCodec *codec, Datum stored)
+{
+	Assert(codec->encoding == PORTABLE_TEXT);
+	return InputFunctionCall(&codec->input,
+							 text_to_cstring(DatumGetTextPP(stored)),
+							 codec->input_ioparam, codec->input_typmod);
+}

@@ -1,0 +1,165 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# 028_isolation.pl — PostgreSQL's isolation promises on rollout tables
+# (issue 10, points 4 and 5).
+#
+# Snapshots (fdw/scan_snapshot.c):
+#   - REPEATABLE READ and SERIALIZABLE READ ONLY: every scan of a store in a
+#     transaction reads the snapshot taken at its first read, memtable
+#     included, whatever other sessions commit, flush or merge meanwhile;
+#   - READ COMMITTED: the next statement sees new commits, and the scans of
+#     one statement share one snapshot (two subqueries with a commit
+#     between them count the same);
+#   - garbage collection removing an object of a transaction's snapshot
+#     makes its next scan fail with a serialization failure (40001), while a
+#     READ COMMITTED statement takes a fresh snapshot;
+#   - pg_dump --include-foreign-data dumps the rows of its snapshot.
+# Own rows (fdw/xact_buffer.c):
+#   - a transaction sees the rows it inserted, as the newest versions of
+#     their keys, without the rows a rolled-back savepoint took back, in
+#     memory and after its buffer spilled to disk;
+#   - a statement does not see its own inserts (INSERT ... SELECT from the
+#     same table doubles it exactly once), as with heap tables;
+#   - another session sees nothing before COMMIT.
+# Runs in both modes.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RolloutStore;
+use RolloutTest qw(configure_node);
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('isolation');
+$node->init;
+configure_node($node);
+$node->append_conf('postgresql.conf', 'rollout_fdw.min_gc_grace = 0');
+$node->start;
+
+my $store = RolloutStore->for_test('028_isolation', backend => 'file');
+$node->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
+$node->safe_psql('postgres', q{
+CREATE FOREIGN TABLE t (id int, v text) SERVER s OPTIONS (store 'iso');
+CREATE FOREIGN TABLE u (id int, v text) SERVER s OPTIONS (store 'iso_u');
+INSERT INTO t SELECT g, 'base' FROM generate_series(1, 100) g;
+});
+
+sub other { return $node->safe_psql('postgres', $_[0]); }
+
+# ---------------------------------------------------------------------------
+# REPEATABLE READ: one snapshot for the transaction
+my $rr = $node->background_psql('postgres', on_error_stop => 0);
+$rr->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+is($rr->query_safe('SELECT count(*) FROM t'), '100', 'RR: first read sees 100 rows');
+other(q{INSERT INTO t SELECT g, 'later' FROM generate_series(101, 110) g});
+is($rr->query_safe('SELECT count(*) FROM t'), '100',
+	'RR: a row committed after the first read stays invisible (memtable or WAL tail)');
+other(q{SELECT rollout_flush('t')});
+other(q{INSERT INTO t VALUES (1, 'updated')});
+other(q{SELECT rollout_merge('t')});
+is($rr->query_safe(q{SELECT count(*), count(*) FILTER (WHERE v = 'base') FROM t}), '100|100',
+	'RR: still the first snapshot after a flush, a new version of a key and a merge');
+is($rr->query_safe(q{SELECT v FROM t WHERE id = 1}), 'base', 'RR: the old version of key 1');
+$rr->query_safe('COMMIT');
+is($rr->query_safe(q{SELECT count(*), min(v) FILTER (WHERE id = 1) FROM t}), '110|updated',
+	'after COMMIT the next statement sees everything');
+
+# SERIALIZABLE READ ONLY behaves the same
+$rr->query_safe('BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY');
+is($rr->query_safe('SELECT count(*) FROM t'), '110', 'SERIALIZABLE: first read');
+other(q{INSERT INTO t VALUES (111, 'x')});
+is($rr->query_safe('SELECT count(*) FROM t'), '110', 'SERIALIZABLE: the same snapshot');
+$rr->query_safe('COMMIT');
+
+# READ COMMITTED: a new snapshot per statement, one per statement
+$rr->query_safe('BEGIN ISOLATION LEVEL READ COMMITTED');
+is($rr->query_safe('SELECT count(*) FROM t'), '111', 'RC: first statement');
+other(q{INSERT INTO t VALUES (112, 'x')});
+is($rr->query_safe('SELECT count(*) FROM t'), '112', 'RC: the next statement sees the commit');
+$rr->query_safe('COMMIT');
+
+# two scans of one statement, a commit between them
+my $bg = $node->background_psql('postgres', on_error_stop => 1);
+$bg->query_until(qr/started/, q{
+\echo started
+SELECT (SELECT count(*) FROM t) AS first, pg_sleep(2), (SELECT count(*) FROM t WHERE id > 0) AS second;
+});
+sleep 1;
+other(q{INSERT INTO t VALUES (113, 'between')});
+my $two = $bg->query_safe('SELECT 1');    # returns once the statement above is done
+$bg->quit;
+like($two, qr/^112\|\|112$/m,
+	'RC: two scans of one statement read one snapshot (a commit between them is not seen)');
+
+# garbage collection under a long snapshot
+$rr->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+is($rr->query_safe('SELECT count(*) FROM t'), '113', 'RR: snapshot taken');
+other(q{SELECT rollout_flush('t')});
+other(q{SELECT rollout_merge('t')});
+other(q{SELECT rollout_compact('t', 0)});
+my $gc = other(q{SELECT objects_deleted > 0 FROM rollout_gc('t', '0')});
+is($gc, 't', 'gc with grace 0 deleted objects of the old snapshot');
+my $err = '';
+eval { $rr->query_safe('SELECT count(*) FROM t'); 1 } or $err = $@;
+like($err, qr/could not serialize access to store "iso": an object of the transaction's snapshot was removed/,
+	'RR: the next scan fails with a serialization failure instead of reading another snapshot');
+$rr->{stderr} = '';    # BackgroundPsql keeps stderr across queries
+$rr->query('ROLLBACK');
+is($rr->query_safe('SELECT count(*) FROM t'), '113', 'the next transaction reads the store');
+
+# pg_dump reads its snapshot
+my $dump = "$PostgreSQL::Test::Utils::tmp_check/iso.sql";
+$node->command_ok([ 'pg_dump', '--include-foreign-data=s', '-t', 't', '-d', $node->connstr('postgres'), '-f', $dump ],
+	'pg_dump --include-foreign-data');
+my $text = slurp_file($dump);
+my ($copy) = $text =~ /COPY public\.t \(id, v\) FROM stdin;\n(.*?)\\\.\n/s;
+is(scalar(split /\n/, $copy // ''), 113, 'the dump holds the 113 rows of its snapshot');
+
+# ---------------------------------------------------------------------------
+# A transaction sees its own rows
+$rr->query_safe('BEGIN');
+$rr->query_safe(q{INSERT INTO u SELECT g, 'mine' FROM generate_series(1, 20) g});
+is($rr->query_safe(q{SELECT count(*), min(v) FROM u}), '20|mine',
+	'own rows: a transaction sees the 20 rows it inserted');
+is(other('SELECT count(*) FROM u'), '0', 'another session sees none of them');
+$rr->query_safe(q{INSERT INTO u VALUES (5, 'newer')});
+is($rr->query_safe(q{SELECT count(*), string_agg(v, ',') FILTER (WHERE id = 5) FROM u}), '20|newer',
+	'a key inserted twice shows its newest version once');
+$rr->query_safe('SAVEPOINT a');
+$rr->query_safe(q{INSERT INTO u SELECT g, 'rolled back' FROM generate_series(21, 30) g});
+is($rr->query_safe('SELECT count(*) FROM u'), '30', 'rows of a savepoint are seen');
+$rr->query_safe('ROLLBACK TO SAVEPOINT a');
+is($rr->query_safe(q{SELECT count(*), count(*) FILTER (WHERE v = 'rolled back') FROM u}), '20|0',
+	'rows of a rolled-back savepoint are gone');
+$rr->query_safe(q{INSERT INTO u SELECT id + 100, 'copy' FROM u});
+is($rr->query_safe(q{SELECT count(*) FROM u}), '40',
+	'INSERT ... SELECT from the same table reads what earlier commands wrote, not its own rows');
+is($rr->query_safe(q{EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM u}) =~ /Transaction Rows Read: 40/ ? 'yes' : 'no',
+	'yes', 'EXPLAIN ANALYZE counts the transaction\'s rows');
+$rr->query_safe('COMMIT');
+is(other(q{SELECT count(*), string_agg(v, ',') FILTER (WHERE id = 5) FROM u}), '40|newer',
+	'after COMMIT everyone sees the same 40 rows');
+
+# the buffer spilled to disk: the rows come from a sorted scratch segment
+$rr->query_safe(q{SET rollout_fdw.transaction_buffer_size = '64kB'});
+$rr->query_safe('BEGIN');
+$rr->query_safe(q{INSERT INTO u SELECT g, repeat('x', 200) FROM generate_series(1000, 3999) g});
+$rr->query_safe(q{INSERT INTO u VALUES (1000, 'newest')});
+is($rr->query_safe(q{SELECT count(*), count(DISTINCT id), min(v) FILTER (WHERE id = 1000) FROM u}),
+	'3040|3040|newest', 'own rows of a spilled buffer: 3000 new keys, the newest version of each');
+is($rr->query_safe(q{SELECT count(*) FROM u WHERE id BETWEEN 1990 AND 2009}), '20',
+	'... and a key range over them');
+$rr->query_safe('ROLLBACK');
+is(other('SELECT count(*) FROM u'), '40', 'after ROLLBACK nothing of it is anywhere');
+my @scratch = glob($node->data_dir . '/base/pgsql_tmp/*own*');
+is(scalar(@scratch), 0, 'no scratch segment is left behind');
+$rr->quit;
+
+unlike(slurp_file($node->logfile), qr/terminated by signal|PANIC/, 'no backend crashed');
+$node->stop;
+done_testing();
