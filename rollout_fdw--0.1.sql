@@ -190,3 +190,10 @@ CREATE VIEW rollout_stat_stores AS SELECT * FROM rollout_stat_stores();
 
 COMMENT ON VIEW rollout_stat_stores IS
   'per-store counters of this cluster''s shared-memory writer: appends, WAL PUTs, memtable, maintenance, errors';
+
+-- The counters cover every store of the cluster, whoever owns it: their
+-- locations, names and last errors are for monitoring roles, as with
+-- pg_stat_statements (pg_read_all_stats, which pg_monitor includes).
+REVOKE ALL ON FUNCTION rollout_stat_stores() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION rollout_stat_stores() TO pg_read_all_stats;
+GRANT SELECT ON rollout_stat_stores TO pg_read_all_stats;

@@ -229,3 +229,15 @@ INSERT INTO v_moods SELECT 'c', 'ok' ON CONFLICT DO NOTHING;
 SELECT * FROM v_moods ORDER BY id;
 DROP FOREIGN TABLE v_moods;
 DROP TYPE v_mood, v_holder;
+
+-- the statistics of every store of the cluster are for monitoring roles
+CREATE ROLE rollout_v_watcher;
+SET ROLE rollout_v_watcher;
+SELECT count(*) >= 0 FROM rollout_stat_stores;
+SELECT count(*) >= 0 FROM rollout_stat_stores();
+RESET ROLE;
+GRANT pg_monitor TO rollout_v_watcher;
+SET ROLE rollout_v_watcher;
+SELECT count(*) >= 0 FROM rollout_stat_stores;
+RESET ROLE;
+DROP ROLE rollout_v_watcher;

@@ -20,7 +20,10 @@
 #      endpoint shares nothing with the real store's shared-memory writer:
 #      app's server pointed at the recording endpoint sees none of the
 #      unflushed rows another role's table holds in the memtable, and the
-#      endpoint receives none of their bytes;
+#      endpoint receives none of their bytes; and a group-commit leader
+#      writes only the transactions that came with its own credentials
+#      (two commits inside one commit delay make one WAL entry with the same
+#      credentials, two with different ones; moto takes any key);
 #   5. an _store.json that cannot be read (a directory, no permission) is an
 #      error, never taken for a new store;
 #   6. the store-name pin holds for ALTER TABLE and RENAME, and a table name
@@ -194,6 +197,51 @@ SELECT count(*), (SELECT unflushed_rows FROM rollout_observe('peek')) FROM peek;
 	is($node->safe_psql('postgres', 'SELECT count(*) FROM secrets'), '10', 'the owner reads all ten');
 }
 $hostile->stop;
+
+SKIP:
+{
+	skip 'the shared-memory writer runs only when preloaded', 4 unless RolloutTest::preload();
+	skip 'moto is not running (scripts/test.sh starts it)', 4 unless $ENV{ROLLOUT_TEST_S3_ENDPOINT};
+	my $moto = RolloutStore->for_test('025_groups', backend => 's3');
+	my $sql = $moto->server_sql('groups');
+	$sql =~ s/CREATE USER MAPPING.*//s;
+	$node->safe_psql('postgres', $sql . q{
+CREATE USER MAPPING FOR postgres SERVER groups OPTIONS (access_key_id 'AKIAGROUPOWNER000000', secret_access_key 'owner');
+GRANT USAGE ON FOREIGN SERVER groups TO app;
+CREATE FOREIGN TABLE grouped (id int, who text) SERVER groups OPTIONS (store 'grouped');
+GRANT INSERT, SELECT ON grouped TO app;
+ALTER SYSTEM SET rollout_fdw.commit_delay = 100000;
+SELECT pg_reload_conf();
+INSERT INTO grouped VALUES (0, 'claim');
+});
+	($ret, $out, $err) = as_app(q{CREATE USER MAPPING FOR app SERVER groups OPTIONS (access_key_id 'AKIAGROUPAPP00000000', secret_access_key 'app')});
+	is($ret, 0, 'app has a mapping with other credentials') or diag($err);
+	my $shard = $node->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
+	my $wal = "grouped/shards/$shard/wal";
+
+	# two commits inside one commit delay (100 ms): $first leads, waits, takes the queue
+	my $entries_for = sub {
+		my ($second_role, $id) = @_;
+		my @before = $moto->wal_positions($wal);
+		my $first = $node->background_psql('postgres');
+		my $second = $node->background_psql('postgres');
+		$second->query_safe("SET ROLE $second_role");
+		$first->query_until(qr/go/, "\\echo go\nINSERT INTO grouped VALUES ($id, 'first');\n");
+		$second->query_safe("INSERT INTO grouped VALUES ($id + 1, 'second')");
+		$first->query_safe('SELECT 1');
+		$first->quit;
+		$second->quit;
+		my %seen = map { $_ => 1 } @before;
+		return map { $moto->wal_entry($wal, $_)->{transactions} } grep { !$seen{$_} } $moto->wal_positions($wal);
+	};
+	is(join(',', $entries_for->('postgres', 10)), '2',
+		'two commits with the same credentials inside the delay: one WAL entry of two transactions');
+	is(join(',', $entries_for->('app', 20)), '1,1',
+		'with different credentials: two entries, each written with its own transaction\'s credentials');
+	is($node->safe_psql('postgres', 'SELECT string_agg(id::text, \',\' ORDER BY id) FROM grouped'),
+		'0,10,11,20,21', 'every row committed once');
+	$node->safe_psql('postgres', 'ALTER SYSTEM RESET rollout_fdw.commit_delay; SELECT pg_reload_conf()');
+}
 
 # --- 5. an unreadable _store.json is an error, not a new store
 my $files = RolloutStore->for_test('025_files', backend => 'file');
