@@ -21,15 +21,12 @@ COMMENT ON FOREIGN DATA WRAPPER rollout_fdw IS
   'rollout stores: an LSM on object storage exposed as foreign tables';
 
 -- Checks that need the table's columns, which an FDW validator cannot see,
--- run at the end of CREATE FOREIGN TABLE and of every ALTER of a foreign
--- table (ALTER FOREIGN TABLE, and ALTER TABLE, which also alters foreign
--- tables) by the event trigger below.  rollout_fdw_check_table() raises an
--- error for a bad rollout table; at creation it returns the store name to
--- pin when the table relies on the default (its own name), so that renaming
--- the table later cannot switch it to another store, and after an ALTER it
--- refuses a table whose pin was dropped.  It reads only the catalogs;
--- anyone may call it.
-CREATE FUNCTION rollout_fdw_check_table(tbl regclass, creating boolean)
+-- run at the end of CREATE/ALTER FOREIGN TABLE by the event trigger below.
+-- rollout_fdw_check_table() raises an error for a bad rollout table and
+-- returns the store name to pin when the table relies on the default (its
+-- own name), so that renaming the table later cannot switch it to another
+-- store.  It reads only the catalogs; anyone may call it.
+CREATE FUNCTION rollout_fdw_check_table(regclass)
 RETURNS text
 AS 'MODULE_PATHNAME'
 LANGUAGE C STRICT;
@@ -45,8 +42,7 @@ BEGIN
   FOR r IN SELECT objid FROM pg_event_trigger_ddl_commands()
            WHERE object_type = 'foreign table'
   LOOP
-    pinned := @extschema@.rollout_fdw_check_table(r.objid::regclass,
-                                                  TG_TAG = 'CREATE FOREIGN TABLE');
+    pinned := @extschema@.rollout_fdw_check_table(r.objid::regclass);
     IF pinned IS NOT NULL THEN
       EXECUTE format('ALTER FOREIGN TABLE %s OPTIONS (ADD store %L)',
                      r.objid::regclass, pinned);
@@ -57,7 +53,7 @@ $$;
 
 CREATE EVENT TRIGGER rollout_fdw_ddl_check
   ON ddl_command_end
-  WHEN TAG IN ('CREATE FOREIGN TABLE', 'ALTER FOREIGN TABLE', 'ALTER TABLE')
+  WHEN TAG IN ('CREATE FOREIGN TABLE', 'ALTER FOREIGN TABLE')
   EXECUTE FUNCTION rollout_fdw_ddl_check();
 
 CREATE FUNCTION rollout_flush(tbl regclass,
@@ -190,10 +186,3 @@ CREATE VIEW rollout_stat_stores AS SELECT * FROM rollout_stat_stores();
 
 COMMENT ON VIEW rollout_stat_stores IS
   'per-store counters of this cluster''s shared-memory writer: appends, WAL PUTs, memtable, maintenance, errors';
-
--- The counters cover every store of the cluster, whoever owns it: their
--- locations, names and last errors are for monitoring roles, as with
--- pg_stat_statements (pg_read_all_stats, which pg_monitor includes).
-REVOKE ALL ON FUNCTION rollout_stat_stores() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION rollout_stat_stores() TO pg_read_all_stats;
-GRANT SELECT ON rollout_stat_stores TO pg_read_all_stats;

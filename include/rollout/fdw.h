@@ -10,6 +10,7 @@
 #define ROLLOUT_FDW_LAYER_H
 
 #include "foreign/fdwapi.h"
+#include "nodes/execnodes.h"
 #include "utils/relcache.h"
 
 #include "rollout/store.h"
@@ -36,6 +37,13 @@ extern RolloutTableOptions *rollout_table_options(Oid relid);
 extern RolloutStore *rollout_store_for_relation(Relation rel);
 extern RolloutStore *rollout_store_for_relation_as_owner(Relation rel);
 extern RolloutStore *rollout_store_for_relation_as(Relation rel, Oid userid);
+
+/*
+ * The role whose user mapping a scan or modification of range table entry
+ * rtindex uses: the entry's checkAsUser (a view's owner) or, without one,
+ * the current user, as postgres_fdw chooses.  rtindex 0: the current user.
+ */
+extern Oid	rollout_user_for_range_table_entry(EState *estate, Index rtindex);
 
 /* ERROR unless relid is a foreign table of this wrapper. */
 extern void rollout_check_is_rollout_table(Oid relid);

@@ -22,10 +22,16 @@ typedef struct ShardClaim
 /*
  * Claim the shard: flush the durable WAL tail, commit the shard manifest
  * with the next epoch and this cluster's timeline, write the fence marker.
+ * With only_for_new_timeline (the direct path after a promotion) nothing is
+ * done once the shard's last claim is of this cluster's timeline already
+ * (another backend claimed first), and the returned fence position is 0.
  * ERROR when the shard was taken over by a promoted standby (a higher
  * timeline; then *superseded, if not NULL, is set first: that is for good),
- * when another cluster claims at the same time, and during recovery.
+ * for a stale copy of a store in the embedded default location after a
+ * promotion, when another cluster claims at the same time, and during
+ * recovery.
  */
-extern ShardClaim shard_claim(RolloutStore *store, volatile bool *superseded);
+extern ShardClaim shard_claim(RolloutStore *store, bool only_for_new_timeline,
+							  volatile bool *superseded);
 
 #endif							/* ROLLOUT_SHARD_CLAIM_H */

@@ -74,6 +74,7 @@ typedef struct RolloutStore
 {
 	ObjectStore *objstore;
 	char	   *location;		/* effective location, for messages */
+	bool		location_is_default;	/* the embedded default (no location) */
 	char	   *name;			/* store name */
 
 	/*

@@ -17,9 +17,12 @@
 /* Register the transaction and subtransaction callbacks (from _PG_init). */
 extern void xact_buffer_init(void);
 
-/* Buffer one row inserted into rel (a rollout table backed by store). */
+/*
+ * Buffer one row inserted into rel (a rollout table backed by store) by the
+ * command cid (the statement's es_output_cid).
+ */
 extern void xact_buffer_add_row(Relation rel, RolloutStore *store,
-								TupleTableSlot *slot);
+								TupleTableSlot *slot, CommandId cid);
 
 /*
  * The rows this transaction inserted into rel before command curcid, as a

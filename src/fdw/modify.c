@@ -66,13 +66,15 @@ rollout_plan_foreign_modify(PlannerInfo *root, ModifyTable *plan,
 }
 
 static RolloutModifyState *
-rollout_modify_state_create(ResultRelInfo *rinfo)
+rollout_modify_state_create(EState *estate, ResultRelInfo *rinfo)
 {
 	Relation	rel = rinfo->ri_RelationDesc;
 	RolloutModifyState *state = palloc0(sizeof(RolloutModifyState));
 
 	/* opening the store checks the table against _store.json up front */
-	state->store = rollout_store_for_relation(rel);
+	state->store = rollout_store_for_relation_as(rel,
+												 rollout_user_for_range_table_entry(estate,
+																					rinfo->ri_RangeTableIndex));
 	state->batch_size = rollout_table_options(RelationGetRelid(rel))->batch_size;
 	return state;
 }
@@ -83,7 +85,7 @@ rollout_begin_foreign_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 {
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
-	rinfo->ri_FdwState = rollout_modify_state_create(rinfo);
+	rinfo->ri_FdwState = rollout_modify_state_create(mtstate->ps.state, rinfo);
 }
 
 static TupleTableSlot *
@@ -92,7 +94,8 @@ rollout_exec_foreign_insert(EState *estate, ResultRelInfo *rinfo,
 {
 	RolloutModifyState *state = rinfo->ri_FdwState;
 
-	xact_buffer_add_row(rinfo->ri_RelationDesc, state->store, slot);
+	xact_buffer_add_row(rinfo->ri_RelationDesc, state->store, slot,
+						estate->es_output_cid);
 	return slot;
 }
 
@@ -104,7 +107,8 @@ rollout_exec_foreign_batch_insert(EState *estate, ResultRelInfo *rinfo,
 	RolloutModifyState *state = rinfo->ri_FdwState;
 
 	for (int i = 0; i < *numSlots; i++)
-		xact_buffer_add_row(rinfo->ri_RelationDesc, state->store, slots[i]);
+		xact_buffer_add_row(rinfo->ri_RelationDesc, state->store, slots[i],
+							estate->es_output_cid);
 	return slots;
 }
 
@@ -137,10 +141,10 @@ rollout_end_foreign_modify(EState *estate, ResultRelInfo *rinfo)
 static void
 rollout_begin_foreign_insert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
 {
-	if (mtstate != NULL)
-		rollout_refuse_on_conflict((ModifyTable *) mtstate->ps.plan,
-								   rinfo->ri_RelationDesc);
-	rinfo->ri_FdwState = rollout_modify_state_create(rinfo);
+	/* COPY passes a ModifyTableState without a plan */
+	rollout_refuse_on_conflict((ModifyTable *) mtstate->ps.plan,
+							   rinfo->ri_RelationDesc);
+	rinfo->ri_FdwState = rollout_modify_state_create(mtstate->ps.state, rinfo);
 }
 
 static void

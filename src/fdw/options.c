@@ -17,10 +17,12 @@
 #include "access/htup_details.h"
 #include "access/reloptions.h"
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/pg_foreign_server.h"
 #include "catalog/pg_foreign_table.h"
 #include "catalog/pg_user_mapping.h"
 #include "commands/defrem.h"
+#include "executor/executor.h"
 #include "foreign/foreign.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -390,7 +392,9 @@ Datum
 rollout_fdw_check_table(PG_FUNCTION_ARGS)
 {
 	Oid			relid = PG_GETARG_OID(0);
-	bool		creating = PG_GETARG_BOOL(1);
+
+	/* the SQL function of extension version 0.1 passes no second argument */
+	bool		creating = PG_NARGS() < 2 || PG_GETARG_BOOL(1);
 	RolloutTableOptions *options;
 	Relation	rel;
 	TupleDesc	tupdesc;
@@ -500,9 +504,15 @@ static HTAB *store_cache = NULL;
 static MemoryContext store_cache_context = NULL;
 
 /*
- * Invalidate one table's entries, or all.  An invalidated store is not
- * freed: a scan of the current query may still hold it.  Invalidations
- * happen only on DDL, so what this keeps is small.
+ * Stores replaced since the transaction began: a scan or the transaction's
+ * buffer may still hold them, so they are closed only when the transaction
+ * ends (store_cache_close_retired), when nothing does any more.
+ */
+static List *retired_stores = NIL;
+
+/*
+ * Invalidate one table's entries, or all.  The next use reopens the store
+ * and retires the old one.
  */
 static void
 store_cache_invalidate_relation(Datum arg, Oid relid)
@@ -524,9 +534,25 @@ store_cache_invalidate_all(Datum arg, int cacheid, uint32 hashvalue)
 	store_cache_invalidate_relation(arg, InvalidOid);
 }
 
+static void
+store_cache_close_retired(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_PARALLEL_COMMIT &&
+		event != XACT_EVENT_ABORT && event != XACT_EVENT_PARALLEL_ABORT &&
+		event != XACT_EVENT_PREPARE)
+		return;
+	foreach(lc, retired_stores)
+		rollout_store_close(lfirst(lc));
+	list_free(retired_stores);
+	retired_stores = NIL;
+}
+
 void
 rollout_store_cache_init(void)
 {
+	RegisterXactCallback(store_cache_close_retired, NULL);
 	CacheRegisterRelcacheCallback(store_cache_invalidate_relation, (Datum) 0);
 	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, store_cache_invalidate_all, (Datum) 0);
 	CacheRegisterSyscacheCallback(FOREIGNTABLEREL, store_cache_invalidate_all, (Datum) 0);
@@ -654,11 +680,29 @@ rollout_store_for_relation_as(Relation rel, Oid userid)
 	{
 		RolloutStoreSpec *spec = store_spec_for_relation(rel, userid);
 
+		if (entry->store != NULL)
+		{
+			MemoryContext oldcontext = MemoryContextSwitchTo(store_cache_context);
+
+			retired_stores = lappend(retired_stores, entry->store);
+			MemoryContextSwitchTo(oldcontext);
+		}
 		entry->store = NULL;
 		entry->store = rollout_store_open(spec, store_cache_context);
 		entry->valid = true;
 	}
 	return entry->store;
+}
+
+Oid
+rollout_user_for_range_table_entry(EState *estate, Index rtindex)
+{
+	RangeTblEntry *rte;
+
+	if (rtindex == 0)
+		return GetUserId();
+	rte = exec_rt_fetch(rtindex, estate);
+	return OidIsValid(rte->checkAsUser) ? rte->checkAsUser : GetUserId();
 }
 
 RolloutStore *

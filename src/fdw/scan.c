@@ -376,7 +376,9 @@ rollout_begin_foreign_scan(ForeignScanState *node, int eflags)
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
 
-	state->store = rollout_store_for_relation(state->rel);
+	state->store = rollout_store_for_relation_as(state->rel,
+												 rollout_user_for_range_table_entry(node->ss.ps.state,
+																					plan->scan.scanrelid));
 	state->scan_context = AllocSetContextCreate(CurrentMemoryContext,
 												"rollout scan",
 												ALLOCSET_DEFAULT_SIZES);

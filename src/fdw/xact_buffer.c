@@ -249,15 +249,14 @@ xact_buffer_mark_level(XactBuffer *buffer)
 }
 
 /*
- * Remember where the current command's rows start, at its first row.  The
- * executor marked the command id used when the statement began (a
- * statement that writes makes the next one get a new id).
+ * Remember where command cid's rows start, at its first row.  cid is the
+ * statement's output command id, the one heap rows it inserts would carry,
+ * so a scan sees what it would see of a heap table: the rows of commands
+ * before its snapshot's.
  */
 static void
-xact_buffer_mark_command(XactBuffer *buffer)
+xact_buffer_mark_command(XactBuffer *buffer, CommandId cid)
 {
-	CommandId	cid = GetCurrentCommandId(false);
-
 	if (buffer->command_count > 0 &&
 		buffer->commands[buffer->command_count - 1].cid == cid)
 		return;
@@ -273,7 +272,8 @@ xact_buffer_mark_command(XactBuffer *buffer)
 }
 
 void
-xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot)
+xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot,
+					CommandId cid)
 {
 	XactBuffer *buffer;
 	TupleDesc	tupdesc;
@@ -332,7 +332,7 @@ xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot)
 	MemoryContextSwitchTo(oldcontext);
 
 	xact_buffer_mark_level(buffer);
-	xact_buffer_mark_command(buffer);
+	xact_buffer_mark_command(buffer, cid);
 	len = tuple->t_len;
 	stream_write(buffer, &len, sizeof(len));
 	stream_write(buffer, tuple, len);

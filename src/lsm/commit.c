@@ -27,7 +27,7 @@ rollout_commit_direct(RolloutStore *store, List *blobs,
 	position = wal_append_rows(store, blobs, metadata);
 	if (position == 0)
 	{
-		(void) shard_claim(store, NULL);
+		(void) shard_claim(store, true, NULL);
 		position = wal_append_rows(store, blobs, metadata);
 		if (position == 0)
 			ereport(ERROR,

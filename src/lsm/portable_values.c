@@ -13,6 +13,8 @@
  *	  range type's: fixed for built-in types, different in every database
  *	  for user-defined ones;
  *	- a domain's value is its base type's;
+ *	- an aclitem holds role OIDs (the same in every database of a cluster,
+ *	  not in another cluster);
  *	- the reg* types are object OIDs by definition.
  * Images of the first four kinds would be read in another database (after
  * pg_dump and restore, or by a second database or cluster sharing the
@@ -111,6 +113,10 @@ portable_walk(Oid typid, char **why)
 							format_type_be(typid));
 		return PORTABLE_REFUSED;
 	}
+
+	/* an ACL item names roles by OID; its text form names them by name */
+	if (typid == ACLITEMOID)
+		return PORTABLE_TEXT;
 
 	tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
 	if (!HeapTupleIsValid(tuple))

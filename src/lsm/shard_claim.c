@@ -44,8 +44,59 @@
 /* Rounds of flush + claim while the WAL keeps growing under the claim. */
 #define SHARD_CLAIM_ATTEMPTS	5
 
+/*
+ * A claim from a higher timeline than the shard's last one means this
+ * cluster was promoted (or restored from a backup) since.  For a store in
+ * the embedded default location that means it is this data directory's copy
+ * of the store, as old as the base backup: the rows the old primary
+ * committed after it are not there, and writing on would fork the store's
+ * history for good.  Refuse; an explicit file:// location naming the same
+ * folder is the way to say that this copy is the store from now on.
+ */
+static void
+shard_check_default_location_copy(RolloutStore *store, ShardManifest *manifest)
+{
+	if (!store->location_is_default ||
+		manifest->writer_timeline >= rollout_writer_timeline())
+		return;
+	/* a shard that never wrote has nothing that could be stale */
+	if (manifest->version == 0 && wal_list_after(store, store->shard, 0) == NIL)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("store \"%s\" in the embedded default location was last written on timeline %lld, but this server is on timeline %lld",
+					store->name, (long long) manifest->writer_timeline,
+					(long long) rollout_writer_timeline()),
+			 errdetail("The embedded default is a folder of the data directory. This server was promoted or restored since, so its copy of the store is as old as the base backup it came from, and rows committed after it are not in it."),
+			 errhint("Keep stores that survive a failover at a shared location. To continue with this copy, give the server an explicit location naming the folder: ALTER SERVER ... OPTIONS (ADD location '%s').",
+					 store->location)));
+}
+
+/* Create the fence marker (a WAL entry without rows) at key. */
+static ObjectStoreCreateResult
+shard_write_fence(RolloutStore *store, const WalEntryMetadata *fence,
+				  const char *key)
+{
+	char	   *path = rollout_scratch_file_path("fence");
+	ObjectStoreCreateResult created;
+
+	PG_TRY();
+	{
+		wal_write_entry_file(store, NIL, fence, path);
+		created = objstore_create_from_file_if_absent(store->objstore, key, path,
+													  fence->put_id);
+	}
+	PG_FINALLY();
+	{
+		(void) unlink(path);
+	}
+	PG_END_TRY();
+	return created;
+}
+
 ShardClaim
-shard_claim(RolloutStore *store, volatile bool *superseded)
+shard_claim(RolloutStore *store, bool only_for_new_timeline,
+			volatile bool *superseded)
 {
 	ShardClaim	claim = {0};
 
@@ -60,7 +111,6 @@ shard_claim(RolloutStore *store, volatile bool *superseded)
 	{
 		ShardManifest *manifest;
 		WalEntryMetadata fence = {0};
-		char	   *path;
 		char	   *key;
 		int64		position;
 		ObjectStoreCreateResult created;
@@ -70,6 +120,20 @@ shard_claim(RolloutStore *store, volatile bool *superseded)
 		if (superseded != NULL)
 			*superseded = manifest->writer_timeline > rollout_writer_timeline();
 		rollout_check_not_superseded(store, manifest->writer_timeline);
+
+		/*
+		 * A backend of this cluster claimed for our timeline since (several
+		 * commit at once after a promotion; the manifest commit below lets
+		 * only one of them through): its epoch is ours, claiming again
+		 * would fence its writes.
+		 */
+		if (only_for_new_timeline &&
+			manifest->writer_timeline == rollout_writer_timeline())
+		{
+			claim.epoch = manifest->writer_epoch;
+			return claim;
+		}
+		shard_check_default_location_copy(store, manifest);
 
 		(void) rollout_flush_shard(store);
 		manifest = shard_manifest_read_for_update(store);
@@ -92,18 +156,7 @@ shard_claim(RolloutStore *store, volatile bool *superseded)
 		fence.transactions = 0;
 		position = manifest->replay_after + 1;
 		key = rollout_key_wal(store, store->shard, position);
-		path = rollout_scratch_file_path("fence");
-		PG_TRY();
-		{
-			wal_write_entry_file(store, NIL, &fence, path);
-			created = objstore_create_from_file_if_absent(store->objstore, key, path,
-														  fence.put_id);
-		}
-		PG_FINALLY();
-		{
-			(void) unlink(path);
-		}
-		PG_END_TRY();
+		created = shard_write_fence(store, &fence, key);
 
 		if (created == OBJSTORE_CREATED)
 		{

@@ -534,16 +534,14 @@ shared_store_slot(RolloutStore *store)
 /*
  * An error about a store that could not even be opened: recorded in the
  * slots of that location string and store (the store is not open, so its
- * identity is not known), or, when there are none, in a slot of its own
- * that shows the error in rollout_stat_stores.  Such a slot never matches an
- * opened store: its identity is no object store's.
+ * identity is not known).  A store that never opened has none and only gets
+ * the log line: allocating slots for it would let any role that can create
+ * tables fill the slots with stores that do not work.
  */
 void
 shared_store_note_error_by_name(const char *location, const char *store_name,
 								const char *shard, const char *message)
 {
-	bool		noted = false;
-
 	if (!rollout_shared_available())
 		return;
 	for (int i = 0; i < shared_state->max_stores; i++)
@@ -556,15 +554,8 @@ shared_store_note_error_by_name(const char *location, const char *store_name,
 			strcmp(slot->store, store_name) == 0 && strcmp(slot->shard, shard) == 0;
 		LWLockRelease(&shared_state->registry_lock);
 		if (matches)
-		{
 			shared_store_note_error(slot, message);
-			noted = true;
-		}
 	}
-	if (!noted)
-		shared_store_note_error(slot_by_names(psprintf("(not opened) %s", location),
-											  store_name, shard, location),
-								message);
 }
 
 /* ----------------------------------------------------------------
@@ -582,7 +573,7 @@ static void
 shared_writer_claim(RolloutStore *store, SharedStoreSlot *slot,
 					volatile bool *superseded)
 {
-	ShardClaim	claim = shard_claim(store, superseded);
+	ShardClaim	claim = shard_claim(store, false, superseded);
 
 	shared_memtable_trim(slot, claim.fence_position - 1);
 	slot->epoch = claim.epoch;
@@ -776,6 +767,9 @@ shared_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own)
 	int64		transactions = 0;
 	char	   *path;
 	volatile int64 position;
+	bool		ready;
+	int64		epoch;
+	int64		previous_stamp;
 	TimestampTz started;
 	int64		elapsed_us;
 	MemoryContext caller_context;
@@ -843,46 +837,66 @@ shared_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own)
 		}
 		slot->queue_head = kept_head;
 		slot->queue_tail = kept_tail;
+
+		/*
+		 * What this entry is written under, as the claim left it: a waiter
+		 * that becomes leader did not go through shared_writer_ensure_ready,
+		 * and the writer may have been fenced since its request was queued.
+		 */
+		ready = slot->writer_state == WRITER_READY;
+		epoch = slot->epoch;
+		position = slot->tip + 1;
+		previous_stamp = slot->last_stamp;
 	}
 	LWLockRelease(&slot->lock);
 
-	if (!DsaPointerIsValid(batch_pointer))
+	if (!DsaPointerIsValid(batch_pointer) || !ready)
 	{
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-		requests_finish(area, head, REQUEST_FAILED, 0, ERRCODE_OUT_OF_MEMORY,
-						"the rollout_fdw memtable has no room for a batch header");
+		if (!ready)
+			requests_finish(area, head, REQUEST_FAILED, 0, ERRCODE_T_R_SERIALIZATION_FAILURE,
+							psprintf("the writer of shard \"%s\" is being reopened after it was fenced; retry the transaction",
+									 store->shard));
+		else
+			requests_finish(area, head, REQUEST_FAILED, 0, ERRCODE_OUT_OF_MEMORY,
+							"the rollout_fdw memtable has no room for a batch header");
 		slot->leader_active = false;
 		LWLockRelease(&slot->lock);
 		ConditionVariableBroadcast(&slot->commit_cv);
+		if (DsaPointerIsValid(batch_pointer))
+			dsa_free(area, batch_pointer);
 		return;
 	}
 
-	/* the entry: every request's rows, in queue (commit) order */
-	for (dsa_pointer p = head; DsaPointerIsValid(p);)
-	{
-		CommitRequest *request = dsa_get_address(area, p);
-		StringInfo	blob = palloc0(sizeof(StringInfoData));
-
-		blob->data = request->data;
-		blob->len = request->rows_len;
-		blob->maxlen = request->rows_len + 1;
-		blobs = lappend(blobs, blob);
-		metadata.ingest = list_concat(metadata.ingest, request_ingest(request));
-		p = request->next;
-	}
-	metadata.kind = "wal";
-	metadata.shard = store->shard;
-	metadata.epoch = slot->epoch;
-	metadata.stamp = Max(wal_next_stamp(), slot->last_stamp + 1);
-	metadata.put_id = objstore_new_put_id();
-	metadata.transactions = transactions;
-	position = slot->tip + 1;
-
+	/*
+	 * From here every failure fails exactly the requests taken: none may
+	 * stay pending, their committers wait with interrupts held.
+	 */
 	path = rollout_scratch_file_path("wal");
 	started = GetCurrentTimestamp();
 	caller_context = CurrentMemoryContext;
 	PG_TRY();
 	{
+		/* the entry: every request's rows, in queue (commit) order */
+		for (dsa_pointer p = head; DsaPointerIsValid(p);)
+		{
+			CommitRequest *request = dsa_get_address(area, p);
+			StringInfo	blob = palloc0(sizeof(StringInfoData));
+
+			blob->data = request->data;
+			blob->len = request->rows_len;
+			blob->maxlen = request->rows_len + 1;
+			blobs = lappend(blobs, blob);
+			metadata.ingest = list_concat(metadata.ingest, request_ingest(request));
+			p = request->next;
+		}
+		metadata.kind = "wal";
+		metadata.shard = store->shard;
+		metadata.epoch = epoch;
+		metadata.stamp = Max(wal_next_stamp(), previous_stamp + 1);
+		metadata.put_id = objstore_new_put_id();
+		metadata.transactions = transactions;
+
 		wal_write_entry_file(store, blobs, &metadata, path);
 		for (;;)
 		{
@@ -893,10 +907,16 @@ shared_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own)
 													metadata.put_id) == OBJSTORE_CREATED)
 				break;
 			owner = wal_read_metadata(store, key, position);
-			if (owner->epoch > slot->epoch)
+			if (owner->epoch > epoch)
 			{
+				/*
+				 * Fenced.  Only the first leader to meet this fence counts
+				 * it: the state may already say so, or a claim may be
+				 * reopening the writer.
+				 */
 				LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-				slot->writer_state = ++slot->times_fenced >= 2 ? WRITER_FENCED : WRITER_NONE;
+				if (slot->writer_state == WRITER_READY && slot->epoch == epoch)
+					slot->writer_state = ++slot->times_fenced >= 2 ? WRITER_FENCED : WRITER_NONE;
 				LWLockRelease(&slot->lock);
 				ereport(ERROR,
 						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -904,7 +924,7 @@ shared_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own)
 								store->shard, store->name),
 						 errdetail("WAL position %lld holds an entry of writer epoch %lld; this writer has epoch %lld. Nothing was written.",
 								   (long long) position, (long long) owner->epoch,
-								   (long long) slot->epoch),
+								   (long long) epoch),
 						 errhint("Give each cluster its own rollout_fdw.shard_id.")));
 			}
 			/* an entry of our own epoch we did not know of: never skip it */
@@ -965,8 +985,18 @@ shared_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own)
 	}
 
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-	slot->tip = position;
-	slot->last_stamp = metadata.stamp;
+
+	/*
+	 * A claim that ran meanwhile (the writer was fenced by someone else's
+	 * entry and reopened) sealed this entry with its replay and owns the tip
+	 * now; the batch is then at or below its replay_after, which scans and
+	 * the next flush skip.
+	 */
+	if (slot->epoch == epoch)
+	{
+		slot->tip = position;
+		slot->last_stamp = metadata.stamp;
+	}
 	if (DsaPointerIsValid(slot->mem_tail))
 		((MemBatch *) dsa_get_address(area, slot->mem_tail))->next = batch_pointer;
 	else

@@ -319,8 +319,8 @@ azure_store_open(ObjectStore *store, const char *account,
 				 : errhint("Set the option \"account_key\" or \"sas_token\" in a user mapping for the server. The server's environment credentials serve only tables and servers owned by superusers.")));
 
 	/* where the blobs are: endpoint, container and prefix */
-	store->identity = psprintf("az %s/%s/%s", azure->endpoint, azure->container,
-							   azure->prefix);
+	store->identity = psprintf("az %s %s/%s/%s", azure->endpoint, azure->account,
+							   azure->container, azure->prefix);
 	{
 		const char *parts[2] = {account_key, sas_token};
 

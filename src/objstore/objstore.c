@@ -264,6 +264,44 @@ objstore_location_is_local(const char *location)
 }
 
 /*
+ * objstore_resolved_directory
+ *		The directory path resolved through symbolic links, as far as it
+ *		exists: its longest existing ancestor by realpath(3), the rest as
+ *		written.
+ *
+ * Two spellings of one directory (a symbolic link, a path through another
+ * mount point of it) must give one identity, or one cluster would run two
+ * writers of one shard.  The folders a store creates later do not change
+ * the result, so the identity of a location stays the same from its first
+ * open on.
+ */
+static char *
+objstore_resolved_directory(const char *path)
+{
+	char	   *existing = pstrdup(path);
+
+	for (;;)
+	{
+		char	   *slash;
+		char	   *resolved = realpath(existing, NULL);	/* malloc'd */
+
+		if (resolved != NULL)
+		{
+			char	   *result = psprintf("%s%s",
+										  strcmp(resolved, "/") == 0 ? "" : resolved,
+										  path + strlen(existing));
+
+			free(resolved);
+			return result;
+		}
+		slash = strrchr(existing, '/');
+		if (slash == NULL || slash == existing)
+			return pstrdup(path);
+		*slash = '\0';
+	}
+}
+
+/*
  * objstore_set_access_fingerprint
  *		Set store->access_fingerprint to the hex SHA-256 of the identity
  *		(already set) and the credential material of the backend.
@@ -367,8 +405,9 @@ objstore_open(const char *location, List *options,
 	root_path = pstrdup(location + strlen(FILE_SCHEME_PREFIX));
 	canonicalize_path(root_path);
 
-	/* a directory needs no credentials: the path is all there is */
-	store->identity = psprintf("%s%s", FILE_SCHEME_PREFIX, root_path);
+	/* a directory needs no credentials: where it really is is all there is */
+	store->identity = psprintf("%s%s", FILE_SCHEME_PREFIX,
+							   objstore_resolved_directory(root_path));
 	objstore_set_access_fingerprint(store, NULL, 0);
 
 	file_store_open(store, root_path, is_default && !RecoveryInProgress());

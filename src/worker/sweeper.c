@@ -11,7 +11,8 @@
  * template1 even CREATE DATABASE, so it connects only where it is asked to.
  *
  * Each pass (every second, on its latch) it finds the rollout tables of its
- * database through the catalogs, one table per store, and for each store:
+ * database through the catalogs, one table per server, store and owner (it
+ * acts with the owner's user mapping), and for each:
  *	- flushes when rollout_fdw.flush_interval has passed since its last flush
  *	  (after a restart this is what flushes the durable WAL tail unprompted);
  *	- merges when this cluster's shard has rollout_fdw.merge_after_generations
@@ -63,14 +64,14 @@ char	   *rollout_worker_databases = NULL;
 
 PGDLLEXPORT void rollout_sweeper_main(Datum main_arg);
 
-/* What the sweeper remembers of a store between passes. */
+/* What the sweeper remembers of a table (a store, for one owner) between passes. */
 typedef struct SweptStore
 {
+	Oid			relid;
 	char	   *location;		/* NULL: the embedded default */
 	char	   *store_name;
 	TimestampTz last_flush;
 	TimestampTz last_gc;
-	bool		seen;			/* found in this pass */
 } SweptStore;
 
 static MemoryContext sweeper_context = NULL;
@@ -141,55 +142,74 @@ sweeper_warn_if_idle(void)
 				 errhint("Without them, committed rows stay in the memtable and WAL until rollout_flush() runs.")));
 }
 
+/*
+ * The sweeper's memory of table relid, made on first sight; its location
+ * and store name are refreshed (an ALTER may have changed them).
+ */
 static SweptStore *
-sweeper_remember(const char *location, const char *store_name)
+sweeper_remember(Oid relid, const char *location, const char *store_name)
 {
 	ListCell   *lc;
-	SweptStore *swept;
-	MemoryContext oldcontext;
+	SweptStore *swept = NULL;
+	MemoryContext oldcontext = MemoryContextSwitchTo(sweeper_context);
 
 	foreach(lc, swept_stores)
+		if (((SweptStore *) lfirst(lc))->relid == relid)
+			swept = lfirst(lc);
+	if (swept == NULL)
 	{
-		swept = lfirst(lc);
-		if (strcmp(swept->store_name, store_name) == 0 &&
-			((swept->location == NULL && location == NULL) ||
-			 (swept->location && location && strcmp(swept->location, location) == 0)))
-			return swept;
+		swept = palloc0(sizeof(SweptStore));
+		swept->relid = relid;
+		swept->last_flush = GetCurrentTimestamp();
+		swept->last_gc = GetCurrentTimestamp();
+		swept_stores = lappend(swept_stores, swept);
 	}
-	oldcontext = MemoryContextSwitchTo(sweeper_context);
-	swept = palloc0(sizeof(SweptStore));
+	else
+	{
+		if (swept->location)
+			pfree(swept->location);
+		pfree(swept->store_name);
+	}
 	swept->location = location ? pstrdup(location) : NULL;
 	swept->store_name = pstrdup(store_name);
-	swept->last_flush = GetCurrentTimestamp();
-	swept->last_gc = GetCurrentTimestamp();
-	swept_stores = lappend(swept_stores, swept);
 	MemoryContextSwitchTo(oldcontext);
 	return swept;
 }
 
 /*
- * The rollout tables of this database, one per store (a transaction must be
- * open).  Empty when the extension is not installed here.
+ * The rollout tables of this database to maintain, one per server, store
+ * and owner, as a list in result_context (a transaction must be open).
+ * Empty when the extension is not installed here.
+ *
+ * One table per store would be enough if every table of a store reached it
+ * the same way; but two servers may share a location string and differ in
+ * endpoint, and each table is maintained with its owner's user mapping, so
+ * a table whose owner has no credentials must not hide one whose owner has.
+ * Nothing here validates a table's options: a table that cannot be opened
+ * fails in its own pass (sweeper_sweep_store), not the sweeper.
  */
 static List *
-sweeper_find_tables(void)
+sweeper_find_tables(MemoryContext result_context)
 {
 	List	   *tables = NIL;
-	List	   *seen = NIL;
 	int			ret;
 
 	if (!OidIsValid(get_extension_oid("rollout_fdw", true)))
 		return NIL;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	ret = SPI_execute("SELECT c.oid FROM pg_catalog.pg_class c"
+	ret = SPI_execute("SELECT DISTINCT ON (ft.ftserver, store, c.relowner) c.oid"
+					  " FROM pg_catalog.pg_class c"
 					  " JOIN pg_catalog.pg_foreign_table ft ON ft.ftrelid = c.oid"
 					  " JOIN pg_catalog.pg_foreign_server s ON s.oid = ft.ftserver"
 					  " JOIN pg_catalog.pg_foreign_data_wrapper w ON w.oid = s.srvfdw"
 					  " JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::regclass"
 					  "   AND d.objid = w.fdwhandler AND d.deptype = 'e'"
 					  " JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid AND e.extname = 'rollout_fdw'"
-					  " ORDER BY c.oid", true, 0);
+					  " CROSS JOIN LATERAL (SELECT coalesce((SELECT option_value"
+					  "     FROM pg_catalog.pg_options_to_table(ft.ftoptions)"
+					  "     WHERE option_name = 'store'), c.relname::text) AS store) st"
+					  " ORDER BY ft.ftserver, store, c.relowner, c.oid", true, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "could not list rollout tables: SPI_execute returned %d", ret);
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -198,15 +218,8 @@ sweeper_find_tables(void)
 		Oid			relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
 														   SPI_tuptable->tupdesc, 1,
 														   &isnull));
-		RolloutTableOptions *options = rollout_table_options(relid);
-		char	   *identity = psprintf("%s|%s", options->location ? options->location : "",
-										options->store_name);
-		MemoryContext oldcontext;
+		MemoryContext oldcontext = MemoryContextSwitchTo(result_context);
 
-		if (list_member(seen, makeString(identity)))
-			continue;
-		oldcontext = MemoryContextSwitchTo(sweeper_context);
-		seen = lappend(seen, makeString(identity));
 		tables = lappend_oid(tables, relid);
 		MemoryContextSwitchTo(oldcontext);
 	}
@@ -316,7 +329,7 @@ sweeper_sweep_store(Oid relid)
 		StartTransactionCommand();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		options = rollout_table_options(relid);
-		swept = sweeper_remember(options->location, options->store_name);
+		swept = sweeper_remember(relid, options->location, options->store_name);
 		sweeper_maintain(relid, swept);
 		PopActiveSnapshot();
 		CommitTransactionCommand();
@@ -351,12 +364,13 @@ sweeper_sweep_store(Oid relid)
 static void
 sweeper_pass(void)
 {
+	MemoryContext pass_context = CurrentMemoryContext;
 	List	   *tables;
 	ListCell   *lc;
 
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	tables = sweeper_find_tables();
+	tables = sweeper_find_tables(pass_context);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 

@@ -98,8 +98,10 @@ isnt($ret, 0, "nor does maintenance of app's table called by a superuser");
 like($err, qr/no S3 credentials/, '... no credentials');
 if (RolloutTest::preload())
 {
-	ok($node->poll_query_until('postgres',
-			q{SELECT count(*) > 0 FROM rollout_stat_stores WHERE store = 'loot' AND last_error LIKE 'no S3 credentials%'}),
+	my $deadline = time + 30;
+	sleep 1 until time > $deadline
+	  || slurp_file($node->logfile) =~ /rollout_fdw sweeper: store "loot": no S3 credentials/;
+	like(slurp_file($node->logfile), qr/rollout_fdw sweeper: store "loot": no S3 credentials/,
 		'the sweeper, visiting app\'s table, gets no credentials either');
 }
 my @before_mapping = $hostile->requests;
@@ -280,6 +282,25 @@ is(join(',', grep { m{^payroll/shards/(_store\.json|_shards|shards|base|ingest)(
 is(join(',', grep { m{/_store\.json$} } $files->list('')), 'innocent/_store.json,locked/_store.json,payroll/_store.json',
 	'... every store has its _store.json at its own top');
 is($node->safe_psql('postgres', 'SELECT * FROM payroll'), '1|100', 'the payroll store is as it was');
+
+# --- an installation of version 0.1 updated to 0.2 gets the pin on ALTER
+# TABLE and the privileges of rollout_stat_stores
+$node->safe_psql('postgres', 'CREATE DATABASE upgraded');
+$node->safe_psql('upgraded', q{CREATE EXTENSION rollout_fdw VERSION '0.1'});
+my $tags = q{SELECT array_to_string(evttags, ',') FROM pg_event_trigger WHERE evtname = 'rollout_fdw_ddl_check'};
+is($node->safe_psql('upgraded', $tags), 'CREATE FOREIGN TABLE,ALTER FOREIGN TABLE', 'version 0.1 as it was');
+is($node->safe_psql('upgraded', q{SELECT has_function_privilege('app', 'rollout_stat_stores()', 'EXECUTE')}),
+	't', 'in 0.1 anyone could read the statistics of every store');
+$node->safe_psql('upgraded', 'ALTER EXTENSION rollout_fdw UPDATE');
+is($node->safe_psql('upgraded', q{SELECT extversion FROM pg_extension WHERE extname = 'rollout_fdw'}), '0.2',
+	'ALTER EXTENSION ... UPDATE goes to 0.2');
+is($node->safe_psql('upgraded', $tags), 'CREATE FOREIGN TABLE,ALTER FOREIGN TABLE,ALTER TABLE',
+	'the updated trigger also sees ALTER TABLE');
+is($node->safe_psql('upgraded', q{SELECT has_function_privilege('app', 'rollout_stat_stores()', 'EXECUTE')}),
+	'f', 'and the statistics are for monitoring roles only');
+$node->safe_psql('upgraded', q{CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw; CREATE FOREIGN TABLE kept (id int) SERVER s});
+($ret, $out, $err) = $node->psql('upgraded', q{ALTER TABLE kept OPTIONS (DROP store)});
+like($err, qr/cannot drop option "store"/, 'the pin holds after the update');
 
 unlike(slurp_file($node->logfile), qr/terminated by signal|PANIC/, 'no backend crashed');
 $node->stop;

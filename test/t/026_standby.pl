@@ -23,7 +23,10 @@
 #      and a fence marker.  The old primary, still running, is refused every
 #      further commit and flush ("taken over by a promoted standby"), and
 #      nothing it acknowledged is lost: the new primary reads every row
-#      committed on either server, exactly once.
+#      committed on either server, exactly once.  Its copy of the embedded
+#      default location (as old as the base backup) is not written on as if
+#      it were current: the first commit names the problem, and an explicit
+#      location for that folder is how to continue with the copy.
 # Runs in both modes (plain and preloaded; test/perl/RolloutTest.pm).
 
 use strict;
@@ -172,6 +175,19 @@ is($primary->safe_psql('postgres', 'SELECT count(*) FROM t'), '210',
 is($new->safe_psql('postgres',
 		"SELECT string_agg(DISTINCT origin, ',' ORDER BY origin) FROM t"),
 	'n1,n2,p1,p2,p3', 'the rows of exactly the acknowledged commits');
+
+# the new primary's copy of the embedded default location
+($ret, $out, $err) = $new->psql('postgres', 'INSERT INTO d VALUES (6)');
+isnt($ret, 0, 'the promoted server does not write its copy of a default-location store');
+like($err, qr/store "local_only" in the embedded default location was last written on timeline 1, but this server is on timeline 2/,
+	'... naming the store and both timelines');
+like($err, qr/HINT:.*ALTER SERVER \.\.\. OPTIONS \(ADD location 'file:\/\/.*rollout_fdw'\)/,
+	'... and how to continue with the copy');
+my $copy = $new->data_dir . '/rollout_fdw';
+$new->safe_psql('postgres', "ALTER SERVER local OPTIONS (ADD location 'file://$copy')");
+$new->safe_psql('postgres', 'INSERT INTO d VALUES (6)');
+is($new->safe_psql('postgres', 'SELECT count(*) FROM d'), '6',
+	'with the folder named explicitly it continues with the copy');
 
 for my $n ($primary, $new)
 {
