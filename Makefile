@@ -19,32 +19,40 @@ OBJS = \
 	src/format/segment_writer.o \
 	src/format/segment_reader.o \
 	src/format/datum_codec.o \
-	src/lsm/store.o \
-	src/lsm/manifest.o \
-	src/lsm/wal.o \
-	src/lsm/snapshot.o \
-	src/lsm/flush.o \
+	src/format/row_blob.o \
+	src/core/fault.o \
+	src/core/json_doc.o \
+	src/core/portable_values.o \
+	src/core/scratch.o \
+	src/core/store.o \
+	src/core/store_keys.o \
+	src/core/store_sources.o \
+	src/core/shard.o \
+	src/core/manifest.o \
+	src/core/wal.o \
+	src/core/shared_store.o \
+	src/core/memtable.o \
+	src/core/store_stats.o \
+	src/core/snapshot.o \
+	src/read/segment_source.o \
+	src/read/merge_iterator.o \
+	src/lsm/ingest.o \
+	src/lsm/writer_epoch.o \
+	src/lsm/group_commit.o \
+	src/lsm/commit.o \
 	src/lsm/rewrite.o \
-	src/lsm/fault.o \
+	src/lsm/flush.o \
 	src/lsm/merge.o \
 	src/lsm/compact.o \
 	src/lsm/gc.o \
 	src/lsm/observe.o \
-	src/lsm/json_doc.o \
-	src/lsm/row_blob.o \
-	src/lsm/shared_writer.o \
-	src/lsm/shard_claim.o \
-	src/lsm/commit.o \
-	src/lsm/ingest.o \
-	src/lsm/portable_values.o \
-	src/read/segment_source.o \
-	src/read/merge_iterator.o \
 	src/fdw/handler.o \
 	src/fdw/options.o \
 	src/fdw/scan.o \
 	src/fdw/scan_snapshot.o \
 	src/fdw/modify.o \
 	src/fdw/xact_buffer.o \
+	src/worker/shmem.o \
 	src/worker/sweeper.o \
 	src/sql/sql_common.o \
 	src/sql/maintenance.o \

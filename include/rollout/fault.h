@@ -20,14 +20,10 @@
 #ifndef ROLLOUT_FAULT_H
 #define ROLLOUT_FAULT_H
 
-#include "utils/guc.h"
-
-extern char *rollout_fail_at_setting;
+/* Define rollout_fdw.fail_at (from _PG_init). */
+extern void fault_define_settings(void);
 
 /* Act on the step if rollout_fdw.fail_at names it. */
 extern void rollout_fault_point(const char *step);
-
-/* GUC check hook for rollout_fdw.fail_at. */
-extern bool rollout_fail_at_check(char **newval, void **extra, GucSource source);
 
 #endif							/* ROLLOUT_FAULT_H */

@@ -86,15 +86,6 @@ typedef struct MergeReadOptions
 	bool	   *vanished;
 } MergeReadOptions;
 
-/* An ingest segment a WAL entry referenced, with that entry's stamp. */
-typedef struct IngestSeen
-{
-	char	   *file;
-	int64		rows;
-	int64		position;		/* of the WAL entry */
-	int64		stamp;			/* its effective stamp */
-} IngestSeen;
-
 /*
  * Begin a read.  want[i] says whether segment schema column i is needed;
  * key and hidden columns are always read.  range may be NULL (everything).

@@ -272,6 +272,9 @@ extern void objstore_get_many(ObjectStore *store, ObjectStoreRead *reads,
 /* rollout_fdw.max_concurrent_requests: the width of objstore_get_many. */
 extern int	objstore_max_concurrent_requests;
 
+/* Define rollout_fdw.max_concurrent_requests (from _PG_init). */
+extern void objstore_define_settings(void);
+
 #define OBJSTORE_DEFAULT_CONCURRENT_REQUESTS	16
 #define OBJSTORE_MAX_CONCURRENT_REQUESTS		256
 

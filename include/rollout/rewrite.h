@@ -9,6 +9,7 @@
 #ifndef ROLLOUT_REWRITE_H
 #define ROLLOUT_REWRITE_H
 
+#include "rollout/manifest.h"
 #include "rollout/merge_read.h"
 
 /* One output segment, written to a local scratch file. */
@@ -44,5 +45,9 @@ extern void rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 
 /* Remove the scratch files of a rewrite (safe to call more than once). */
 extern void rewrite_cleanup(RewriteResult *result);
+
+/* The base-manifest entry of an uploaded output, stored at key. */
+extern FragmentEntry *rollout_fragment_entry(const char *key,
+											 const RewriteOutput *output);
 
 #endif							/* ROLLOUT_REWRITE_H */

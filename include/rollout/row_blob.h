@@ -16,20 +16,19 @@
 #define ROLLOUT_ROW_BLOB_H
 
 #include "access/htup.h"
+#include "access/tupdesc.h"
 #include "lib/stringinfo.h"
 
-#include "rollout/store.h"
-
-/* Append one row (values in store user-column order) to blob. */
-extern void row_blob_append(RolloutStore *store, StringInfo blob,
+/* Append one row (values of row_desc's columns) to blob. */
+extern void row_blob_append(TupleDesc row_desc, StringInfo blob,
 							const Datum *values, const bool *isnull);
 
 /*
- * Decode the row at *offset of a blob into values/isnull (store user-column
- * order) and advance *offset; false at the end.  The values point into
+ * Decode the row at *offset of a blob into values/isnull (row_desc's
+ * columns) and advance *offset; false at the end.  The values point into
  * memory allocated in CurrentMemoryContext.  A malformed blob is an ERROR.
  */
-extern bool row_blob_next(RolloutStore *store, const char *data, int64 len,
+extern bool row_blob_next(TupleDesc row_desc, const char *data, int64 len,
 						  int64 *offset, Datum *values, bool *isnull);
 
 #endif							/* ROLLOUT_ROW_BLOB_H */

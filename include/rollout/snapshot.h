@@ -61,6 +61,15 @@ typedef struct SnapshotSource
 	int64		rows_len;
 } SnapshotSource;
 
+/* An ingest segment a WAL entry referenced, with that entry's stamp. */
+typedef struct IngestSeen
+{
+	char	   *file;
+	int64		rows;
+	int64		position;		/* of the WAL entry */
+	int64		stamp;			/* its effective stamp */
+} IngestSeen;
+
 typedef struct RolloutSnapshot
 {
 	List	   *sources;		/* fragments, generations, then WAL entries

@@ -115,11 +115,25 @@ typedef struct RolloutStore
 	int64		wal_tip_hint;	/* highest WAL position known to exist and to
 								 * be an entry of this shard */
 
-	/* the shared-memory slot of this shard (shared_writer.c), or NULL */
+	/* the shared-memory slot of this shard (shared_store.c), or NULL */
 	struct SharedStoreSlot *shared_slot;
 
 	MemoryContext context;		/* everything above lives here */
 } RolloutStore;
+
+/*
+ * A callback producing rows one by one, values in the store's user-column
+ * order (the table's values, before any column encoding); false at the end.
+ * Rows come in commit order: a later row of the same key is the newer
+ * version.
+ */
+typedef bool (*StoreRowReader) (void *arg, Datum *values, bool *isnull);
+
+/* rollout_fdw.rows_per_group: rows per row group of the segments written */
+extern int	store_rows_per_group;
+
+/* Define rollout_fdw.rows_per_group (from _PG_init). */
+extern void store_define_settings(void);
 
 /* Open (and on first use create) a store.  Result lives in a new child
  * context of parent. */
@@ -130,94 +144,7 @@ extern void rollout_store_close(RolloutStore *store);
 /* Create _store.json if the store is new (before its first write). */
 extern void rollout_store_ensure_created(RolloutStore *store);
 
-/* This cluster's shard id: rollout_fdw.shard_id, else the system identifier. */
-extern char *rollout_current_shard_id(void);
-extern bool rollout_shard_id_is_valid(const char *shard);
-extern int64 rollout_shard_hash(const char *shard);
-
-/* The PostgreSQL timeline this cluster writes on (not during recovery). */
-extern int64 rollout_writer_timeline(void);
-
-/*
- * ERROR if a promoted standby (a higher writer_timeline) took this
- * cluster's shard over.
- */
-extern void rollout_check_not_superseded(RolloutStore *store,
-										 int64 writer_timeline);
-
-/* ERROR during recovery: operation ("flush"...) would write the store. */
-extern void rollout_check_writable(RolloutStore *store, const char *operation);
-
 /* The segment column of a table column, by name; -1 if none. */
 extern int	rollout_store_column_index(RolloutStore *store, const char *name);
-
-/* Register this cluster's shard in the store (once; create-if-absent). */
-extern void rollout_store_register_shard(RolloutStore *store);
-
-/* List the shards that ever wrote to the store. */
-extern List *rollout_store_list_shards(RolloutStore *store);
-
-/* Object keys, all relative to the location root. */
-extern char *rollout_key_store_json(RolloutStore *store);
-extern char *rollout_key_shard_registry(RolloutStore *store, const char *shard);
-extern char *rollout_key_wal(RolloutStore *store, const char *shard, int64 position);
-extern char *rollout_key_wal_prefix(RolloutStore *store, const char *shard);
-extern char *rollout_key_generation(RolloutStore *store, const char *shard, int64 number);
-extern char *rollout_key_shard_manifest_prefix(RolloutStore *store, const char *shard);
-extern char *rollout_key_base_manifest_prefix(RolloutStore *store);
-
-/* Parse the number out of a ".../00000000000000000042.ext" key; -1 if none. */
-extern int64 rollout_key_number(const char *key);
-
-/*
- * A SegmentSource reading an object of this store, in CurrentMemoryContext.
- * size_hint is the object's size when known (from a manifest or a listing),
- * else -1: a backend without suffix ranges then reads a footer with one
- * request instead of two.
- */
-extern SegmentSource *rollout_segment_source(RolloutStore *store, const char *key,
-											 int64 size_hint);
-
-/* A SegmentSource reading a segment in a local file. */
-extern SegmentSource *rollout_local_segment_source(const char *path);
-
-/*
- * A read to make ahead of time for a source of rollout_segment_source():
- * the tail of length bytes (tail = true), or length bytes at offset.
- */
-typedef struct SegmentPrefetch
-{
-	SegmentSource *source;
-	bool		tail;
-	int64		offset;
-	int64		length;
-} SegmentPrefetch;
-
-/*
- * Make the reads in one batch of concurrent requests (objstore_get_many)
- * and keep each result in its source, where the segment reader finds it
- * when it asks for exactly that range, once.  A read that finds the object
- * gone is kept too: the reader then sees "does not exist", as it would have.
- */
-extern void rollout_segment_sources_prefetch(RolloutStore *store,
-											 SegmentPrefetch *prefetches,
-											 int count);
-
-/*
- * Open the segment readers of many objects, their footers fetched in
- * batches of concurrent requests, and call callback(reader, i, arg) for
- * keys[i] in order: reader is NULL when the object does not exist, and is
- * closed when callback returns.  sizes (may be NULL) are size hints.
- */
-typedef void (*SegmentFooterCallback) (SegmentReader *reader, int index,
-									   void *arg);
-extern void rollout_segment_footers(RolloutStore *store, char *const *keys,
-									const int64 *sizes, int count,
-									SegmentFooterCallback callback, void *arg);
-
-/* Datum images in text (hex), for keys stored in manifests. */
-extern char *rollout_datum_to_hex(const SegmentColumn *column, Datum value);
-extern Datum rollout_datum_from_hex(const SegmentColumn *column, const char *hex,
-									const char *object_name);
 
 #endif							/* ROLLOUT_STORE_H */

@@ -8,11 +8,11 @@
 #ifndef ROLLOUT_SWEEPER_H
 #define ROLLOUT_SWEEPER_H
 
-extern int	rollout_flush_interval_s;
-extern int	rollout_merge_after_generations;
-extern int	rollout_gc_interval_s;
-extern int	rollout_gc_grace_s;
-extern char *rollout_worker_databases;
+/*
+ * Define the sweeper's settings (from _PG_init); rollout_fdw.worker_databases
+ * only while preloading.
+ */
+extern void sweeper_define_settings(void);
 
 /* Register the sweepers (from _PG_init, while preloading). */
 extern void rollout_sweeper_register(void);

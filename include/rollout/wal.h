@@ -39,6 +39,27 @@ typedef struct WalEntryMetadata
 	List	   *ingest;			/* WalIngestRef * */
 } WalEntryMetadata;
 
+/* Define rollout_fdw.max_wal_append_attempts (from _PG_init). */
+extern void wal_define_settings(void);
+
+/* What wal_put_entry found. */
+typedef enum WalPutResult
+{
+	WAL_PUT_CREATED,			/* the entry is ours */
+	WAL_PUT_TAKEN,				/* an entry of this or an older epoch is there */
+	WAL_PUT_FENCED				/* an entry of a newer epoch is there */
+} WalPutResult;
+
+/*
+ * Create the WAL entry in local file path at position with put_id; when
+ * the position is taken, *owner_epoch (may be NULL) is the epoch of the
+ * entry there.  An object there that is not a WAL entry of this shard is an
+ * ERROR.  Interrupts are held during the create.
+ */
+extern WalPutResult wal_put_entry(RolloutStore *store, int64 position,
+								  const char *path, const char *put_id,
+								  int64 epoch, int64 *owner_epoch);
+
 /* A WAL entry found by listing. */
 typedef struct WalEntryRef
 {

@@ -14,7 +14,10 @@
 #include "rollout/snapshot.h"
 #include "rollout/store.h"
 
-/* Register the transaction and subtransaction callbacks (from _PG_init). */
+/*
+ * Define rollout_fdw.transaction_buffer_size and register the transaction
+ * callbacks (from _PG_init).
+ */
 extern void xact_buffer_init(void);
 
 /*

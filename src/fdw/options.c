@@ -40,6 +40,7 @@
 
 #include "rollout/fdw.h"
 #include "rollout/portable_values.h"
+#include "rollout/shard.h"
 
 /* Which options exist, and where they may appear. */
 typedef struct RolloutOption

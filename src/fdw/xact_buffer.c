@@ -11,10 +11,10 @@
  * belongs to it or to its children, so rolling it back truncates the stream
  * to where it stood at the subtransaction's first write.
  *
- * At XACT_EVENT_PRE_COMMIT the rows become part of one WAL entry: written
- * by a group-commit leader together with other transactions' rows when the
- * shared-memory writer runs (shared_writer.c), else by this backend (wal.c).  An error there aborts the transaction: nothing
- * of it becomes visible.  PREPARE TRANSACTION is refused, because the rows
+ * At XACT_EVENT_PRE_COMMIT the buffer hands its rows to the lsm layer's one
+ * commit entry point (rollout_commit_rows, lsm/commit.c), which makes them
+ * one WAL entry.  An error there aborts the transaction: nothing of it
+ * becomes visible.  PREPARE TRANSACTION is refused, because the rows
  * could not be made durable at PREPARE and visible only at COMMIT PREPARED.
  * On abort the buffer simply disappears with TopTransactionContext (the
  * temporary file with the top transaction's resource owner).
@@ -32,7 +32,7 @@
  */
 #include "postgres.h"
 
-#include <unistd.h>
+#include <limits.h>
 
 #include "access/detoast.h"
 #include "access/htup_details.h"
@@ -40,18 +40,16 @@
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "storage/buffile.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/resowner.h"
 
 #include "rollout/commit.h"
-#include "rollout/ingest.h"
-#include "rollout/objstore.h"
-#include "rollout/rollout_fdw.h"
-#include "rollout/row_blob.h"
-#include "rollout/shared_writer.h"
-#include "rollout/wal.h"
 #include "rollout/xact_buffer.h"
+
+/* rollout_fdw.transaction_buffer_size (kB) */
+static int	transaction_buffer_kb = 16 * 1024;
 
 /* Where the stream stood when a subtransaction wrote its first row. */
 typedef struct SubxactMark
@@ -110,7 +108,7 @@ static void
 stream_write(XactBuffer *buffer, const void *data, size_t len)
 {
 	if (buffer->file == NULL &&
-		buffer->memory.len + len > (size_t) rollout_transaction_buffer_kb * 1024)
+		buffer->memory.len + len > (size_t) transaction_buffer_kb * 1024)
 	{
 		/*
 		 * Spill.  The file belongs to the top transaction's resource owner:
@@ -345,7 +343,7 @@ xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot,
  * ----------------------------------------------------------------
  */
 
-/* Reads the buffered rows back, in store column order (an IngestRowReader). */
+/* Reads the buffered rows back, in store column order (a StoreRowReader). */
 typedef struct BufferedRowReader
 {
 	XactBuffer *buffer;
@@ -373,9 +371,8 @@ buffered_row_reader_init(BufferedRowReader *reader, XactBuffer *buffer)
 }
 
 /*
- * The next buffered row as values in the store's user-column order, as the
- * store keeps them: text-encoded columns as text (portable_values.h; the
- * caller has portable_encode_begin'd).  The values point into memory of
+ * The next buffered row as values in the store's user-column order (a
+ * column the table lacks is null).  The values point into memory of
  * CurrentMemoryContext.
  */
 static bool
@@ -421,92 +418,23 @@ buffered_row_reader_next(void *arg, Datum *values, bool *isnull)
 			continue;
 		values[column] = reader->table_values[i];
 		isnull[column] = reader->table_isnull[i];
-		if (!isnull[column] && store->codecs[column].encoding == PORTABLE_TEXT)
-			values[column] = portable_encode(&store->codecs[column], values[column]);
 	}
 	return true;
 }
 
 /*
- * Make the buffered rows durable as one WAL entry.  Small transactions put
- * their rows in the entry itself (as one row blob); a transaction that spilled
- * to disk or passed rollout_fdw.ingest_threshold stages them as a sorted
- * ingest segment first, and its WAL entry only names that segment.
+ * Make the buffered rows durable: the lsm layer decides how (WAL entry or
+ * ingest segment, group or direct commit) from their size and whether they
+ * spilled.
  */
 static void
 xact_buffer_commit(XactBuffer *buffer)
 {
-	RolloutStore *store = buffer->store;
-	WalEntryMetadata metadata = {0};
 	BufferedRowReader reader;
-	StringInfo	blob = NULL;
-	int64		row_count = 0;
-	int64		ingest_threshold;
-	SharedStoreSlot *slot;
-	int			encode_nest_level = -1;
-
-	metadata.kind = "wal";
-	metadata.shard = store->shard;
-	metadata.stamp = wal_next_stamp();
-	metadata.put_id = objstore_new_put_id();
-	metadata.transactions = 1;
-
-	slot = shared_store_slot(store);
-	ingest_threshold = (int64) rollout_ingest_threshold_kb * 1024;
-	if (slot != NULL)
-		ingest_threshold = Min(ingest_threshold, shared_store_max_transaction_bytes());
 
 	buffered_row_reader_init(&reader, buffer);
-	if (store->has_text_columns)
-		encode_nest_level = portable_encode_begin();
-	if (buffer->file != NULL || buffer->length > ingest_threshold)
-	{
-		rollout_store_ensure_created(store);
-		metadata.ingest = list_make1(ingest_stage_rows(store, buffered_row_reader_next,
-													   &reader, metadata.stamp));
-	}
-	else
-	{
-		MemoryContext row_context = AllocSetContextCreate(CurrentMemoryContext,
-														  "rollout commit row",
-														  ALLOCSET_DEFAULT_SIZES);
-		Datum	   *values = palloc0(sizeof(Datum) * store->user_column_count);
-		bool	   *isnull = palloc0(sizeof(bool) * store->user_column_count);
-
-		blob = makeStringInfo();
-		for (;;)
-		{
-			MemoryContext oldcontext = MemoryContextSwitchTo(row_context);
-			bool		more = buffered_row_reader_next(&reader, values, isnull);
-
-			MemoryContextSwitchTo(oldcontext);
-			if (!more)
-				break;
-			CHECK_FOR_INTERRUPTS();
-			row_blob_append(store, blob, values, isnull);
-			row_count++;
-			MemoryContextReset(row_context);
-		}
-		MemoryContextDelete(row_context);
-	}
-	if (encode_nest_level >= 0)
-		portable_encode_end(encode_nest_level);
-
-	/*
-	 * With the shared-memory writer, a group-commit leader writes our rows
-	 * together with other transactions'; without it, we write our own entry.
-	 */
-	if (slot != NULL)
-		(void) shared_store_commit(store, slot, blob, row_count, metadata.ingest);
-	else
-		(void) rollout_commit_direct(store, blob ? list_make1(blob) : NIL, &metadata);
-}
-
-/* Remove a scan's scratch segment when its memory goes. */
-static void
-xact_buffer_remove_scratch(void *arg)
-{
-	(void) unlink((const char *) arg);
+	rollout_commit_rows(buffer->store, buffered_row_reader_next, &reader,
+						buffer->length, buffer->file != NULL);
 }
 
 /*
@@ -516,21 +444,16 @@ xact_buffer_remove_scratch(void *arg)
  *		its own inserts), as the newest source of a scan; NULL when there
  *		are none.
  *
- * Rows rolled back with a savepoint are gone from the stream already.  A
- * buffer held in memory becomes a row blob, deduplicated by the reader
- * like a memtable batch; one that spilled to disk is sorted (tuplesort,
- * bounded by work_mem) into a segment in a scratch file, removed with
- * CurrentMemoryContext.  Either way the values are encoded as the store
- * keeps them, so the scan decodes them like any others.
+ * Rows rolled back with a savepoint are gone from the stream already; what
+ * is left is a prefix of it, which the lsm layer turns into a source like
+ * any other (rollout_uncommitted_rows_source).
  */
 SnapshotSource *
 xact_buffer_scan_source(Relation rel, RolloutStore *store, CommandId curcid)
 {
 	XactBuffer *buffer = current_buffer;
 	BufferedRowReader reader;
-	SnapshotSource *source;
 	int64		visible;
-	int			encode_nest_level = -1;
 
 	/* the rows go to the buffer's store at commit: only that one sees them */
 	if (buffer == NULL || buffer->relid != RelationGetRelid(rel) ||
@@ -551,57 +474,9 @@ xact_buffer_scan_source(Relation rel, RolloutStore *store, CommandId curcid)
 
 	buffered_row_reader_init(&reader, buffer);
 	reader.row_limit = visible;
-	if (store->has_text_columns)
-		encode_nest_level = portable_encode_begin();
-	if (buffer->file == NULL)
-	{
-		MemoryContext row_context = AllocSetContextCreate(CurrentMemoryContext,
-														  "rollout own row",
-														  ALLOCSET_DEFAULT_SIZES);
-		Datum	   *values = palloc0(sizeof(Datum) * store->user_column_count);
-		bool	   *isnull = palloc0(sizeof(bool) * store->user_column_count);
-		StringInfo	blob = makeStringInfo();
-
-		for (;;)
-		{
-			MemoryContext oldcontext = MemoryContextSwitchTo(row_context);
-			bool		more = buffered_row_reader_next(&reader, values, isnull);
-
-			MemoryContextSwitchTo(oldcontext);
-			if (!more)
-				break;
-			CHECK_FOR_INTERRUPTS();
-			row_blob_append(store, blob, values, isnull);
-			MemoryContextReset(row_context);
-		}
-		MemoryContextDelete(row_context);
-		source = snapshot_source_new(SNAPSHOT_TRANSACTION);
-		source->key = "(this transaction's rows)";
-		source->rows_data = blob->data;
-		source->rows_len = blob->len;
-	}
-	else
-	{
-		char	   *path = rollout_scratch_file_path("own");
-		MemoryContextCallback *cleanup = palloc0(sizeof(MemoryContextCallback));
-
-		cleanup->func = xact_buffer_remove_scratch;
-		cleanup->arg = path;
-		MemoryContextRegisterResetCallback(CurrentMemoryContext, cleanup);
-		(void) ingest_write_sorted(store, buffered_row_reader_next, &reader,
-								   PG_INT64_MAX, path);
-		source = snapshot_source_new(SNAPSHOT_TRANSACTION_SEGMENT);
-		source->key = path;
-	}
-	if (encode_nest_level >= 0)
-		portable_encode_end(encode_nest_level);
-
-	source->shard = store->shard;
-	source->shard_hash = store->shard_hash;
-	source->position = PG_INT64_MAX;
-	source->rows = visible;
-	source->stamp_fixed = PG_INT64_MAX;
-	return source;
+	return rollout_uncommitted_rows_source(store, buffered_row_reader_next,
+										   &reader, buffer->file != NULL,
+										   visible);
 }
 
 /*
@@ -715,6 +590,14 @@ xact_buffer_subxact_callback(SubXactEvent event, SubTransactionId subid,
 void
 xact_buffer_init(void)
 {
+	DefineCustomIntVariable("rollout_fdw.transaction_buffer_size",
+							"Memory for a transaction's buffered rows before they spill to a temporary file.",
+							NULL,
+							&transaction_buffer_kb,
+							16 * 1024, 64, MAX_KILOBYTES,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
 	RegisterXactCallback(xact_buffer_xact_callback, NULL);
 	RegisterSubXactCallback(xact_buffer_subxact_callback, NULL);
 }

@@ -1,30 +1,128 @@
 /*-------------------------------------------------------------------------
  *
  * commit.c
- *		Make a transaction's rows durable as a WAL entry without the
- *		shared-memory writer (DESIGN.md §6.2).
+ *		Make a transaction's rows durable as one WAL entry: the one way a
+ *		commit reaches a store (DESIGN.md §6.1 to §6.3).
  *
- * Each committing backend writes its own entry at the next position
- * (wal.c).  The one thing above that is the shard's claim: a cluster that
- * was promoted from standby since the shard was last claimed takes the
- * shard over first (shard_claim.c), which fences the primary it replaced;
- * afterwards its backends share the new epoch like any plain writers.
+ * The fdw layer buffers a transaction's rows and, at PRE_COMMIT, hands them
+ * here as a row reader.  What happens to them is decided here, in one place:
+ *	- the values of text-encoded columns become their text form
+ *	  (portable_values.c), under the settings that make that form exact;
+ *	- small transactions put their rows into the WAL entry itself (a row
+ *	  blob); a transaction past rollout_fdw.ingest_threshold, or whose
+ *	  buffer spilled to disk, stages them as one sorted ingest segment first
+ *	  (ingest.c), and its entry only names the segment;
+ *	- with the shared-memory writer the entry is written by a group-commit
+ *	  leader together with other transactions' (group_commit.c); without
+ *	  it, by this backend (wal.c), claiming the shard first when this cluster
+ *	  was promoted since the shard's last claim (writer_epoch.c).
+ * The same rows, not committed yet, are also what the transaction's own
+ * scans read (rollout_uncommitted_rows_source).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include <unistd.h>
+
+#include "miscadmin.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
 #include "rollout/commit.h"
-#include "rollout/shard_claim.h"
+#include "rollout/group_commit.h"
+#include "rollout/ingest.h"
+#include "rollout/memtable.h"
+#include "rollout/row_blob.h"
+#include "rollout/scratch.h"
+#include "rollout/shard.h"
+#include "rollout/writer_epoch.h"
 
-int64
-rollout_commit_direct(RolloutStore *store, List *blobs,
-					  WalEntryMetadata *metadata)
+/* rollout_fdw.ingest_threshold (kB) */
+static int	ingest_threshold_kb = 16 * 1024;
+
+void
+commit_define_settings(void)
 {
-	int64		position;
+	DefineCustomIntVariable("rollout_fdw.ingest_threshold",
+							"Size past which a transaction's rows are staged as a sorted ingest segment.",
+							"Its WAL entry then only names the segment, so large COPYs need neither memory nor shared memory in proportion to their size. A transaction whose buffer spilled to disk always uses an ingest segment.",
+							&ingest_threshold_kb,
+							16 * 1024, 64, MAX_KILOBYTES,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+}
 
-	rollout_check_writable(store, "commit to");
-	position = wal_append_rows(store, blobs, metadata);
+/*
+ * A row reader over another that turns the values of text-encoded columns
+ * into their stored text form.  The caller has portable_encode_begin'd.
+ */
+typedef struct EncodingReader
+{
+	RolloutStore *store;
+	StoreRowReader next;
+	void	   *arg;
+} EncodingReader;
+
+static bool
+encoding_reader_next(void *arg, Datum *values, bool *isnull)
+{
+	EncodingReader *reader = arg;
+	RolloutStore *store = reader->store;
+
+	if (!reader->next(reader->arg, values, isnull))
+		return false;
+	for (int c = 0; c < store->user_column_count; c++)
+		if (!isnull[c] && store->codecs[c].encoding == PORTABLE_TEXT)
+			values[c] = portable_encode(&store->codecs[c], values[c]);
+	return true;
+}
+
+/*
+ * Read every row of reader (already encoding) into one row blob; *rows
+ * receives how many.  Each row's work memory is freed with the row.
+ */
+static StringInfo
+commit_rows_as_blob(RolloutStore *store, StoreRowReader next, void *arg,
+					int64 *rows)
+{
+	MemoryContext row_context = AllocSetContextCreate(CurrentMemoryContext,
+													  "rollout commit row",
+													  ALLOCSET_DEFAULT_SIZES);
+	Datum	   *values = palloc0(sizeof(Datum) * Max(store->user_column_count, 1));
+	bool	   *isnull = palloc0(sizeof(bool) * Max(store->user_column_count, 1));
+	StringInfo	blob = makeStringInfo();
+
+	*rows = 0;
+	for (;;)
+	{
+		MemoryContext oldcontext = MemoryContextSwitchTo(row_context);
+		bool		more = next(arg, values, isnull);
+
+		MemoryContextSwitchTo(oldcontext);
+		if (!more)
+			break;
+		CHECK_FOR_INTERRUPTS();
+		row_blob_append(store->row_desc, blob, values, isnull);
+		(*rows)++;
+		MemoryContextReset(row_context);
+	}
+	MemoryContextDelete(row_context);
+	return blob;
+}
+
+/*
+ * This backend's own WAL entry (the path without the shared-memory
+ * writer).  A cluster promoted since the shard's last claim claims it
+ * first, which fences the primary it replaced; afterwards its backends
+ * share the new epoch like any plain writers.
+ */
+static int64
+commit_direct(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
+{
+	int64		position = wal_append_rows(store, blobs, metadata);
+
 	if (position == 0)
 	{
 		(void) shard_claim(store, true, NULL);
@@ -36,4 +134,104 @@ rollout_commit_direct(RolloutStore *store, List *blobs,
 							store->shard, store->name)));
 	}
 	return position;
+}
+
+void
+rollout_commit_rows(RolloutStore *store, StoreRowReader next, void *arg,
+					int64 size, bool spilled)
+{
+	WalEntryMetadata metadata = {0};
+	SharedStoreSlot *slot;
+	int64		ingest_threshold = (int64) ingest_threshold_kb * 1024;
+	EncodingReader reader = {store, next, arg};
+	StringInfo	blob = NULL;
+	int64		row_count = 0;
+	int			encode_nest_level = -1;
+
+	rollout_check_writable(store, "commit to");
+
+	/*
+	 * The store exists and knows this shard before anything of this commit
+	 * is written; both are no-ops once done.
+	 */
+	rollout_store_ensure_created(store);
+	rollout_store_register_shard(store);
+
+	metadata.kind = "wal";
+	metadata.shard = store->shard;
+	metadata.stamp = wal_next_stamp();
+	metadata.put_id = objstore_new_put_id();
+	metadata.transactions = 1;
+
+	slot = shared_store_slot(store);
+	if (slot != NULL)
+		ingest_threshold = Min(ingest_threshold, memtable_max_transaction_bytes());
+
+	if (store->has_text_columns)
+		encode_nest_level = portable_encode_begin();
+	if (spilled || size > ingest_threshold)
+		metadata.ingest = list_make1(ingest_stage_rows(store, encoding_reader_next,
+													   &reader, metadata.stamp));
+	else
+		blob = commit_rows_as_blob(store, encoding_reader_next, &reader, &row_count);
+	if (encode_nest_level >= 0)
+		portable_encode_end(encode_nest_level);
+
+	if (slot != NULL)
+		(void) group_commit(store, slot, blob, row_count, metadata.ingest);
+	else
+		(void) commit_direct(store, blob ? list_make1(blob) : NIL, &metadata);
+}
+
+/* Remove a scan's scratch segment when its memory goes. */
+static void
+commit_remove_scratch(void *arg)
+{
+	(void) unlink((const char *) arg);
+}
+
+SnapshotSource *
+rollout_uncommitted_rows_source(RolloutStore *store, StoreRowReader next,
+								void *arg, bool spilled, int64 rows)
+{
+	EncodingReader reader = {store, next, arg};
+	SnapshotSource *source;
+	int			encode_nest_level = -1;
+
+	if (store->has_text_columns)
+		encode_nest_level = portable_encode_begin();
+	if (!spilled)
+	{
+		int64		count;
+		StringInfo	blob = commit_rows_as_blob(store, encoding_reader_next,
+											   &reader, &count);
+
+		source = snapshot_source_new(SNAPSHOT_TRANSACTION);
+		source->key = "(this transaction's rows)";
+		source->rows_data = blob->data;
+		source->rows_len = blob->len;
+	}
+	else
+	{
+		/* sorted by tuplesort, bounded by work_mem, into a scratch file */
+		char	   *path = rollout_scratch_file_path("own");
+		MemoryContextCallback *cleanup = palloc0(sizeof(MemoryContextCallback));
+
+		cleanup->func = commit_remove_scratch;
+		cleanup->arg = path;
+		MemoryContextRegisterResetCallback(CurrentMemoryContext, cleanup);
+		(void) ingest_write_sorted(store, encoding_reader_next, &reader,
+								   PG_INT64_MAX, path);
+		source = snapshot_source_new(SNAPSHOT_TRANSACTION_SEGMENT);
+		source->key = path;
+	}
+	if (encode_nest_level >= 0)
+		portable_encode_end(encode_nest_level);
+
+	source->shard = store->shard;
+	source->shard_hash = store->shard_hash;
+	source->position = PG_INT64_MAX;
+	source->rows = rows;
+	source->stamp_fixed = PG_INT64_MAX;
+	return source;
 }

@@ -39,12 +39,15 @@
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 
+#include "rollout/compact.h"
 #include "rollout/fault.h"
+#include "rollout/gc.h"
 #include "rollout/json_doc.h"
-#include "rollout/maintenance.h"
 #include "rollout/rewrite.h"
-#include "rollout/rollout_fdw.h"
-#include "rollout/shared_writer.h"
+#include "rollout/shard.h"
+#include "rollout/shared_store.h"
+#include "rollout/store_keys.h"
+#include "rollout/store_stats.h"
 
 #define MANIFEST_COMMIT_ATTEMPTS	100
 

@@ -34,13 +34,18 @@
 
 #include "rollout/fault.h"
 #include "rollout/flush.h"
+#include "rollout/gc.h"
 #include "rollout/json_doc.h"
-#include "rollout/maintenance.h"
 #include "rollout/manifest.h"
+#include "rollout/memtable.h"
 #include "rollout/merge_read.h"
 #include "rollout/rewrite.h"
-#include "rollout/rollout_fdw.h"
-#include "rollout/shared_writer.h"
+#include "rollout/scratch.h"
+#include "rollout/shard.h"
+#include "rollout/shared_store.h"
+#include "rollout/store_keys.h"
+#include "rollout/store_sources.h"
+#include "rollout/store_stats.h"
 #include "rollout/wal.h"
 
 #define FLUSH_MAX_ATTEMPTS			5
@@ -304,7 +309,7 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 	int64		last_position;
 	int64		last_stamp;
 
-	if (!shared_memtable_for_flush(store, slot, &sources, &ingest_seen,
+	if (!memtable_for_flush(store, slot, &sources, &ingest_seen,
 								   &last_position, &last_stamp))
 		return result;			/* empty */
 
@@ -324,7 +329,7 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 		if (manifest->replay_after >= last_position)
 		{
 			/* sealed already (a flush of another database finished first) */
-			shared_memtable_trim(slot, manifest->replay_after);
+			memtable_trim(slot, manifest->replay_after);
 			return result;
 		}
 		foreach(lc, sources)
@@ -352,7 +357,7 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 			shard_manifest_commit(store, manifest) == MANIFEST_COMMITTED)
 		{
 			rollout_fault_point("flush.after_manifest_commit");
-			shared_memtable_trim(slot, last_position);
+			memtable_trim(slot, last_position);
 			result.generation = number > manifest_next_before ? number - 1 : 0;
 			result.first_position = generation->first_position;
 			result.last_position = last_position;

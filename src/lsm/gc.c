@@ -37,13 +37,55 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 
 #include "rollout/fault.h"
+#include "rollout/gc.h"
 #include "rollout/ingest.h"
-#include "rollout/shared_writer.h"
-#include "rollout/maintenance.h"
+#include "rollout/manifest.h"
+#include "rollout/shard.h"
+#include "rollout/shared_store.h"
+#include "rollout/store_keys.h"
+#include "rollout/store_sources.h"
+#include "rollout/store_stats.h"
 #include "rollout/wal.h"
+
+/* rollout_fdw.min_gc_grace (seconds) */
+static int	min_gc_grace_seconds = 600;
+
+void
+gc_define_settings(void)
+{
+	DefineCustomIntVariable("rollout_fdw.min_gc_grace",
+							"Shortest grace period rollout_gc accepts.",
+							"Merges, compactions and flushes abandon outputs that waited longer than half of it before their commit, so that garbage collection can never delete an object a commit is about to reference.",
+							&min_gc_grace_seconds,
+							600, 0, 7 * 24 * 3600,
+							PGC_SUSET,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+}
+
+int
+gc_min_grace_seconds(void)
+{
+	return min_gc_grace_seconds;
+}
+
+/*
+ * An output uploaded at uploaded_at and not yet committed is past half the
+ * minimum grace: a gc may be about to judge it an orphan, so committing it
+ * now could reference a deleted object.
+ */
+bool
+rollout_output_too_old(TimestampTz uploaded_at)
+{
+	if (min_gc_grace_seconds <= 0)
+		return false;
+	return TimestampDifferenceExceeds(uploaded_at, GetCurrentTimestamp(),
+									  min_gc_grace_seconds * 1000 / 2);
+}
 
 /* The manifest versions of one _manifest/ folder, oldest first. */
 typedef struct ManifestVersions

@@ -34,7 +34,7 @@
 
 #include "rollout/ingest.h"
 #include "rollout/json_doc.h"
-#include "rollout/rollout_fdw.h"
+#include "rollout/scratch.h"
 
 char *
 ingest_key_prefix(RolloutStore *store)
@@ -57,7 +57,7 @@ ingest_sort_desc(RolloutStore *store)
 
 /* Sort, deduplicate and write the rows into a local segment file. */
 int64
-ingest_write_sorted(RolloutStore *store, IngestRowReader next, void *arg,
+ingest_write_sorted(RolloutStore *store, StoreRowReader next, void *arg,
 					int64 stamp, const char *path)
 {
 	int			nuser = store->user_column_count;
@@ -114,7 +114,7 @@ ingest_write_sorted(RolloutStore *store, IngestRowReader next, void *arg,
 	}
 	tuplesort_performsort(sort);
 
-	writer = segment_writer_begin(&store->schema, path, true, rollout_rows_per_group);
+	writer = segment_writer_begin(&store->schema, path, true, store_rows_per_group);
 	out_values[store->ts_column] = Int64GetDatum(stamp);
 	out_values[store->shard_column] = Int64GetDatum(store->shard_hash);
 	out_values[store->op_column] = Int16GetDatum(ROLLOUT_OP_INSERT);
@@ -150,7 +150,7 @@ ingest_write_sorted(RolloutStore *store, IngestRowReader next, void *arg,
 }
 
 WalIngestRef *
-ingest_stage_rows(RolloutStore *store, IngestRowReader next, void *arg,
+ingest_stage_rows(RolloutStore *store, StoreRowReader next, void *arg,
 				  int64 stamp)
 {
 	WalIngestRef *ref = palloc0(sizeof(WalIngestRef));

@@ -37,15 +37,19 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 
 #include "rollout/fault.h"
 #include "rollout/flush.h"
+#include "rollout/gc.h"
 #include "rollout/json_doc.h"
-#include "rollout/maintenance.h"
+#include "rollout/merge.h"
 #include "rollout/rewrite.h"
-#include "rollout/rollout_fdw.h"
-#include "rollout/shared_writer.h"
+#include "rollout/shard.h"
+#include "rollout/shared_store.h"
+#include "rollout/store_keys.h"
+#include "rollout/store_stats.h"
 
 #define MERGE_MAX_ATTEMPTS			10
 #define MANIFEST_COMMIT_ATTEMPTS	100
@@ -57,35 +61,20 @@ typedef enum MergeCommitOutcome
 	MERGE_RESTART				/* state moved under us: drop and start over */
 } MergeCommitOutcome;
 
-char *
-rollout_key_new_fragment(RolloutStore *store)
-{
-	return psprintf("%s/base/data/%s.seg", store->name, objstore_new_put_id());
-}
+/* rollout_fdw.merge_max_bytes (kB) */
+static int	merge_max_kb = 1024 * 1024;
 
-bool
-rollout_output_too_old(TimestampTz uploaded_at)
+void
+merge_define_settings(void)
 {
-	if (rollout_min_gc_grace_seconds <= 0)
-		return false;
-	return TimestampDifferenceExceeds(uploaded_at, GetCurrentTimestamp(),
-									  rollout_min_gc_grace_seconds * 1000 / 2);
-}
-
-FragmentEntry *
-rollout_fragment_entry(const char *key, const RewriteOutput *output)
-{
-	FragmentEntry *entry = palloc0(sizeof(FragmentEntry));
-
-	entry->file = pstrdup(key);
-	entry->rows = output->summary.row_count;
-	entry->bytes = output->summary.bytes;
-	entry->min_ts = output->min_ts;
-	entry->max_ts = output->max_ts;
-	entry->has_key_range = output->summary.has_key_range;
-	entry->min_key = output->summary.key_min;
-	entry->max_key = output->summary.key_max;
-	return entry;
+	DefineCustomIntVariable("rollout_fdw.merge_max_bytes",
+							"Generation bytes one merge pass reads at most.",
+							"A pass always takes at least one generation.",
+							&merge_max_kb,
+							1024 * 1024, 1024, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
 }
 
 /*
@@ -128,7 +117,7 @@ merge_choose(List *pending, int max_generations)
 {
 	List	   *chosen = NIL;
 	int64		bytes = 0;
-	int64		max_bytes = (int64) rollout_merge_max_kb * 1024;
+	int64		max_bytes = (int64) merge_max_kb * 1024;
 	ListCell   *lc;
 
 	foreach(lc, pending)

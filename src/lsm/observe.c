@@ -22,10 +22,13 @@
 
 #include "miscadmin.h"
 
-#include "rollout/maintenance.h"
+#include "rollout/memtable.h"
 #include "rollout/merge_read.h"
-#include "rollout/shared_writer.h"
+#include "rollout/observe.h"
+#include "rollout/shard.h"
+#include "rollout/shared_store.h"
 #include "rollout/snapshot.h"
+#include "rollout/store_sources.h"
 #include "rollout/wal.h"
 
 /*
@@ -67,7 +70,7 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 	 * next (counted twice at worst, never missed).  Read after the
 	 * manifests, a flush in between would hide them from both counts.
 	 */
-	if (slot != NULL && shared_memtable_rows(slot, &result.unflushed_rows))
+	if (slot != NULL && memtable_rows(slot, &result.unflushed_rows))
 		result.unflushed_known = true;
 	else
 		result.unflushed_rows = 0;

@@ -19,7 +19,7 @@
 #include "miscadmin.h"
 
 #include "rollout/rewrite.h"
-#include "rollout/rollout_fdw.h"
+#include "rollout/scratch.h"
 
 /* Finish the current output, if any. */
 static void
@@ -68,7 +68,7 @@ rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 			/* registered before it exists, so cleanup never misses it */
 			result->outputs = lappend(result->outputs, output);
 			writer = segment_writer_begin(&store->schema, output->path, true,
-										  rollout_rows_per_group);
+										  store_rows_per_group);
 			rows_in_output = 0;
 		}
 		segment_writer_add_row(writer, values, isnull);
@@ -112,4 +112,21 @@ rewrite_cleanup(RewriteResult *result)
 
 		(void) unlink(output->path);
 	}
+}
+
+/* The base-manifest entry of an uploaded output, stored at key. */
+FragmentEntry *
+rollout_fragment_entry(const char *key, const RewriteOutput *output)
+{
+	FragmentEntry *entry = palloc0(sizeof(FragmentEntry));
+
+	entry->file = pstrdup(key);
+	entry->rows = output->summary.row_count;
+	entry->bytes = output->summary.bytes;
+	entry->min_ts = output->min_ts;
+	entry->max_ts = output->max_ts;
+	entry->has_key_range = output->summary.has_key_range;
+	entry->min_key = output->summary.key_min;
+	entry->max_key = output->summary.key_max;
+	return entry;
 }

@@ -30,6 +30,8 @@
 #include "common/cryptohash.h"
 #include "common/sha2.h"
 #include "miscadmin.h"
+#include "utils/guc.h"
+
 #include "rollout/objstore.h"
 
 #include "http_session.h"
@@ -39,6 +41,20 @@ int			objstore_max_concurrent_requests = OBJSTORE_DEFAULT_CONCURRENT_REQUESTS;
 
 StaticAssertDecl(OBJSTORE_MAX_CONCURRENT_REQUESTS <= HTTP_MAX_CONCURRENT_REQUESTS,
 				 "a batch may not run more requests than the HTTP session has handles");
+
+void
+objstore_define_settings(void)
+{
+	DefineCustomIntVariable("rollout_fdw.max_concurrent_requests",
+							"Requests to a remote object store one backend may have in flight at once.",
+							"Scans fetch segment footers and column chunks in batches of concurrent requests. 1 makes every request wait for the previous one.",
+							&objstore_max_concurrent_requests,
+							OBJSTORE_DEFAULT_CONCURRENT_REQUESTS, 1,
+							OBJSTORE_MAX_CONCURRENT_REQUESTS,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+}
 
 /*
  * Backend constructors.  They are private to the objstore layer, so they are

@@ -21,6 +21,7 @@
 #include "utils/memutils.h"
 
 #include "rollout/merge_read.h"
+#include "rollout/store_sources.h"
 
 struct MergeRead
 {

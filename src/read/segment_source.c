@@ -42,6 +42,7 @@
 
 #include "rollout/merge_read.h"
 #include "rollout/row_blob.h"
+#include "rollout/store_sources.h"
 #include "rollout/wal.h"
 
 typedef struct RowRef
@@ -351,7 +352,7 @@ row_source_load_memtable_batch(RowSource *source)
 		group->values[c] = palloc(sizeof(Datum) * capacity);
 		group->isnull[c] = palloc(sizeof(bool) * capacity);
 	}
-	while (row_blob_next(store, meta->rows_data, meta->rows_len, &offset, values, isnull))
+	while (row_blob_next(store->row_desc, meta->rows_data, meta->rows_len, &offset, values, isnull))
 	{
 		if (group->row_count == capacity)
 		{

@@ -21,7 +21,8 @@
 #include "utils/timestamp.h"
 
 #include "rollout/fdw.h"
-#include "rollout/maintenance.h"
+#include "rollout/manifest.h"
+#include "rollout/observe.h"
 #include "rollout/sql_common.h"
 
 PG_FUNCTION_INFO_V1(rollout_observe);

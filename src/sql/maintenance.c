@@ -25,10 +25,12 @@
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 
+#include "rollout/compact.h"
 #include "rollout/fdw.h"
 #include "rollout/flush.h"
-#include "rollout/maintenance.h"
-#include "rollout/rollout_fdw.h"
+#include "rollout/gc.h"
+#include "rollout/merge.h"
+#include "rollout/observe.h"
 #include "rollout/sql_common.h"
 
 PG_FUNCTION_INFO_V1(rollout_flush);
@@ -217,11 +219,11 @@ rollout_gc(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("grace must not be negative")));
-	if (grace_seconds < rollout_min_gc_grace_seconds)
+	if (grace_seconds < gc_min_grace_seconds())
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("grace of %lld seconds is shorter than rollout_fdw.min_gc_grace (%d seconds)",
-						(long long) grace_seconds, rollout_min_gc_grace_seconds),
+						(long long) grace_seconds, gc_min_grace_seconds()),
 				 errdetail("A shorter grace could delete objects a running scan or an uncommitted merge still needs."),
 				 errhint("Use a longer grace, or lower rollout_fdw.min_gc_grace (superuser only).")));
 	rel = rollout_open_table_argument(fcinfo, "rollout_gc", ROLLOUT_ACCESS_MAINTAIN);

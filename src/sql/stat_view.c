@@ -16,7 +16,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "rollout/shared_writer.h"
+#include "rollout/store_stats.h"
 
 PG_FUNCTION_INFO_V1(rollout_stat_stores);
 

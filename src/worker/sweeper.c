@@ -45,22 +45,28 @@
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
+#include "rollout/compact.h"
 #include "rollout/fdw.h"
 #include "rollout/flush.h"
-#include "rollout/maintenance.h"
-#include "rollout/rollout_fdw.h"
-#include "rollout/shared_writer.h"
+#include "rollout/gc.h"
+#include "rollout/memtable.h"
+#include "rollout/merge.h"
+#include "rollout/observe.h"
+#include "rollout/shard.h"
+#include "rollout/shared_store.h"
+#include "rollout/store_stats.h"
 #include "rollout/sweeper.h"
 
 #define SWEEPER_PASS_MS			1000
 #define SWEEPER_MAX_DATABASES	16
 #define SWEEPER_MERGE_CHECK_S	10
 
-int			rollout_flush_interval_s = 30;
-int			rollout_merge_after_generations = 8;
-int			rollout_gc_interval_s = 3600;
-int			rollout_gc_grace_s = 3600;
-char	   *rollout_worker_databases = NULL;
+/* The sweeper's settings (sweeper_define_settings) */
+static int	flush_interval_s = 30;
+static int	merge_after_generations = 8;
+static int	gc_interval_s = 3600;
+static int	gc_grace_s = 3600;
+static char *worker_databases = NULL;
 
 PGDLLEXPORT void rollout_sweeper_main(Datum main_arg);
 
@@ -78,9 +84,56 @@ static MemoryContext sweeper_context = NULL;
 static List *swept_stores = NIL;
 
 /* ----------------------------------------------------------------
- * Registration
+ * Settings and registration
  * ----------------------------------------------------------------
  */
+
+void
+sweeper_define_settings(void)
+{
+	/* which sweepers run is fixed at start, so only while preloading */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomStringVariable("rollout_fdw.worker_databases",
+								   "Databases whose rollout tables the background sweeper maintains.",
+								   "A comma-separated list; one sweeper per database. Empty disables the sweeper.",
+								   &worker_databases,
+								   "postgres",
+								   PGC_POSTMASTER,
+								   0,
+								   NULL, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.flush_interval",
+							"Seconds between the sweeper's flushes of a store; 0 disables them.",
+							NULL,
+							&flush_interval_s,
+							30, 0, 86400,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.merge_after_generations",
+							"Pending generations of a shard at which the sweeper merges them; 0 disables merging.",
+							"Read cost grows with pending generations, so they are kept bounded.",
+							&merge_after_generations,
+							8, 0, 100000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.gc_interval",
+							"Seconds between the sweeper's garbage collections of a store; 0 disables them.",
+							NULL,
+							&gc_interval_s,
+							3600, 0, 7 * 86400,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.gc_grace",
+							"Grace period of the sweeper's garbage collection.",
+							"Never shorter than rollout_fdw.min_gc_grace.",
+							&gc_grace_s,
+							3600, 0, 7 * 86400,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+}
 
 /*
  * Register one sweeper per database in rollout_fdw.worker_databases (called
@@ -93,9 +146,9 @@ rollout_sweeper_register(void)
 	List	   *databases;
 	ListCell   *lc;
 
-	if (rollout_worker_databases == NULL || rollout_worker_databases[0] == '\0')
+	if (worker_databases == NULL || worker_databases[0] == '\0')
 		return;
-	names = pstrdup(rollout_worker_databases);
+	names = pstrdup(worker_databases);
 	if (!SplitIdentifierString(names, ',', &databases))
 		ereport(FATAL,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -135,7 +188,7 @@ rollout_sweeper_register(void)
 static void
 sweeper_warn_if_idle(void)
 {
-	if (rollout_flush_interval_s == 0 && rollout_merge_after_generations == 0)
+	if (flush_interval_s == 0 && merge_after_generations == 0)
 		ereport(WARNING,
 				(errmsg("rollout_fdw sweeper: flushing and merging are both disabled"),
 				 errdetail("rollout_fdw.flush_interval and rollout_fdw.merge_after_generations are 0."),
@@ -237,14 +290,14 @@ sweeper_merge_due(RolloutStore *store)
 	int			pending = 0;
 	ListCell   *lc;
 
-	if (list_length(shard->generations) < rollout_merge_after_generations)
+	if (list_length(shard->generations) < merge_after_generations)
 		return false;
 	base = base_manifest_read_latest(store);
 	merged = base_manifest_merged_generation(base, store->shard);
 	foreach(lc, shard->generations)
 		if (((GenerationEntry *) lfirst(lc))->number > merged)
 			pending++;
-	return pending >= rollout_merge_after_generations;
+	return pending >= merge_after_generations;
 }
 
 /*
@@ -280,8 +333,8 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 	 * can only flush its own store.
 	 */
 	if (slot != NULL)
-		(void) shared_memtable_oldest(slot, &memtable_bytes);
-	if (memtable_bytes > shared_store_max_transaction_bytes())
+		(void) memtable_oldest(slot, &memtable_bytes);
+	if (memtable_bytes > memtable_max_transaction_bytes())
 		swept->last_flush = 0;
 
 	/*
@@ -292,21 +345,21 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 	flush_due = swept->last_flush == 0;
 	if (flush_due ||
 		TimestampDifferenceExceeds(swept->last_flush, now,
-								   (rollout_flush_interval_s > 0
-									? rollout_flush_interval_s
+								   (flush_interval_s > 0
+									? flush_interval_s
 									: SWEEPER_MERGE_CHECK_S) * 1000))
 	{
 		swept->last_flush = now;
-		if (rollout_flush_interval_s > 0 || flush_due)
+		if (flush_interval_s > 0 || flush_due)
 			(void) rollout_flush_shard(store);
-		if (rollout_merge_after_generations > 0 && sweeper_merge_due(store))
+		if (merge_after_generations > 0 && sweeper_merge_due(store))
 			(void) rollout_merge_shard(store, 0, false);
 	}
-	if (rollout_gc_interval_s > 0 &&
-		TimestampDifferenceExceeds(swept->last_gc, now, rollout_gc_interval_s * 1000))
+	if (gc_interval_s > 0 &&
+		TimestampDifferenceExceeds(swept->last_gc, now, gc_interval_s * 1000))
 	{
 		swept->last_gc = now;
-		(void) rollout_gc_store(store, Max(rollout_gc_grace_s, rollout_min_gc_grace_seconds));
+		(void) rollout_gc_store(store, Max(gc_grace_s, gc_min_grace_seconds()));
 	}
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 	table_close(rel, AccessShareLock);

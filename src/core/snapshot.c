@@ -25,7 +25,9 @@
  */
 #include "postgres.h"
 
-#include "rollout/shared_writer.h"
+#include "rollout/memtable.h"
+#include "rollout/shard.h"
+#include "rollout/shared_store.h"
 #include "rollout/snapshot.h"
 #include "rollout/wal.h"
 
@@ -62,7 +64,7 @@ rollout_snapshot_take(RolloutStore *store, bool all_wal_tails)
 	 * the manifest, a flush in between could hide them from both.
 	 */
 	if (slot != NULL)
-		have_memtable = shared_memtable_sources(store, slot, &memtable);
+		have_memtable = memtable_sources(store, slot, &memtable);
 
 	/* the own shard may not be registered yet; it then has nothing to read */
 

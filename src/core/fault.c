@@ -18,10 +18,12 @@
 
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 
 #include "rollout/fault.h"
 
-char	   *rollout_fail_at_setting = NULL;
+/* rollout_fdw.fail_at */
+static char *fail_at_setting = NULL;
 
 /*
  * Parse one "step:action" item.  Returns false on a malformed item.
@@ -72,8 +74,9 @@ fault_items(const char *setting)
 	return items;
 }
 
-bool
-rollout_fail_at_check(char **newval, void **extra, GucSource source)
+/* Refuse a setting with a malformed item. */
+static bool
+fail_at_check(char **newval, void **extra, GucSource source)
 {
 	ListCell   *lc;
 
@@ -96,13 +99,26 @@ rollout_fail_at_check(char **newval, void **extra, GucSource source)
 }
 
 void
+fault_define_settings(void)
+{
+	DefineCustomStringVariable("rollout_fdw.fail_at",
+							   "Fault points for tests: step:error, step:crash or step:sleep=N, comma-separated.",
+							   "The steps are listed in docs/MAINTENANCE.md. Never set this in production.",
+							   &fail_at_setting,
+							   "",
+							   PGC_SUSET,
+							   GUC_NOT_IN_SAMPLE,
+							   fail_at_check, NULL, NULL);
+}
+
+void
 rollout_fault_point(const char *step)
 {
 	ListCell   *lc;
 
-	if (rollout_fail_at_setting == NULL || rollout_fail_at_setting[0] == '\0')
+	if (fail_at_setting == NULL || fail_at_setting[0] == '\0')
 		return;
-	foreach(lc, fault_items(rollout_fail_at_setting))
+	foreach(lc, fault_items(fail_at_setting))
 	{
 		char	   *item_step;
 		char	   *action;

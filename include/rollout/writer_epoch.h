@@ -1,15 +1,16 @@
 /*-------------------------------------------------------------------------
  *
- * shard_claim.h
+ * writer_epoch.h
  *		Claiming this cluster's shard of a store: writer epoch, timeline and
- *		fence marker (DESIGN.md §8).
+ *		fence marker, and the shared writer's state about the claim
+ *		(lsm/writer_epoch.c, DESIGN.md §8).
  *
  *-------------------------------------------------------------------------
  */
-#ifndef ROLLOUT_SHARD_CLAIM_H
-#define ROLLOUT_SHARD_CLAIM_H
+#ifndef ROLLOUT_WRITER_EPOCH_H
+#define ROLLOUT_WRITER_EPOCH_H
 
-#include "rollout/store.h"
+#include "rollout/shared_store.h"
 
 /* What a successful claim established. */
 typedef struct ShardClaim
@@ -29,9 +30,20 @@ typedef struct ShardClaim
  * timeline; then *superseded, if not NULL, is set first: that is for good),
  * for a stale copy of a store in the embedded default location after a
  * promotion, when another cluster claims at the same time, and during
- * recovery.
+ * recovery.  The store exists and the shard is registered
+ * (rollout_commit_rows sees to both before it commits).
  */
 extern ShardClaim shard_claim(RolloutStore *store, bool only_for_new_timeline,
 							  volatile bool *superseded);
 
-#endif							/* ROLLOUT_SHARD_CLAIM_H */
+/*
+ * Make sure this cluster's shared writer of the shard is ready: claim it
+ * once (the first commit after startup, or after a fence), or wait for the
+ * backend claiming it.  ERROR when fenced twice or superseded.
+ */
+extern void writer_ensure_ready(RolloutStore *store, SharedStoreSlot *slot);
+
+/* A leader of epoch met a newer writer's entry: count the fence once. */
+extern void writer_note_fenced(SharedStoreSlot *slot, int64 epoch);
+
+#endif							/* ROLLOUT_WRITER_EPOCH_H */

@@ -4,7 +4,8 @@
  *		Encode and decode rows in transit (see row_blob.h).
  *
  * Each row is a uint32 length followed by a minimal tuple formed with the
- * store's row descriptor (its user columns, in _store.json order).  Minimal
+ * caller's row descriptor (a store's user columns as stored, in
+ * _store.json order).  Minimal
  * tuples are PostgreSQL's own compact row format, so encoding and decoding
  * cost one heap_form_minimal_tuple and one heap_deform_tuple; the values are
  * flat (no toast pointers) because the transaction buffer detoasts them.
@@ -18,10 +19,10 @@
 #include "rollout/row_blob.h"
 
 void
-row_blob_append(RolloutStore *store, StringInfo blob, const Datum *values,
+row_blob_append(TupleDesc row_desc, StringInfo blob, const Datum *values,
 				const bool *isnull)
 {
-	MinimalTuple tuple = heap_form_minimal_tuple(store->row_desc,
+	MinimalTuple tuple = heap_form_minimal_tuple(row_desc,
 												 (Datum *) values, (bool *) isnull);
 	uint32		len = tuple->t_len;
 
@@ -31,7 +32,7 @@ row_blob_append(RolloutStore *store, StringInfo blob, const Datum *values,
 }
 
 bool
-row_blob_next(RolloutStore *store, const char *data, int64 len, int64 *offset,
+row_blob_next(TupleDesc row_desc, const char *data, int64 len, int64 *offset,
 			  Datum *values, bool *isnull)
 {
 	uint32		tuple_len;
@@ -56,6 +57,6 @@ row_blob_next(RolloutStore *store, const char *data, int64 len, int64 *offset,
 	htup.t_data = (HeapTupleHeader) ((char *) tuple - MINIMAL_TUPLE_OFFSET);
 	ItemPointerSetInvalid(&htup.t_self);
 	htup.t_tableOid = InvalidOid;
-	heap_deform_tuple(&htup, store->row_desc, values, isnull);
+	heap_deform_tuple(&htup, row_desc, values, isnull);
 	return true;
 }

@@ -32,14 +32,34 @@
 #include <unistd.h>
 
 #include "miscadmin.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "rollout/json_doc.h"
 #include "rollout/manifest.h"
-#include "rollout/rollout_fdw.h"
 #include "rollout/row_blob.h"
+#include "rollout/scratch.h"
+#include "rollout/shard.h"
+#include "rollout/store_keys.h"
+#include "rollout/store_sources.h"
 #include "rollout/wal.h"
+
+/* rollout_fdw.max_wal_append_attempts */
+static int	wal_max_append_attempts = 1000;
+
+void
+wal_define_settings(void)
+{
+	DefineCustomIntVariable("rollout_fdw.max_wal_append_attempts",
+							"WAL positions a commit tries before it gives up.",
+							"Each attempt that finds its position taken by a concurrent commit of the same shard moves to the next.",
+							&wal_max_append_attempts,
+							1000, 1, 1000000,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+}
 
 /* The newest stamp this backend handed out. */
 static int64 last_stamp_issued = 0;
@@ -134,7 +154,7 @@ wal_write_entry_file(RolloutStore *store, List *blobs,
 													  "rollout WAL entry row",
 													  ALLOCSET_DEFAULT_SIZES);
 	SegmentWriter *writer = segment_writer_begin(&store->schema, path, false,
-												 rollout_rows_per_group);
+												 store_rows_per_group);
 	SegmentWriteSummary summary;
 	ListCell   *lc;
 
@@ -155,7 +175,7 @@ wal_write_entry_file(RolloutStore *store, List *blobs,
 			bool		more;
 
 			CHECK_FOR_INTERRUPTS();
-			more = row_blob_next(store, blob->data, blob->len, &offset, values, isnull);
+			more = row_blob_next(store->row_desc, blob->data, blob->len, &offset, values, isnull);
 			if (more)
 				segment_writer_add_row(writer, values, isnull);
 			MemoryContextSwitchTo(oldcontext);
@@ -285,13 +305,42 @@ wal_check_tip_owner(RolloutStore *store, const char *key, int64 position,
 	WalEntryMetadata *owner = wal_read_metadata(store, key, position);
 
 	if (owner->epoch > epoch)
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("WAL position %lld of shard \"%s\" in store \"%s\" was written by a newer writer",
-						(long long) position, store->shard, store->name),
-				 errdetail("The entry there has writer epoch %lld; this writer has epoch %lld. Nothing was overwritten.",
-						   (long long) owner->epoch, (long long) epoch),
-				 errhint("Another cluster is writing this shard. Give each cluster its own rollout_fdw.shard_id.")));
+		shard_raise_taken_over(store, position, owner->epoch, epoch);
+}
+
+/*
+ * wal_put_entry
+ *		Create the WAL entry in the local file path at position, and when
+ *		the position is taken, say by whom.
+ *
+ * This is every writer's step (a direct commit, a group-commit leader, a
+ * claim's fence marker): create-if-absent, and on "already exists" read the
+ * entry there.  An entry of an epoch newer than ours means this writer is
+ * fenced (WAL_PUT_FENCED); any other (a committer of this cluster that was
+ * first, or a previous writer's last entry) is WAL_PUT_TAKEN, and the
+ * caller decides what that means for it.  Something there that is no WAL
+ * entry of this shard is an ERROR (wal_read_metadata): nothing is
+ * overwritten or skipped.  No cancel between the create and knowing its
+ * outcome: a write that landed must never be reported as failed.
+ */
+WalPutResult
+wal_put_entry(RolloutStore *store, int64 position, const char *path,
+			  const char *put_id, int64 epoch, int64 *owner_epoch)
+{
+	char	   *key = rollout_key_wal(store, store->shard, position);
+	ObjectStoreCreateResult created;
+	WalEntryMetadata *owner;
+
+	HOLD_INTERRUPTS();
+	created = objstore_create_from_file_if_absent(store->objstore, key, path,
+												  put_id);
+	RESUME_INTERRUPTS();
+	if (created == OBJSTORE_CREATED)
+		return WAL_PUT_CREATED;
+	owner = wal_read_metadata(store, key, position);
+	if (owner_epoch != NULL)
+		*owner_epoch = owner->epoch;
+	return owner->epoch > epoch ? WAL_PUT_FENCED : WAL_PUT_TAKEN;
 }
 
 /*
@@ -307,13 +356,7 @@ wal_append_file(RolloutStore *store, const char *segment_path,
 	int64		tip;
 
 	if (metadata->epoch < manifest->writer_epoch)
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("shard \"%s\" of store \"%s\" is owned by a newer writer",
-						store->shard, store->name),
-				 errdetail("This writer has epoch %lld; the shard manifest says %lld.",
-						   (long long) metadata->epoch,
-						   (long long) manifest->writer_epoch)));
+		shard_raise_taken_over(store, -1, manifest->writer_epoch, metadata->epoch);
 	/*
 	 * Find the tip: the end of the run of positions without holes after
 	 * replay_after.  A hint above replay_after saves listing the whole tail,
@@ -356,40 +399,25 @@ wal_append_file(RolloutStore *store, const char *segment_path,
 		tip = last->position;
 	}
 
-	for (int attempt = 0; attempt < rollout_max_wal_append_attempts; attempt++)
+	for (int attempt = 0; attempt < wal_max_append_attempts; attempt++)
 	{
 		int64		position = tip + 1;
-		char	   *key = rollout_key_wal(store, store->shard, position);
-		WalEntryMetadata *owner;
-		ObjectStoreCreateResult created;
+		int64		owner_epoch;
 
 		CHECK_FOR_INTERRUPTS();
-
-		/*
-		 * No cancel between the create and our knowing its outcome: a write
-		 * that landed must never be reported to the client as failed.
-		 */
-		HOLD_INTERRUPTS();
-		created = objstore_create_from_file_if_absent(store->objstore, key,
-													  segment_path,
-													  metadata->put_id);
-		RESUME_INTERRUPTS();
-		if (created == OBJSTORE_CREATED)
+		switch (wal_put_entry(store, position, segment_path, metadata->put_id,
+							  metadata->epoch, &owner_epoch))
 		{
-			store->wal_tip_hint = position;
-			return position;
+			case WAL_PUT_CREATED:
+				store->wal_tip_hint = position;
+				return position;
+			case WAL_PUT_FENCED:
+				shard_raise_taken_over(store, position, owner_epoch,
+									   metadata->epoch);
+				break;
+			case WAL_PUT_TAKEN:
+				break;			/* a committer of our epoch was first */
 		}
-
-		/* taken: by a committer of our epoch, or by a newer writer? */
-		owner = wal_read_metadata(store, key, position);
-		if (owner->epoch > metadata->epoch)
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("WAL position %lld of shard \"%s\" in store \"%s\" was taken by another writer",
-							(long long) position, store->shard, store->name),
-					 errdetail("The entry there has writer epoch %lld; this writer has epoch %lld. Nothing was overwritten.",
-							   (long long) owner->epoch, (long long) metadata->epoch),
-					 errhint("Another cluster is writing this shard. Give each cluster its own rollout_fdw.shard_id.")));
 		/*
 		 * A concurrent committer of this shard was first.  Under contention
 		 * many were: jump to the current tip instead of probing one position
@@ -410,7 +438,7 @@ wal_append_file(RolloutStore *store, const char *segment_path,
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 			 errmsg("could not append to the WAL of shard \"%s\" in store \"%s\" after %d attempts",
-					store->shard, store->name, rollout_max_wal_append_attempts),
+					store->shard, store->name, wal_max_append_attempts),
 			 errdetail("Every position tried was taken by a concurrent commit."),
 			 errhint("Retry the transaction.")));
 	return 0;					/* keep compiler quiet */
@@ -422,7 +450,8 @@ wal_append_file(RolloutStore *store, const char *segment_path,
  * That holds while the shard's last claim came from this cluster's
  * timeline: a cluster promoted since must claim the shard first (0 is
  * returned, nothing written), and one superseded by a promoted standby
- * writes nothing (ERROR).
+ * writes nothing (ERROR).  The caller (rollout_commit_rows) has created the
+ * store and registered the shard.
  */
 int64
 wal_append_rows(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
@@ -431,8 +460,7 @@ wal_append_rows(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
 	char	   *path;
 	volatile int64 position = 0;
 
-	rollout_store_ensure_created(store);
-	rollout_store_register_shard(store);
+	Assert(store->pending_definition == NULL && store->shard_registered);
 
 	/* refresh our knowledge of the tip: manifest first, then a listing */
 	manifest = shard_manifest_read_latest(store, store->shard);

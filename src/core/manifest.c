@@ -14,10 +14,14 @@
  */
 #include "postgres.h"
 
+#include "access/tupmacs.h"
+#include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include "rollout/json_doc.h"
 #include "rollout/manifest.h"
+#include "rollout/shard.h"
+#include "rollout/store_keys.h"
 
 /* Key of one manifest version under prefix. */
 char *
@@ -101,6 +105,113 @@ manifest_check_version(JsonDoc *doc, int64 expected)
 									   (long long) version, (long long) expected));
 }
 
+/* ----------------------------------------------------------------
+ * Datum images as hex, for keys kept in manifests
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * A datum image is the bytes PostgreSQL itself stores for the value (flat,
+ * uncompressed for varlena), so a key round-trips without going through
+ * the type's text I/O.
+ */
+static char *
+manifest_datum_to_hex(const SegmentColumn *column, Datum value)
+{
+	char		byval_image[sizeof(Datum)];
+	const char *image;
+	Size		len;
+	char	   *hex;
+
+	if (column->typbyval)
+	{
+		store_att_byval(byval_image, value, column->typlen);
+		image = byval_image;
+		len = column->typlen;
+	}
+	else if (column->typlen > 0)
+	{
+		image = DatumGetPointer(value);
+		len = column->typlen;
+	}
+	else if (column->typlen == -1)
+	{
+		struct varlena *flat = pg_detoast_datum_packed((struct varlena *) DatumGetPointer(value));
+
+		image = (const char *) flat;
+		len = VARSIZE_ANY(flat);
+	}
+	else
+	{
+		image = DatumGetCString(value);
+		len = strlen(image) + 1;
+	}
+	hex = palloc(len * 2 + 1);
+	hex[hex_encode(image, len, hex)] = '\0';
+	return hex;
+}
+
+/*
+ * The inverse of manifest_datum_to_hex, checking that the image is a
+ * well-formed value of the column's storage class (ERROR naming the object
+ * otherwise), so that a damaged manifest cannot produce a wild pointer.
+ */
+static Datum
+manifest_datum_from_hex(const SegmentColumn *column, const char *hex,
+					   const char *object_name)
+{
+	size_t		hexlen = strlen(hex);
+	char	   *image;
+	Size		len;
+	const char *problem = NULL;
+
+	if (hexlen % 2 != 0)
+		problem = "odd length";
+	else
+	{
+		for (const char *p = hex; *p; p++)
+			if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') ||
+				  (*p >= 'A' && *p <= 'F')))
+			{
+				problem = "not hexadecimal";
+				break;
+			}
+	}
+	if (problem == NULL)
+	{
+		/* palloc0 with room to spare keeps short images aligned and padded */
+		image = palloc0(MAXALIGN(hexlen / 2 + 1) + sizeof(Datum));
+		len = hex_decode(hex, hexlen, image);
+
+		if (column->typlen > 0 && len != (Size) column->typlen)
+			problem = "wrong length for the type";
+		else if (column->typlen == -1)
+		{
+			if (len < 1 || VARATT_IS_EXTERNAL(image) ||
+				(!VARATT_IS_1B(image) && len < VARHDRSZ) ||
+				VARATT_IS_COMPRESSED(image) || VARSIZE_ANY(image) != len)
+				problem = "not a plain varlena";
+		}
+		else if (column->typlen == -2)
+		{
+			if (len < 1 || image[len - 1] != '\0' || strlen(image) != len - 1)
+				problem = "not a C string";
+		}
+		if (problem == NULL)
+		{
+			if (column->typbyval)
+				return fetch_att(image, true, column->typlen);
+			return PointerGetDatum(image);
+		}
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("object \"%s\" is corrupt", object_name),
+			 errdetail("A key value of column \"%s\" is invalid: %s.",
+					   column->name, problem)));
+	return (Datum) 0;			/* keep compiler quiet */
+}
+
 /* Read an optional hex key member into *value; returns whether present. */
 static bool
 manifest_read_key(RolloutStore *store, JsonDoc *doc, JsonbContainer *obj,
@@ -110,7 +221,7 @@ manifest_read_key(RolloutStore *store, JsonDoc *doc, JsonbContainer *obj,
 
 	if (hex == NULL)
 		return false;
-	*value = rollout_datum_from_hex(&store->schema.columns[store->key_column],
+	*value = manifest_datum_from_hex(&store->schema.columns[store->key_column],
 									hex, doc->object_name);
 	return true;
 }
@@ -120,7 +231,7 @@ manifest_append_key(RolloutStore *store, StringInfo buf, bool *first,
 					const char *member, Datum value)
 {
 	json_append_member_text(buf, first, member,
-							rollout_datum_to_hex(&store->schema.columns[store->key_column],
+							manifest_datum_to_hex(&store->schema.columns[store->key_column],
 												 value));
 }
 

@@ -1,8 +1,10 @@
 /*-------------------------------------------------------------------------
  *
- * shard_claim.c
- *		Claim this cluster's shard of a store for writing: a new writer
- *		epoch, the cluster's timeline, and a fence marker (DESIGN.md §8).
+ * writer_epoch.c
+ *		The shard's writer on this cluster: claiming the shard (epoch,
+ *		timeline, fence marker), and, with the shared-memory writer, the
+ *		state every committer of the cluster shares about that claim
+ *		(DESIGN.md §8).
  *
  * A claim makes this cluster the shard's one live writer and stops any
  * previous one:
@@ -21,13 +23,14 @@
  * it, and from then on a cluster on a lower timeline (the old primary, if it
  * still runs) is refused every write of the shard instead of reclaiming it
  * (rollout_check_not_superseded).  Two clusters on the same timeline that
- * share a shard id by mistake still fence each other, as before.
+ * share a shard id by mistake still fence each other.
  *
  * Who claims: with the shared-memory writer, the first commit after startup
- * and a writer reopening after a fence (shared_writer.c); without it, a
+ * and a writer reopening after a fence (writer_ensure_ready); without it, a
  * commit of a cluster that was promoted since the shard's last claim
  * (commit.c).  Otherwise plain writers of one cluster share the manifest's
- * epoch.
+ * epoch.  A writer that finds itself fenced reopens once; fenced again, it
+ * refuses commits until the server restarts.
  *
  *-------------------------------------------------------------------------
  */
@@ -35,11 +38,17 @@
 
 #include <unistd.h>
 
+#include "miscadmin.h"
+#include "pgstat.h"
+
 #include "rollout/flush.h"
 #include "rollout/manifest.h"
-#include "rollout/rollout_fdw.h"
-#include "rollout/shard_claim.h"
+#include "rollout/memtable.h"
+#include "rollout/scratch.h"
+#include "rollout/shard.h"
+#include "rollout/store_keys.h"
 #include "rollout/wal.h"
+#include "rollout/writer_epoch.h"
 
 /* Rounds of flush + claim while the WAL keeps growing under the claim. */
 #define SHARD_CLAIM_ATTEMPTS	5
@@ -72,26 +81,26 @@ shard_check_default_location_copy(RolloutStore *store, ShardManifest *manifest)
 					 store->location)));
 }
 
-/* Create the fence marker (a WAL entry without rows) at key. */
-static ObjectStoreCreateResult
+/* Write the fence marker (a WAL entry without rows) at position. */
+static WalPutResult
 shard_write_fence(RolloutStore *store, const WalEntryMetadata *fence,
-				  const char *key)
+				  int64 position, int64 *owner_epoch)
 {
 	char	   *path = rollout_scratch_file_path("fence");
-	ObjectStoreCreateResult created;
+	WalPutResult put;
 
 	PG_TRY();
 	{
 		wal_write_entry_file(store, NIL, fence, path);
-		created = objstore_create_from_file_if_absent(store->objstore, key, path,
-													  fence->put_id);
+		put = wal_put_entry(store, position, path, fence->put_id, fence->epoch,
+							owner_epoch);
 	}
 	PG_FINALLY();
 	{
 		(void) unlink(path);
 	}
 	PG_END_TRY();
-	return created;
+	return put;
 }
 
 ShardClaim
@@ -104,16 +113,15 @@ shard_claim(RolloutStore *store, bool only_for_new_timeline,
 		*superseded = false;
 
 	rollout_check_writable(store, "claim a shard of");
-	rollout_store_ensure_created(store);
-	rollout_store_register_shard(store);
+	Assert(store->pending_definition == NULL && store->shard_registered);
 
 	for (int attempt = 0; attempt < SHARD_CLAIM_ATTEMPTS; attempt++)
 	{
 		ShardManifest *manifest;
 		WalEntryMetadata fence = {0};
-		char	   *key;
 		int64		position;
-		ObjectStoreCreateResult created;
+		int64		owner_epoch;
+		WalPutResult put;
 
 		/* a cluster superseded by a promoted standby flushes nothing either */
 		manifest = shard_manifest_read_latest(store, store->shard);
@@ -155,10 +163,9 @@ shard_claim(RolloutStore *store, bool only_for_new_timeline,
 		fence.put_id = objstore_new_put_id();
 		fence.transactions = 0;
 		position = manifest->replay_after + 1;
-		key = rollout_key_wal(store, store->shard, position);
-		created = shard_write_fence(store, &fence, key);
+		put = shard_write_fence(store, &fence, position, &owner_epoch);
 
-		if (created == OBJSTORE_CREATED)
+		if (put == WAL_PUT_CREATED)
 		{
 			claim.epoch = fence.epoch;
 			claim.fence_position = position;
@@ -172,12 +179,8 @@ shard_claim(RolloutStore *store, bool only_for_new_timeline,
 		 * before our fence: a committed entry, to flush on the next round.
 		 * A newer epoch there means another cluster claimed after us.
 		 */
-		if (wal_read_metadata(store, key, position)->epoch > fence.epoch)
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("shard \"%s\" of store \"%s\" was claimed by another writer while this cluster claimed it",
-							store->shard, store->name),
-					 errhint("Give each cluster its own rollout_fdw.shard_id.")));
+		if (put == WAL_PUT_FENCED)
+			shard_raise_taken_over(store, position, owner_epoch, fence.epoch);
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -185,4 +188,111 @@ shard_claim(RolloutStore *store, bool only_for_new_timeline,
 					store->shard, store->name),
 			 errhint("Another cluster is writing this shard. Give each cluster its own rollout_fdw.shard_id.")));
 	return claim;				/* keep compiler quiet */
+}
+
+/*
+ * Claim the shard for this cluster (shard_claim.c) and set the slot's
+ * epoch, tip and last_stamp (the caller publishes them).  A writer
+ * reopening after a fence may still hold batches of its old epoch: they are
+ * durable entries, sealed by the claim's replay, so they go.
+ */
+static void
+writer_claim(RolloutStore *store, SharedStoreSlot *slot,
+					volatile bool *superseded)
+{
+	ShardClaim	claim = shard_claim(store, false, superseded);
+
+	memtable_trim(slot, claim.fence_position - 1);
+	slot->epoch = claim.epoch;
+	slot->tip = claim.fence_position;
+	slot->last_stamp = claim.stamp;
+}
+
+/* Make sure this cluster's writer of the shard is ready (claim it once). */
+void
+writer_ensure_ready(RolloutStore *store, SharedStoreSlot *slot)
+{
+	volatile bool superseded = false;
+
+	ConditionVariablePrepareToSleep(&slot->state_cv);
+	for (;;)
+	{
+		WriterState state;
+
+		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+		state = slot->writer_state;
+		if (state == WRITER_NONE)
+			slot->writer_state = WRITER_INITIALIZING;
+		LWLockRelease(&slot->lock);
+
+		if (state == WRITER_READY)
+		{
+			ConditionVariableCancelSleep();
+			return;
+		}
+		if (state == WRITER_FENCED)
+		{
+			ConditionVariableCancelSleep();
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("shard \"%s\" of store \"%s\" is owned by another writer",
+							store->shard, store->name),
+					 errdetail("This cluster was fenced twice and does not claim the shard again."),
+					 errhint("Give each cluster its own rollout_fdw.shard_id, then restart.")));
+		}
+		if (state == WRITER_SUPERSEDED)
+		{
+			ShardManifest *manifest;
+
+			ConditionVariableCancelSleep();
+			manifest = shard_manifest_read_latest(store, store->shard);
+			rollout_check_not_superseded(store, manifest->writer_timeline);
+			/* the manifest no longer says so (a store created anew): claim */
+			LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+			if (slot->writer_state == WRITER_SUPERSEDED)
+				slot->writer_state = WRITER_NONE;
+			LWLockRelease(&slot->lock);
+			ConditionVariablePrepareToSleep(&slot->state_cv);
+			continue;
+		}
+		if (state == WRITER_NONE)
+			break;				/* we claim it */
+		ConditionVariableSleep(&slot->state_cv, PG_WAIT_EXTENSION);
+	}
+	ConditionVariableCancelSleep();
+
+	PG_TRY();
+	{
+		writer_claim(store, slot, &superseded);
+	}
+	PG_CATCH();
+	{
+		/* taken over by a promoted standby: refuse commits for good */
+		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+		slot->writer_state = superseded ? WRITER_SUPERSEDED : WRITER_NONE;
+		LWLockRelease(&slot->lock);
+		ConditionVariableBroadcast(&slot->state_cv);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	slot->writer_state = WRITER_READY;
+	LWLockRelease(&slot->lock);
+	ConditionVariableBroadcast(&slot->state_cv);
+}
+
+/*
+ * A group-commit leader writing under epoch met the fence of a newer one:
+ * the writer must claim again before the next commit, or, fenced twice,
+ * never.  Only the first leader to meet this fence counts it: the state may
+ * already say so, or a claim may be reopening the writer.
+ */
+void
+writer_note_fenced(SharedStoreSlot *slot, int64 epoch)
+{
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	if (slot->writer_state == WRITER_READY && slot->epoch == epoch)
+		slot->writer_state = ++slot->times_fenced >= 2 ? WRITER_FENCED : WRITER_NONE;
+	LWLockRelease(&slot->lock);
 }

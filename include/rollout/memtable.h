@@ -1,0 +1,81 @@
+/*-------------------------------------------------------------------------
+ *
+ * memtable.h
+ *		Rows of durable WAL entries not yet flushed, in shared memory
+ *		(core/memtable.c, DESIGN.md §6.4).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ROLLOUT_MEMTABLE_H
+#define ROLLOUT_MEMTABLE_H
+
+#include "rollout/shared_store.h"
+#include "rollout/snapshot.h"
+
+/* Define rollout_fdw.memtable_size (only while preloading: it sizes memory). */
+extern void memtable_define_settings(void);
+
+/* Shared memory of the memtable, for the shmem hooks (worker/shmem.c). */
+extern Size memtable_shmem_size(void);
+extern void memtable_shmem_init(void);
+
+/* The memtable's DSA area, attached on first use. */
+extern dsa_area *memtable_dsa(void);
+
+/*
+ * Take size bytes of the whole memtable's budget (false if they do not fit),
+ * and give them back.
+ */
+extern bool memtable_budget_take(int64 size);
+extern void memtable_budget_return(int64 size);
+
+/* The largest transaction (row bytes) the memtable takes without ingest. */
+extern int64 memtable_max_transaction_bytes(void);
+
+/* The ingest references a commit request carries after its rows. */
+extern List *memtable_request_ingest(CommitRequest *request);
+
+/*
+ * Make the requests chained from head, whose WAL entry is durable at
+ * position with stamp, the slot's newest batch (slot lock held).
+ */
+extern void memtable_add_batch(SharedStoreSlot *slot, dsa_pointer batch_pointer,
+							   dsa_pointer head, int64 position, int64 stamp,
+							   const char *fingerprint);
+
+/* Drop every batch of the slot (slot lock held). */
+extern void memtable_clear(SharedStoreSlot *slot);
+
+/*
+ * The memtable as snapshot sources (SNAPSHOT_MEMTABLE and, for ingest
+ * references, SNAPSHOT_INGEST; batches of other credentials as their WAL
+ * entries), copied into local memory.  Returns false (and nothing) when the
+ * shard's writer is not ready, i.e. the WAL tail must be read from the
+ * store.
+ */
+extern bool memtable_sources(RolloutStore *store, SharedStoreSlot *slot,
+							 List **sources);
+
+/*
+ * For flush: every batch as sources (rows only) plus the ingest references
+ * to adopt; *last_position and *last_stamp of the newest batch.  Returns
+ * false when the writer is not ready or the memtable empty.
+ */
+extern bool memtable_for_flush(RolloutStore *store, SharedStoreSlot *slot,
+							   List **sources, List **ingest_seen,
+							   int64 *last_position, int64 *last_stamp);
+
+/* Drop batches up to position (after their flush committed). */
+extern void memtable_trim(SharedStoreSlot *slot, int64 upto_position);
+
+/*
+ * The rows in the memtable, those of the ingest segments it names included;
+ * false when the writer is not ready (the WAL tail is then only on the
+ * store).
+ */
+extern bool memtable_rows(SharedStoreSlot *slot, int64 *rows);
+
+/* The memtable's age: when its oldest batch became durable (0 if empty). */
+extern TimestampTz memtable_oldest(SharedStoreSlot *slot, int64 *bytes);
+
+#endif							/* ROLLOUT_MEMTABLE_H */

@@ -1,0 +1,18 @@
+/*-------------------------------------------------------------------------
+ *
+ * scratch.h
+ *		Local scratch files (core/scratch.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ROLLOUT_SCRATCH_H
+#define ROLLOUT_SCRATCH_H
+
+/*
+ * A path for a new local scratch file, unique per call, in the data
+ * directory's temporary folder (removed at the next start after a crash).
+ * purpose ends the name, for whoever looks at the folder.
+ */
+extern char *rollout_scratch_file_path(const char *purpose);
+
+#endif							/* ROLLOUT_SCRATCH_H */

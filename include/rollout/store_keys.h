@@ -1,0 +1,28 @@
+/*-------------------------------------------------------------------------
+ *
+ * store_keys.h
+ *		The names of a store's objects (core/store_keys.c, DESIGN.md §3).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ROLLOUT_STORE_KEYS_H
+#define ROLLOUT_STORE_KEYS_H
+
+#include "rollout/store.h"
+
+/* Object keys, all relative to the location root. */
+extern char *rollout_key_store_json(RolloutStore *store);
+extern char *rollout_key_shard_registry(RolloutStore *store, const char *shard);
+extern char *rollout_key_wal(RolloutStore *store, const char *shard, int64 position);
+extern char *rollout_key_wal_prefix(RolloutStore *store, const char *shard);
+extern char *rollout_key_generation(RolloutStore *store, const char *shard, int64 number);
+extern char *rollout_key_shard_manifest_prefix(RolloutStore *store, const char *shard);
+extern char *rollout_key_base_manifest_prefix(RolloutStore *store);
+
+/* Parse the number out of a ".../00000000000000000042.ext" key; -1 if none. */
+extern int64 rollout_key_number(const char *key);
+
+/* Key of a new base fragment: base/data/<uuid>.seg */
+extern char *rollout_key_new_fragment(RolloutStore *store);
+
+#endif							/* ROLLOUT_STORE_KEYS_H */

@@ -1,0 +1,426 @@
+/*-------------------------------------------------------------------------
+ *
+ * memtable.c
+ *		The memtable: rows of durable WAL entries this cluster wrote and
+ *		has not flushed, in shared memory (DESIGN.md §6.4).
+ *
+ * The rows live in one DSA area of rollout_fdw.memtable_size, placed in the
+ * main shared memory segment and never growing past it, shared by every
+ * store: a full memtable means back-pressure (group_commit.c), not more
+ * memory.  A committer reserves its bytes from one budget first
+ * (memtable_budget_take), then allocates its commit request; once the
+ * request's WAL entry is durable, the requests of that entry become one
+ * batch of its store's slot (memtable_add_batch).  Scans copy the batches
+ * (memtable_sources), flush writes them into a generation and then drops
+ * them (memtable_trim).
+ *
+ * Credentials.  A scan takes from memory only the batches written through
+ * its own store handle's credentials (the access fingerprint); for any
+ * other it gets the batch's WAL entry, to read from the store with its own.
+ * Without that, a role whose server merely repeated another store's
+ * location could read that store's unflushed rows.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "rollout/memtable.h"
+#include "rollout/store_keys.h"
+#include "rollout/wal.h"
+
+/* rollout_fdw.memtable_size (kB) */
+static int	memtable_size_kb = 256 * 1024;
+
+typedef struct MemtableState
+{
+	int			tranche_id;
+	slock_t		usage_lock;		/* used */
+	int64		used;			/* reserved bytes of every slot together */
+} MemtableState;
+
+static MemtableState *memtable_state = NULL;
+static void *memtable_place = NULL;
+static dsa_area *memtable_area = NULL;
+
+void
+memtable_define_settings(void)
+{
+	DefineCustomIntVariable("rollout_fdw.memtable_size",
+							"Shared memory for the memtable: committed rows not yet flushed.",
+							"When it is full, committers wait for a flush.",
+							&memtable_size_kb,
+							256 * 1024, 1024, MAX_KILOBYTES,
+							PGC_POSTMASTER,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+}
+
+static Size
+memtable_area_size(void)
+{
+	return (Size) memtable_size_kb * 1024;
+}
+
+Size
+memtable_shmem_size(void)
+{
+	return add_size(MAXALIGN(sizeof(MemtableState)), memtable_area_size());
+}
+
+/* Create or attach the memtable (shmem startup hook, AddinShmemInitLock held). */
+void
+memtable_shmem_init(void)
+{
+	bool		found_state;
+	bool		found_area;
+
+	memtable_state = ShmemInitStruct("rollout_fdw memtable state",
+									 sizeof(MemtableState), &found_state);
+	memtable_place = ShmemInitStruct("rollout_fdw memtable", memtable_area_size(),
+									 &found_area);
+	if (!found_state)
+	{
+		dsa_area   *area;
+
+		memset(memtable_state, 0, sizeof(MemtableState));
+		memtable_state->tranche_id = LWLockNewTrancheId();
+		SpinLockInit(&memtable_state->usage_lock);
+
+		/*
+		 * Backends attach to the area on first use (memtable_dsa); the
+		 * size limit keeps it inside the segment.
+		 */
+		area = dsa_create_in_place(memtable_place, memtable_area_size(),
+								   memtable_state->tranche_id, NULL);
+		dsa_set_size_limit(area, memtable_area_size());
+	}
+	LWLockRegisterTranche(memtable_state->tranche_id, "rollout_fdw memtable");
+}
+
+dsa_area *
+memtable_dsa(void)
+{
+	if (memtable_area == NULL)
+	{
+		MemoryContext oldcontext = MemoryContextSwitchTo(TopMemoryContext);
+
+		memtable_area = dsa_attach_in_place(memtable_place, NULL);
+		MemoryContextSwitchTo(oldcontext);
+	}
+	return memtable_area;
+}
+
+/*
+ * What the DSA area really holds: its allocator keeps superblocks and size
+ * classes, so it runs out well before its nominal size (at about 80% in our
+ * measurements).  Reserving against 70% makes back-pressure a wait for a
+ * flush rather than a failed allocation.
+ */
+static int64
+memtable_usable_bytes(void)
+{
+	return (int64) (memtable_area_size() / 10 * 7);
+}
+
+/* Take size bytes of the whole memtable's budget; false if they do not fit. */
+bool
+memtable_budget_take(int64 size)
+{
+	bool		fits;
+
+	SpinLockAcquire(&memtable_state->usage_lock);
+	fits = memtable_state->used + size <= memtable_usable_bytes();
+	if (fits)
+		memtable_state->used += size;
+	SpinLockRelease(&memtable_state->usage_lock);
+	return fits;
+}
+
+void
+memtable_budget_return(int64 size)
+{
+	SpinLockAcquire(&memtable_state->usage_lock);
+	memtable_state->used -= size;
+	SpinLockRelease(&memtable_state->usage_lock);
+}
+
+int64
+memtable_max_transaction_bytes(void)
+{
+	/* a quarter of what the memtable holds: a few of them always fit */
+	return memtable_usable_bytes() / 4;
+}
+
+/*
+ * Unlink the oldest memtable batch and free it with its requests, giving
+ * their bytes back to the budget (slot lock held exclusively).
+ */
+static void
+memtable_drop_oldest(SharedStoreSlot *slot, dsa_area *area)
+{
+	dsa_pointer batch_pointer = slot->mem_head;
+	MemBatch   *batch = dsa_get_address(area, batch_pointer);
+
+	slot->mem_head = batch->next;
+	if (!DsaPointerIsValid(slot->mem_head))
+		slot->mem_tail = InvalidDsaPointer;
+	slot->mem_bytes -= batch->bytes;
+	slot->mem_rows -= batch->row_count;
+	slot->mem_ingest_rows -= batch->ingest_rows;
+	slot->mem_batches--;
+	for (dsa_pointer p = batch->requests; DsaPointerIsValid(p);)
+	{
+		dsa_pointer next = ((CommitRequest *) dsa_get_address(area, p))->next;
+
+		dsa_free(area, p);
+		p = next;
+	}
+	memtable_budget_return(batch->bytes - sizeof(MemBatch));
+	dsa_free(area, batch_pointer);
+}
+
+/* Drop every batch of a slot (slot lock held exclusively). */
+void
+memtable_clear(SharedStoreSlot *slot)
+{
+	dsa_area   *area = memtable_dsa();
+
+	while (DsaPointerIsValid(slot->mem_head))
+		memtable_drop_oldest(slot, area);
+}
+
+/* The ingest references serialised after a commit request's rows. */
+List *
+memtable_request_ingest(CommitRequest *request)
+{
+	List	   *ingest = NIL;
+	const char *p = request->data + request->rows_len;
+	const char *end = p + request->ingest_len;
+
+	while (p < end)
+	{
+		WalIngestRef *ref = palloc0(sizeof(WalIngestRef));
+		char	   *space = strchr(p, ' ');
+
+		ref->rows = strtoll(p, NULL, 10);
+		ref->file = pstrdup(space + 1);
+		ingest = lappend(ingest, ref);
+		p += strlen(p) + 1;
+	}
+	return ingest;
+}
+
+/*
+ * Make the requests chained from head, whose WAL entry at position (with
+ * effective stamp) is durable, the slot's newest batch; batch_pointer is
+ * its header, allocated before the entry was written (so that nothing can
+ * fail once it is).  The caller holds the slot's lock exclusively.
+ */
+void
+memtable_add_batch(SharedStoreSlot *slot, dsa_pointer batch_pointer,
+				   dsa_pointer head, int64 position, int64 stamp,
+				   const char *fingerprint)
+{
+	dsa_area   *area = memtable_dsa();
+	MemBatch   *batch = dsa_get_address(area, batch_pointer);
+
+	batch->next = InvalidDsaPointer;
+	strlcpy(batch->fingerprint, fingerprint, OBJSTORE_FINGERPRINT_LEN);
+	batch->position = position;
+	batch->stamp = stamp;
+	batch->row_count = 0;
+	batch->ingest_rows = 0;
+	batch->durable_at = GetCurrentTimestamp();
+	batch->requests = head;
+	batch->bytes = sizeof(MemBatch);
+	for (dsa_pointer p = head; DsaPointerIsValid(p);)
+	{
+		CommitRequest *request = dsa_get_address(area, p);
+		const char *ref = request->data + request->rows_len;
+		const char *end = ref + request->ingest_len;
+
+		batch->bytes += request->size;
+		batch->row_count += request->row_count;
+		/* each reference is "<rows> <file>" and a NUL */
+		for (; ref < end; ref += strlen(ref) + 1)
+			batch->ingest_rows += strtoll(ref, NULL, 10);
+		p = request->next;
+	}
+
+	if (DsaPointerIsValid(slot->mem_tail))
+		((MemBatch *) dsa_get_address(area, slot->mem_tail))->next = batch_pointer;
+	else
+		slot->mem_head = batch_pointer;
+	slot->mem_tail = batch_pointer;
+	slot->mem_bytes += batch->bytes;
+	slot->mem_rows += batch->row_count;
+	slot->mem_ingest_rows += batch->ingest_rows;
+	slot->mem_batches++;
+}
+
+/*
+ * Copy one batch into snapshot sources.  A scan (not rows_only) takes from
+ * memory only a batch written through its own credentials; for any other it
+ * gets the batch's WAL entry, to read from the store with its own (see the
+ * file header).  The entry exists: it is unflushed, and garbage collection
+ * removes only entries a flush sealed, after the grace period.
+ */
+static void
+memtable_batch_sources(RolloutStore *store, dsa_area *area, MemBatch *batch,
+					   bool rows_only, List **sources, List **ingest_seen)
+{
+	SnapshotSource *source;
+	StringInfoData rows;
+	ListCell   *lc;
+
+	if (!rows_only &&
+		strcmp(batch->fingerprint, store->objstore->access_fingerprint) != 0)
+	{
+		source = snapshot_source_new(SNAPSHOT_WAL_ENTRY);
+		source->key = rollout_key_wal(store, store->shard, batch->position);
+		source->shard = store->shard;
+		source->shard_hash = store->shard_hash;
+		source->position = batch->position;
+		source->stamp_floor = batch->stamp - 1;
+		*sources = lappend(*sources, source);
+		return;
+	}
+
+	source = snapshot_source_new(SNAPSHOT_MEMTABLE);
+	initStringInfo(&rows);
+	for (dsa_pointer p = batch->requests; DsaPointerIsValid(p);)
+	{
+		CommitRequest *request = dsa_get_address(area, p);
+		List	   *ingest = memtable_request_ingest(request);
+
+		appendBinaryStringInfo(&rows, request->data, request->rows_len);
+		foreach(lc, ingest)
+		{
+			WalIngestRef *ref = lfirst(lc);
+
+			if (rows_only)
+			{
+				IngestSeen *seen = palloc0(sizeof(IngestSeen));
+
+				seen->file = ref->file;
+				seen->rows = ref->rows;
+				seen->position = batch->position;
+				seen->stamp = batch->stamp;
+				*ingest_seen = lappend(*ingest_seen, seen);
+			}
+			else
+			{
+				SnapshotSource *ingest_source = snapshot_source_new(SNAPSHOT_INGEST);
+
+				ingest_source->key = ref->file;
+				ingest_source->shard = store->shard;
+				ingest_source->shard_hash = store->shard_hash;
+				ingest_source->position = batch->position;
+				ingest_source->rows = ref->rows;
+				ingest_source->stamp_fixed = batch->stamp;
+				*sources = lappend(*sources, ingest_source);
+			}
+		}
+		p = request->next;
+	}
+	source->key = psprintf("memtable position %lld", (long long) batch->position);
+	source->shard = store->shard;
+	source->shard_hash = store->shard_hash;
+	source->position = batch->position;
+	source->rows = batch->row_count;
+	source->stamp_fixed = batch->stamp;
+	source->rows_data = rows.data;
+	source->rows_len = rows.len;
+	if (rows.len > 0)
+		*sources = lappend(*sources, source);
+}
+
+static bool
+memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,
+				 List **sources, List **ingest_seen, int64 *last_position,
+				 int64 *last_stamp)
+{
+	dsa_area   *area = memtable_dsa();
+	bool		ready;
+
+	*sources = NIL;
+	LWLockAcquire(&slot->lock, LW_SHARED);
+	ready = slot->writer_state == WRITER_READY;
+	if (ready)
+	{
+		for (dsa_pointer p = slot->mem_head; DsaPointerIsValid(p);)
+		{
+			MemBatch   *batch = dsa_get_address(area, p);
+
+			memtable_batch_sources(store, area, batch, rows_only, sources, ingest_seen);
+			if (last_position)
+				*last_position = batch->position;
+			if (last_stamp)
+				*last_stamp = batch->stamp;
+			p = batch->next;
+		}
+	}
+	LWLockRelease(&slot->lock);
+	return ready;
+}
+
+bool
+memtable_sources(RolloutStore *store, SharedStoreSlot *slot, List **sources)
+{
+	return memtable_collect(store, slot, false, sources, NULL, NULL, NULL);
+}
+
+bool
+memtable_for_flush(RolloutStore *store, SharedStoreSlot *slot,
+						  List **sources, List **ingest_seen,
+						  int64 *last_position, int64 *last_stamp)
+{
+	*ingest_seen = NIL;
+	*last_position = 0;
+	return memtable_collect(store, slot, true, sources, ingest_seen,
+							last_position, last_stamp) &&
+		*last_position > 0;
+}
+
+void
+memtable_trim(SharedStoreSlot *slot, int64 upto_position)
+{
+	dsa_area   *area = memtable_dsa();
+
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	while (DsaPointerIsValid(slot->mem_head) &&
+		   ((MemBatch *) dsa_get_address(area, slot->mem_head))->position <= upto_position)
+		memtable_drop_oldest(slot, area);
+	LWLockRelease(&slot->lock);
+}
+
+bool
+memtable_rows(SharedStoreSlot *slot, int64 *rows)
+{
+	bool		ready;
+
+	LWLockAcquire(&slot->lock, LW_SHARED);
+	ready = slot->writer_state == WRITER_READY;
+	*rows = slot->mem_rows + slot->mem_ingest_rows;
+	LWLockRelease(&slot->lock);
+	return ready;
+}
+
+TimestampTz
+memtable_oldest(SharedStoreSlot *slot, int64 *bytes)
+{
+	TimestampTz oldest = 0;
+
+	LWLockAcquire(&slot->lock, LW_SHARED);
+	if (DsaPointerIsValid(slot->mem_head))
+		oldest = ((MemBatch *) dsa_get_address(memtable_dsa(), slot->mem_head))->durable_at;
+	*bytes = slot->mem_bytes;
+	LWLockRelease(&slot->lock);
+	return oldest;
+}

@@ -1,0 +1,323 @@
+/*-------------------------------------------------------------------------
+ *
+ * shared_store.c
+ *		The slots of shared memory, one per (store, shard) this cluster
+ *		touches: finding them, creating them, and keeping them about the
+ *		right creation of the store.
+ *
+ * Shared memory holds rollout_fdw.max_stores slots (shared_store.h has the
+ * layout).  A slot is found by the object store's identity
+ * (ObjectStore.identity: the directory, or endpoint, bucket and prefix),
+ * not the location string, which two servers with different endpoints may
+ * share, and by the store's name and this cluster's shard.  Slots are never
+ * freed: a store this cluster wrote keeps its slot until restart.
+ *
+ * Credentials.  Backends of every role and database share a slot, but none
+ * reads or writes through another's credentials: commit requests and
+ * memtable batches carry the access fingerprint of the store handle they
+ * came through (group_commit.c, memtable.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/condition_variable.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/wait_event.h"
+#include "utils/guc.h"
+
+#include "rollout/memtable.h"
+#include "rollout/shared_store.h"
+
+/* rollout_fdw.max_stores */
+static int	max_stores_setting = 64;
+
+typedef struct SharedStoreState
+{
+	int			max_stores;
+	int			tranche_id;
+	LWLock		registry_lock;	/* slot allocation */
+	SharedStoreSlot slots[FLEXIBLE_ARRAY_MEMBER];
+} SharedStoreState;
+
+static SharedStoreState *shared_state = NULL;
+
+void
+shared_store_define_settings(void)
+{
+	DefineCustomIntVariable("rollout_fdw.max_stores",
+							"Stores (per shard) this cluster can write with group commit and memtable.",
+							NULL,
+							&max_stores_setting,
+							64, 1, 10000,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+}
+
+Size
+shared_store_shmem_size(void)
+{
+	return add_size(offsetof(SharedStoreState, slots),
+					mul_size(max_stores_setting, sizeof(SharedStoreSlot)));
+}
+
+/* Create or attach the slots (shmem startup hook, AddinShmemInitLock held). */
+void
+shared_store_shmem_init(void)
+{
+	bool		found;
+
+	shared_state = ShmemInitStruct("rollout_fdw shared stores",
+								   shared_store_shmem_size(), &found);
+	if (!found)
+	{
+		memset(shared_state, 0, shared_store_shmem_size());
+		shared_state->max_stores = max_stores_setting;
+		shared_state->tranche_id = LWLockNewTrancheId();
+		LWLockInitialize(&shared_state->registry_lock, shared_state->tranche_id);
+		for (int i = 0; i < shared_state->max_stores; i++)
+		{
+			SharedStoreSlot *slot = &shared_state->slots[i];
+
+			LWLockInitialize(&slot->lock, shared_state->tranche_id);
+			ConditionVariableInit(&slot->commit_cv);
+			ConditionVariableInit(&slot->state_cv);
+			slot->queue_head = slot->queue_tail = InvalidDsaPointer;
+			slot->mem_head = slot->mem_tail = InvalidDsaPointer;
+		}
+	}
+	LWLockRegisterTranche(shared_state->tranche_id, "rollout_fdw");
+}
+
+bool
+rollout_shared_available(void)
+{
+	return shared_state != NULL;
+}
+
+static bool
+slot_matches_names(SharedStoreSlot *slot, const char *identity,
+				   const char *store_name, const char *shard)
+{
+	return slot->in_use &&
+		strcmp(slot->identity, identity) == 0 &&
+		strcmp(slot->store, store_name) == 0 &&
+		strcmp(slot->shard, shard) == 0;
+}
+
+static bool
+slot_matches(SharedStoreSlot *slot, RolloutStore *store)
+{
+	return slot_matches_names(slot, store->objstore->identity, store->name,
+							  store->shard);
+}
+
+/*
+ * Find (and, if location is not NULL, make) the slot of (identity, store,
+ * shard); location is what the view shows for a new slot.
+ */
+static SharedStoreSlot *
+slot_by_names(const char *identity, const char *store_name, const char *shard,
+			  const char *location)
+{
+	SharedStoreSlot *found = NULL;
+	bool		create = location != NULL;
+
+	if (!rollout_shared_available() ||
+		strlen(identity) >= SLOT_LOCATION_LEN ||
+		(location != NULL && strlen(location) >= SLOT_LOCATION_LEN) ||
+		strlen(store_name) >= SLOT_STORE_LEN || strlen(shard) >= SLOT_SHARD_LEN)
+		return NULL;
+
+	LWLockAcquire(&shared_state->registry_lock, create ? LW_EXCLUSIVE : LW_SHARED);
+	for (int i = 0; i < shared_state->max_stores && found == NULL; i++)
+		if (slot_matches_names(&shared_state->slots[i], identity, store_name, shard))
+			found = &shared_state->slots[i];
+	for (int i = 0; create && i < shared_state->max_stores && found == NULL; i++)
+	{
+		SharedStoreSlot *slot = &shared_state->slots[i];
+
+		if (slot->in_use)
+			continue;
+		strlcpy(slot->identity, identity, SLOT_LOCATION_LEN);
+		strlcpy(slot->location, location, SLOT_LOCATION_LEN);
+		strlcpy(slot->store, store_name, SLOT_STORE_LEN);
+		strlcpy(slot->shard, shard, SLOT_SHARD_LEN);
+		slot->writer_state = WRITER_NONE;
+		slot->in_use = true;
+		found = slot;
+	}
+	LWLockRelease(&shared_state->registry_lock);
+	return found;
+}
+
+/*
+ * A slot keeps state about one creation of a store.  When a backend meets
+ * the store under another incarnation (deleted and created again under the
+ * same name), the slot's memtable and claim belong to files that are gone:
+ * forget them, so that the next commit claims the new store afresh and no
+ * row of the old store leaks into it.  Waits for a group commit in flight.
+ */
+void
+shared_store_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
+{
+	/* a store not created yet has no incarnation to speak of */
+	if (store->pending_definition != NULL ||
+		strncmp(slot->incarnation, store->incarnation, SLOT_SHARD_LEN - 1) == 0)
+		return;
+	for (;;)
+	{
+		bool		busy;
+
+		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+		busy = slot->leader_active || DsaPointerIsValid(slot->queue_head) ||
+			slot->flushing || slot->writer_state == WRITER_INITIALIZING;
+		if (!busy)
+		{
+			if (strncmp(slot->incarnation, store->incarnation, SLOT_SHARD_LEN - 1) != 0)
+			{
+				memtable_clear(slot);
+				slot->writer_state = WRITER_NONE;
+				slot->times_fenced = 0;
+				slot->epoch = slot->tip = slot->last_stamp = 0;
+				strlcpy(slot->incarnation, store->incarnation, SLOT_SHARD_LEN);
+			}
+			LWLockRelease(&slot->lock);
+			return;
+		}
+		LWLockRelease(&slot->lock);
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(10 * 1000L);
+	}
+}
+
+SharedStoreSlot *
+shared_store_lookup(RolloutStore *store)
+{
+	SharedStoreSlot *found;
+
+	if (!rollout_shared_available())
+		return NULL;
+	if (store->shared_slot != NULL && slot_matches(store->shared_slot, store))
+		return store->shared_slot;
+	found = slot_by_names(store->objstore->identity, store->name, store->shard,
+						  NULL);
+	if (found != NULL)
+	{
+		shared_store_adopt_incarnation(found, store);
+		store->shared_slot = found;
+	}
+	return found;
+}
+
+SharedStoreSlot *
+shared_store_slot(RolloutStore *store)
+{
+	static bool warned_full = false;
+	SharedStoreSlot *found;
+
+	if (!rollout_shared_available())
+		return NULL;
+	if (store->shared_slot != NULL && slot_matches(store->shared_slot, store))
+		return store->shared_slot;
+	found = slot_by_names(store->objstore->identity, store->name, store->shard,
+						  store->location);
+	if (found != NULL)
+		shared_store_adopt_incarnation(found, store);
+	if (found == NULL && !warned_full)
+	{
+		ereport(WARNING,
+				(errmsg("all %d rollout_fdw shared store slots are in use",
+						shared_state->max_stores),
+				 errdetail("Store \"%s\" is written without group commit and memtable.",
+						   store->name),
+				 errhint("Raise rollout_fdw.max_stores (needs a restart).")));
+		warned_full = true;
+	}
+	store->shared_slot = found;
+	return found;
+}
+
+bool
+shared_writer_is_ready(SharedStoreSlot *slot)
+{
+	bool		ready;
+
+	LWLockAcquire(&slot->lock, LW_SHARED);
+	ready = slot->writer_state == WRITER_READY;
+	LWLockRelease(&slot->lock);
+	return ready;
+}
+
+void
+shared_flush_begin(SharedStoreSlot *slot)
+{
+	ConditionVariablePrepareToSleep(&slot->state_cv);
+	for (;;)
+	{
+		bool		mine;
+
+		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+		mine = !slot->flushing;
+		if (mine)
+			slot->flushing = true;
+		LWLockRelease(&slot->lock);
+		if (mine)
+			break;
+		ConditionVariableSleep(&slot->state_cv, PG_WAIT_EXTENSION);
+	}
+	ConditionVariableCancelSleep();
+}
+
+void
+shared_flush_end(SharedStoreSlot *slot)
+{
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	slot->flushing = false;
+	LWLockRelease(&slot->lock);
+	ConditionVariableBroadcast(&slot->state_cv);
+}
+
+/*
+ * Every slot of a location string, store name and shard: an error about a
+ * store that could not even be opened (its identity unknown) is recorded in
+ * them (store_stats.c).
+ */
+void
+shared_store_foreach_by_name(const char *location, const char *store_name,
+							 const char *shard,
+							 void (*callback) (SharedStoreSlot *slot, void *arg),
+							 void *arg)
+{
+	if (!rollout_shared_available())
+		return;
+	for (int i = 0; i < shared_state->max_stores; i++)
+	{
+		SharedStoreSlot *slot = &shared_state->slots[i];
+		bool		matches;
+
+		LWLockAcquire(&shared_state->registry_lock, LW_SHARED);
+		matches = slot->in_use && strcmp(slot->location, location) == 0 &&
+			strcmp(slot->store, store_name) == 0 && strcmp(slot->shard, shard) == 0;
+		LWLockRelease(&shared_state->registry_lock);
+		if (matches)
+			callback(slot, arg);
+	}
+}
+
+/* The slot array and its length (slots not in use included). */
+int
+shared_store_slots(SharedStoreSlot **slots)
+{
+	if (!rollout_shared_available())
+	{
+		*slots = NULL;
+		return 0;
+	}
+	*slots = shared_state->slots;
+	return shared_state->max_stores;
+}

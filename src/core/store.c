@@ -1,0 +1,458 @@
+/*-------------------------------------------------------------------------
+ *
+ * store.c
+ *		Open a rollout store: create or check _store.json, build the segment
+ *		schema, and name the objects of the store.
+ *
+ * _store.json is written exactly once, with create-if-absent, by the first
+ * cluster that opens the store; every later open compares the foreign
+ * table's columns with it.  The schema it fixes (column order, types, key)
+ * is the schema of every segment in the store, so a table whose definition
+ * drifted from it must be refused before it reads or writes anything.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "access/tupmacs.h"
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "storage/fd.h"
+#include "utils/guc.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "rollout/json_doc.h"
+#include "rollout/shard.h"
+#include "rollout/store.h"
+#include "rollout/store_keys.h"
+
+int			store_rows_per_group = SEGMENT_DEFAULT_ROWS_PER_GROUP;
+
+static void store_init_schema_from_json(RolloutStore *store,
+										const RolloutStoreSpec *spec,
+										const char *json, int len,
+										const char *object_name);
+static char *store_json_for_spec(const RolloutStoreSpec *spec);
+static char *store_type_name(Oid typid);
+static void store_init_column(RolloutStore *store, int c, JsonDoc *doc,
+							  JsonbContainer *col, const char *name,
+							  const RolloutColumnSpec *spec_column);
+
+/* ----------------------------------------------------------------
+ * Opening
+ * ----------------------------------------------------------------
+ */
+
+void
+store_define_settings(void)
+{
+	DefineCustomIntVariable("rollout_fdw.rows_per_group",
+							"Rows per row group in the segments this backend writes.",
+							NULL,
+							&store_rows_per_group,
+							SEGMENT_DEFAULT_ROWS_PER_GROUP, 1, 1024 * 1024,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+}
+
+/*
+ * Open the store a foreign table describes.  Creates _store.json from the
+ * table's definition when the store is new; otherwise checks the table
+ * against it.  The result lives in a new context under parent.
+ */
+RolloutStore *
+rollout_store_open(const RolloutStoreSpec *spec, MemoryContext parent)
+{
+	MemoryContext context;
+	MemoryContext oldcontext;
+	RolloutStore *store;
+	StringInfoData json;
+	char	   *key;
+
+	/*
+	 * The embedded default is a folder of this data directory.  A standby's
+	 * copy of it came with its base backup and never follows the primary:
+	 * reading it would show stale rows as if they were current.
+	 */
+	if (RecoveryInProgress() && objstore_location_is_default(spec->location))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot read store \"%s\" in the embedded default location on a standby",
+						spec->store_name),
+				 errdetail("The embedded default is a folder of the primary's data directory; a standby's copy of it is as old as its base backup."),
+				 errhint("Keep stores that standbys read at a location both servers reach: file:// on shared storage, s3:// or az://.")));
+
+	context = AllocSetContextCreate(parent, "rollout store",
+									ALLOCSET_SMALL_SIZES);
+	oldcontext = MemoryContextSwitchTo(context);
+
+	/* a store that fails to open must not leave its context in parent */
+	PG_TRY();
+	{
+		store = palloc0(sizeof(RolloutStore));
+		store->context = context;
+		store->name = pstrdup(spec->store_name);
+		store->objstore = objstore_open(spec->location, spec->location_options,
+										spec->allow_environment_credentials);
+		store->location = pstrdup(store->objstore->location);
+		store->location_is_default = objstore_location_is_default(spec->location);
+		store->shard = rollout_current_shard_id();
+		store->shard_hash = rollout_shard_hash(store->shard);
+
+		key = rollout_key_store_json(store);
+		initStringInfo(&json);
+		if (!objstore_get(store->objstore, key, &json))
+		{
+			/*
+			 * A new store.  Reading it needs nothing on storage (it is
+			 * empty), so _store.json is written by the first write, not by a
+			 * SELECT (which may run on a hot standby, or by a user who may
+			 * only read).
+			 */
+			store->pending_definition = store_json_for_spec(spec);
+			appendStringInfoString(&json, store->pending_definition);
+		}
+		store_init_schema_from_json(store, spec, json.data, json.len, key);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(oldcontext);
+		MemoryContextDelete(context);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	MemoryContextSwitchTo(oldcontext);
+	return store;
+}
+
+/*
+ * Make sure _store.json exists before the first write.  Two clusters may
+ * create the same store at once: the loser of the create-if-absent checks
+ * that the winner's definition is the one this store was opened with.
+ */
+void
+rollout_store_ensure_created(RolloutStore *store)
+{
+	char	   *key;
+	StringInfoData json;
+	JsonDoc    *doc;
+	JsonbContainer *columns;
+	bool		same;
+
+	if (store->pending_definition == NULL)
+		return;
+	key = rollout_key_store_json(store);
+	if (objstore_create_if_absent(store->objstore, key, store->pending_definition,
+								  strlen(store->pending_definition),
+								  objstore_new_put_id()) == OBJSTORE_CREATED)
+	{
+		store->pending_definition = NULL;
+		return;
+	}
+
+	initStringInfo(&json);
+	if (!objstore_get(store->objstore, key, &json))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("store \"%s\" vanished while it was being created",
+						store->name)));
+	doc = json_doc_parse(json.data, json.len, key);
+	columns = json_doc_container(doc, doc->root, "columns", true, true);
+	same = strcmp(json_doc_text(doc, doc->root, "key", true),
+				  store->schema.columns[store->key_column].name) == 0 &&
+		json_doc_array_length(columns) == store->user_column_count;
+	for (int c = 0; same && c < store->user_column_count; c++)
+	{
+		JsonbContainer *col = json_doc_array_object(doc, columns, c);
+
+		char	   *encoding = json_doc_text(doc, col, "encoding", false);
+
+		same = strcmp(json_doc_text(doc, col, "name", true),
+					  store->schema.columns[c].name) == 0 &&
+			strcmp(json_doc_text(doc, col, "type", true),
+				   store_type_name(store->codecs[c].typid)) == 0 &&
+			strcmp(encoding ? encoding : "image",
+				   portable_encoding_name(store->codecs[c].encoding)) == 0;
+	}
+	if (!same)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+				 errmsg("store \"%s\" was just created by another session with a different definition",
+						store->name),
+				 errhint("Check the foreign table against %s and retry.", key)));
+	{
+		char	   *winner = json_doc_text(doc, doc->root, "incarnation", false);
+		MemoryContext oldcontext = MemoryContextSwitchTo(store->context);
+
+		if (winner != NULL)
+			store->incarnation = pstrdup(winner);
+		MemoryContextSwitchTo(oldcontext);
+	}
+	store->pending_definition = NULL;
+}
+
+void
+rollout_store_close(RolloutStore *store)
+{
+	objstore_close(store->objstore);
+	MemoryContextDelete(store->context);
+}
+
+/* The type's name as _store.json records it (no typmod: storage ignores it). */
+static char *
+store_type_name(Oid typid)
+{
+	return format_type_be_qualified(typid);
+}
+
+/*
+ * _store.json for a new store: the format version, the key and the columns
+ * in the table's order.
+ */
+static char *
+store_json_for_spec(const RolloutStoreSpec *spec)
+{
+	StringInfoData buf;
+	bool		first = true;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	json_append_member_int64(&buf, &first, "format_version",
+							 ROLLOUT_STORE_FORMAT_VERSION);
+	json_append_member_text(&buf, &first, "store", spec->store_name);
+	json_append_member_text(&buf, &first, "key", spec->key_column);
+	json_append_member_text(&buf, &first, "incarnation", objstore_new_put_id());
+	json_append_member_text(&buf, &first, "created_at",
+							timestamptz_to_str(GetCurrentTimestamp()));
+	json_append_member_raw(&buf, &first, "columns", "[");
+	for (int i = 0; i < spec->ncolumns; i++)
+	{
+		bool		cfirst = true;
+
+		if (i > 0)
+			appendStringInfoString(&buf, ", ");
+		appendStringInfoChar(&buf, '{');
+		json_append_member_text(&buf, &cfirst, "name", spec->columns[i].name);
+		json_append_member_text(&buf, &cfirst, "type",
+								store_type_name(spec->columns[i].typid));
+		json_append_member_text(&buf, &cfirst, "encoding",
+								portable_encoding_name(portable_type_encoding(spec->columns[i].typid,
+																			  NULL)));
+		json_append_member_int64(&buf, &cfirst, "typid", spec->columns[i].typid);
+		json_append_member_int64(&buf, &cfirst, "typmod", spec->columns[i].typmod);
+		appendStringInfoChar(&buf, '}');
+	}
+	appendStringInfoString(&buf, "]}");
+	return buf.data;
+}
+
+/*
+ * Set up stored column c (named name; col is its _store.json object) for
+ * the table column spec_column: its codec and its segment column.
+ *
+ * The encoding comes from the column's type here, and must be the one the
+ * store recorded: "image" unless _store.json (version 2) says "text".  A
+ * version-1 store kept images for every type, so one with a column whose
+ * values now need text holds OIDs of the database that wrote it, which this
+ * database cannot tell apart from its own: it is refused.
+ */
+static void
+store_init_column(RolloutStore *store, int c, JsonDoc *doc, JsonbContainer *col,
+				  const char *name, const RolloutColumnSpec *spec_column)
+{
+	char	   *why = NULL;
+	PortableEncoding local = portable_type_encoding(spec_column->typid, &why);
+	char	   *stored_name = json_doc_text(doc, col, "encoding", false);
+	PortableEncoding stored = PORTABLE_IMAGE;
+	SegmentColumn *column = &store->schema.columns[c];
+
+	if (local == PORTABLE_REFUSED)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("column \"%s\" of store \"%s\" has type %s, which a rollout store cannot keep",
+						name, store->name, format_type_be(spec_column->typid)),
+				 errdetail("%s", why)));
+	if (stored_name != NULL && strcmp(stored_name, "text") == 0)
+		stored = PORTABLE_TEXT;
+	else if (stored_name != NULL && strcmp(stored_name, "image") != 0)
+		json_doc_corrupt(doc, psprintf("Column \"%s\" has the unknown encoding \"%s\".",
+									   name, stored_name));
+	if (local != stored && store->format_version < 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("store \"%s\" keeps column \"%s\" of type %s in a database-specific form",
+						store->name, name, format_type_be(spec_column->typid)),
+				 errdetail("The store was created with format version %d, which kept the internal image of such values; it names objects by OID, which mean other things, or nothing, in another database.",
+						   store->format_version),
+				 errhint("Copy the rows, from the database that wrote them and with the rollout_fdw version that wrote them, into a new store.")));
+	if (local != stored)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column \"%s\" of store \"%s\" is stored as %s, but type %s here needs %s",
+						name, store->name, portable_encoding_name(stored),
+						format_type_be(spec_column->typid),
+						portable_encoding_name(local)),
+				 errdetail("The type has the same name as the store's but is a different kind of type.")));
+
+	portable_codec_init(&store->codecs[c], local, spec_column->typid,
+						spec_column->typmod);
+	if (local == PORTABLE_TEXT)
+	{
+		/* kept as text, and never compared: text order is not its order */
+		segment_column_init(column, name, TEXTOID, -1);
+		column->has_order = false;
+		store->has_text_columns = true;
+	}
+	else
+		segment_column_init(column, name, spec_column->typid,
+							spec_column->typmod);
+}
+
+/*
+ * Check the table (spec) against _store.json and build the segment schema:
+ * the stored columns in stored order, then the hidden columns.
+ */
+static void
+store_init_schema_from_json(RolloutStore *store, const RolloutStoreSpec *spec,
+							const char *json, int len, const char *object_name)
+{
+	JsonDoc    *doc = json_doc_parse(json, len, object_name);
+	int64		format_version;
+	char	   *stored_key;
+	JsonbContainer *columns;
+	int			ncolumns;
+	SegmentSchema *schema = &store->schema;
+	bool	   *matched;
+
+	format_version = json_doc_int64(doc, doc->root, "format_version", true, 0);
+	if (format_version < ROLLOUT_STORE_OLDEST_FORMAT_VERSION ||
+		format_version > ROLLOUT_STORE_FORMAT_VERSION)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("store \"%s\" has format version %lld, but this build of rollout_fdw reads versions %d to %d",
+						store->name, (long long) format_version,
+						ROLLOUT_STORE_OLDEST_FORMAT_VERSION,
+						ROLLOUT_STORE_FORMAT_VERSION)));
+	store->format_version = (int) format_version;
+
+	/*
+	 * Which creation of the store this is: a store deleted and created again
+	 * under the same name is another store, and state kept about the old one
+	 * (the shared writer's memtable) must not leak into it.
+	 */
+	store->incarnation = json_doc_text(doc, doc->root, "incarnation", false);
+	if (store->incarnation == NULL)
+		store->incarnation = json_doc_text(doc, doc->root, "created_at", false);
+	if (store->incarnation == NULL)
+		store->incarnation = pstrdup("");
+
+	stored_key = json_doc_text(doc, doc->root, "key", true);
+	if (strcmp(stored_key, spec->key_column) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+				 errmsg("store \"%s\" is keyed by column \"%s\", not \"%s\"",
+						store->name, stored_key, spec->key_column),
+				 errhint("Set the foreign table's \"key\" option to \"%s\".",
+						 stored_key)));
+
+	columns = json_doc_container(doc, doc->root, "columns", true, true);
+	ncolumns = json_doc_array_length(columns);
+	if (ncolumns < 1)
+		json_doc_corrupt(doc, "The store has no columns.");
+
+	schema->ncolumns = ncolumns + ROLLOUT_HIDDEN_COLUMNS;
+	schema->columns = palloc0(sizeof(SegmentColumn) * schema->ncolumns);
+	schema->key_column = -1;
+	store->user_column_count = ncolumns;
+	store->codecs = palloc0(sizeof(PortableCodec) * ncolumns);
+	matched = palloc0(sizeof(bool) * Max(spec->ncolumns, 1));
+
+	for (int c = 0; c < ncolumns; c++)
+	{
+		JsonbContainer *col = json_doc_array_object(doc, columns, c);
+		char	   *name = json_doc_text(doc, col, "name", true);
+		char	   *type = json_doc_text(doc, col, "type", true);
+		int			t;
+
+		for (t = 0; t < spec->ncolumns; t++)
+			if (strcmp(spec->columns[t].name, name) == 0)
+				break;
+		if (t == spec->ncolumns)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+					 errmsg("foreign table has no column \"%s\" of store \"%s\"",
+							name, store->name),
+					 errdetail("The store's columns are fixed by its _store.json when it was created."),
+					 errhint("Add column \"%s\" of type %s to the foreign table.",
+							 name, type)));
+		if (strcmp(store_type_name(spec->columns[t].typid), type) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("column \"%s\" has type %s in the foreign table but %s in store \"%s\"",
+							name, format_type_be(spec->columns[t].typid),
+							type, store->name),
+					 errdetail("A store's column types are fixed by its _store.json when it was created.")));
+		matched[t] = true;
+		store_init_column(store, c, doc, col, name, &spec->columns[t]);
+		if (strcmp(name, stored_key) == 0)
+			schema->key_column = c;
+	}
+
+	for (int t = 0; t < spec->ncolumns; t++)
+	{
+		if (!matched[t])
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+					 errmsg("column \"%s\" of the foreign table does not exist in store \"%s\"",
+							spec->columns[t].name, store->name),
+					 errdetail("The store's columns are fixed by its _store.json when it was created.")));
+	}
+	if (schema->key_column < 0)
+		json_doc_corrupt(doc, "The key column is not among the columns.");
+	if (store->codecs[schema->key_column].encoding != PORTABLE_IMAGE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("key column \"%s\" of store \"%s\" has a type whose values are stored as text",
+						stored_key, store->name),
+				 errdetail("The order of such values can differ between databases.")));
+	if (!schema->columns[schema->key_column].has_order)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("key column \"%s\" of store \"%s\" has a type without a default btree operator class",
+						stored_key, store->name)));
+
+	store->row_desc = CreateTemplateTupleDesc(ncolumns);
+	for (int c = 0; c < ncolumns; c++)
+		TupleDescInitEntry(store->row_desc, (AttrNumber) (c + 1),
+						   schema->columns[c].name, schema->columns[c].typid,
+						   schema->columns[c].typmod, 0);
+
+	store->key_column = schema->key_column;
+	store->ts_column = ncolumns;
+	store->shard_column = ncolumns + 1;
+	store->op_column = ncolumns + 2;
+	segment_column_init(&schema->columns[store->ts_column], "_ts", INT8OID, -1);
+	segment_column_init(&schema->columns[store->shard_column], "_shard", INT8OID, -1);
+	segment_column_init(&schema->columns[store->op_column], "_op", INT2OID, -1);
+}
+
+int
+rollout_store_column_index(RolloutStore *store, const char *name)
+{
+	for (int i = 0; i < store->user_column_count; i++)
+		if (strcmp(store->schema.columns[i].name, name) == 0)
+			return i;
+	return -1;
+}
+

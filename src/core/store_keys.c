@@ -1,0 +1,99 @@
+/*-------------------------------------------------------------------------
+ *
+ * store_keys.c
+ *		The names of a store's objects (DESIGN.md §3).
+ *
+ * Every object key is relative to the location root and starts with the
+ * store's name.  Numbered objects (WAL positions, generations, manifest
+ * versions) have 20-digit zero-padded names, so that a listing in byte
+ * order is numeric order.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "rollout/store_keys.h"
+
+/* ----------------------------------------------------------------
+ * Object keys
+ * ----------------------------------------------------------------
+ */
+
+char *
+rollout_key_store_json(RolloutStore *store)
+{
+	return psprintf("%s/_store.json", store->name);
+}
+
+char *
+rollout_key_shard_registry(RolloutStore *store, const char *shard)
+{
+	return psprintf("%s/_shards/%s", store->name, shard);
+}
+
+char *
+rollout_key_wal_prefix(RolloutStore *store, const char *shard)
+{
+	return psprintf("%s/shards/%s/wal/", store->name, shard);
+}
+
+char *
+rollout_key_wal(RolloutStore *store, const char *shard, int64 position)
+{
+	return psprintf("%s/shards/%s/wal/%020lld.wal", store->name, shard,
+					(long long) position);
+}
+
+char *
+rollout_key_generation(RolloutStore *store, const char *shard, int64 number)
+{
+	return psprintf("%s/shards/%s/gen/%020lld.seg", store->name, shard,
+					(long long) number);
+}
+
+char *
+rollout_key_shard_manifest_prefix(RolloutStore *store, const char *shard)
+{
+	return psprintf("%s/shards/%s/_manifest/", store->name, shard);
+}
+
+char *
+rollout_key_base_manifest_prefix(RolloutStore *store)
+{
+	return psprintf("%s/base/_manifest/", store->name);
+}
+
+/*
+ * The number in the last path component of a key such as
+ * ".../wal/00000000000000000042.wal"; -1 when the name is not 20 digits and an
+ * extension (a foreign object, which callers ignore).
+ */
+int64
+rollout_key_number(const char *key)
+{
+	const char *name = strrchr(key, '/');
+	int64		value = 0;
+	int			digits = 0;
+
+	name = name ? name + 1 : key;
+	for (const char *p = name; *p && *p != '.'; p++)
+	{
+		if (*p < '0' || *p > '9' || digits >= 20)
+			return -1;
+		if (value > (PG_INT64_MAX - 9) / 10)
+			return -1;
+		value = value * 10 + (*p - '0');
+		digits++;
+	}
+	if (digits != 20 || name[digits] != '.')
+		return -1;
+	return value;
+}
+
+
+/* Key of a new base fragment: base/data/<uuid>.seg */
+char *
+rollout_key_new_fragment(RolloutStore *store)
+{
+	return psprintf("%s/base/data/%s.seg", store->name, objstore_new_put_id());
+}

@@ -1,0 +1,342 @@
+/*-------------------------------------------------------------------------
+ *
+ * store_sources.c
+ *		Segments of a store as the segment reader reads them: one object,
+ *		reads made ahead in batches, footers of many objects, and segments
+ *		in local files.
+ *
+ * The segment reader (format/) reads through a SegmentSource, two
+ * callbacks for a byte range and a tail.  Here they read store objects,
+ * and serve what rollout_segment_sources_prefetch fetched ahead in one batch
+ * of concurrent requests, so a remote store costs a few round trips where
+ * reading one object after another would cost one per object.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "utils/memutils.h"
+
+#include "rollout/store_sources.h"
+
+/* ----------------------------------------------------------------
+ * Segment sources over store objects
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * A segment source over one object.  Bytes fetched ahead of time by
+ * rollout_segment_sources_prefetch() wait in prefetched until the reader asks
+ * for exactly that range (or that tail); each is served once and then freed,
+ * so what a source holds is bounded by what was prefetched for it.  A read
+ * nothing was prefetched for goes to the object store as before.
+ */
+typedef struct StoreObjectSource
+{
+	ObjectStore *objstore;
+	char	   *key;
+	int64		size_hint;		/* the object's size if known, else -1 */
+	List	   *prefetched;		/* PrefetchedRead * */
+	MemoryContext context;		/* where the source and its reads live */
+} StoreObjectSource;
+
+/* One read made ahead of time: its request and its result. */
+typedef struct PrefetchedRead
+{
+	bool		tail;
+	int64		offset;
+	int64		length;
+	bool		found;
+	int64		object_size;
+	StringInfoData data;
+} PrefetchedRead;
+
+/*
+ * The prefetched read matching a request, taken out of the source's list,
+ * or NULL.
+ */
+static PrefetchedRead *
+store_object_take_prefetched(StoreObjectSource *source, bool tail,
+							 int64 offset, int64 length)
+{
+	ListCell   *lc;
+
+	foreach(lc, source->prefetched)
+	{
+		PrefetchedRead *read = lfirst(lc);
+
+		if (read->tail == tail && read->length == length &&
+			(tail || read->offset == offset))
+		{
+			source->prefetched = foreach_delete_current(source->prefetched, lc);
+			return read;
+		}
+	}
+	return NULL;
+}
+
+/* Hand a prefetched read's result to the reader, and free it. */
+static bool
+store_object_serve_prefetched(PrefetchedRead *read, StringInfo out,
+							  int64 *object_size)
+{
+	bool		found = read->found;
+
+	if (found)
+	{
+		appendBinaryStringInfo(out, read->data.data, read->data.len);
+		if (object_size)
+			*object_size = read->object_size;
+	}
+	pfree(read->data.data);
+	pfree(read);
+	return found;
+}
+
+static bool
+store_object_read_range(void *arg, int64 offset, int64 length, StringInfo out)
+{
+	StoreObjectSource *source = arg;
+	PrefetchedRead *read = store_object_take_prefetched(source, false,
+														offset, length);
+
+	if (read != NULL)
+		return store_object_serve_prefetched(read, out, NULL);
+	return objstore_get_range(source->objstore, source->key, offset, length,
+							  out, NULL);
+}
+
+static bool
+store_object_read_tail(void *arg, int64 length, StringInfo out,
+					   int64 *object_size)
+{
+	StoreObjectSource *source = arg;
+	PrefetchedRead *read = store_object_take_prefetched(source, true, 0, length);
+
+	if (read != NULL)
+		return store_object_serve_prefetched(read, out, object_size);
+	return objstore_get_tail(source->objstore, source->key, length, out,
+							 object_size);
+}
+
+SegmentSource *
+rollout_segment_source(RolloutStore *store, const char *key, int64 size_hint)
+{
+	SegmentSource *source = palloc0(sizeof(SegmentSource));
+	StoreObjectSource *arg = palloc0(sizeof(StoreObjectSource));
+
+	arg->objstore = store->objstore;
+	arg->key = pstrdup(key);
+	arg->size_hint = size_hint;
+	arg->context = CurrentMemoryContext;
+	source->name = arg->key;
+	source->arg = arg;
+	source->read_range = store_object_read_range;
+	source->read_tail = store_object_read_tail;
+	return source;
+}
+
+/*
+ * A segment in a local file (the sorted rows of a transaction whose buffer
+ * spilled to disk, read by its own scans): every read opens, reads and
+ * closes the file, so nothing stays open across an ERROR.
+ */
+static bool
+local_file_read(const char *path, int64 offset, int64 length, bool tail,
+				StringInfo out, int64 *object_size)
+{
+	int			fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	struct stat st;
+	int64		start;
+	int64		count;
+
+	if (fd < 0)
+	{
+		if (errno == ENOENT)
+			return false;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\": %m", path)));
+	}
+	if (fstat(fd, &st) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat file \"%s\": %m", path)));
+	if (object_size != NULL)
+		*object_size = (int64) st.st_size;
+	if (tail)
+	{
+		count = Min(length, (int64) st.st_size);
+		start = (int64) st.st_size - count;
+	}
+	else
+	{
+		start = Min(offset, (int64) st.st_size);
+		count = length < 0 ? (int64) st.st_size - start
+			: Min(length, (int64) st.st_size - start);
+	}
+	enlargeStringInfo(out, (int) count);
+	if (count > 0 &&
+		pg_pread(fd, out->data + out->len, count, start) != count)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read file \"%s\": %m", path)));
+	out->len += (int) count;
+	out->data[out->len] = '\0';
+	CloseTransientFile(fd);
+	return true;
+}
+
+static bool
+local_file_read_range(void *arg, int64 offset, int64 length, StringInfo out)
+{
+	return local_file_read(arg, offset, length, false, out, NULL);
+}
+
+static bool
+local_file_read_tail(void *arg, int64 length, StringInfo out, int64 *object_size)
+{
+	return local_file_read(arg, 0, length, true, out, object_size);
+}
+
+SegmentSource *
+rollout_local_segment_source(const char *path)
+{
+	SegmentSource *source = palloc0(sizeof(SegmentSource));
+	char	   *copy = pstrdup(path);
+
+	source->name = copy;
+	source->arg = copy;
+	source->read_range = local_file_read_range;
+	source->read_tail = local_file_read_tail;
+	return source;
+}
+
+/*
+ * rollout_segment_sources_prefetch
+ *		Fetch reads of many store objects in one batch of concurrent requests
+ *		and keep each result in its source, for the reader to find.
+ *
+ * The results (bytes, or "the object does not exist") are exactly what the
+ * reads would have returned if made one by one now; the reader meets them
+ * when it asks, as it would have met them from the store.  Each source must
+ * come from rollout_segment_source(); the bytes live in its memory context.
+ */
+void
+rollout_segment_sources_prefetch(RolloutStore *store,
+								 SegmentPrefetch *prefetches, int count)
+{
+	ObjectStoreRead *reads;
+	PrefetchedRead **results;
+
+	if (count <= 0)
+		return;
+	reads = palloc0(sizeof(ObjectStoreRead) * count);
+	results = palloc(sizeof(PrefetchedRead *) * count);
+	for (int i = 0; i < count; i++)
+	{
+		StoreObjectSource *source = prefetches[i].source->arg;
+		PrefetchedRead *result = MemoryContextAllocZero(source->context,
+														sizeof(PrefetchedRead));
+
+		Assert(prefetches[i].source->read_range == store_object_read_range);
+		result->tail = prefetches[i].tail;
+		result->offset = prefetches[i].tail ? 0 : prefetches[i].offset;
+		result->length = prefetches[i].length;
+		result->data.data = MemoryContextAlloc(source->context, 1024);
+		result->data.maxlen = 1024;
+		result->data.len = 0;
+		result->data.data[0] = '\0';
+		results[i] = result;
+
+		reads[i].key = source->key;
+		reads[i].offset = result->offset;
+		reads[i].length = result->length;
+		reads[i].tail = result->tail;
+		reads[i].size_hint = source->size_hint;
+		reads[i].out = &result->data;
+	}
+
+	objstore_get_many(store->objstore, reads, count);
+
+	for (int i = 0; i < count; i++)
+	{
+		StoreObjectSource *source = prefetches[i].source->arg;
+		MemoryContext oldcontext = MemoryContextSwitchTo(source->context);
+
+		results[i]->found = reads[i].found;
+		results[i]->object_size = reads[i].object_size;
+		source->prefetched = lappend(source->prefetched, results[i]);
+		MemoryContextSwitchTo(oldcontext);
+	}
+	pfree(reads);
+	pfree(results);
+}
+
+/*
+ * rollout_segment_footers
+ *		Open many objects' segment readers, their footers fetched with
+ *		concurrent requests, and hand each to callback in order.
+ *
+ * The footers are fetched a window at a time (one batch each), so that a
+ * remote store costs a few round trips per window rather than one per
+ * object, while the bytes held at once stay bounded.  callback gets the
+ * reader of keys[i], or NULL when the object does not exist; the reader is
+ * closed when callback returns, so callback must not keep it.  sizes may be
+ * NULL (unknown) or give each object's size (-1: unknown).
+ */
+void
+rollout_segment_footers(RolloutStore *store, char *const *keys,
+						const int64 *sizes, int count,
+						SegmentFooterCallback callback, void *arg)
+{
+	int			window = Max(64, 4 * objstore_max_concurrent_requests);
+	MemoryContext window_context;
+	MemoryContext oldcontext = CurrentMemoryContext;
+
+	if (count <= 0)
+		return;
+	window_context = AllocSetContextCreate(CurrentMemoryContext,
+										   "rollout segment footers",
+										   ALLOCSET_DEFAULT_SIZES);
+	for (int start = 0; start < count; start += window)
+	{
+		int			end = Min(count, start + window);
+		SegmentPrefetch *prefetches;
+
+		MemoryContextSwitchTo(window_context);
+		prefetches = palloc(sizeof(SegmentPrefetch) * (end - start));
+		for (int i = start; i < end; i++)
+		{
+			prefetches[i - start].source =
+				rollout_segment_source(store, keys[i], sizes ? sizes[i] : -1);
+			prefetches[i - start].tail = true;
+			prefetches[i - start].offset = 0;
+			prefetches[i - start].length = SEGMENT_TAIL_READ_SIZE;
+		}
+		rollout_segment_sources_prefetch(store, prefetches, end - start);
+
+		for (int i = start; i < end; i++)
+		{
+			SegmentReader *reader;
+
+			CHECK_FOR_INTERRUPTS();
+			MemoryContextSwitchTo(window_context);
+			reader = segment_reader_open(prefetches[i - start].source);
+			MemoryContextSwitchTo(oldcontext);
+			callback(reader, i, arg);
+			if (reader != NULL)
+				segment_reader_close(reader);
+		}
+		MemoryContextReset(window_context);
+	}
+	MemoryContextSwitchTo(oldcontext);
+	MemoryContextDelete(window_context);
+}
+

@@ -1,0 +1,120 @@
+/*-------------------------------------------------------------------------
+ *
+ * store_stats.c
+ *		The counters of rollout_stat_stores: what this cluster's writer and
+ *		maintenance did to each store, and the last error.
+ *
+ * The counters live in the store's shared slot (shared_store.h), so every
+ * backend and the sweeper add to the same ones; the view copies them
+ * (sql/stat_view.c).  Without preloading there are no slots and nothing is
+ * counted.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/timestamp.h"
+
+#include "rollout/store_stats.h"
+
+void
+shared_store_note_event(SharedStoreSlot *slot, SharedStoreEvent event,
+						int64 duration_us)
+{
+	if (slot == NULL)
+		return;
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	slot->events[event]++;
+	slot->event_last_us[event] = duration_us;
+	LWLockRelease(&slot->lock);
+}
+
+void
+shared_store_note_error(SharedStoreSlot *slot, const char *message)
+{
+	if (slot == NULL)
+		return;
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	slot->errors++;
+	strlcpy(slot->last_error, message, SLOT_ERROR_LEN);
+	slot->last_error_at = GetCurrentTimestamp();
+	LWLockRelease(&slot->lock);
+}
+
+static void
+store_stats_note_error_callback(SharedStoreSlot *slot, void *arg)
+{
+	shared_store_note_error(slot, (const char *) arg);
+}
+
+/*
+ * An error about a store that could not even be opened: recorded in the
+ * slots of that location string and store (the store is not open, so its
+ * identity is not known).  A store that never opened has none and only gets
+ * the log line: allocating slots for it would let any role that can create
+ * tables fill the slots with stores that do not work.
+ */
+void
+shared_store_note_error_by_name(const char *location, const char *store_name,
+								const char *shard, const char *message)
+{
+	shared_store_foreach_by_name(location, store_name, shard,
+								 store_stats_note_error_callback,
+								 (void *) message);
+}
+
+int
+shared_store_stats(SharedStoreStats **stats_out)
+{
+	SharedStoreStats *stats;
+	int			count = 0;
+
+	SharedStoreSlot *slots;
+	int			nslots = shared_store_slots(&slots);
+
+	*stats_out = NULL;
+	if (nslots == 0)
+		return 0;
+	stats = palloc0(sizeof(SharedStoreStats) * nslots);
+	for (int i = 0; i < nslots; i++)
+	{
+		SharedStoreSlot *slot = &slots[i];
+		SharedStoreStats *s = &stats[count];
+
+		LWLockAcquire(&slot->lock, LW_SHARED);
+		if (slot->in_use)
+		{
+			strlcpy(s->location, slot->location, sizeof(s->location));
+			strlcpy(s->store, slot->store, sizeof(s->store));
+			strlcpy(s->shard, slot->shard, sizeof(s->shard));
+			s->writer_epoch = slot->epoch;
+			s->wal_tip = slot->tip;
+			s->rows_appended = slot->rows_appended;
+			s->bytes_appended = slot->bytes_appended;
+			s->transactions_committed = slot->transactions_committed;
+			s->transactions_failed = slot->transactions_failed;
+			s->wal_puts = slot->wal_puts;
+			s->put_time_total_us = slot->put_time_total_us;
+			s->put_time_max_us = slot->put_time_max_us;
+			s->memtable_rows = slot->mem_rows;
+			s->memtable_bytes = slot->mem_bytes;
+			s->memtable_batches = slot->mem_batches;
+			s->backpressure_waits = slot->backpressure_waits;
+			s->flushes = slot->events[SHARED_EVENT_FLUSH];
+			s->merges = slot->events[SHARED_EVENT_MERGE];
+			s->compactions = slot->events[SHARED_EVENT_COMPACTION];
+			s->gc_runs = slot->events[SHARED_EVENT_GC];
+			s->last_flush_us = slot->event_last_us[SHARED_EVENT_FLUSH];
+			s->last_merge_us = slot->event_last_us[SHARED_EVENT_MERGE];
+			s->last_compaction_us = slot->event_last_us[SHARED_EVENT_COMPACTION];
+			s->last_gc_us = slot->event_last_us[SHARED_EVENT_GC];
+			s->errors = slot->errors;
+			strlcpy(s->last_error, slot->last_error, sizeof(s->last_error));
+			s->last_error_at = slot->last_error_at;
+			count++;
+		}
+		LWLockRelease(&slot->lock);
+	}
+	*stats_out = stats;
+	return count;
+}
