@@ -34,7 +34,9 @@ OBJS = \
 	src/core/memtable.o \
 	src/core/store_stats.o \
 	src/core/snapshot.o \
-	src/read/segment_source.o \
+	src/read/key_range.o \
+	src/read/row_source.o \
+	src/read/prefetch.o \
 	src/read/merge_iterator.o \
 	src/lsm/ingest.o \
 	src/lsm/writer_epoch.o \

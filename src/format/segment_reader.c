@@ -220,7 +220,152 @@ check_header(const char *bytes, const char *segment_name)
 						version, SEGMENT_FORMAT_VERSION);
 }
 
-/* Decode the footer body into reader (in the reader's context). */
+/* The footer's schema: column count, key column and each column's type. */
+static void
+decode_footer_schema(FooterCursor *c, SegmentReader *reader)
+{
+	const char *name = c->segment_name;
+	SegmentSchema *schema = &reader->schema;
+	uint32		ncolumns;
+	uint32		key_column;
+
+	ncolumns = cursor_uint32(c, "column count");
+	if (ncolumns < 1 || ncolumns > SEGMENT_MAX_COLUMNS)
+		segment_corrupt(name, "The footer says %u columns.", ncolumns);
+	cursor_need(c, (int64) ncolumns * MIN_COLUMN_ENCODING_SIZE, "schema");
+	key_column = cursor_uint32(c, "key column");
+	if (key_column >= ncolumns)
+		segment_corrupt(name, "The key column %u is not one of the %u columns.",
+						key_column, ncolumns);
+	schema->ncolumns = ncolumns;
+	schema->key_column = key_column;
+	schema->columns = palloc0(sizeof(SegmentColumn) * ncolumns);
+	for (int i = 0; i < (int) ncolumns; i++)
+	{
+		SegmentColumn *column = &schema->columns[i];
+
+		column->name = cursor_string(c, "column name", SEGMENT_MAX_NAME_LENGTH);
+		column->type_name = cursor_string(c, "type name", SEGMENT_MAX_NAME_LENGTH);
+		column->typid = cursor_uint32(c, "type OID");
+		column->typmod = (int32) cursor_uint32(c, "type modifier");
+		column->typlen = (int16) cursor_uint16(c, "type length");
+		column->typbyval = cursor_bool(c, "by-value");
+		column->typalign = (char) cursor_uint8(c, "type alignment");
+		if (!segment_column_layout_is_valid(column->typlen, column->typbyval,
+											column->typalign))
+			segment_corrupt(name,
+							"Column \"%s\" has an invalid storage layout (length %d, by-value %d, alignment %d).",
+							column->name, (int) column->typlen,
+							(int) column->typbyval, (int) column->typalign);
+		column_init_order_checked(column, name);
+	}
+}
+
+/*
+ * Chunk j of row group i.  Chunks tile the space between the header and
+ * the footer (footer_start) in order: *expected_offset is where this one
+ * must start, and becomes where the next one must.
+ */
+static void
+decode_footer_chunk(FooterCursor *c, SegmentReader *reader,
+					SegmentRowGroupInfo *group, int i, int j,
+					int64 *expected_offset, int64 footer_start)
+{
+	const char *name = c->segment_name;
+	SegmentChunkInfo *chunk = &group->chunks[j];
+	SegmentColumn *column = &reader->schema.columns[j];
+
+	chunk->offset = cursor_int64(c, "chunk offset", SEGMENT_HEADER_SIZE,
+								 footer_start);
+	if (chunk->offset != *expected_offset)
+		segment_corrupt(name,
+						"Chunk %d of row group %d starts at %lld, but the previous chunk ends at %lld.",
+						j, i, (long long) chunk->offset,
+						(long long) *expected_offset);
+	chunk->compressed_size = cursor_int64(c, "chunk's compressed size",
+										  1, footer_start - chunk->offset);
+	*expected_offset = chunk->offset + chunk->compressed_size;
+	chunk->raw_size = cursor_int64(c, "chunk's raw size",
+								   (group->row_count + 7) / 8,
+								   SEGMENT_MAX_CHUNK_RAW_SIZE);
+	if (chunk->compressed_size > (int64) ZSTD_compressBound(chunk->raw_size))
+		segment_corrupt(name,
+						"Chunk %d of row group %d is %lld bytes compressed, more than zstd makes of %lld bytes.",
+						j, i, (long long) chunk->compressed_size,
+						(long long) chunk->raw_size);
+	chunk->crc = cursor_uint32(c, "chunk checksum");
+	chunk->null_count = cursor_int64(c, "chunk's null count", 0,
+									 group->row_count);
+	chunk->has_stats = cursor_bool(c, "statistics");
+	if (chunk->has_stats)
+	{
+		if (chunk->null_count == group->row_count)
+			segment_corrupt(name,
+							"Chunk %d of row group %d has statistics but only nulls.",
+							j, i);
+		chunk->min = cursor_image(c, column, "chunk minimum");
+		chunk->max = cursor_image(c, column, "chunk maximum");
+	}
+	if (j == reader->schema.key_column &&
+		(chunk->null_count != 0 || !chunk->has_stats))
+		segment_corrupt(name,
+						"The key column has nulls or lacks its range in row group %d.",
+						i);
+}
+
+/*
+ * The row-group directory: each group's row count and chunks, which must
+ * add up to the footer's row count and fill the space before footer_start.
+ */
+static void
+decode_footer_row_groups(FooterCursor *c, SegmentReader *reader,
+						 int64 footer_start)
+{
+	const char *name = c->segment_name;
+	int			ncolumns = reader->schema.ncolumns;
+	uint32		row_group_count;
+	int64		rows_seen = 0;
+	int64		expected_offset = SEGMENT_HEADER_SIZE;
+
+	reader->row_count = cursor_int64(c, "row count", 0, PG_INT64_MAX);
+	row_group_count = cursor_uint32(c, "row group count");
+	if (row_group_count > (uint32) PG_INT32_MAX)
+		segment_corrupt(name, "The footer says %u row groups.", row_group_count);
+	cursor_need(c, (int64) row_group_count *
+				(8 + (int64) ncolumns * MIN_CHUNK_ENCODING_SIZE),
+				"row group directory");
+	reader->row_group_count = (int) row_group_count;
+	reader->row_groups = palloc0(sizeof(SegmentRowGroupInfo) *
+								 Max(row_group_count, 1));
+
+	for (int i = 0; i < (int) row_group_count; i++)
+	{
+		SegmentRowGroupInfo *group = &reader->row_groups[i];
+
+		CHECK_FOR_INTERRUPTS();
+		group->row_count = cursor_int64(c, "row group's row count", 1,
+										SEGMENT_MAX_ROWS_PER_GROUP);
+		rows_seen += group->row_count;
+		group->chunks = palloc0(sizeof(SegmentChunkInfo) * ncolumns);
+		for (int j = 0; j < ncolumns; j++)
+			decode_footer_chunk(c, reader, group, i, j, &expected_offset,
+								footer_start);
+	}
+	if (expected_offset != footer_start)
+		segment_corrupt(name,
+						"The chunks end at %lld, but the footer starts at %lld.",
+						(long long) expected_offset, (long long) footer_start);
+	if (rows_seen != reader->row_count)
+		segment_corrupt(name,
+						"The row groups hold %lld rows, but the footer says %lld.",
+						(long long) rows_seen, (long long) reader->row_count);
+}
+
+/*
+ * Decode the footer body into reader (in the reader's context), checking
+ * every field against what the rest of the footer and the segment's size
+ * allow: a corrupt footer is an ERROR naming the segment, never a crash.
+ */
 static void
 decode_footer(SegmentReader *reader, const char *body, int64 body_length,
 			  int64 footer_start)
@@ -230,12 +375,6 @@ decode_footer(SegmentReader *reader, const char *body, int64 body_length,
 	FooterCursor *c = &cursor;
 	SegmentSchema *schema = &reader->schema;
 	uint32		flags;
-	uint32		ncolumns;
-	uint32		key_column;
-	uint32		row_group_count;
-	int64		rows_seen = 0;
-	int64		expected_offset = SEGMENT_HEADER_SIZE;
-	int			i;
 
 	cursor.data = (const unsigned char *) body;
 	cursor.length = body_length;
@@ -257,114 +396,8 @@ decode_footer(SegmentReader *reader, const char *body, int64 body_length,
 						"Its datum images are in another byte order than this server's.");
 	reader->sorted = (flags & SEGMENT_FLAG_SORTED) != 0;
 
-	/* the schema */
-	ncolumns = cursor_uint32(c, "column count");
-	if (ncolumns < 1 || ncolumns > SEGMENT_MAX_COLUMNS)
-		segment_corrupt(name, "The footer says %u columns.", ncolumns);
-	cursor_need(c, (int64) ncolumns * MIN_COLUMN_ENCODING_SIZE, "schema");
-	key_column = cursor_uint32(c, "key column");
-	if (key_column >= ncolumns)
-		segment_corrupt(name, "The key column %u is not one of the %u columns.",
-						key_column, ncolumns);
-	schema->ncolumns = ncolumns;
-	schema->key_column = key_column;
-	schema->columns = palloc0(sizeof(SegmentColumn) * ncolumns);
-	for (i = 0; i < (int) ncolumns; i++)
-	{
-		SegmentColumn *column = &schema->columns[i];
-
-		column->name = cursor_string(c, "column name", SEGMENT_MAX_NAME_LENGTH);
-		column->type_name = cursor_string(c, "type name", SEGMENT_MAX_NAME_LENGTH);
-		column->typid = cursor_uint32(c, "type OID");
-		column->typmod = (int32) cursor_uint32(c, "type modifier");
-		column->typlen = (int16) cursor_uint16(c, "type length");
-		column->typbyval = cursor_bool(c, "by-value");
-		column->typalign = (char) cursor_uint8(c, "type alignment");
-		if (!segment_column_layout_is_valid(column->typlen, column->typbyval,
-											column->typalign))
-			segment_corrupt(name,
-							"Column \"%s\" has an invalid storage layout (length %d, by-value %d, alignment %d).",
-							column->name, (int) column->typlen,
-							(int) column->typbyval, (int) column->typalign);
-		column_init_order_checked(column, name);
-	}
-
-	/* the row-group directory */
-	reader->row_count = cursor_int64(c, "row count", 0, PG_INT64_MAX);
-	row_group_count = cursor_uint32(c, "row group count");
-	if (row_group_count > (uint32) PG_INT32_MAX)
-		segment_corrupt(name, "The footer says %u row groups.", row_group_count);
-	cursor_need(c, (int64) row_group_count *
-				(8 + (int64) ncolumns * MIN_CHUNK_ENCODING_SIZE),
-				"row group directory");
-	reader->row_group_count = (int) row_group_count;
-	reader->row_groups = palloc0(sizeof(SegmentRowGroupInfo) *
-								 Max(row_group_count, 1));
-
-	for (i = 0; i < (int) row_group_count; i++)
-	{
-		SegmentRowGroupInfo *group = &reader->row_groups[i];
-		int			j;
-
-		CHECK_FOR_INTERRUPTS();
-
-		group->row_count = cursor_int64(c, "row group's row count", 1,
-										SEGMENT_MAX_ROWS_PER_GROUP);
-		rows_seen += group->row_count;
-		group->chunks = palloc0(sizeof(SegmentChunkInfo) * ncolumns);
-
-		for (j = 0; j < (int) ncolumns; j++)
-		{
-			SegmentChunkInfo *chunk = &group->chunks[j];
-			SegmentColumn *column = &schema->columns[j];
-
-			/* chunks tile the space between header and footer, in order */
-			chunk->offset = cursor_int64(c, "chunk offset", SEGMENT_HEADER_SIZE,
-										 footer_start);
-			if (chunk->offset != expected_offset)
-				segment_corrupt(name,
-								"Chunk %d of row group %d starts at %lld, but the previous chunk ends at %lld.",
-								j, i, (long long) chunk->offset,
-								(long long) expected_offset);
-			chunk->compressed_size = cursor_int64(c, "chunk's compressed size",
-												  1, footer_start - chunk->offset);
-			expected_offset = chunk->offset + chunk->compressed_size;
-			chunk->raw_size = cursor_int64(c, "chunk's raw size",
-										   (group->row_count + 7) / 8,
-										   SEGMENT_MAX_CHUNK_RAW_SIZE);
-			if (chunk->compressed_size > (int64) ZSTD_compressBound(chunk->raw_size))
-				segment_corrupt(name,
-								"Chunk %d of row group %d is %lld bytes compressed, more than zstd makes of %lld bytes.",
-								j, i, (long long) chunk->compressed_size,
-								(long long) chunk->raw_size);
-			chunk->crc = cursor_uint32(c, "chunk checksum");
-			chunk->null_count = cursor_int64(c, "chunk's null count", 0,
-											 group->row_count);
-			chunk->has_stats = cursor_bool(c, "statistics");
-			if (chunk->has_stats)
-			{
-				if (chunk->null_count == group->row_count)
-					segment_corrupt(name,
-									"Chunk %d of row group %d has statistics but only nulls.",
-									j, i);
-				chunk->min = cursor_image(c, column, "chunk minimum");
-				chunk->max = cursor_image(c, column, "chunk maximum");
-			}
-			if (j == (int) key_column &&
-				(chunk->null_count != 0 || !chunk->has_stats))
-				segment_corrupt(name,
-								"The key column has nulls or lacks its range in row group %d.",
-								i);
-		}
-	}
-	if (expected_offset != footer_start)
-		segment_corrupt(name,
-						"The chunks end at %lld, but the footer starts at %lld.",
-						(long long) expected_offset, (long long) footer_start);
-	if (rows_seen != reader->row_count)
-		segment_corrupt(name,
-						"The row groups hold %lld rows, but the footer says %lld.",
-						(long long) rows_seen, (long long) reader->row_count);
+	decode_footer_schema(c, reader);
+	decode_footer_row_groups(c, reader, footer_start);
 
 	/* key range */
 	reader->has_key_range = cursor_bool(c, "key range");
@@ -375,9 +408,9 @@ decode_footer(SegmentReader *reader, const char *body, int64 body_length,
 						(long long) reader->row_count);
 	if (reader->has_key_range)
 	{
-		reader->key_min = cursor_image(c, &schema->columns[key_column],
+		reader->key_min = cursor_image(c, &schema->columns[schema->key_column],
 									   "key minimum");
-		reader->key_max = cursor_image(c, &schema->columns[key_column],
+		reader->key_max = cursor_image(c, &schema->columns[schema->key_column],
 									   "key maximum");
 	}
 

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * segment_source.c
+ * row_source.c
  *		One object of a snapshot as a stream of rows sorted by key, each key
  *		at most once: the input of the k-way merge (merge_iterator.c).
  *
@@ -19,18 +19,8 @@
  * skipping the row group that holds the newest version of a key would let
  * an older version, in another object, win the merge.
  *
- * Prefetching.  On a remote store every read is a round trip, and a merge
- * over many objects needs the first row group of each before it can return
- * a row, then the next row group of each at about the same time.  The
- * sources of one merge therefore share a RowSourcePrefetcher: when a source
- * needs a row group it does not have, it fetches it in one batch of
- * concurrent requests together with the row group every other source will
- * read next (rollout_segment_sources_prefetch).  What is fetched is exactly
- * what each reader would have read (segment_reader_row_group_ranges), so
- * results do not change, only how many round trips they take.  The bytes
- * fetched ahead and not yet read are bounded by PREFETCH_BUDGET; the source
- * that needs its row group always gets it.  A WAL entry is loaded whole the
- * first time it is advanced, so its row groups join a batch the same way.
+ * Row groups are read through the merge's prefetcher (prefetch.c), which
+ * fetches them in batches with the other sources' next reads.
  *
  *-------------------------------------------------------------------------
  */
@@ -40,128 +30,11 @@
 #include "utils/datum.h"
 #include "utils/memutils.h"
 
-#include "rollout/merge_read.h"
 #include "rollout/row_blob.h"
 #include "rollout/store_sources.h"
 #include "rollout/wal.h"
 
-typedef struct RowRef
-{
-	int			group;
-	int64		row;
-} RowRef;
-
-/*
- * Bytes fetched ahead for other sources and not yet read, at most: row
- * groups of compressed column chunks, a few MB each at most (the writer cuts
- * groups at 16 MB raw), so many sources fit.
- */
-#define PREFETCH_BUDGET		((int64) 64 * 1024 * 1024)
-
-/* prefetched_group of a WAL entry whose row groups were all fetched */
-#define PREFETCHED_ALL_GROUPS	(-2)
-
-struct RowSourcePrefetcher
-{
-	RolloutStore *store;
-	List	   *sources;		/* RowSource *, open and not yet exhausted */
-	int64		outstanding;	/* bytes fetched ahead, not yet read */
-	MergeReadStats *stats;
-};
-
-struct RowSource
-{
-	RolloutStore *store;
-	SnapshotSource *meta;
-	SegmentReader *reader;
-	RowSourcePrefetcher *prefetcher;	/* or NULL */
-	int			prefetched_group;	/* fetched ahead: a group, ALL or -1 */
-	int64		prefetched_bytes;
-	const KeyRange *range;
-	bool	   *want;			/* requested + key + hidden columns */
-	MergeReadStats *stats;
-	MemoryContext context;		/* lives as long as the source */
-	MemoryContext group_context;	/* reset per row group (sorted mode) */
-
-	bool		sorted;
-	bool		exhausted;
-
-	/* sorted mode: the current row group and row */
-	int			group;
-	SegmentRowGroup rows;
-	int64		row;
-
-	/* unsorted mode: every row group, and the surviving rows in key order */
-	bool		loaded;			/* loaded at the first row_source_next */
-	SegmentRowGroup *groups;
-	int			group_count;
-	RowRef	   *order;
-	int64		order_count;
-	int64		cursor;
-
-	/* WAL entries: the effective stamp replaces the stored _ts */
-	bool		has_stamp;
-	int64		stamp;
-
-	bool		has_previous_key;
-	Datum		previous_key;	/* in the current group, or previous_key_copy */
-	void	   *previous_key_copy;
-};
-
-/* ----------------------------------------------------------------
- * Key ranges
- * ----------------------------------------------------------------
- */
-
-static int
-key_bound_compare(const KeyBound *bound, Datum key)
-{
-	return DatumGetInt32(FunctionCall2Coll((FmgrInfo *) &bound->compare_proc,
-										   bound->collation, key, bound->value));
-}
-
-bool
-key_range_past_upper(const KeyRange *range, Datum key)
-{
-	int			cmp;
-
-	if (range == NULL || !range->upper.present)
-		return false;
-	cmp = key_bound_compare(&range->upper, key);
-	return cmp > 0 || (cmp == 0 && !range->upper.inclusive);
-}
-
-static bool
-key_range_below_lower(const KeyRange *range, Datum key)
-{
-	int			cmp;
-
-	if (range == NULL || !range->lower.present)
-		return false;
-	cmp = key_bound_compare(&range->lower, key);
-	return cmp < 0 || (cmp == 0 && !range->lower.inclusive);
-}
-
-bool
-key_range_contains(const KeyRange *range, Datum key)
-{
-	if (range == NULL)
-		return true;
-	if (range->empty)
-		return false;
-	return !key_range_below_lower(range, key) && !key_range_past_upper(range, key);
-}
-
-bool
-key_range_overlaps(const KeyRange *range, Datum min, Datum max)
-{
-	if (range == NULL)
-		return true;
-	if (range->empty)
-		return false;
-	/* the object ends before the range starts, or starts after it ends */
-	return !key_range_below_lower(range, max) && !key_range_past_upper(range, min);
-}
+#include "row_source_internal.h"
 
 /* ----------------------------------------------------------------
  * Opening
@@ -223,8 +96,6 @@ row_ref_compare(const void *a, const void *b, void *arg)
 		return ra->group < rb->group ? -1 : 1;
 	return ra->row < rb->row ? -1 : (ra->row > rb->row ? 1 : 0);
 }
-
-static void row_source_take_prefetched(RowSource *source, int group);
 
 /* Load a WAL entry's row groups whole (it is small). */
 static void
@@ -395,36 +266,20 @@ row_source_reads_object(const SnapshotSource *meta, const KeyRange *range)
 	return true;
 }
 
-RowSource *
-row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segment,
-				const bool *want, const KeyRange *range, int64 *running_stamp,
-				MergeReadStats *stats, RowSourcePrefetcher *prefetcher,
-				bool *vanished, List **ingest)
+/*
+ * A new source of meta, in its own memory context under
+ * CurrentMemoryContext, reading the wanted columns plus the key and the
+ * hidden ones.
+ */
+static RowSource *
+row_source_create(RolloutStore *store, SnapshotSource *meta, const bool *want,
+				  const KeyRange *range, MergeReadStats *stats)
 {
-	MemoryContext context;
-	MemoryContext oldcontext;
-	RowSource  *source;
-	SegmentReader *reader = NULL;
-	bool		is_wal = meta->kind == SNAPSHOT_WAL_ENTRY;
-	bool		in_memory = meta->kind == SNAPSHOT_MEMTABLE ||
-		meta->kind == SNAPSHOT_TRANSACTION;
-	bool		is_local = meta->kind == SNAPSHOT_TRANSACTION_SEGMENT;
+	MemoryContext context = AllocSetContextCreate(CurrentMemoryContext,
+												  "rollout row source",
+												  ALLOCSET_DEFAULT_SIZES);
+	RowSource  *source = MemoryContextAllocZero(context, sizeof(RowSource));
 
-	if (ingest != NULL)
-		*ingest = NIL;
-
-	/* objects the manifest describes: the key range may spare a GET */
-	if (!in_memory && !is_local && !row_source_reads_object(meta, range))
-	{
-		row_source_count(stats, meta->kind, false);
-		return NULL;
-	}
-
-	context = AllocSetContextCreate(CurrentMemoryContext, "rollout row source",
-									ALLOCSET_DEFAULT_SIZES);
-	oldcontext = MemoryContextSwitchTo(context);
-
-	source = palloc0(sizeof(RowSource));
 	source->store = store;
 	source->meta = meta;
 	source->range = range;
@@ -434,50 +289,128 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segmen
 												  ALLOCSET_DEFAULT_SIZES);
 	source->group = -1;
 	source->prefetched_group = -1;
-	source->want = palloc(sizeof(bool) * store->schema.ncolumns);
+	source->want = MemoryContextAlloc(context, sizeof(bool) * store->schema.ncolumns);
 	for (int i = 0; i < store->schema.ncolumns; i++)
 		source->want[i] = want[i];
 	source->want[store->key_column] = true;
 	source->want[store->ts_column] = true;
 	source->want[store->shard_column] = true;
 	source->want[store->op_column] = true;
-
 	if (meta->stamp_fixed >= 0)
 	{
 		source->has_stamp = true;
 		source->stamp = meta->stamp_fixed;
 	}
+	return source;
+}
 
-	if (in_memory)
+/*
+ * Open a memtable batch (already durable and stamped) or the transaction's
+ * own rows: decoded and sorted at once.  A batch counts like the WAL entry
+ * it holds, one row group, skipped when no row is in the key range.  The
+ * transaction's own rows are newer than anything committed; they are no
+ * WAL entry, so the running maximum of stamps does not pass over them.
+ */
+static RowSource *
+row_source_open_in_memory(RowSource *source, int64 *running_stamp)
+{
+	SnapshotSource *meta = source->meta;
+	MergeReadStats *stats = source->stats;
+	MemoryContext oldcontext;
+
+	if (meta->kind == SNAPSHOT_MEMTABLE)
+		*running_stamp = Max(*running_stamp, meta->stamp_fixed);
+	oldcontext = MemoryContextSwitchTo(source->context);
+	row_source_load_memtable_batch(source);
+	source->sorted = false;
+	row_source_sort_unsorted(source);
+	source->loaded = true;
+	MemoryContextSwitchTo(oldcontext);
+	if (source->order_count == 0)
 	{
-		/*
-		 * A batch of this cluster's memtable: already durable and stamped.
-		 * It counts like the WAL entry it holds: one row group, skipped when
-		 * no row is in the key range.  The transaction's own rows come the
-		 * same way, newer than anything committed; they are no WAL entry,
-		 * so the running maximum of stamps does not pass over them.
-		 */
-		if (meta->kind == SNAPSHOT_MEMTABLE)
-			*running_stamp = Max(*running_stamp, meta->stamp_fixed);
-		row_source_load_memtable_batch(source);
-		source->sorted = false;
-		row_source_sort_unsorted(source);
-		source->loaded = true;
-		MemoryContextSwitchTo(oldcontext);
-		if (source->order_count == 0)
-		{
-			stats->versions_read -= source->groups[0].row_count;
-			row_source_count(stats, meta->kind, false);
-			row_source_close(source);
-			return NULL;
-		}
-		if (meta->kind == SNAPSHOT_TRANSACTION)
-			stats->transaction_rows_read += source->order_count;
-		stats->row_groups_read++;
-		row_source_count(stats, meta->kind, true);
-		return source;
+		stats->versions_read -= source->groups[0].row_count;
+		row_source_count(stats, meta->kind, false);
+		row_source_close(source);
+		return NULL;
+	}
+	if (meta->kind == SNAPSHOT_TRANSACTION)
+		stats->transaction_rows_read += source->order_count;
+	stats->row_groups_read++;
+	row_source_count(stats, meta->kind, true);
+	return source;
+}
+
+/*
+ * A WAL entry's footer metadata: check its shard, give the source its
+ * effective stamp (the running maximum advances over every entry, those
+ * the key range then skips and fence markers included) and, when ingest is
+ * not NULL, append its ingest references there, in CurrentMemoryContext.
+ */
+static void
+row_source_read_wal_metadata(RowSource *source, int64 *running_stamp,
+							 List **ingest)
+{
+	SnapshotSource *meta = source->meta;
+	MemoryContext oldcontext = MemoryContextSwitchTo(source->context);
+	WalEntryMetadata *metadata;
+	ListCell   *lc;
+
+	metadata = wal_metadata_from_json(source->reader->metadata, meta->key);
+	MemoryContextSwitchTo(oldcontext);
+	if (strcmp(metadata->shard, meta->shard) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("WAL entry \"%s\" belongs to shard \"%s\", not \"%s\"",
+						meta->key, metadata->shard, meta->shard)));
+	if (meta->stamp_floor >= 0)
+		*running_stamp = meta->stamp_floor;
+	source->has_stamp = true;
+	source->stamp = Max(metadata->stamp, *running_stamp + 1);
+	*running_stamp = source->stamp;
+
+	if (ingest == NULL)
+		return;
+	foreach(lc, metadata->ingest)
+	{
+		WalIngestRef *ref = lfirst(lc);
+		IngestSeen *seen = palloc0(sizeof(IngestSeen));
+
+		seen->file = pstrdup(ref->file);
+		seen->rows = ref->rows;
+		seen->position = meta->position;
+		seen->stamp = source->stamp;
+		*ingest = lappend(*ingest, seen);
+	}
+}
+
+RowSource *
+row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segment,
+				const bool *want, const KeyRange *range, int64 *running_stamp,
+				MergeReadStats *stats, RowSourcePrefetcher *prefetcher,
+				bool *vanished, List **ingest)
+{
+	MemoryContext oldcontext;
+	RowSource  *source;
+	SegmentReader *reader;
+	bool		is_wal = meta->kind == SNAPSHOT_WAL_ENTRY;
+	bool		is_local = meta->kind == SNAPSHOT_TRANSACTION_SEGMENT;
+
+	if (ingest != NULL)
+		*ingest = NIL;
+	if (meta->kind == SNAPSHOT_MEMTABLE || meta->kind == SNAPSHOT_TRANSACTION)
+		return row_source_open_in_memory(row_source_create(store, meta, want,
+														   range, stats),
+										 running_stamp);
+
+	/* objects the manifest describes: the key range may spare a GET */
+	if (!is_local && !row_source_reads_object(meta, range))
+	{
+		row_source_count(stats, meta->kind, false);
+		return NULL;
 	}
 
+	source = row_source_create(store, meta, want, range, stats);
+	oldcontext = MemoryContextSwitchTo(source->context);
 	if (is_local)
 	{
 		/* a local file: read directly, never through the prefetcher */
@@ -491,7 +424,7 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segmen
 	{
 		*vanished = true;
 		MemoryContextSwitchTo(oldcontext);
-		MemoryContextDelete(context);
+		MemoryContextDelete(source->context);
 		return NULL;
 	}
 	if (reader == NULL)
@@ -502,53 +435,16 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segmen
 				 errhint("Garbage collection removed it; run the query again.")));
 	source->reader = reader;
 	row_source_check_schema(source);
+	MemoryContextSwitchTo(oldcontext);
 
 	if (is_wal)
-	{
-		WalEntryMetadata *metadata = wal_metadata_from_json(reader->metadata,
-															 meta->key);
-		ListCell   *lc;
-
-		if (strcmp(metadata->shard, meta->shard) != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("WAL entry \"%s\" belongs to shard \"%s\", not \"%s\"",
-							meta->key, metadata->shard, meta->shard)));
-
-		/*
-		 * The running maximum must advance over every entry, including the
-		 * ones the key range then skips and fence markers.
-		 */
-		if (meta->stamp_floor >= 0)
-			*running_stamp = meta->stamp_floor;
-		source->has_stamp = true;
-		source->stamp = Max(metadata->stamp, *running_stamp + 1);
-		*running_stamp = source->stamp;
-
-		if (ingest != NULL)
-		{
-			MemoryContextSwitchTo(oldcontext);
-			foreach(lc, metadata->ingest)
-			{
-				WalIngestRef *ref = lfirst(lc);
-				IngestSeen *seen = palloc0(sizeof(IngestSeen));
-
-				seen->file = pstrdup(ref->file);
-				seen->rows = ref->rows;
-				seen->position = meta->position;
-				seen->stamp = source->stamp;
-				*ingest = lappend(*ingest, seen);
-			}
-			MemoryContextSwitchTo(context);
-		}
-	}
+		row_source_read_wal_metadata(source, running_stamp, ingest);
 	source->sorted = reader->sorted && !is_wal;
 
 	if (reader->row_count == 0 ||
 		(reader->has_key_range &&
 		 !key_range_overlaps(range, reader->key_min, reader->key_max)))
 	{
-		MemoryContextSwitchTo(oldcontext);
 		row_source_count(stats, meta->kind, false);
 		row_source_close(source);
 		return NULL;
@@ -561,13 +457,10 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segmen
 	source->prefetcher = prefetcher;
 	if (prefetcher != NULL)
 	{
-		MemoryContext prefetcher_context = GetMemoryChunkContext(prefetcher);
-
-		MemoryContextSwitchTo(prefetcher_context);
+		oldcontext = MemoryContextSwitchTo(GetMemoryChunkContext(prefetcher));
 		prefetcher->sources = lappend(prefetcher->sources, source);
+		MemoryContextSwitchTo(oldcontext);
 	}
-
-	MemoryContextSwitchTo(oldcontext);
 	return source;
 }
 
@@ -581,7 +474,7 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segmen
  * zone map overlaps the range, or -1 when none is left.  The same choice
  * row_source_next_group makes, without counting anything.
  */
-static int
+int
 row_source_upcoming_group(RowSource *source, int after)
 {
 	SegmentReader *reader = source->reader;
@@ -830,176 +723,3 @@ row_source_close(RowSource *source)
 	MemoryContextDelete(source->context);
 }
 
-/* ----------------------------------------------------------------
- * Prefetching
- * ----------------------------------------------------------------
- */
-
-RowSourcePrefetcher *
-row_source_prefetcher_create(RolloutStore *store, MergeReadStats *stats)
-{
-	RowSourcePrefetcher *prefetcher = palloc0(sizeof(RowSourcePrefetcher));
-
-	prefetcher->store = store;
-	prefetcher->stats = stats;
-	return prefetcher;
-}
-
-/*
- * Detach the prefetcher from its sources, before they are all closed: each
- * then closes without updating it.
- */
-void
-row_source_prefetcher_release(RowSourcePrefetcher *prefetcher)
-{
-	ListCell   *lc;
-
-	foreach(lc, prefetcher->sources)
-		((RowSource *) lfirst(lc))->prefetcher = NULL;
-	list_free(prefetcher->sources);
-	prefetcher->sources = NIL;
-	prefetcher->outstanding = 0;
-}
-
-/*
- * Add the reads of one row group (or, with PREFETCHED_ALL_GROUPS, of every
- * row group) of a source to *prefetches; returns their bytes.
- */
-static int64
-row_source_plan(RowSource *source, int group, SegmentPrefetch **prefetches,
-				int *count, int *capacity)
-{
-	int			first = group == PREFETCHED_ALL_GROUPS ? 0 : group;
-	int			last = group == PREFETCHED_ALL_GROUPS ?
-		source->reader->row_group_count - 1 : group;
-	int64		bytes = 0;
-
-	for (int g = first; g <= last; g++)
-	{
-		SegmentRange *ranges;
-		int			nranges = segment_reader_row_group_ranges(source->reader, g,
-															  source->want,
-															  &ranges);
-
-		for (int r = 0; r < nranges; r++)
-		{
-			SegmentPrefetch *prefetch;
-
-			if (*count == *capacity)
-			{
-				*capacity *= 2;
-				*prefetches = repalloc(*prefetches, sizeof(SegmentPrefetch) * *capacity);
-			}
-			prefetch = &(*prefetches)[(*count)++];
-			prefetch->source = source->reader->source;
-			prefetch->tail = false;
-			prefetch->offset = ranges[r].offset;
-			prefetch->length = ranges[r].length;
-			bytes += ranges[r].length;
-		}
-		if (ranges != NULL)
-			pfree(ranges);
-	}
-	return bytes;
-}
-
-/*
- * The next read of a source: the row group it reads next, every row group
- * of a WAL entry not loaded yet, or nothing (-1).
- */
-static int
-row_source_next_read(RowSource *source)
-{
-	if (source->exhausted || source->reader == NULL)
-		return -1;
-	if (!source->sorted)
-		return source->loaded ? -1 : PREFETCHED_ALL_GROUPS;
-	return row_source_upcoming_group(source, source->group);
-}
-
-/*
- * row_source_prefetch
- *		Fetch, in one batch, the row group `group` of `needing` (if not NULL)
- *		and the next read of every other source of the prefetcher that has
- *		not fetched it yet, as long as the bytes fit PREFETCH_BUDGET.
- */
-void
-row_source_prefetch(RowSourcePrefetcher *prefetcher, RowSource *needing,
-					int group)
-{
-	int			capacity = 16;
-	int			count = 0;
-	SegmentPrefetch *prefetches = palloc(sizeof(SegmentPrefetch) * capacity);
-	ListCell   *lc;
-
-	if (needing != NULL)
-	{
-		needing->prefetched_bytes = row_source_plan(needing, group, &prefetches,
-													&count, &capacity);
-		needing->prefetched_group = group;
-		prefetcher->outstanding += needing->prefetched_bytes;
-	}
-
-	foreach(lc, prefetcher->sources)
-	{
-		RowSource  *source = lfirst(lc);
-		int			next;
-		int			before = count;
-		int64		bytes;
-
-		if (source == needing)
-			continue;
-		next = row_source_next_read(source);
-		if (next == -1 || source->prefetched_group == next)
-			continue;
-		/* it has something else fetched: wait until it reads that */
-		if (source->prefetched_group != -1)
-			continue;
-		if (prefetcher->outstanding >= PREFETCH_BUDGET)
-			break;
-		bytes = row_source_plan(source, next, &prefetches, &count, &capacity);
-		if (prefetcher->outstanding + bytes > PREFETCH_BUDGET)
-		{
-			count = before;		/* does not fit: it reads it itself later */
-			continue;
-		}
-		source->prefetched_group = next;
-		source->prefetched_bytes = bytes;
-		prefetcher->outstanding += bytes;
-	}
-
-	if (count > 0)
-	{
-		rollout_segment_sources_prefetch(prefetcher->store, prefetches, count);
-		prefetcher->stats->prefetch_batches++;
-	}
-	pfree(prefetches);
-}
-
-/*
- * A source is about to read `group` (or all its groups): account for what
- * was fetched for it, or fetch it now with whatever the others need next.
- */
-static void
-row_source_take_prefetched(RowSource *source, int group)
-{
-	RowSourcePrefetcher *prefetcher = source->prefetcher;
-
-	if (prefetcher == NULL)
-		return;
-	if (source->prefetched_group != group)
-	{
-		/*
-		 * Something else fetched for it would be a bug in the planning; the
-		 * reads then go to the store one by one, which is slower, not wrong.
-		 */
-		if (source->prefetched_group != -1)
-			elog(DEBUG1, "rollout_fdw: row group %d of \"%s\" read, %d prefetched",
-				 group, source->meta->key, source->prefetched_group);
-		else
-			row_source_prefetch(prefetcher, source, group);
-	}
-	prefetcher->outstanding -= source->prefetched_bytes;
-	source->prefetched_bytes = 0;
-	source->prefetched_group = -1;
-}

@@ -1,0 +1,68 @@
+/*-------------------------------------------------------------------------
+ *
+ * key_range.c
+ *		Tests of keys and key intervals against a read's key range.
+ *
+ * A bound compares through the key type's btree comparison support
+ * (compare_proc), which may be cross-type; a NULL range is everything.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "rollout/key_range.h"
+
+/* <0, 0, >0 as key sorts before, with or after the bound's value. */
+static int
+key_bound_compare(const KeyBound *bound, Datum key)
+{
+	return DatumGetInt32(FunctionCall2Coll((FmgrInfo *) &bound->compare_proc,
+										   bound->collation, key, bound->value));
+}
+
+/* Is key above the range's upper bound (so every later key is too)? */
+bool
+key_range_past_upper(const KeyRange *range, Datum key)
+{
+	int			cmp;
+
+	if (range == NULL || !range->upper.present)
+		return false;
+	cmp = key_bound_compare(&range->upper, key);
+	return cmp > 0 || (cmp == 0 && !range->upper.inclusive);
+}
+
+/* Is key below the range's lower bound? */
+static bool
+key_range_below_lower(const KeyRange *range, Datum key)
+{
+	int			cmp;
+
+	if (range == NULL || !range->lower.present)
+		return false;
+	cmp = key_bound_compare(&range->lower, key);
+	return cmp < 0 || (cmp == 0 && !range->lower.inclusive);
+}
+
+/* Is key inside the range? */
+bool
+key_range_contains(const KeyRange *range, Datum key)
+{
+	if (range == NULL)
+		return true;
+	if (range->empty)
+		return false;
+	return !key_range_below_lower(range, key) && !key_range_past_upper(range, key);
+}
+
+/* Can an object whose keys lie in [min, max] hold a key of the range? */
+bool
+key_range_overlaps(const KeyRange *range, Datum min, Datum max)
+{
+	if (range == NULL)
+		return true;
+	if (range->empty)
+		return false;
+	/* the object ends before the range starts, or starts after it ends */
+	return !key_range_below_lower(range, max) && !key_range_past_upper(range, min);
+}

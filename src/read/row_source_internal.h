@@ -1,0 +1,90 @@
+/*-------------------------------------------------------------------------
+ *
+ * row_source_internal.h
+ *		A row source's state, shared by row_source.c (reading) and
+ *		prefetch.c (fetching ahead); private to the read layer.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ROLLOUT_ROW_SOURCE_INTERNAL_H
+#define ROLLOUT_ROW_SOURCE_INTERNAL_H
+
+#include "rollout/row_source.h"
+
+typedef struct RowRef
+{
+	int			group;
+	int64		row;
+} RowRef;
+
+/*
+ * Bytes fetched ahead for other sources and not yet read, at most: row
+ * groups of compressed column chunks, a few MB each at most (the writer cuts
+ * groups at 16 MB raw), so many sources fit.
+ */
+#define PREFETCH_BUDGET		((int64) 64 * 1024 * 1024)
+
+/* prefetched_group of a WAL entry whose row groups were all fetched */
+#define PREFETCHED_ALL_GROUPS	(-2)
+
+struct RowSourcePrefetcher
+{
+	RolloutStore *store;
+	List	   *sources;		/* RowSource *, open and not yet exhausted */
+	int64		outstanding;	/* bytes fetched ahead, not yet read */
+	MergeReadStats *stats;
+};
+
+struct RowSource
+{
+	RolloutStore *store;
+	SnapshotSource *meta;
+	SegmentReader *reader;
+	RowSourcePrefetcher *prefetcher;	/* or NULL */
+	int			prefetched_group;	/* fetched ahead: a group, ALL or -1 */
+	int64		prefetched_bytes;
+	const KeyRange *range;
+	bool	   *want;			/* requested + key + hidden columns */
+	MergeReadStats *stats;
+	MemoryContext context;		/* lives as long as the source */
+	MemoryContext group_context;	/* reset per row group (sorted mode) */
+
+	bool		sorted;
+	bool		exhausted;
+
+	/* sorted mode: the current row group and row */
+	int			group;
+	SegmentRowGroup rows;
+	int64		row;
+
+	/* unsorted mode: every row group, and the surviving rows in key order */
+	bool		loaded;			/* loaded at the first row_source_next */
+	SegmentRowGroup *groups;
+	int			group_count;
+	RowRef	   *order;
+	int64		order_count;
+	int64		cursor;
+
+	/* WAL entries: the effective stamp replaces the stored _ts */
+	bool		has_stamp;
+	int64		stamp;
+
+	bool		has_previous_key;
+	Datum		previous_key;	/* in the current group, or previous_key_copy */
+	void	   *previous_key_copy;
+};
+
+/*
+ * The row group a sorted source reads after `after`: the next one whose key
+ * zone map overlaps the range, or -1 when none is left (row_source.c).
+ */
+extern int	row_source_upcoming_group(RowSource *source, int after);
+
+/*
+ * A source is about to read `group` (or, with PREFETCHED_ALL_GROUPS, all its
+ * groups): account for what was fetched for it, or fetch it now together
+ * with what the other sources need next (prefetch.c).
+ */
+extern void row_source_take_prefetched(RowSource *source, int group);
+
+#endif							/* ROLLOUT_ROW_SOURCE_INTERNAL_H */
