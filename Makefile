@@ -50,7 +50,10 @@ OBJS = \
 	src/lsm/observe.o \
 	src/fdw/handler.o \
 	src/fdw/options.o \
+	src/fdw/store_cache.o \
+	src/fdw/scan_plan.o \
 	src/fdw/scan.o \
+	src/fdw/scan_explain.o \
 	src/fdw/scan_snapshot.o \
 	src/fdw/modify.o \
 	src/fdw/xact_buffer.o \

@@ -48,7 +48,8 @@ extern Oid	rollout_user_for_range_table_entry(EState *estate, Index rtindex);
 /* ERROR unless relid is a foreign table of this wrapper. */
 extern void rollout_check_is_rollout_table(Oid relid);
 
-/* Callback groups (scan.c, modify.c). */
+/* Callback groups (scan_plan.c, scan.c, modify.c). */
+extern void rollout_plan_routines(FdwRoutine *routine);
 extern void rollout_scan_routines(FdwRoutine *routine);
 extern void rollout_modify_routines(FdwRoutine *routine);
 

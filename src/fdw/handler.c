@@ -2,7 +2,7 @@
  *
  * handler.c
  *		The foreign-data wrapper handler: assembles the callback groups of
- *		scan.c and modify.c into one FdwRoutine.
+ *		scan_plan.c, scan.c and modify.c into one FdwRoutine.
  *
  *-------------------------------------------------------------------------
  */
@@ -20,6 +20,7 @@ rollout_fdw_handler(PG_FUNCTION_ARGS)
 {
 	FdwRoutine *routine = makeNode(FdwRoutine);
 
+	rollout_plan_routines(routine);
 	rollout_scan_routines(routine);
 	rollout_modify_routines(routine);
 	PG_RETURN_POINTER(routine);

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * options.c
- *		Option validation for rollout_fdw, the effective options of a foreign
- *		table, and the per-backend cache of opened stores.
+ *		Option validation for rollout_fdw and the effective options of a
+ *		foreign table.
  *
  * Options are validated from one table of (name, catalog), as postgres_fdw
  * does.  The validator only sees the option list, not the table, so the
@@ -14,33 +14,23 @@
  */
 #include "postgres.h"
 
-#include "access/htup_details.h"
 #include "access/reloptions.h"
 #include "access/table.h"
-#include "access/xact.h"
 #include "catalog/pg_foreign_server.h"
 #include "catalog/pg_foreign_table.h"
 #include "catalog/pg_user_mapping.h"
 #include "commands/defrem.h"
-#include "executor/executor.h"
 #include "foreign/foreign.h"
-#include "funcapi.h"
 #include "miscadmin.h"
 #include "catalog/pg_authid.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
-#include "utils/hsearch.h"
-#include "utils/inval.h"
 #include "utils/lsyscache.h"
-#include "utils/memutils.h"
 #include "utils/rel.h"
-#include "utils/syscache.h"
 #include "utils/typcache.h"
 
 #include "rollout/fdw.h"
-#include "rollout/portable_values.h"
-#include "rollout/shard.h"
 
 /* Which options exist, and where they may appear. */
 typedef struct RolloutOption
@@ -349,7 +339,7 @@ rollout_is_rollout_foreign_table(Oid relid)
 		return false;
 	routine = GetFdwRoutine(fdw->fdwhandler);
 	rollout_scan_routines(&ours);
-	return routine->GetForeignRelSize == ours.GetForeignRelSize;
+	return routine->BeginForeignScan == ours.BeginForeignScan;
 }
 
 /* ERROR unless relid is a foreign table served by rollout_fdw. */
@@ -476,244 +466,4 @@ rollout_fdw_check_table(PG_FUNCTION_ARGS)
 	if (pinned)
 		PG_RETURN_NULL();
 	PG_RETURN_TEXT_P(cstring_to_text(options->store_name));
-}
-
-/* ----------------------------------------------------------------
- * The store cache
- * ----------------------------------------------------------------
- */
-
-/*
- * A table's store, opened for one role: the role whose user mapping holds
- * the credentials (the current user for queries, the owner for
- * maintenance), so the same table may be open once per role.
- */
-typedef struct StoreCacheKey
-{
-	Oid			relid;
-	Oid			userid;
-} StoreCacheKey;
-
-typedef struct StoreCacheEntry
-{
-	StoreCacheKey key;			/* hash key */
-	bool		valid;
-	RolloutStore *store;
-} StoreCacheEntry;
-
-static HTAB *store_cache = NULL;
-static MemoryContext store_cache_context = NULL;
-
-/*
- * Stores replaced since the transaction began: a scan or the transaction's
- * buffer may still hold them, so they are closed only when the transaction
- * ends (store_cache_close_retired), when nothing does any more.
- */
-static List *retired_stores = NIL;
-
-/*
- * Invalidate one table's entries, or all.  The next use reopens the store
- * and retires the old one.
- */
-static void
-store_cache_invalidate_relation(Datum arg, Oid relid)
-{
-	HASH_SEQ_STATUS status;
-	StoreCacheEntry *entry;
-
-	if (store_cache == NULL)
-		return;
-	hash_seq_init(&status, store_cache);
-	while ((entry = hash_seq_search(&status)) != NULL)
-		if (relid == InvalidOid || entry->key.relid == relid)
-			entry->valid = false;
-}
-
-static void
-store_cache_invalidate_all(Datum arg, int cacheid, uint32 hashvalue)
-{
-	store_cache_invalidate_relation(arg, InvalidOid);
-}
-
-static void
-store_cache_close_retired(XactEvent event, void *arg)
-{
-	ListCell   *lc;
-
-	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_PARALLEL_COMMIT &&
-		event != XACT_EVENT_ABORT && event != XACT_EVENT_PARALLEL_ABORT &&
-		event != XACT_EVENT_PREPARE)
-		return;
-	foreach(lc, retired_stores)
-		rollout_store_close(lfirst(lc));
-	list_free(retired_stores);
-	retired_stores = NIL;
-}
-
-void
-rollout_store_cache_init(void)
-{
-	RegisterXactCallback(store_cache_close_retired, NULL);
-	CacheRegisterRelcacheCallback(store_cache_invalidate_relation, (Datum) 0);
-	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, store_cache_invalidate_all, (Datum) 0);
-	CacheRegisterSyscacheCallback(FOREIGNTABLEREL, store_cache_invalidate_all, (Datum) 0);
-	CacheRegisterSyscacheCallback(USERMAPPINGOID, store_cache_invalidate_all, (Datum) 0);
-	/* superuser status decides whether environment credentials may serve */
-	CacheRegisterSyscacheCallback(AUTHOID, store_cache_invalidate_all, (Datum) 0);
-}
-
-/*
- * The options an object-store backend gets: the server's, then those of the
- * user mapping of userid (or PUBLIC's), which hold any credentials.  A
- * missing mapping is no error: a file:// store needs none, and a remote
- * backend reports missing credentials itself.
- */
-static List *
-rollout_location_options(Oid serverid, Oid userid)
-{
-	List	   *options = list_copy(GetForeignServer(serverid)->options);
-	Oid			users[2] = {userid, InvalidOid};
-
-	for (int i = 0; i < 2; i++)
-	{
-		HeapTuple	tuple = SearchSysCache2(USERMAPPINGUSERSERVER,
-											ObjectIdGetDatum(users[i]),
-											ObjectIdGetDatum(serverid));
-
-		if (HeapTupleIsValid(tuple))
-		{
-			bool		isnull;
-			Datum		datum = SysCacheGetAttr(USERMAPPINGUSERSERVER, tuple,
-												Anum_pg_user_mapping_umoptions,
-												&isnull);
-
-			if (!isnull)
-				options = list_concat(options, untransformRelOptions(datum));
-			ReleaseSysCache(tuple);
-			break;
-		}
-	}
-	return options;
-}
-
-/*
- * Describe a foreign table for the lsm layer, with the credentials of
- * userid.
- *
- * The server's environment credentials (AWS_*, AZURE_STORAGE_*) are the
- * server's own, like the operating-system identity postgres_fdw uses for a
- * connection without a password.  They may serve a table only when
- * superusers chose both where the requests go (the server's owner sets the
- * endpoint) and what they address (the table's owner sets the store).
- * Otherwise a role that may merely create servers and tables could point
- * the backend, and the background sweeper, at any host and have the
- * server's credentials sent there.  Tables owned by other roles must carry
- * credentials in a user mapping, as postgres_fdw's password_required makes
- * non-superusers supply a password.
- */
-static RolloutStoreSpec *
-store_spec_for_relation(Relation rel, Oid userid)
-{
-	RolloutStoreSpec *spec = palloc0(sizeof(RolloutStoreSpec));
-	Oid			relid = RelationGetRelid(rel);
-	RolloutTableOptions *options = rollout_table_options(relid);
-	ForeignServer *server = GetForeignServer(GetForeignTable(relid)->serverid);
-	TupleDesc	tupdesc = RelationGetDescr(rel);
-
-	spec->location = options->location;
-	spec->location_options = rollout_location_options(server->serverid, userid);
-	spec->allow_environment_credentials =
-		superuser_arg(rel->rd_rel->relowner) && superuser_arg(server->owner);
-	spec->store_name = options->store_name;
-	spec->key_column = options->key_column;
-	spec->columns = palloc0(sizeof(RolloutColumnSpec) * Max(tupdesc->natts, 1));
-	for (int i = 0; i < tupdesc->natts; i++)
-	{
-		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
-
-		if (attr->attisdropped)
-			continue;
-		spec->columns[spec->ncolumns].name = pstrdup(NameStr(attr->attname));
-		spec->columns[spec->ncolumns].typid = attr->atttypid;
-		spec->columns[spec->ncolumns].typmod = attr->atttypmod;
-		spec->ncolumns++;
-	}
-	return spec;
-}
-
-RolloutStore *
-rollout_store_for_relation_as(Relation rel, Oid userid)
-{
-	StoreCacheKey key;
-	StoreCacheEntry *entry;
-	bool		found;
-
-	if (store_cache == NULL)
-	{
-		HASHCTL		ctl;
-
-		store_cache_context = AllocSetContextCreate(CacheMemoryContext,
-													"rollout store cache",
-													ALLOCSET_SMALL_SIZES);
-		ctl.keysize = sizeof(StoreCacheKey);
-		ctl.entrysize = sizeof(StoreCacheEntry);
-		ctl.hcxt = store_cache_context;
-		store_cache = hash_create("rollout store cache", 16, &ctl,
-								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	}
-
-	memset(&key, 0, sizeof(key));
-	key.relid = RelationGetRelid(rel);
-	key.userid = userid;
-	entry = hash_search(store_cache, &key, HASH_ENTER, &found);
-	if (!found)
-	{
-		entry->valid = false;
-		entry->store = NULL;
-	}
-	/*
-	 * The shard id is a setting: a store opened under another one must be
-	 * reopened, or this backend would keep writing the old shard.
-	 */
-	if (entry->valid && strcmp(entry->store->shard, rollout_current_shard_id()) != 0)
-		entry->valid = false;
-	if (!entry->valid)
-	{
-		RolloutStoreSpec *spec = store_spec_for_relation(rel, userid);
-
-		if (entry->store != NULL)
-		{
-			MemoryContext oldcontext = MemoryContextSwitchTo(store_cache_context);
-
-			retired_stores = lappend(retired_stores, entry->store);
-			MemoryContextSwitchTo(oldcontext);
-		}
-		entry->store = NULL;
-		entry->store = rollout_store_open(spec, store_cache_context);
-		entry->valid = true;
-	}
-	return entry->store;
-}
-
-Oid
-rollout_user_for_range_table_entry(EState *estate, Index rtindex)
-{
-	RangeTblEntry *rte;
-
-	if (rtindex == 0)
-		return GetUserId();
-	rte = exec_rt_fetch(rtindex, estate);
-	return OidIsValid(rte->checkAsUser) ? rte->checkAsUser : GetUserId();
-}
-
-RolloutStore *
-rollout_store_for_relation(Relation rel)
-{
-	return rollout_store_for_relation_as(rel, GetUserId());
-}
-
-RolloutStore *
-rollout_store_for_relation_as_owner(Relation rel)
-{
-	return rollout_store_for_relation_as(rel, rel->rd_rel->relowner);
 }

@@ -1,21 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * scan.c
- *		Planning, executing and explaining a scan of a rollout table.
+ *		Executing a scan of a rollout table.
  *
  * A scan takes a snapshot of the store and runs the deduplicating merge
- * read over it (src/read/).  What the planner can push down:
- *
- *	- projection: only the columns the query uses are decoded (plus the key
- *	  and the hidden version columns the merge needs);
- *	- key conditions: "key op value" where op belongs to the key type's
- *	  default btree family and value does not depend on the scanned row.
- *	  They become a key range that skips objects and row groups.  Because the
- *	  store is sorted in a collation-independent order (byte order for
- *	  text), a range condition is used only when its collation is "C" (or
- *	  the type has none), and an equality only under a deterministic
- *	  collation, where equal means byte-equal.  Every condition is still
- *	  rechecked by the executor, so skipping never decides what matches.
+ * read over it (src/read/), limited to the key range its key conditions
+ * (scan_plan.c) evaluate to.
  *
  * What a scan reads: the store snapshot of its statement or transaction
  * (scan_snapshot.c, as the isolation level promises), plus the rows its own
@@ -29,348 +19,35 @@
 #include "postgres.h"
 
 #include "access/nbtree.h"
-#include "access/table.h"
 #include "catalog/pg_collation.h"
-#include "catalog/pg_type.h"
-#include "commands/explain.h"
 #include "executor/executor.h"
-#include "foreign/foreign.h"
-#include "miscadmin.h"
-#include "nodes/makefuncs.h"
-#include "nodes/nodeFuncs.h"
-#include "optimizer/optimizer.h"
-#include "optimizer/pathnode.h"
-#include "optimizer/planmain.h"
-#include "optimizer/restrictinfo.h"
-#include "parser/parse_coerce.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/pg_locale.h"
 #include "utils/rel.h"
-#include "utils/typcache.h"
 
 #include "rollout/fault.h"
-#include "rollout/fdw.h"
-#include "rollout/merge_read.h"
 #include "rollout/scan_snapshot.h"
-#include "rollout/snapshot.h"
 #include "rollout/xact_buffer.h"
+
+#include "scan_internal.h"
 
 /* Fresh snapshots a scan takes when objects vanish under it. */
 #define SCAN_MAX_SNAPSHOT_ATTEMPTS	5
-
-/* Index of items in a ForeignScan's fdw_private list. */
-enum RolloutScanPrivate
-{
-	ScanPrivateRetrievedAttrs,	/* Integer list of attnos the query uses */
-	ScanPrivateKeyQuals			/* list of KeyQual descriptions, see below */
-};
-
-/*
- * A key condition as the plan carries it: (strategy, opfamily, lefttype,
- * righttype) as four Integers; its value expression is the same-numbered
- * member of fdw_exprs.
- */
-typedef struct KeyQual
-{
-	int			strategy;		/* BTLessStrategyNumber ... */
-	Oid			opfamily;
-	Oid			lefttype;
-	Oid			righttype;
-	Expr	   *value;
-} KeyQual;
-
-/* Planner state of one rollout relation. */
-typedef struct RolloutPlanState
-{
-	RolloutTableOptions *options;
-	AttrNumber	key_attno;
-	List	   *key_quals;		/* KeyQual * */
-} RolloutPlanState;
-
-/* Executor state of one scan. */
-typedef struct RolloutScanState
-{
-	Relation	rel;
-	RolloutStore *store;
-	RolloutTableOptions *options;
-	int			natts;
-	int		   *attr_to_column; /* per attno-1: segment column, or -1 */
-	bool	   *want;			/* per segment column */
-	List	   *key_quals;		/* KeyQual * (value unused) */
-	List	   *key_value_states;	/* ExprState * */
-	MemoryContext scan_context;	/* lives across rescans */
-	MemoryContext rescan_context;	/* key range and read: reset per rescan */
-	MemoryContext row_context;	/* decoded values of the current row */
-	EState	   *estate;
-	RolloutSnapshot *snapshot;	/* what the read reads: the statement's or
-								 * transaction's snapshot, plus own rows */
-	bool		own_rows_taken; /* own_rows was looked for */
-	SnapshotSource *own_rows;	/* the transaction's own rows, or NULL */
-	MergeRead  *read;
-	Datum	   *values;
-	bool	   *isnull;
-	MergeReadStats totals;		/* summed over rescans */
-
-	/*
-	 * Requests to a remote store while this node read (snapshot and merge),
-	 * and the sequential rounds they took; counted from counters_mark.
-	 */
-	ObjectStoreCounters counters_mark;
-	int64		remote_requests;
-	int64		remote_rounds;
-} RolloutScanState;
-
-/* ----------------------------------------------------------------
- * Planning
- * ----------------------------------------------------------------
- */
-
-static bool
-is_key_var(Node *node, RelOptInfo *baserel, AttrNumber key_attno)
-{
-	while (node && IsA(node, RelabelType))
-		node = (Node *) ((RelabelType *) node)->arg;
-	return node && IsA(node, Var) &&
-		(Index) ((Var *) node)->varno == baserel->relid &&
-		((Var *) node)->varattno == key_attno &&
-		((Var *) node)->varlevelsup == 0;
-}
-
-/*
- * Recognise "key op value" (or "value op key") as a key condition the scan
- * may use to skip data, under the collation rules in the file header.
- */
-static KeyQual *
-classify_key_qual(Expr *clause, RelOptInfo *baserel, AttrNumber key_attno,
-				  Oid key_type, Oid key_opfamily)
-{
-	OpExpr	   *op;
-	Node	   *left;
-	Node	   *right;
-	Node	   *value;
-	bool		commuted;
-	int			strategy;
-	Oid			lefttype;
-	Oid			righttype;
-	KeyQual    *qual;
-
-	if (!IsA(clause, OpExpr))
-		return NULL;
-	op = (OpExpr *) clause;
-	if (list_length(op->args) != 2)
-		return NULL;
-	left = linitial(op->args);
-	right = lsecond(op->args);
-	if (is_key_var(left, baserel, key_attno))
-	{
-		value = right;
-		commuted = false;
-	}
-	else if (is_key_var(right, baserel, key_attno))
-	{
-		value = left;
-		commuted = true;
-	}
-	else
-		return NULL;
-
-	/* the value must be fixed for the whole scan */
-	if (contain_var_clause(value) || contain_volatile_functions(value))
-		return NULL;
-	if (!op_in_opfamily(op->opno, key_opfamily))
-		return NULL;
-	get_op_opfamily_properties(op->opno, key_opfamily, false,
-							   &strategy, &lefttype, &righttype);
-	if (commuted)
-	{
-		Oid			tmp = lefttype;
-
-		lefttype = righttype;
-		righttype = tmp;
-		strategy = BTCommuteStrategyNumber(strategy);
-	}
-	if (lefttype != key_type && !IsBinaryCoercible(key_type, lefttype))
-		return NULL;
-	if (!OidIsValid(get_opfamily_proc(key_opfamily, lefttype, righttype,
-									  BTORDER_PROC)))
-		return NULL;
-
-	if (type_is_collatable(key_type))
-	{
-		Oid			collation = op->inputcollid;
-
-		if (!OidIsValid(collation))
-			return NULL;
-		if (strategy == BTEqualStrategyNumber)
-		{
-			if (!get_collation_isdeterministic(collation))
-				return NULL;
-		}
-		else if (!lc_collate_is_c(collation))
-			return NULL;
-	}
-
-	qual = palloc0(sizeof(KeyQual));
-	qual->strategy = strategy;
-	qual->opfamily = key_opfamily;
-	qual->lefttype = lefttype;
-	qual->righttype = righttype;
-	qual->value = (Expr *) value;
-	return qual;
-}
-
-static void
-rollout_get_foreign_rel_size(PlannerInfo *root, RelOptInfo *baserel,
-							 Oid foreigntableid)
-{
-	RolloutPlanState *state = palloc0(sizeof(RolloutPlanState));
-	Oid			key_type;
-	Oid			key_opfamily;
-	ListCell   *lc;
-	bool		has_equality = false;
-
-	state->options = rollout_table_options(foreigntableid);
-	state->key_attno = get_attnum(foreigntableid, state->options->key_column);
-	baserel->fdw_private = state;
-
-	if (state->key_attno != InvalidAttrNumber)
-	{
-		key_type = get_atttype(foreigntableid, state->key_attno);
-		key_opfamily = lookup_type_cache(key_type, TYPECACHE_BTREE_OPFAMILY)->btree_opf;
-		if (OidIsValid(key_opfamily))
-		{
-			foreach(lc, baserel->baserestrictinfo)
-			{
-				RestrictInfo *rinfo = lfirst(lc);
-				KeyQual    *qual = classify_key_qual(rinfo->clause, baserel,
-													 state->key_attno, key_type,
-													 key_opfamily);
-
-				if (qual == NULL)
-					continue;
-				state->key_quals = lappend(state->key_quals, qual);
-				if (qual->strategy == BTEqualStrategyNumber)
-					has_equality = true;
-			}
-		}
-	}
-
-	/*
-	 * Without statistics the planner gets a modest default; a key equality
-	 * returns at most one row, since the scan deduplicates by key.
-	 */
-	baserel->tuples = 1000;
-	baserel->rows = has_equality ? 1 :
-		clamp_row_est(baserel->tuples *
-					  clauselist_selectivity(root, baserel->baserestrictinfo,
-											 0, JOIN_INNER, NULL));
-}
-
-static void
-rollout_get_foreign_paths(PlannerInfo *root, RelOptInfo *baserel,
-						  Oid foreigntableid)
-{
-	RolloutPlanState *state = baserel->fdw_private;
-	Cost		startup_cost = 10;
-	Cost		run_cost;
-
-	/* objects are read whole per row group: key ranges make it much cheaper */
-	run_cost = baserel->tuples * cpu_tuple_cost * 4;
-	if (state->key_quals != NIL)
-		run_cost /= 10;
-	run_cost += baserel->rows * cpu_tuple_cost;
-
-	add_path(baserel, (Path *)
-			 create_foreignscan_path(root, baserel, NULL, baserel->rows,
-									 startup_cost, startup_cost + run_cost,
-									 NIL, baserel->lateral_relids, NULL, NIL));
-}
-
-static ForeignScan *
-rollout_get_foreign_plan(PlannerInfo *root, RelOptInfo *baserel,
-						 Oid foreigntableid, ForeignPath *best_path,
-						 List *tlist, List *scan_clauses, Plan *outer_plan)
-{
-	RolloutPlanState *state = baserel->fdw_private;
-	Bitmapset  *attrs = NULL;
-	List	   *retrieved_attrs = NIL;
-	List	   *key_qual_info = NIL;
-	List	   *fdw_exprs = NIL;
-	ListCell   *lc;
-	bool		whole_row;
-
-	/* the columns the query needs: its target list and all conditions */
-	pull_varattnos((Node *) baserel->reltarget->exprs, baserel->relid, &attrs);
-	foreach(lc, baserel->baserestrictinfo)
-		pull_varattnos((Node *) ((RestrictInfo *) lfirst(lc))->clause,
-					   baserel->relid, &attrs);
-	whole_row = bms_is_member(0 - FirstLowInvalidHeapAttributeNumber, attrs);
-	{
-		Relation	rel = table_open(foreigntableid, NoLock);
-		TupleDesc	tupdesc = RelationGetDescr(rel);
-
-		for (int i = 1; i <= tupdesc->natts; i++)
-		{
-			if (TupleDescAttr(tupdesc, i - 1)->attisdropped)
-				continue;
-			if (whole_row ||
-				bms_is_member(i - FirstLowInvalidHeapAttributeNumber, attrs))
-				retrieved_attrs = lappend_int(retrieved_attrs, i);
-		}
-		table_close(rel, NoLock);
-	}
-
-	foreach(lc, state->key_quals)
-	{
-		KeyQual    *qual = lfirst(lc);
-
-		key_qual_info = lappend(key_qual_info,
-								list_make4(makeInteger(qual->strategy),
-										   makeInteger(qual->opfamily),
-										   makeInteger(qual->lefttype),
-										   makeInteger(qual->righttype)));
-		fdw_exprs = lappend(fdw_exprs, qual->value);
-	}
-
-	/* every condition stays a local filter: skipping only saves reading */
-	scan_clauses = extract_actual_clauses(scan_clauses, false);
-
-	return make_foreignscan(tlist, scan_clauses, baserel->relid, fdw_exprs,
-							list_make2(retrieved_attrs, key_qual_info),
-							NIL, NIL, outer_plan);
-}
-
-/* ----------------------------------------------------------------
- * Execution
- * ----------------------------------------------------------------
- */
 
 static void
 rollout_begin_foreign_scan(ForeignScanState *node, int eflags)
 {
 	ForeignScan *plan = (ForeignScan *) node->ss.ps.plan;
 	RolloutScanState *state = palloc0(sizeof(RolloutScanState));
-	List	   *retrieved_attrs = list_nth(plan->fdw_private, ScanPrivateRetrievedAttrs);
-	List	   *key_qual_info = list_nth(plan->fdw_private, ScanPrivateKeyQuals);
+	List	   *retrieved_attrs = scan_plan_retrieved_attrs(plan);
 	TupleDesc	tupdesc;
 	ListCell   *lc;
 
 	node->fdw_state = state;
 	state->rel = node->ss.ss_currentRelation;
 	state->options = rollout_table_options(RelationGetRelid(state->rel));
-	foreach(lc, key_qual_info)
-	{
-		List	   *info = lfirst(lc);
-		KeyQual    *qual = palloc0(sizeof(KeyQual));
-
-		qual->strategy = intVal(linitial(info));
-		qual->opfamily = intVal(lsecond(info));
-		qual->lefttype = intVal(lthird(info));
-		qual->righttype = intVal(lfourth(info));
-		state->key_quals = lappend(state->key_quals, qual);
-	}
+	state->key_quals = scan_plan_key_quals(plan);
 
 	/* plain EXPLAIN touches no storage */
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
@@ -617,17 +294,22 @@ rollout_iterate_foreign_scan(ForeignScanState *node)
 	return slot;
 }
 
+void
+rollout_scan_close_read(RolloutScanState *state)
+{
+	if (state->read == NULL)
+		return;
+	rollout_scan_accumulate_stats(state);
+	merge_read_end(state->read);
+	state->read = NULL;
+}
+
 static void
 rollout_rescan_foreign_scan(ForeignScanState *node)
 {
 	RolloutScanState *state = node->fdw_state;
 
-	if (state->read != NULL)
-	{
-		rollout_scan_accumulate_stats(state);
-		merge_read_end(state->read);
-		state->read = NULL;
-	}
+	rollout_scan_close_read(state);
 	if (state->rescan_context != NULL)
 		MemoryContextReset(state->rescan_context);
 }
@@ -637,101 +319,13 @@ rollout_end_foreign_scan(ForeignScanState *node)
 {
 	RolloutScanState *state = node->fdw_state;
 
-	if (state == NULL || state->read == NULL)
-		return;
-	rollout_scan_accumulate_stats(state);
-	merge_read_end(state->read);
-	state->read = NULL;
-}
-
-static void
-rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
-{
-	RolloutScanState *state = node->fdw_state;
-
-	ExplainPropertyText("Rollout Store", state->options->store_name, es);
-	if (es->verbose)
-		ExplainPropertyText("Location",
-							state->options->location ? state->options->location
-							: "(embedded default)", es);
-	if (state->key_quals != NIL)
-		ExplainPropertyInteger("Key Conditions", NULL,
-							   list_length(state->key_quals), es);
-
-	if (es->analyze && state->snapshot != NULL)
-	{
-		MergeReadStats *t;
-
-		/* EXPLAIN runs before EndForeignScan: fold in the open read */
-		if (state->read != NULL)
-		{
-			rollout_scan_accumulate_stats(state);
-			merge_read_end(state->read);
-			state->read = NULL;
-		}
-		t = &state->totals;
-
-		if (es->format == EXPLAIN_FORMAT_TEXT)
-		{
-			ExplainPropertyText("Fragments",
-								psprintf("read=%d skipped=%d",
-										 t->fragments_read, t->fragments_skipped), es);
-			ExplainPropertyText("Generations",
-								psprintf("read=%d skipped=%d",
-										 t->generations_read, t->generations_skipped), es);
-			ExplainPropertyText("WAL Entries",
-								psprintf("read=%d skipped=%d",
-										 t->wal_entries_read, t->wal_entries_skipped), es);
-			ExplainPropertyText("Row Groups",
-								psprintf("read=%lld skipped=%lld",
-										 (long long) t->row_groups_read,
-										 (long long) t->row_groups_skipped), es);
-		}
-		else
-		{
-			ExplainPropertyInteger("Fragments Read", NULL, t->fragments_read, es);
-			ExplainPropertyInteger("Fragments Skipped", NULL, t->fragments_skipped, es);
-			ExplainPropertyInteger("Generations Read", NULL, t->generations_read, es);
-			ExplainPropertyInteger("Generations Skipped", NULL, t->generations_skipped, es);
-			ExplainPropertyInteger("WAL Entries Read", NULL, t->wal_entries_read, es);
-			ExplainPropertyInteger("WAL Entries Skipped", NULL, t->wal_entries_skipped, es);
-			ExplainPropertyInteger("Row Groups Read", NULL, t->row_groups_read, es);
-			ExplainPropertyInteger("Row Groups Skipped", NULL, t->row_groups_skipped, es);
-		}
-		ExplainPropertyInteger("Versions Read", NULL, t->versions_read, es);
-		if (t->transaction_rows_read > 0)
-			ExplainPropertyInteger("Transaction Rows Read", NULL,
-								   t->transaction_rows_read, es);
-
-		/*
-		 * How the reads went to the store: these vary with the location and
-		 * with rollout_fdw.max_concurrent_requests, so only VERBOSE shows them.
-		 */
-		if (es->verbose)
-		{
-			ExplainPropertyInteger("Prefetch Batches", NULL, t->prefetch_batches, es);
-			if (es->format == EXPLAIN_FORMAT_TEXT)
-				ExplainPropertyText("Remote Requests",
-									psprintf("%lld in %lld rounds",
-											 (long long) state->remote_requests,
-											 (long long) state->remote_rounds), es);
-			else
-			{
-				ExplainPropertyInteger("Remote Requests", NULL,
-									   state->remote_requests, es);
-				ExplainPropertyInteger("Remote Request Rounds", NULL,
-									   state->remote_rounds, es);
-			}
-		}
-	}
+	if (state != NULL)
+		rollout_scan_close_read(state);
 }
 
 void
 rollout_scan_routines(FdwRoutine *routine)
 {
-	routine->GetForeignRelSize = rollout_get_foreign_rel_size;
-	routine->GetForeignPaths = rollout_get_foreign_paths;
-	routine->GetForeignPlan = rollout_get_foreign_plan;
 	routine->BeginForeignScan = rollout_begin_foreign_scan;
 	routine->IterateForeignScan = rollout_iterate_foreign_scan;
 	routine->ReScanForeignScan = rollout_rescan_foreign_scan;

@@ -38,7 +38,6 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "executor/tuptable.h"
-#include "miscadmin.h"
 #include "storage/buffile.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"

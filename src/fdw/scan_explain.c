@@ -1,0 +1,94 @@
+/*-------------------------------------------------------------------------
+ *
+ * scan_explain.c
+ *		EXPLAIN of a rollout table scan: the store, the key conditions used
+ *		and, with ANALYZE, what the read skipped and how it reached the
+ *		store.
+ *
+ * Never the location's options: secrets live there (docs/OBJSTORE.md).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/explain.h"
+
+#include "scan_internal.h"
+
+/* What ExplainForeignScan shows (docs in README, "EXPLAIN"). */
+void
+rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
+{
+	RolloutScanState *state = node->fdw_state;
+
+	ExplainPropertyText("Rollout Store", state->options->store_name, es);
+	if (es->verbose)
+		ExplainPropertyText("Location",
+							state->options->location ? state->options->location
+							: "(embedded default)", es);
+	if (state->key_quals != NIL)
+		ExplainPropertyInteger("Key Conditions", NULL,
+							   list_length(state->key_quals), es);
+
+	if (es->analyze && state->snapshot != NULL)
+	{
+		MergeReadStats *t;
+
+		/* EXPLAIN runs before EndForeignScan: fold in the open read */
+		rollout_scan_close_read(state);
+		t = &state->totals;
+
+		if (es->format == EXPLAIN_FORMAT_TEXT)
+		{
+			ExplainPropertyText("Fragments",
+								psprintf("read=%d skipped=%d",
+										 t->fragments_read, t->fragments_skipped), es);
+			ExplainPropertyText("Generations",
+								psprintf("read=%d skipped=%d",
+										 t->generations_read, t->generations_skipped), es);
+			ExplainPropertyText("WAL Entries",
+								psprintf("read=%d skipped=%d",
+										 t->wal_entries_read, t->wal_entries_skipped), es);
+			ExplainPropertyText("Row Groups",
+								psprintf("read=%lld skipped=%lld",
+										 (long long) t->row_groups_read,
+										 (long long) t->row_groups_skipped), es);
+		}
+		else
+		{
+			ExplainPropertyInteger("Fragments Read", NULL, t->fragments_read, es);
+			ExplainPropertyInteger("Fragments Skipped", NULL, t->fragments_skipped, es);
+			ExplainPropertyInteger("Generations Read", NULL, t->generations_read, es);
+			ExplainPropertyInteger("Generations Skipped", NULL, t->generations_skipped, es);
+			ExplainPropertyInteger("WAL Entries Read", NULL, t->wal_entries_read, es);
+			ExplainPropertyInteger("WAL Entries Skipped", NULL, t->wal_entries_skipped, es);
+			ExplainPropertyInteger("Row Groups Read", NULL, t->row_groups_read, es);
+			ExplainPropertyInteger("Row Groups Skipped", NULL, t->row_groups_skipped, es);
+		}
+		ExplainPropertyInteger("Versions Read", NULL, t->versions_read, es);
+		if (t->transaction_rows_read > 0)
+			ExplainPropertyInteger("Transaction Rows Read", NULL,
+								   t->transaction_rows_read, es);
+
+		/*
+		 * How the reads went to the store: these vary with the location and
+		 * with rollout_fdw.max_concurrent_requests, so only VERBOSE shows them.
+		 */
+		if (es->verbose)
+		{
+			ExplainPropertyInteger("Prefetch Batches", NULL, t->prefetch_batches, es);
+			if (es->format == EXPLAIN_FORMAT_TEXT)
+				ExplainPropertyText("Remote Requests",
+									psprintf("%lld in %lld rounds",
+											 (long long) state->remote_requests,
+											 (long long) state->remote_rounds), es);
+			else
+			{
+				ExplainPropertyInteger("Remote Requests", NULL,
+									   state->remote_requests, es);
+				ExplainPropertyInteger("Remote Request Rounds", NULL,
+									   state->remote_rounds, es);
+			}
+		}
+	}
+}

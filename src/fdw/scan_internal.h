@@ -1,0 +1,76 @@
+/*-------------------------------------------------------------------------
+ *
+ * scan_internal.h
+ *		What the scan's planning (scan_plan.c), execution (scan.c) and
+ *		EXPLAIN (scan_explain.c) share; private to the fdw layer.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ROLLOUT_SCAN_INTERNAL_H
+#define ROLLOUT_SCAN_INTERNAL_H
+
+#include "commands/explain.h"
+#include "nodes/execnodes.h"
+
+#include "rollout/fdw.h"
+#include "rollout/merge_read.h"
+
+/*
+ * A key condition: "key op value" with op of the key type's default btree
+ * family.  In a plan it is (strategy, opfamily, lefttype, righttype), its
+ * value expression the same-numbered member of fdw_exprs (scan_plan.c).
+ */
+typedef struct KeyQual
+{
+	int			strategy;		/* BTLessStrategyNumber ... */
+	Oid			opfamily;
+	Oid			lefttype;
+	Oid			righttype;
+	Expr	   *value;
+} KeyQual;
+
+/* Executor state of one scan. */
+typedef struct RolloutScanState
+{
+	Relation	rel;
+	RolloutStore *store;
+	RolloutTableOptions *options;
+	int			natts;
+	int		   *attr_to_column; /* per attno-1: segment column, or -1 */
+	bool	   *want;			/* per segment column */
+	List	   *key_quals;		/* KeyQual * (value unused) */
+	List	   *key_value_states;	/* ExprState * */
+	MemoryContext scan_context;	/* lives across rescans */
+	MemoryContext rescan_context;	/* key range and read: reset per rescan */
+	MemoryContext row_context;	/* decoded values of the current row */
+	EState	   *estate;
+	RolloutSnapshot *snapshot;	/* what the read reads: the statement's or
+								 * transaction's snapshot, plus own rows */
+	bool		own_rows_taken; /* own_rows was looked for */
+	SnapshotSource *own_rows;	/* the transaction's own rows, or NULL */
+	MergeRead  *read;
+	Datum	   *values;
+	bool	   *isnull;
+	MergeReadStats totals;		/* summed over rescans */
+
+	/*
+	 * Requests to a remote store while this node read (snapshot and merge),
+	 * and the sequential rounds they took; counted from counters_mark.
+	 */
+	ObjectStoreCounters counters_mark;
+	int64		remote_requests;
+	int64		remote_rounds;
+} RolloutScanState;
+
+/* The plan's retrieved attribute numbers and key conditions (scan_plan.c). */
+extern List *scan_plan_retrieved_attrs(ForeignScan *plan);
+extern List *scan_plan_key_quals(ForeignScan *plan);
+
+/* Fold the open read's statistics into the totals and end it (scan.c). */
+extern void rollout_scan_close_read(RolloutScanState *state);
+
+/* ExplainForeignScan (scan_explain.c). */
+extern void rollout_explain_foreign_scan(ForeignScanState *node,
+										 ExplainState *es);
+
+#endif							/* ROLLOUT_SCAN_INTERNAL_H */
