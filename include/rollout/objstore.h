@@ -121,7 +121,8 @@ typedef struct ObjectStoreOps
 	 * Read length bytes at offset into *out (appended).  length < 0 means "to
 	 * the end".  A range past the end is truncated to the object.  Returns
 	 * false when the object does not exist.  If object_size is not NULL it
-	 * receives the object's total size.
+	 * receives the object's total size.  May be NULL when get_many is not:
+	 * objstore.c then reads with a batch of one.
 	 */
 	bool		(*get_range) (ObjectStore *store, const char *key,
 							  int64 offset, int64 length,
@@ -130,7 +131,8 @@ typedef struct ObjectStoreOps
 	/*
 	 * Read the last length bytes (or the whole object, if smaller) into *out.
 	 * Returns false when the object does not exist; *object_size receives
-	 * the object's total size.
+	 * the object's total size.  May be NULL when get_many is not, as
+	 * get_range.
 	 */
 	bool		(*get_tail) (ObjectStore *store, const char *key,
 							 int64 length, StringInfo out, int64 *object_size);

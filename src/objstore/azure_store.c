@@ -12,10 +12,11 @@
  *						409 BlobAlreadyExists or 412 mean "already exists".
  *						The put id travels as the metadata header
  *						x-ms-meta-rollout_put_id.
- *	get_range/get_tail	Get Blob with x-ms-range; 404 = does not exist.  A
- *						tail needs the size first (Get Blob Properties)
- *						unless the caller knows it; a batch of reads runs
- *						both steps concurrently.
+ *	get_many			Ranges and tails, Get Blob with x-ms-range; 404 =
+ *						does not exist.  A tail needs the size first (Get
+ *						Blob Properties) unless the caller knows it; a
+ *						batch runs both steps concurrently.  Single reads
+ *						are batches of one (objstore.c).
  *	get_put_id			Get Blob Properties (HEAD).
  *	list				List Blobs with prefix, maxresults and marker; the
  *						continuation token is the service's NextMarker, and
@@ -166,11 +167,6 @@ static ObjectStoreCreateResult azure_create_from_file_if_absent(ObjectStore *sto
 																const char *key,
 																const char *local_path,
 																const char *put_id);
-static bool azure_get_range(ObjectStore *store, const char *key,
-							int64 offset, int64 length,
-							StringInfo out, int64 *object_size);
-static bool azure_get_tail(ObjectStore *store, const char *key, int64 length,
-						   StringInfo out, int64 *object_size);
 static bool azure_get_put_id(ObjectStore *store, const char *key,
 							 char **put_id);
 static ObjectStoreListing *azure_list(ObjectStore *store, const char *prefix,
@@ -183,8 +179,8 @@ static void azure_get_many(ObjectStore *store, ObjectStoreRead *reads,
 static const ObjectStoreOps azure_store_ops = {
 	.create_if_absent = azure_create_if_absent,
 	.create_from_file_if_absent = azure_create_from_file_if_absent,
-	.get_range = azure_get_range,
-	.get_tail = azure_get_tail,
+	.get_range = NULL,		/* get_many reads */
+	.get_tail = NULL,
 	.get_put_id = azure_get_put_id,
 	.list = azure_list,
 	.delete_object = azure_delete_object,
@@ -1207,42 +1203,6 @@ azure_get_many(ObjectStore *store, ObjectStoreRead *reads, int nreads,
 	pfree(sizes);
 	pfree(skip);
 	pfree(hinted);
-}
-
-/* One read: a batch of one. */
-static bool
-azure_read_one(ObjectStore *store, const char *key, int64 offset, int64 length,
-			   bool tail, StringInfo out, int64 *object_size)
-{
-	ObjectStoreRead read;
-
-	memset(&read, 0, sizeof(read));
-	read.key = key;
-	read.offset = offset;
-	read.length = length;
-	read.tail = tail;
-	read.size_hint = -1;
-	read.out = out;
-	read.object_size = -1;
-	azure_get_many(store, &read, 1, 1);
-	if (read.found && object_size)
-		*object_size = read.object_size;
-	return read.found;
-}
-
-static bool
-azure_get_range(ObjectStore *store, const char *key, int64 offset,
-				int64 length, StringInfo out, int64 *object_size)
-{
-	return azure_read_one(store, key, offset, length, false, out, object_size);
-}
-
-/* The last length bytes: the size first (one HEAD), then the range. */
-static bool
-azure_get_tail(ObjectStore *store, const char *key, int64 length,
-			   StringInfo out, int64 *object_size)
-{
-	return azure_read_one(store, key, 0, length, true, out, object_size);
 }
 
 static bool

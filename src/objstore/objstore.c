@@ -493,13 +493,41 @@ objstore_create_from_file_if_absent(ObjectStore *store, const char *key,
 }
 
 /*
+ * One read through the backend: its get_range or get_tail, or, for a
+ * backend that reads only in batches (the HTTP ones), a batch of one.
+ */
+static bool
+objstore_read_one(ObjectStore *store, const char *key, int64 offset,
+				  int64 length, bool tail, StringInfo out, int64 *object_size)
+{
+	ObjectStoreRead read = {0};
+
+	if (tail && store->ops->get_tail != NULL)
+		return store->ops->get_tail(store, key, length, out, object_size);
+	if (!tail && store->ops->get_range != NULL)
+		return store->ops->get_range(store, key, offset, length, out,
+									 object_size);
+	read.key = key;
+	read.offset = offset;
+	read.length = length;
+	read.tail = tail;
+	read.size_hint = -1;
+	read.out = out;
+	read.object_size = -1;
+	store->ops->get_many(store, &read, 1, 1);
+	if (read.found && object_size != NULL)
+		*object_size = read.object_size;
+	return read.found;
+}
+
+/*
  * objstore_get
  *		Append a whole object to *out; false if it does not exist.
  */
 bool
 objstore_get(ObjectStore *store, const char *key, StringInfo out)
 {
-	return store->ops->get_range(store, key, 0, -1, out, NULL);
+	return objstore_read_one(store, key, 0, -1, false, out, NULL);
 }
 
 /*
@@ -516,8 +544,8 @@ objstore_get_range(ObjectStore *store, const char *key,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid offset " INT64_FORMAT " for object \"%s\" in store \"%s\"",
 						offset, key, store->location)));
-	return store->ops->get_range(store, key, offset, length, out,
-								 object_size);
+	return objstore_read_one(store, key, offset, length, false, out,
+							 object_size);
 }
 
 /*
@@ -528,7 +556,7 @@ bool
 objstore_get_tail(ObjectStore *store, const char *key,
 				  int64 length, StringInfo out, int64 *object_size)
 {
-	return store->ops->get_tail(store, key, length, out, object_size);
+	return objstore_read_one(store, key, 0, length, true, out, object_size);
 }
 
 /*
@@ -546,7 +574,7 @@ objstore_get_put_id(ObjectStore *store, const char *key, char **put_id)
  *		A batch of reads, concurrent when the backend can; see objstore.h.
  *
  * With one read, a backend without a batch operation, or the setting at 1,
- * the reads are made one after the other through get_range and get_tail:
+ * the reads are made one after the other (objstore_read_one):
  * exactly what the callers did before batches existed, so setting
  * rollout_fdw.max_concurrent_requests to 1 restores that behaviour.
  */
@@ -577,13 +605,9 @@ objstore_get_many(ObjectStore *store, ObjectStoreRead *reads, int nreads)
 		ObjectStoreRead *read = &reads[i];
 
 		CHECK_FOR_INTERRUPTS();
-		if (read->tail)
-			read->found = store->ops->get_tail(store, read->key, read->length,
-											   read->out, &read->object_size);
-		else
-			read->found = store->ops->get_range(store, read->key, read->offset,
-												read->length, read->out,
-												&read->object_size);
+		read->found = objstore_read_one(store, read->key, read->offset,
+										read->length, read->tail, read->out,
+										&read->object_size);
 	}
 }
 

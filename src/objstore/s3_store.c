@@ -663,41 +663,6 @@ s3_get_many(ObjectStore *store, ObjectStoreRead *reads, int nreads,
 	pfree(starts);
 }
 
-/* One read: a batch of one. */
-static bool
-s3_read_one(ObjectStore *store, const char *key, int64 offset, int64 length,
-			bool tail, StringInfo out, int64 *object_size)
-{
-	ObjectStoreRead read;
-
-	memset(&read, 0, sizeof(read));
-	read.key = key;
-	read.offset = offset;
-	read.length = length;
-	read.tail = tail;
-	read.size_hint = -1;
-	read.out = out;
-	read.object_size = -1;
-	s3_get_many(store, &read, 1, 1);
-	if (read.found && object_size)
-		*object_size = read.object_size;
-	return read.found;
-}
-
-static bool
-s3_get_range(ObjectStore *store, const char *key, int64 offset, int64 length,
-			 StringInfo out, int64 *object_size)
-{
-	return s3_read_one(store, key, offset, length, false, out, object_size);
-}
-
-static bool
-s3_get_tail(ObjectStore *store, const char *key, int64 length,
-			StringInfo out, int64 *object_size)
-{
-	return s3_read_one(store, key, 0, length, true, out, object_size);
-}
-
 static bool
 s3_get_put_id(ObjectStore *store, const char *key, char **put_id)
 {
@@ -857,8 +822,8 @@ s3_close(ObjectStore *store)
 static const ObjectStoreOps s3_store_ops = {
 	.create_if_absent = s3_create_if_absent,
 	.create_from_file_if_absent = s3_create_from_file_if_absent,
-	.get_range = s3_get_range,
-	.get_tail = s3_get_tail,
+	.get_range = NULL,		/* get_many reads */
+	.get_tail = NULL,
 	.get_put_id = s3_get_put_id,
 	.list = s3_list,
 	.delete_object = s3_delete_object,
