@@ -24,7 +24,7 @@ OBJS = \
 	src/core/json_doc.o \
 	src/core/portable_values.o \
 	src/core/scratch.o \
-	src/core/store.o \
+	src/core/store_definition.o \
 	src/core/store_keys.o \
 	src/core/store_sources.o \
 	src/core/shard.o \
@@ -34,6 +34,7 @@ OBJS = \
 	src/core/memtable.o \
 	src/core/store_stats.o \
 	src/core/snapshot.o \
+	src/core/store_snapshot.o \
 	src/read/key_range.o \
 	src/read/row_source.o \
 	src/read/prefetch.o \

@@ -25,6 +25,7 @@ PACKAGES=(
 	ceph-osd                 #   an S3 server that verifies SigV4 signatures, for
 	radosgw                  #   the tests (test/servers/rgw.sh; about 400 MB)
 	perl                     # prove
+	pg-bsd-indent            # the layout check (scripts/indent.pl)
 	make
 	gcc
 	pkg-config

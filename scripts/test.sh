@@ -24,8 +24,13 @@
 #               TAP tests are about one backend or one mode and run in the
 #               file:// runs.
 #   --keep      keep the temporary test tree (results/, tmp_check/) for inspection
+#   --checks-only  only the source checks (see below), nothing built
 #
 # What it does:
+#   0. with the whole matrix (or --checks-only), checks the sources first,
+#      each check counting as one test: the include rules of
+#      docs/ARCHITECTURE.md (scripts/check_layers.pl) and PostgreSQL's code
+#      layout (scripts/indent.pl, pg_bsd_indent);
 #   1. installs the Debian packages (scripts/install-deps.sh) unless --no-deps;
 #   2. copies the source tree (without .git and build outputs) into a fresh
 #      postgres-owned directory /tmp/rollout_fdw_test.XXXXXX;
@@ -76,6 +81,7 @@ for arg in "$@"; do
 	--preload) preload=rollout_fdw mode=one ;;
 	--no-preload) preload='' mode=one ;;
 	--keep) keep=1 ;;
+	--checks-only) mode=checks ;;
 	-h | --help)
 		sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
 		exit 0
@@ -145,6 +151,29 @@ stop_servers() {
 	servers_started=0
 }
 
+# The source checks: fast, before anything is built.  Each prints what it
+# found; the count of those that failed is in check_failed.
+check_passed=0 check_failed=0
+run_source_checks() {
+	local name
+	for name in check_layers indent; do
+		say "source check: $name"
+		if perl "$ROOT/scripts/$name.pl"; then
+			check_passed=$((check_passed + 1))
+		else
+			check_failed=$((check_failed + 1))
+		fi
+	done
+}
+if [ "$mode" = checks ]; then
+	[ "$run_deps" = 1 ] && { bash "$ROOT/scripts/install-deps.sh" || { echo "$SUMMARY"; exit 1; }; }
+	run_source_checks
+	SUMMARY="$check_passed passed, $check_failed failed"
+	echo "$SUMMARY"
+	[ "$check_failed" = 0 ]
+	exit
+fi
+
 # By default the whole matrix runs: the suite on the file:// store as a
 # plain extension (each commit writes its own WAL entry) and preloaded
 # (shared-memory writer, group commit, memtable, background worker) — both
@@ -158,10 +187,12 @@ if [ "$mode" = both ]; then
 	trap 'stop_servers; rm -rf "$SERVERS_DIR"; echo "$SUMMARY"' EXIT
 	trap 'exit 130' INT
 	trap 'exit 143' TERM HUP
+	run_source_checks
 	start_servers || { SUMMARY="0 passed, 1 failed"; exit 1; }
 	extra=()
 	[ "$keep" = 1 ] && extra+=(--keep)
-	total_passed=0 total_failed=0 status=0 first=1 report=''
+	total_passed=$check_passed total_failed=$check_failed status=0 first=1
+	report="  source checks  $check_passed passed, $check_failed failed"$'\n'
 	for run in $matrix; do
 		b=${run%%:*} m=${run#*:}
 		case $m in plain) flag=--no-preload ;; preload) flag=--preload ;; *) die "bad matrix item: $run" ;; esac

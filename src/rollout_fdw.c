@@ -27,7 +27,7 @@
 #include "rollout/shard.h"
 #include "rollout/shared_store.h"
 #include "rollout/shmem.h"
-#include "rollout/store.h"
+#include "rollout/store_definition.h"
 #include "rollout/sweeper.h"
 #include "rollout/wal.h"
 #include "rollout/xact_buffer.h"
@@ -52,8 +52,8 @@ _PG_init(void)
 	sweeper_define_settings();
 
 	/*
-	 * The shared-memory writer exists only when the library is preloaded:
-	 * its settings size shared memory, and defining a PGC_POSTMASTER setting
+	 * The shared-memory writer exists only when the library is preloaded: its
+	 * settings size shared memory, and defining a PGC_POSTMASTER setting
 	 * later would be fatal.
 	 */
 	if (process_shared_preload_libraries_in_progress)

@@ -9,7 +9,8 @@
 #ifndef ROLLOUT_GROUP_COMMIT_H
 #define ROLLOUT_GROUP_COMMIT_H
 
-#include "rollout/shared_store.h"
+#include "rollout/store.h"
+#include "rollout/store_slot.h"
 
 /* Define rollout_fdw.commit_delay (from _PG_init). */
 extern void group_commit_define_settings(void);

@@ -35,10 +35,12 @@ extern char *json_doc_text(const JsonDoc *doc, JsonbContainer *obj,
 						   const char *member, bool required);
 extern bool json_doc_bool(const JsonDoc *doc, JsonbContainer *obj,
 						  const char *member, bool required, bool default_value);
+
 /* An array or object member's container (NULL if absent and optional). */
 extern JsonbContainer *json_doc_container(const JsonDoc *doc, JsonbContainer *obj,
 										  const char *member, bool required,
 										  bool want_array);
+
 /* Elements of an array container: element i, which must be a container
  * (object) or a scalar as asked. */
 extern int	json_doc_array_length(JsonbContainer *array);

@@ -36,8 +36,10 @@ typedef struct KeyRange
 
 /* Is key inside range? */
 extern bool key_range_contains(const KeyRange *range, Datum key);
+
 /* Can [min, max] hold a key of range? */
 extern bool key_range_overlaps(const KeyRange *range, Datum min, Datum max);
+
 /* Is key above the range's upper bound? */
 extern bool key_range_past_upper(const KeyRange *range, Datum key);
 

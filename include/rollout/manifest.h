@@ -46,10 +46,10 @@ typedef struct ShardManifest
 
 	/*
 	 * The PostgreSQL timeline of the cluster that claimed writer_epoch (1
-	 * when no claim recorded one).  A standby promoted to primary writes on
-	 * a higher timeline than the primary it replaces, which makes the old
-	 * primary's writes refusable: a claim records the claimer's timeline,
-	 * and a cluster on a lower one never writes the shard again.
+	 * when no claim recorded one).  A standby promoted to primary writes on a
+	 * higher timeline than the primary it replaces, which makes the old
+	 * primary's writes refusable: a claim records the claimer's timeline, and
+	 * a cluster on a lower one never writes the shard again.
 	 */
 	int64		writer_timeline;
 	int64		epoch_start_position;

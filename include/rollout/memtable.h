@@ -9,7 +9,8 @@
 #ifndef ROLLOUT_MEMTABLE_H
 #define ROLLOUT_MEMTABLE_H
 
-#include "rollout/shared_store.h"
+#include "rollout/store.h"
+#include "rollout/store_slot.h"
 #include "rollout/snapshot.h"
 
 /* Define rollout_fdw.memtable_size (only while preloading: it sizes memory). */

@@ -85,8 +85,8 @@ typedef struct ObjectStoreRead
 	/*
 	 * The object's size when the caller knows it (from a listing or a
 	 * manifest), else -1.  Only an optimisation: a backend without suffix
-	 * ranges (Azure) then needs no request to learn it; a wrong hint costs
-	 * a request, never a wrong result.
+	 * ranges (Azure) then needs no request to learn it; a wrong hint costs a
+	 * request, never a wrong result.
 	 */
 	int64		size_hint;
 	StringInfo	out;			/* receives the bytes (appended) */
@@ -130,9 +130,8 @@ typedef struct ObjectStoreOps
 
 	/*
 	 * Read the last length bytes (or the whole object, if smaller) into *out.
-	 * Returns false when the object does not exist; *object_size receives
-	 * the object's total size.  May be NULL when get_many is not, as
-	 * get_range.
+	 * Returns false when the object does not exist; *object_size receives the
+	 * object's total size.  May be NULL when get_many is not, as get_range.
 	 */
 	bool		(*get_tail) (ObjectStore *store, const char *key,
 							 int64 length, StringInfo out, int64 *object_size);
@@ -158,21 +157,20 @@ typedef struct ObjectStoreOps
 
 	/*
 	 * Perform nreads reads with at most max_in_flight requests in flight at
-	 * once, each with the result get_range or get_tail would give.  An
-	 * ERROR of any read is raised for the batch.  May be NULL: objstore.c
-	 * then performs the reads one after the other.
+	 * once, each with the result get_range or get_tail would give.  An ERROR
+	 * of any read is raised for the batch.  May be NULL: objstore.c then
+	 * performs the reads one after the other.
 	 */
 	void		(*get_many) (ObjectStore *store, ObjectStoreRead *reads,
 							 int nreads, int max_in_flight);
 
 	/*
 	 * Remove what writes left behind outside the key space when the process
-	 * writing them died (the file backend's temporary files under _tmp/),
-	 * if last modified before older_than.  Returns how many were removed
-	 * and adds their bytes to *bytes.  May be NULL: a backend whose
-	 * interrupted uploads leave nothing behind, or whose service expires
-	 * them (S3 single PUTs; Azure's uncommitted blocks, dropped by the
-	 * service after a week).
+	 * writing them died (the file backend's temporary files under _tmp/), if
+	 * last modified before older_than.  Returns how many were removed and
+	 * adds their bytes to *bytes.  May be NULL: a backend whose interrupted
+	 * uploads leave nothing behind, or whose service expires them (S3 single
+	 * PUTs; Azure's uncommitted blocks, dropped by the service after a week).
 	 */
 	int64		(*remove_abandoned_uploads) (ObjectStore *store,
 											 TimestampTz older_than,
@@ -193,19 +191,19 @@ struct ObjectStore
 	void	   *backend;		/* the backend's private state */
 
 	/*
-	 * Where the objects really are: the canonical directory, or the
-	 * endpoint, bucket (account, container) and prefix.  Two servers with
-	 * the same location string but different endpoints are different
-	 * stores; two spellings of one directory are the same.  No secret.
+	 * Where the objects really are: the canonical directory, or the endpoint,
+	 * bucket (account, container) and prefix.  Two servers with the same
+	 * location string but different endpoints are different stores; two
+	 * spellings of one directory are the same.  No secret.
 	 */
 	char	   *identity;
 
 	/*
 	 * A SHA-256 over the identity and the credentials the store was opened
-	 * with (hex).  Processes that share state about a store (the group
-	 * commit queue and memtable of shared_writer.c) compare it, so that no
-	 * backend reads or writes through another's credentials.  A hash, never
-	 * the credentials themselves.
+	 * with (hex).  Processes that share state about a store (the group commit
+	 * queue and memtable of shared_writer.c) compare it, so that no backend
+	 * reads or writes through another's credentials.  A hash, never the
+	 * credentials themselves.
 	 */
 	char		access_fingerprint[OBJSTORE_FINGERPRINT_LEN];
 };

@@ -76,8 +76,10 @@ extern RowSource *row_source_open(RolloutStore *store, SnapshotSource *meta,
 								  int64 *running_stamp, MergeReadStats *stats,
 								  RowSourcePrefetcher *prefetcher,
 								  bool *vanished, List **ingest);
+
 /* Advance to the next row; false at the end. */
 extern bool row_source_next(RowSource *source);
+
 /* The current row. */
 extern Datum row_source_key(RowSource *source);
 extern int64 row_source_ts(RowSource *source);

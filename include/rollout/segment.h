@@ -75,6 +75,7 @@ typedef struct SegmentSchema
  */
 extern void segment_column_init(SegmentColumn *column, const char *name,
 								Oid typid, int32 typmod);
+
 /* Fill in only the order of a column whose typid is set. */
 extern void segment_column_init_order(SegmentColumn *column);
 
@@ -189,7 +190,7 @@ typedef struct SegmentReader
 	bool		has_key_range;
 	Datum		key_min;
 	Datum		key_max;
-	char	   *metadata;		/* the writer's metadata, NUL-terminated, or NULL */
+	char	   *metadata;		/* writer's metadata (a string), or NULL */
 	MemoryContext context;		/* holds everything above */
 } SegmentReader;
 

@@ -87,12 +87,4 @@ typedef struct RolloutSnapshot
  */
 extern SnapshotSource *snapshot_source_new(SnapshotSourceKind kind);
 
-/*
- * Take a snapshot: every shard manifest first, then the base manifest, then
- * the WAL tails (this cluster's always; other shards' only when
- * all_wal_tails, the table option read_wal_tail).
- */
-extern RolloutSnapshot *rollout_snapshot_take(RolloutStore *store,
-											  bool all_wal_tails);
-
 #endif							/* ROLLOUT_SNAPSHOT_H */

@@ -4,12 +4,14 @@
  *		An opened rollout store: its object store, its schema and this
  *		cluster's shard.
  *
- * The store is the lsm layer's handle on "<location>/<store>/".  Opening one
- * creates _store.json once (create-if-absent) and otherwise checks the
- * caller's columns against it, so that every upper layer can trust that the
- * segments it reads and writes have the schema it expects.
+ * The store is every layer's handle on "<location>/<store>/"; this header
+ * only says what one is, as PostgreSQL's rel.h says what a relation is.
+ * Opening one (store_definition.h) creates _store.json once
+ * (create-if-absent) and otherwise checks the caller's columns against it,
+ * so that every upper layer can trust that the segments it reads and
+ * writes have the schema it expects.
  *
- * The lsm layer knows nothing of relations: the fdw layer describes the
+ * The lower layers know nothing of relations: the fdw layer describes the
  * foreign table with a RolloutStoreSpec.
  *
  *-------------------------------------------------------------------------
@@ -59,9 +61,9 @@ typedef struct RolloutStoreSpec
 	List	   *location_options;	/* DefElem list for the backend */
 
 	/*
-	 * May a remote backend fall back to the server's environment
-	 * credentials when location_options carry none?  The fdw layer decides
-	 * (only for superusers' tables and servers).
+	 * May a remote backend fall back to the server's environment credentials
+	 * when location_options carry none?  The fdw layer decides (only for
+	 * superusers' tables and servers).
 	 */
 	bool		allow_environment_credentials;
 	char	   *store_name;
@@ -128,23 +130,5 @@ typedef struct RolloutStore
  * version.
  */
 typedef bool (*StoreRowReader) (void *arg, Datum *values, bool *isnull);
-
-/* rollout_fdw.rows_per_group: rows per row group of the segments written */
-extern int	store_rows_per_group;
-
-/* Define rollout_fdw.rows_per_group (from _PG_init). */
-extern void store_define_settings(void);
-
-/* Open (and on first use create) a store.  Result lives in a new child
- * context of parent. */
-extern RolloutStore *rollout_store_open(const RolloutStoreSpec *spec,
-										MemoryContext parent);
-extern void rollout_store_close(RolloutStore *store);
-
-/* Create _store.json if the store is new (before its first write). */
-extern void rollout_store_ensure_created(RolloutStore *store);
-
-/* The segment column of a table column, by name; -1 if none. */
-extern int	rollout_store_column_index(RolloutStore *store, const char *name);
 
 #endif							/* ROLLOUT_STORE_H */

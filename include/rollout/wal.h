@@ -92,6 +92,7 @@ extern void wal_write_entry_file(RolloutStore *store, List *blobs,
 
 /* The metadata string a WAL entry's segment is written with. */
 extern char *wal_metadata_to_json(const WalEntryMetadata *metadata);
+
 /* Parse (and check) a WAL entry's metadata; ERROR naming key if invalid. */
 extern WalEntryMetadata *wal_metadata_from_json(const char *json, const char *key);
 

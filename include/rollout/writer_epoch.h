@@ -10,7 +10,8 @@
 #ifndef ROLLOUT_WRITER_EPOCH_H
 #define ROLLOUT_WRITER_EPOCH_H
 
-#include "rollout/shared_store.h"
+#include "rollout/store.h"
+#include "rollout/store_slot.h"
 
 /* What a successful claim established. */
 typedef struct ShardClaim

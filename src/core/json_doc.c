@@ -97,6 +97,7 @@ json_doc_int64(const JsonDoc *doc, JsonbContainer *obj, const char *member,
 	}
 	if (v->type != jbvNumeric)
 		json_doc_corrupt(doc, psprintf("Member \"%s\" is not a number.", member));
+
 	/*
 	 * Go through the text form: numeric_int8() would throw its own error on a
 	 * fraction or an overflow, and we want ours naming the object.

@@ -158,7 +158,7 @@ manifest_datum_to_hex(const SegmentColumn *column, Datum value)
  */
 static Datum
 manifest_datum_from_hex(const SegmentColumn *column, const char *hex,
-					   const char *object_name)
+						const char *object_name)
 {
 	size_t		hexlen = strlen(hex);
 	char	   *image;
@@ -222,7 +222,7 @@ manifest_read_key(RolloutStore *store, JsonDoc *doc, JsonbContainer *obj,
 	if (hex == NULL)
 		return false;
 	*value = manifest_datum_from_hex(&store->schema.columns[store->key_column],
-									hex, doc->object_name);
+									 hex, doc->object_name);
 	return true;
 }
 
@@ -232,7 +232,7 @@ manifest_append_key(RolloutStore *store, StringInfo buf, bool *first,
 {
 	json_append_member_text(buf, first, member,
 							manifest_datum_to_hex(&store->schema.columns[store->key_column],
-												 value));
+												  value));
 }
 
 /* ----------------------------------------------------------------

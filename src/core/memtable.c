@@ -93,8 +93,8 @@ memtable_shmem_init(void)
 		SpinLockInit(&memtable_state->usage_lock);
 
 		/*
-		 * Backends attach to the area on first use (memtable_dsa); the
-		 * size limit keeps it inside the segment.
+		 * Backends attach to the area on first use (memtable_dsa); the size
+		 * limit keeps it inside the segment.
 		 */
 		area = dsa_create_in_place(memtable_place, memtable_area_size(),
 								   memtable_state->tranche_id, NULL);
@@ -378,8 +378,8 @@ memtable_sources(RolloutStore *store, SharedStoreSlot *slot, List **sources)
 
 bool
 memtable_for_flush(RolloutStore *store, SharedStoreSlot *slot,
-						  List **sources, List **ingest_seen,
-						  int64 *last_position, int64 *last_stamp)
+				   List **sources, List **ingest_seen,
+				   int64 *last_position, int64 *last_stamp)
 {
 	*ingest_seen = NIL;
 	*last_position = 0;

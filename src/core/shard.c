@@ -221,4 +221,3 @@ rollout_store_list_shards(RolloutStore *store)
 	}
 	return shards;
 }
-

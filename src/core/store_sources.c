@@ -339,4 +339,3 @@ rollout_segment_footers(RolloutStore *store, char *const *keys,
 	MemoryContextSwitchTo(oldcontext);
 	MemoryContextDelete(window_context);
 }
-

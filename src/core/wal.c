@@ -41,6 +41,7 @@
 #include "rollout/row_blob.h"
 #include "rollout/scratch.h"
 #include "rollout/shard.h"
+#include "rollout/store_definition.h"
 #include "rollout/store_keys.h"
 #include "rollout/store_sources.h"
 #include "rollout/wal.h"
@@ -357,12 +358,13 @@ wal_append_file(RolloutStore *store, const char *segment_path,
 
 	if (metadata->epoch < manifest->writer_epoch)
 		shard_raise_taken_over(store, -1, manifest->writer_epoch, metadata->epoch);
+
 	/*
 	 * Find the tip: the end of the run of positions without holes after
 	 * replay_after.  A hint above replay_after saves listing the whole tail,
 	 * but only once the listing confirms that the hinted entry still exists
-	 * (a store dropped and created again, or entries collected, would make
-	 * it a hole).
+	 * (a store dropped and created again, or entries collected, would make it
+	 * a hole).
 	 */
 	start = manifest->replay_after;
 	if (store->wal_tip_hint > start)
@@ -418,6 +420,7 @@ wal_append_file(RolloutStore *store, const char *segment_path,
 			case WAL_PUT_TAKEN:
 				break;			/* a committer of our epoch was first */
 		}
+
 		/*
 		 * A concurrent committer of this shard was first.  Under contention
 		 * many were: jump to the current tip instead of probing one position

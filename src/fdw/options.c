@@ -398,8 +398,10 @@ rollout_fdw_check_table(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 
 	foreach(lc, GetForeignTable(relid)->options)
+	{
 		if (strcmp(((DefElem *) lfirst(lc))->defname, "store") == 0)
 			pinned = true;
+	}
 	if (!pinned && !creating)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),

@@ -28,6 +28,7 @@
 
 #include "rollout/fault.h"
 #include "rollout/scan_snapshot.h"
+#include "rollout/store_definition.h"
 #include "rollout/xact_buffer.h"
 
 #include "scan_internal.h"

@@ -72,7 +72,8 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 
 		/*
 		 * How the reads went to the store: these vary with the location and
-		 * with rollout_fdw.max_concurrent_requests, so only VERBOSE shows them.
+		 * with rollout_fdw.max_concurrent_requests, so only VERBOSE shows
+		 * them.
 		 */
 		if (es->verbose)
 		{

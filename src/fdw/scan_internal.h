@@ -40,7 +40,7 @@ typedef struct RolloutScanState
 	bool	   *want;			/* per segment column */
 	List	   *key_quals;		/* KeyQual * (value unused) */
 	List	   *key_value_states;	/* ExprState * */
-	MemoryContext scan_context;	/* lives across rescans */
+	MemoryContext scan_context; /* lives across rescans */
 	MemoryContext rescan_context;	/* key range and read: reset per rescan */
 	MemoryContext row_context;	/* decoded values of the current row */
 	EState	   *estate;

@@ -39,6 +39,7 @@
 #include "utils/memutils.h"
 
 #include "rollout/scan_snapshot.h"
+#include "rollout/store_snapshot.h"
 
 /* One snapshot shared by the scans of one scope. */
 typedef struct ScopedSnapshot

@@ -29,6 +29,7 @@
 
 #include "rollout/fdw.h"
 #include "rollout/shard.h"
+#include "rollout/store_definition.h"
 
 /*
  * A table's store, opened for one role: the role whose user mapping holds
@@ -218,6 +219,7 @@ rollout_store_for_relation_as(Relation rel, Oid userid)
 		entry->valid = false;
 		entry->store = NULL;
 	}
+
 	/*
 	 * The shard id is a setting: a store opened under another one must be
 	 * reopened, or this backend would keep writing the old shard.

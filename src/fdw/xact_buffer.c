@@ -45,6 +45,7 @@
 #include "utils/resowner.h"
 
 #include "rollout/commit.h"
+#include "rollout/store_definition.h"
 #include "rollout/xact_buffer.h"
 
 /* rollout_fdw.transaction_buffer_size (kB) */
@@ -110,8 +111,8 @@ stream_write(XactBuffer *buffer, const void *data, size_t len)
 		buffer->memory.len + len > (size_t) transaction_buffer_kb * 1024)
 	{
 		/*
-		 * Spill.  The file belongs to the top transaction's resource owner:
-		 * a subtransaction's owner would close it when that subtransaction
+		 * Spill.  The file belongs to the top transaction's resource owner: a
+		 * subtransaction's owner would close it when that subtransaction
 		 * ends, taking the parent's rows with it.  Likewise its memory
 		 * belongs to the transaction, not to the statement that spilled.
 		 */
@@ -283,9 +284,9 @@ xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot,
 
 	/*
 	 * The rows become durable at PRE_COMMIT, the last hook before the commit
-	 * record.  Under SERIALIZABLE, PostgreSQL may still fail the commit
-	 * after that hook (a serialization failure found at commit), which would
-	 * leave an aborted transaction's rows durable and visible.
+	 * record.  Under SERIALIZABLE, PostgreSQL may still fail the commit after
+	 * that hook (a serialization failure found at commit), which would leave
+	 * an aborted transaction's rows durable and visible.
 	 */
 	if (IsolationIsSerializable())
 		ereport(ERROR,

@@ -390,10 +390,10 @@ segment_chunk_decode(const SegmentColumn *column, const char *raw,
 		}
 
 		/*
-		 * A varlena.  As in heap tuples, padding bytes are zero and a
-		 * 1-byte header is never zero, so a non-zero byte where the value
-		 * may begin is a 1-byte header and anything else is padding before
-		 * an aligned 4-byte header.
+		 * A varlena.  As in heap tuples, padding bytes are zero and a 1-byte
+		 * header is never zero, so a non-zero byte where the value may begin
+		 * is a 1-byte header and anything else is padding before an aligned
+		 * 4-byte header.
 		 */
 		if (offset >= values_end)
 			segment_corrupt(segment_name,

@@ -36,6 +36,8 @@
 #include "rollout/row_blob.h"
 #include "rollout/scratch.h"
 #include "rollout/shard.h"
+#include "rollout/shared_store.h"
+#include "rollout/store_definition.h"
 #include "rollout/writer_epoch.h"
 
 /* rollout_fdw.ingest_threshold (kB) */
@@ -151,8 +153,8 @@ rollout_commit_rows(RolloutStore *store, StoreRowReader next, void *arg,
 	rollout_check_writable(store, "commit to");
 
 	/*
-	 * The store exists and knows this shard before anything of this commit
-	 * is written; both are no-ops once done.
+	 * The store exists and knows this shard before anything of this commit is
+	 * written; both are no-ops once done.
 	 */
 	rollout_store_ensure_created(store);
 	rollout_store_register_shard(store);

@@ -89,6 +89,7 @@ compact_sources(List *inputs)
 	{
 		FragmentEntry *fragment = lfirst(lc);
 		SnapshotSource *source = snapshot_source_new(SNAPSHOT_FRAGMENT);
+
 		source->key = fragment->file;
 		source->rows = fragment->rows;
 		source->stamp_floor = -1;
@@ -153,8 +154,10 @@ fragment_listed(List *fragments, const char *file)
 	ListCell   *lc;
 
 	foreach(lc, fragments)
+	{
 		if (strcmp(((FragmentEntry *) lfirst(lc))->file, file) == 0)
 			return true;
+	}
 	return false;
 }
 

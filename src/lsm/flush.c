@@ -96,6 +96,7 @@ flush_sources(RolloutStore *store, List *sealed, int64 stamp_floor)
 	{
 		WalEntryRef *entry = lfirst(lc);
 		SnapshotSource *source = snapshot_source_new(SNAPSHOT_WAL_ENTRY);
+
 		source->key = entry->key;
 		source->shard = store->shard;
 		source->shard_hash = store->shard_hash;
@@ -129,9 +130,9 @@ flush_write_and_upload(RolloutStore *store, ShardManifest *manifest,
 	output = linitial(rewrite->outputs);
 
 	/*
-	 * A number can be taken by the generation of a flush that died before
-	 * its manifest commit: such an object is named by no manifest, so we
-	 * leave it to garbage collection and move on.
+	 * A number can be taken by the generation of a flush that died before its
+	 * manifest commit: such an object is named by no manifest, so we leave it
+	 * to garbage collection and move on.
 	 */
 	for (*number = manifest->next_generation;
 		 *number < manifest->next_generation + FLUSH_MAX_NUMBER_PROBES;
@@ -310,7 +311,7 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 	int64		last_stamp;
 
 	if (!memtable_for_flush(store, slot, &sources, &ingest_seen,
-								   &last_position, &last_stamp))
+							&last_position, &last_stamp))
 		return result;			/* empty */
 
 	for (int attempt = 0; attempt < FLUSH_MAX_ATTEMPTS; attempt++)
@@ -333,11 +334,15 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 			return result;
 		}
 		foreach(lc, sources)
+		{
 			if (((SnapshotSource *) lfirst(lc))->position > manifest->replay_after)
 				snapshot->sources = lappend(snapshot->sources, lfirst(lc));
+		}
 		foreach(lc, ingest_seen)
+		{
 			if (((IngestSeen *) lfirst(lc))->position > manifest->replay_after)
 				adopt = lappend(adopt, lfirst(lc));
+		}
 
 		generation->first_position = manifest->replay_after + 1;
 		generation->last_position = last_position;

@@ -159,8 +159,10 @@ gc_key_in(List *keys, const char *key)
 	ListCell   *lc;
 
 	foreach(lc, keys)
+	{
 		if (strcmp(lfirst(lc), key) == 0)
 			return true;
+	}
 	return false;
 }
 
@@ -209,7 +211,7 @@ gc_note_ingest_references(SegmentReader *reader, int index, void *arg)
 	if (reader == NULL)
 		return;
 	foreach(ic, wal_metadata_from_json(reader->metadata, reader->source->name)->ingest)
-		*live = lappend(*live, ((WalIngestRef *) lfirst(ic))->file);
+		* live = lappend(*live, ((WalIngestRef *) lfirst(ic))->file);
 }
 
 /*

@@ -43,6 +43,7 @@
 #include "rollout/memtable.h"
 #include "rollout/scratch.h"
 #include "rollout/shard.h"
+#include "rollout/shared_store.h"
 #include "rollout/wal.h"
 #include "rollout/writer_epoch.h"
 

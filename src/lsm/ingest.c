@@ -35,6 +35,7 @@
 #include "rollout/ingest.h"
 #include "rollout/json_doc.h"
 #include "rollout/scratch.h"
+#include "rollout/store_definition.h"
 
 char *
 ingest_key_prefix(RolloutStore *store)

@@ -145,6 +145,7 @@ merge_sources(RolloutStore *store, List *generations)
 	{
 		GenerationEntry *generation = lfirst(lc);
 		SnapshotSource *source = snapshot_source_new(SNAPSHOT_GENERATION);
+
 		source->key = generation->file;
 		source->shard = store->shard;
 		source->shard_hash = store->shard_hash;

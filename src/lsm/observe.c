@@ -28,6 +28,7 @@
 #include "rollout/shard.h"
 #include "rollout/shared_store.h"
 #include "rollout/snapshot.h"
+#include "rollout/store_snapshot.h"
 #include "rollout/store_sources.h"
 #include "rollout/wal.h"
 
@@ -66,9 +67,9 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 	/*
 	 * The memtable first, as a snapshot does: a flush commits the shard
 	 * manifest before it drops the batches it sealed, so rows counted here
-	 * are either still unflushed or in a generation of the manifest read
-	 * next (counted twice at worst, never missed).  Read after the
-	 * manifests, a flush in between would hide them from both counts.
+	 * are either still unflushed or in a generation of the manifest read next
+	 * (counted twice at worst, never missed).  Read after the manifests, a
+	 * flush in between would hide them from both counts.
 	 */
 	if (slot != NULL && memtable_rows(slot, &result.unflushed_rows))
 		result.unflushed_known = true;
@@ -156,10 +157,13 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 		bool	   *want = palloc0(sizeof(bool) * store->schema.ncolumns);
 		Datum	   *values = palloc0(sizeof(Datum) * store->schema.ncolumns);
 		bool	   *isnull = palloc0(sizeof(bool) * store->schema.ncolumns);
-		MergeReadOptions options = {.keep_tombstones = false, .follow_ingest = true};
-		MergeRead  *read = merge_read_begin(store, snapshot, want, NULL, &options);
+		MergeReadOptions options = {0};
+		MergeRead  *read;
 		int			source_count = Max(list_length(snapshot->sources), 1);
 
+		options.keep_tombstones = false;
+		options.follow_ingest = true;
+		read = merge_read_begin(store, snapshot, want, NULL, &options);
 		wal_keys = palloc(sizeof(char *) * source_count);
 		wal_sizes = palloc(sizeof(int64) * source_count);
 		wal_count = 0;
@@ -170,8 +174,8 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 		result.exact_known = true;
 
 		/*
-		 * unflushed rows: memtable batches and the ingest segments they
-		 * name know theirs; WAL entries say it in their footers
+		 * unflushed rows: memtable batches and the ingest segments they name
+		 * know theirs; WAL entries say it in their footers
 		 */
 		result.unflushed_rows = 0;
 		foreach(lc, snapshot->sources)

@@ -20,6 +20,7 @@
 
 #include "rollout/rewrite.h"
 #include "rollout/scratch.h"
+#include "rollout/store_definition.h"
 
 /* Finish the current output, if any. */
 static void
@@ -83,6 +84,7 @@ rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 	stats = merge_read_stats(read);
 	result->versions_read = stats->versions_read;
 	result->last_wal_stamp = stats->last_wal_stamp;
+
 	/*
 	 * The read's memory goes with merge_read_end: keep copies of the ingest
 	 * segments it saw, which the caller (a flush) adopts afterwards.

@@ -132,8 +132,8 @@ shard_claim(RolloutStore *store, bool only_for_new_timeline,
 		/*
 		 * A backend of this cluster claimed for our timeline since (several
 		 * commit at once after a promotion; the manifest commit below lets
-		 * only one of them through): its epoch is ours, claiming again
-		 * would fence its writes.
+		 * only one of them through): its epoch is ours, claiming again would
+		 * fence its writes.
 		 */
 		if (only_for_new_timeline &&
 			manifest->writer_timeline == rollout_writer_timeline())
@@ -176,8 +176,8 @@ shard_claim(RolloutStore *store, bool only_for_new_timeline,
 
 		/*
 		 * The previous writer's last entry landed at the fence position just
-		 * before our fence: a committed entry, to flush on the next round.
-		 * A newer epoch there means another cluster claimed after us.
+		 * before our fence: a committed entry, to flush on the next round. A
+		 * newer epoch there means another cluster claimed after us.
 		 */
 		if (put == WAL_PUT_FENCED)
 			shard_raise_taken_over(store, position, owner_epoch, fence.epoch);
@@ -198,7 +198,7 @@ shard_claim(RolloutStore *store, bool only_for_new_timeline,
  */
 static void
 writer_claim(RolloutStore *store, SharedStoreSlot *slot,
-					volatile bool *superseded)
+			 volatile bool *superseded)
 {
 	ShardClaim	claim = shard_claim(store, false, superseded);
 

@@ -119,13 +119,36 @@ typedef struct AzureBody
 	int64		length;
 } AzureBody;
 
+/* A body of length bytes at data. */
+static inline AzureBody
+azure_memory_body(const char *data, int64 length)
+{
+	AzureBody	body = {0};
+
+	body.data = data;
+	body.length = length;
+	return body;
+}
+
+/* A body of length bytes at offset of the local file path. */
+static inline AzureBody
+azure_file_body(const char *path, int64 offset, int64 length)
+{
+	AzureBody	body = {0};
+
+	body.file_path = path;
+	body.file_offset = offset;
+	body.length = length;
+	return body;
+}
+
 /* One request, prepared in palloc'd memory before it is sent. */
 typedef struct AzureRequest
 {
 	const char *operation;		/* "create", "read"... for messages */
 	const char *key;			/* the object key, for messages; or NULL */
 	const char *method;
-	char	   *path;			/* encoded, after the endpoint: /container/blob */
+	char	   *path;			/* encoded: /container/blob */
 	/* query parameters, sorted by name, values not encoded */
 	int			query_count;
 	const char *query_names[6];
@@ -179,7 +202,7 @@ static void azure_get_many(ObjectStore *store, ObjectStoreRead *reads,
 static const ObjectStoreOps azure_store_ops = {
 	.create_if_absent = azure_create_if_absent,
 	.create_from_file_if_absent = azure_create_from_file_if_absent,
-	.get_range = NULL,		/* get_many reads */
+	.get_range = NULL,			/* get_many reads */
 	.get_tail = NULL,
 	.get_put_id = azure_get_put_id,
 	.list = azure_list,
@@ -507,12 +530,12 @@ azure_request_headers(AzureStore *azure, AzureRequest *request)
 		char	   *signature;
 
 		initStringInfo(&to_sign);
-		appendStringInfo(&to_sign, "%s\n\n\n", request->method);	/* encoding,
-																	 * language */
+		/* verb, then the empty encoding and language */
+		appendStringInfo(&to_sign, "%s\n\n\n", request->method);
 		if (content_length > 0)
 			appendStringInfo(&to_sign, INT64_FORMAT, content_length);
-		appendStringInfo(&to_sign, "\n\n%s\n\n\n\n%s\n\n\n",	/* MD5, type, date,
-																 * if-* , range */
+		/* empty MD5, the type, empty date, if-*, range */
+		appendStringInfo(&to_sign, "\n\n%s\n\n\n\n%s\n\n\n",
 						 request->content_type ? request->content_type : "",
 						 request->if_none_match ? request->if_none_match : "");
 		for (int i = 0; i < ms_count; i++)
@@ -687,9 +710,11 @@ static void
 azure_report_failure(ObjectStore *store, AzureRequest *request,
 					 AzureResponse *response)
 {
-	const char *what = request->key ? psprintf("object \"%s\"", request->key)
-		: pstrdup("objects");
+	const char *what = "objects";
 	const char *code;
+
+	if (request->key != NULL)
+		what = psprintf("object \"%s\"", request->key);
 
 	code = azure_error_code(response);
 	ereport(ERROR,
@@ -924,14 +949,14 @@ azure_put_blob(ObjectStore *store, const char *key, AzureBody *body,
 	if (azure_status_means_exists(&response))
 		return azure_resolve_existing(store, key, put_id, ambiguous);
 	azure_report_failure(store, &request, &response);
-	return OBJSTORE_ALREADY_EXISTS;	/* not reached */
+	return OBJSTORE_ALREADY_EXISTS; /* not reached */
 }
 
 static ObjectStoreCreateResult
 azure_create_if_absent(ObjectStore *store, const char *key, const char *data,
 					   size_t len, const char *put_id)
 {
-	AzureBody	body = {.data = data ? data : "", .length = (int64) len};
+	AzureBody	body = azure_memory_body(data ? data : "", (int64) len);
 
 	azure_check_key(store, key);
 	return azure_put_blob(store, key, &body, put_id);
@@ -964,9 +989,9 @@ azure_put_blocks(ObjectStore *store, const char *key, const char *local_path, in
 		char	   *encoded = palloc(pg_b64_enc_len(raw_length) + 1);
 		int			encoded_length = pg_b64_encode(raw, raw_length, encoded,
 												   pg_b64_enc_len(raw_length));
-		AzureBody	body = {.data = NULL, .file_path = local_path,
-			.file_offset = (int64) i * AZURE_BLOCK_SIZE,
-		.length = Min(AZURE_BLOCK_SIZE, size - (int64) i * AZURE_BLOCK_SIZE)};
+		AzureBody	body = azure_file_body(local_path, (int64) i * AZURE_BLOCK_SIZE,
+										   Min(AZURE_BLOCK_SIZE,
+											   size - (int64) i * AZURE_BLOCK_SIZE));
 
 		encoded[encoded_length] = '\0';
 		block_ids[i] = encoded;
@@ -993,7 +1018,7 @@ azure_put_blocks(ObjectStore *store, const char *key, const char *local_path, in
 		appendStringInfo(&block_list, "<Latest>%s</Latest>", block_ids[i]);
 	appendStringInfoString(&block_list, "</BlockList>");
 
-	list_body = (AzureBody) {.data = block_list.data, .length = block_list.len};
+	list_body = azure_memory_body(block_list.data, block_list.len);
 	azure_blob_request(&request, store, "create", "PUT", key);
 	request.content_type = "application/xml";
 	request.if_none_match = "*";
@@ -1023,7 +1048,7 @@ azure_put_blocks(ObjectStore *store, const char *key, const char *local_path, in
 				OBJSTORE_CREATED : OBJSTORE_ALREADY_EXISTS;
 	}
 	azure_report_failure(store, &request, &response);
-	return OBJSTORE_ALREADY_EXISTS;	/* not reached */
+	return OBJSTORE_ALREADY_EXISTS; /* not reached */
 }
 
 static ObjectStoreCreateResult
@@ -1042,8 +1067,7 @@ azure_create_from_file_if_absent(ObjectStore *store, const char *key,
 
 	if ((int64) st.st_size <= AZURE_SINGLE_PUT_LIMIT)
 	{
-		AzureBody	body = {.data = NULL, .file_path = local_path,
-			.file_offset = 0, .length = (int64) st.st_size};
+		AzureBody	body = azure_file_body(local_path, 0, (int64) st.st_size);
 
 		result = azure_put_blob(store, key, &body, put_id);
 	}

@@ -120,8 +120,8 @@ static bool file_store_get_tail(ObjectStore *store, const char *key,
 static bool file_store_get_put_id(ObjectStore *store, const char *key,
 								  char **put_id);
 static int64 file_store_remove_abandoned_uploads(ObjectStore *store,
-												TimestampTz older_than,
-												int64 *bytes);
+												 TimestampTz older_than,
+												 int64 *bytes);
 static ObjectStoreListing *file_store_list(ObjectStore *store,
 										   const char *prefix,
 										   const char *start_after,
@@ -822,10 +822,9 @@ file_store_open_object(ObjectStore *store, const char *key, int64 *size)
 	}
 
 	/*
-	 * Something that is not a file where an object should be (a directory,
-	 * a device) is not "no object": reading on as if the object were
-	 * missing would, for _store.json, skip the check of the table against
-	 * the store.
+	 * Something that is not a file where an object should be (a directory, a
+	 * device) is not "no object": reading on as if the object were missing
+	 * would, for _store.json, skip the check of the table against the store.
 	 */
 	if (!S_ISREG(st.st_mode))
 	{
@@ -1194,8 +1193,8 @@ file_store_list(ObjectStore *store, const char *prefix,
 
 	/*
 	 * There is a next page only if keys remain.  The token is the last key
-	 * considered, even if it vanished before we could stat it, so that a
-	 * page always advances.
+	 * considered, even if it vanished before we could stat it, so that a page
+	 * always advances.
 	 */
 	if (listing.key_count > max_keys)
 		page->continuation = pstrdup(listing.keys[page_keys - 1]);
@@ -1272,12 +1271,16 @@ file_store_remove_abandoned_uploads(ObjectStore *store, TimestampTz older_than,
 									int64 *bytes)
 {
 	FileStore  *file_store = (FileStore *) store->backend;
-	TimestampTz floor = GetCurrentTimestamp() -
-		(TimestampTz) FILE_STORE_ABANDONED_MIN_AGE_S * USECS_PER_SEC;
-	TimestampTz cutoff = Min(older_than, floor);
+	TimestampTz floor;
+	TimestampTz cutoff;
 	DIR		   *dir;
 	struct dirent *de;
 	int64		removed = 0;
+
+	/* never younger than the minimum age, whatever the caller's grace */
+	floor = GetCurrentTimestamp() -
+		(TimestampTz) FILE_STORE_ABANDONED_MIN_AGE_S * USECS_PER_SEC;
+	cutoff = Min(older_than, floor);
 
 	dir = AllocateDir(file_store->temp_dir);
 	if (dir == NULL)

@@ -835,9 +835,9 @@ http_session_perform_many(const HttpRequest *requests, HttpResponse *responses,
 	session_init();
 
 	/*
-	 * The connection cache keeps as many idle connections as a batch may
-	 * use at once, so that the next batch finds them open.  A single
-	 * request leaves the size alone.
+	 * The connection cache keeps as many idle connections as a batch may use
+	 * at once, so that the next batch finds them open.  A single request
+	 * leaves the size alone.
 	 */
 	if (count > 1)
 		curl_multi_setopt(session_multi, CURLMOPT_MAXCONNECTS, (long) limit);

@@ -50,7 +50,7 @@
 
 /* Retry policy: attempts per request and total backoff between them. */
 #define HTTP_MAX_ATTEMPTS			5
-#define HTTP_RETRY_BASE_MS			100 /* first backoff ceiling, doubled each retry */
+#define HTTP_RETRY_BASE_MS			100 /* first backoff ceiling, doubled */
 #define HTTP_RETRY_MAX_BACKOFF_MS	5000	/* ceiling of one backoff */
 #define HTTP_RETRY_BUDGET_MS		20000	/* total backoff of one request */
 
@@ -106,8 +106,8 @@ typedef struct HttpRequest
 
 	/*
 	 * Where the response body goes: appended to *response_body, which the
-	 * session truncates back to its original length before each attempt.
-	 * NULL discards it.  HEAD never has one.
+	 * session truncates back to its original length before each attempt. NULL
+	 * discards it.  HEAD never has one.
 	 */
 	StringInfo	response_body;
 
@@ -127,8 +127,8 @@ typedef struct HttpResponse
 
 	/*
 	 * True when an earlier attempt ended without a usable answer after the
-	 * request may have reached the server (timeout, connection lost, 5xx),
-	 * so the request may have taken effect before the final attempt.
+	 * request may have reached the server (timeout, connection lost, 5xx), so
+	 * the request may have taken effect before the final attempt.
 	 */
 	bool		ambiguous;
 } HttpResponse;

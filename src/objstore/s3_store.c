@@ -355,17 +355,17 @@ s3_head(ObjectStore *store, const char *key, const char *operation,
 
 /* Parse a decimal int64 header value; -1 when absent or malformed. */
 static int64
-parse_size(const char *text)
+parse_size(const char *digits)
 {
 	int64		value = 0;
 
-	if (text == NULL || *text == '\0')
+	if (digits == NULL || *digits == '\0')
 		return -1;
-	for (; *text; text++)
+	for (const char *c = digits; *c != '\0'; c++)
 	{
-		if (*text < '0' || *text > '9' || value > PG_INT64_MAX / 10 - 10)
+		if (*c < '0' || *c > '9' || value > PG_INT64_MAX / 10 - 10)
 			return -1;
-		value = value * 10 + (*text - '0');
+		value = value * 10 + (*c - '0');
 	}
 	return value;
 }
@@ -822,7 +822,7 @@ s3_close(ObjectStore *store)
 static const ObjectStoreOps s3_store_ops = {
 	.create_if_absent = s3_create_if_absent,
 	.create_from_file_if_absent = s3_create_from_file_if_absent,
-	.get_range = NULL,		/* get_many reads */
+	.get_range = NULL,			/* get_many reads */
 	.get_tail = NULL,
 	.get_put_id = s3_get_put_id,
 	.list = s3_list,

@@ -262,8 +262,7 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 bool
 merge_read_next(MergeRead *read, Datum *values, bool *isnull)
 {
-	const SegmentColumn *key_column =
-		&read->store->schema.columns[read->store->key_column];
+	const SegmentColumn *key_column = &read->store->schema.columns[read->store->key_column];
 
 	for (;;)
 	{

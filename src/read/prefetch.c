@@ -60,9 +60,9 @@ static int64
 row_source_plan(RowSource *source, int group, SegmentPrefetch **prefetches,
 				int *count, int *capacity)
 {
-	int			first = group == PREFETCHED_ALL_GROUPS ? 0 : group;
-	int			last = group == PREFETCHED_ALL_GROUPS ?
-		source->reader->row_group_count - 1 : group;
+	bool		all = group == PREFETCHED_ALL_GROUPS;
+	int			first = all ? 0 : group;
+	int			last = all ? source->reader->row_group_count - 1 : group;
 	int64		bytes = 0;
 
 	for (int g = first; g <= last; g++)

@@ -722,4 +722,3 @@ row_source_close(RowSource *source)
 		segment_reader_close(source->reader);
 	MemoryContextDelete(source->context);
 }
-

@@ -207,8 +207,10 @@ sweeper_remember(Oid relid, const char *location, const char *store_name)
 	MemoryContext oldcontext = MemoryContextSwitchTo(sweeper_context);
 
 	foreach(lc, swept_stores)
+	{
 		if (((SweptStore *) lfirst(lc))->relid == relid)
 			swept = lfirst(lc);
+	}
 	if (swept == NULL)
 	{
 		swept = palloc0(sizeof(SweptStore));
@@ -295,8 +297,10 @@ sweeper_merge_due(RolloutStore *store)
 	base = base_manifest_read_latest(store);
 	merged = base_manifest_merged_generation(base, store->shard);
 	foreach(lc, shard->generations)
+	{
 		if (((GenerationEntry *) lfirst(lc))->number > merged)
 			pending++;
+	}
 	return pending >= merge_after_generations;
 }
 
@@ -328,9 +332,9 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 	slot = shared_store_slot(store);	/* also: visible in the view */
 
 	/*
-	 * A store holding more than a quarter of the memtable is flushed at
-	 * once: committers of every store share the memtable, and a committer
-	 * can only flush its own store.
+	 * A store holding more than a quarter of the memtable is flushed at once:
+	 * committers of every store share the memtable, and a committer can only
+	 * flush its own store.
 	 */
 	if (slot != NULL)
 		(void) memtable_oldest(slot, &memtable_bytes);

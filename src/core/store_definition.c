@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
- * store.c
- *		Open a rollout store: create or check _store.json, build the segment
- *		schema, and name the objects of the store.
+ * store_definition.c
+ *		Open a rollout store: create or check _store.json, and build the
+ *		segment schema and the column codecs it fixes.
  *
  * _store.json is written exactly once, with create-if-absent, by the first
  * cluster that opens the store; every later open compares the foreign
@@ -32,7 +32,7 @@
 
 #include "rollout/json_doc.h"
 #include "rollout/shard.h"
-#include "rollout/store.h"
+#include "rollout/store_definition.h"
 #include "rollout/store_keys.h"
 
 int			store_rows_per_group = SEGMENT_DEFAULT_ROWS_PER_GROUP;
@@ -455,4 +455,3 @@ rollout_store_column_index(RolloutStore *store, const char *name)
 			return i;
 	return -1;
 }
-

@@ -1,0 +1,33 @@
+/*-------------------------------------------------------------------------
+ *
+ * store_definition.h
+ *		Opening a store: its definition (_store.json), created at the first
+ *		write and checked against the table at every open
+ *		(core/store_definition.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ROLLOUT_STORE_DEFINITION_H
+#define ROLLOUT_STORE_DEFINITION_H
+
+#include "rollout/store.h"
+
+/* rollout_fdw.rows_per_group: rows per row group of the segments written */
+extern int	store_rows_per_group;
+
+/* Define rollout_fdw.rows_per_group (from _PG_init). */
+extern void store_define_settings(void);
+
+/* Open (and on first use create) a store.  Result lives in a new child
+ * context of parent. */
+extern RolloutStore *rollout_store_open(const RolloutStoreSpec *spec,
+										MemoryContext parent);
+extern void rollout_store_close(RolloutStore *store);
+
+/* Create _store.json if the store is new (before its first write). */
+extern void rollout_store_ensure_created(RolloutStore *store);
+
+/* The segment column of a table column, by name; -1 if none. */
+extern int	rollout_store_column_index(RolloutStore *store, const char *name);
+
+#endif							/* ROLLOUT_STORE_DEFINITION_H */

@@ -1,0 +1,134 @@
+/*-------------------------------------------------------------------------
+ *
+ * store_slot.h
+ *		The layout of a store's slot in shared memory: what this cluster's
+ *		backends share about one shard of one store.
+ *
+ * A slot holds the shard's writer (its claim, lsm/writer_epoch.c), its
+ * group-commit queue (lsm/group_commit.c), its memtable (core/memtable.c)
+ * and its counters (core/store_stats.c); core/shared_store.c finds and
+ * creates slots.  The layout is here because those modules share it,
+ * as PostgreSQL's proc.h shares PGPROC; each module changes only its own
+ * fields, under the slot's lock, never held across I/O.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ROLLOUT_STORE_SLOT_H
+#define ROLLOUT_STORE_SLOT_H
+
+#include "datatype/timestamp.h"
+#include "storage/condition_variable.h"
+#include "storage/lwlock.h"
+#include "utils/dsa.h"
+
+#include "rollout/objstore.h"
+
+#define SLOT_LOCATION_LEN	1024
+#define SLOT_STORE_LEN		256
+#define SLOT_SHARD_LEN		72
+#define SLOT_ERROR_LEN		256
+
+/* The shard's writer on this cluster (lsm/writer_epoch.c). */
+typedef enum WriterState
+{
+	WRITER_NONE,				/* not claimed since startup (or reopening) */
+	WRITER_INITIALIZING,		/* a backend is claiming the shard */
+	WRITER_READY,
+	WRITER_FENCED,				/* fenced twice: refuses commits */
+	WRITER_SUPERSEDED			/* a promoted standby took the shard over */
+} WriterState;
+
+typedef enum RequestStatus
+{
+	REQUEST_PENDING,
+	REQUEST_DONE,
+	REQUEST_FAILED
+} RequestStatus;
+
+/*
+ * One transaction's rows, in the memtable's DSA area.  Queued for group
+ * commit, then (once durable) part of a memtable batch through the same next
+ * link.
+ */
+typedef struct CommitRequest
+{
+	dsa_pointer next;
+	RequestStatus status;
+	int64		position;
+	int64		row_count;
+	int64		rows_len;		/* bytes of the row blob at data */
+	int64		ingest_len;		/* bytes of ingest references after it */
+	Size		size;			/* of this allocation, for accounting */
+	int			error_code;		/* the failed entry's SQLSTATE */
+	char		error[SLOT_ERROR_LEN * 2];	/* its message and context */
+	char		fingerprint[OBJSTORE_FINGERPRINT_LEN];	/* whose credentials */
+	char		data[FLEXIBLE_ARRAY_MEMBER];
+} CommitRequest;
+
+/* A durable WAL entry's rows: the chain of its requests. */
+typedef struct MemBatch
+{
+	dsa_pointer next;
+	int64		position;
+	int64		stamp;			/* the entry's effective stamp */
+	int64		row_count;
+	int64		ingest_rows;	/* rows of the ingest segments it names */
+	int64		bytes;
+	TimestampTz durable_at;
+	dsa_pointer requests;
+	char		fingerprint[OBJSTORE_FINGERPRINT_LEN];	/* who wrote the entry */
+} MemBatch;
+
+typedef struct SharedStoreSlot
+{
+	bool		in_use;
+	char		identity[SLOT_LOCATION_LEN];	/* ObjectStore.identity: key */
+	char		location[SLOT_LOCATION_LEN];	/* as configured, for the view */
+	char		store[SLOT_STORE_LEN];
+	char		shard[SLOT_SHARD_LEN];
+	char		incarnation[SLOT_SHARD_LEN];	/* of the store it is about */
+
+	LWLock		lock;			/* everything below; never held across I/O */
+	ConditionVariable commit_cv;	/* request outcomes, leadership */
+	ConditionVariable state_cv; /* writer state, flush in progress */
+
+	/* the writer (writer_epoch.c) */
+	WriterState writer_state;
+	int			times_fenced;
+	int64		epoch;
+	int64		tip;			/* highest durable position */
+	int64		last_stamp;		/* effective stamp at tip */
+	bool		flushing;		/* a flush of the memtable runs */
+
+	/* group commit (group_commit.c) */
+	bool		leader_active;
+	int64		last_group_transactions;	/* in the last entry written */
+	dsa_pointer queue_head;
+	dsa_pointer queue_tail;
+	int64		queued_bytes;
+
+	/* the memtable (memtable.c) */
+	dsa_pointer mem_head;
+	dsa_pointer mem_tail;
+	int64		mem_bytes;
+	int64		mem_rows;
+	int64		mem_ingest_rows;	/* rows in ingest segments batches name */
+	int64		mem_batches;
+
+	/* counters (store_stats.c, rollout_stat_stores) */
+	int64		rows_appended;
+	int64		bytes_appended;
+	int64		transactions_committed;
+	int64		transactions_failed;
+	int64		wal_puts;
+	int64		put_time_total_us;
+	int64		put_time_max_us;
+	int64		backpressure_waits;
+	int64		events[4];
+	int64		event_last_us[4];
+	int64		errors;
+	char		last_error[SLOT_ERROR_LEN];
+	TimestampTz last_error_at;
+} SharedStoreSlot;
+
+#endif							/* ROLLOUT_STORE_SLOT_H */
