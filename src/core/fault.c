@@ -98,6 +98,7 @@ fail_at_check(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+/* Define rollout_fdw.fail_at (superuser only); _PG_init calls it. */
 void
 fault_define_settings(void)
 {
@@ -111,6 +112,15 @@ fault_define_settings(void)
 							   fail_at_check, NULL, NULL);
 }
 
+/*
+ * Act on step if rollout_fdw.fail_at names it.  Called at every named step of
+ * the maintenance protocols, it costs nothing while the setting is empty, as
+ * it is outside tests.  The setting is parsed afresh on each call, so a test
+ * may change it between steps, and every item naming the step acts in turn.
+ * "crash" kills this backend with SIGKILL so that no error cleanup runs,
+ * exactly as in a real crash; "sleep" checks for interrupts every 100 ms so
+ * that a test can cancel it.
+ */
 void
 rollout_fault_point(const char *step)
 {

@@ -80,6 +80,11 @@ json_doc_missing(const JsonDoc *doc, const char *member)
 	json_doc_corrupt(doc, psprintf("Member \"%s\" is missing.", member));
 }
 
+/*
+ * A member's int64 value.  A JSON null counts as absent.  A number not written
+ * as an integer (even 1.0) or outside the int64 range is the corrupt-object
+ * error, never rounded or truncated.
+ */
 int64
 json_doc_int64(const JsonDoc *doc, JsonbContainer *obj, const char *member,
 			   bool required, int64 default_value)
@@ -111,6 +116,10 @@ json_doc_int64(const JsonDoc *doc, JsonbContainer *obj, const char *member,
 	return (int64) result;
 }
 
+/*
+ * A string member as a palloc'd, NUL-terminated copy (jsonb strings are not
+ * terminated), or NULL when it is absent or JSON null and not required.
+ */
 char *
 json_doc_text(const JsonDoc *doc, JsonbContainer *obj, const char *member,
 			  bool required)
@@ -128,6 +137,10 @@ json_doc_text(const JsonDoc *doc, JsonbContainer *obj, const char *member,
 	return pnstrdup(v->val.string.val, v->val.string.len);
 }
 
+/*
+ * A boolean member: only JSON true or false, never a string or number that
+ * looks like one.  A JSON null counts as absent.
+ */
 bool
 json_doc_bool(const JsonDoc *doc, JsonbContainer *obj, const char *member,
 			  bool required, bool default_value)
@@ -145,6 +158,11 @@ json_doc_bool(const JsonDoc *doc, JsonbContainer *obj, const char *member,
 	return v->val.boolean;
 }
 
+/*
+ * An array (want_array) or object member's container, pointing into the
+ * document.  A jsonb binary value may be either, so its kind is checked as
+ * well.  A JSON null counts as absent.
+ */
 JsonbContainer *
 json_doc_container(const JsonDoc *doc, JsonbContainer *obj, const char *member,
 				   bool required, bool want_array)
@@ -174,6 +192,11 @@ json_doc_array_length(JsonbContainer *array)
 	return JsonContainerSize(array);
 }
 
+/*
+ * Element index of array, which must be an object: the arrays of our documents
+ * hold only objects.  An index past the end is reported as corrupt in the same
+ * way.
+ */
 JsonbContainer *
 json_doc_array_object(const JsonDoc *doc, JsonbContainer *array, int index)
 {
@@ -185,6 +208,11 @@ json_doc_array_object(const JsonDoc *doc, JsonbContainer *array, int index)
 	return v->val.binary.data;
 }
 
+/*
+ * Append member as a JSON string and its colon, after a comma unless *first
+ * says this is the object's first member (and clear *first).  Every
+ * json_append_member_* starts here.
+ */
 static void
 json_append_key(StringInfo buf, bool *first, const char *member)
 {
@@ -195,6 +223,10 @@ json_append_key(StringInfo buf, bool *first, const char *member)
 	appendStringInfoString(buf, ": ");
 }
 
+/*
+ * Append "member": value, value escaped as a JSON string.  A NULL value is
+ * written as JSON null, which the readers take for an absent member.
+ */
 void
 json_append_member_text(StringInfo buf, bool *first, const char *member,
 						const char *value)

@@ -95,6 +95,11 @@ manifest_fetch_latest(RolloutStore *store, const char *prefix, int64 hint,
 	}
 }
 
+/*
+ * Check that a manifest's own "version" member is the version its key says, so
+ * that an object copied or renamed to another version's key is reported as
+ * corrupt instead of being read as that version.
+ */
 static void
 manifest_check_version(JsonDoc *doc, int64 expected)
 {
@@ -318,6 +323,13 @@ shard_manifest_read_for_update(RolloutStore *store)
 	return manifest;
 }
 
+/*
+ * Only this cluster's own shard has a listing hint
+ * (store->shard_manifest_hint), which this read also advances; another shard's
+ * newest version is found by listing its whole _manifest/ folder.  A shard
+ * without a manifest yet gets the defaults of shard_manifest_empty (next
+ * generation 1, timeline 1), not an error.
+ */
 ShardManifest *
 shard_manifest_read_latest(RolloutStore *store, const char *shard)
 {
@@ -405,6 +417,11 @@ shard_manifests_read_latest(RolloutStore *store, List *shards)
 	return result;
 }
 
+/*
+ * One given version of shard's manifest, or NULL when it does not exist (any
+ * more: a concurrent garbage collection may have removed it).  Unlike
+ * shard_manifest_read_latest it neither uses nor moves the listing hint.
+ */
 ShardManifest *
 shard_manifest_read_version(RolloutStore *store, const char *shard, int64 version)
 {
@@ -417,6 +434,16 @@ shard_manifest_read_version(RolloutStore *store, const char *shard, int64 versio
 	return shard_manifest_parse(store, shard, version, &json, key);
 }
 
+/*
+ * Write manifest as version manifest->version + 1 with create-if-absent: of
+ * two committers of the same version exactly one wins, and the other gets
+ * MANIFEST_CONFLICT and rebases.  For this cluster's own shard it first raises
+ * an ERROR when a promoted standby superseded this server, judged by the
+ * timeline of the version read; a takeover committed since then holds the next
+ * version and makes this commit a conflict anyway.  A generation's stamp and
+ * key range are written only when it has them, as the parser treats them as
+ * optional.
+ */
 ManifestCommitResult
 shard_manifest_commit(RolloutStore *store, ShardManifest *manifest)
 {
@@ -542,6 +569,12 @@ base_manifest_parse(RolloutStore *store, int64 version, StringInfo json,
 	return manifest;
 }
 
+/*
+ * The newest base manifest, or an empty version-0 one (no fragments, nothing
+ * merged) for a store never merged.  Uses and advances
+ * store->base_manifest_hint, so that repeated reads list only versions newer
+ * than the newest one seen.
+ */
 BaseManifest *
 base_manifest_read_latest(RolloutStore *store)
 {
@@ -559,6 +592,12 @@ base_manifest_read_latest(RolloutStore *store)
 	return base_manifest_parse(store, version, &json, key);
 }
 
+/*
+ * One given version of the base manifest, or NULL when it does not exist (any
+ * more: a concurrent garbage collection may have removed it).  Garbage
+ * collection reads the kept versions this way to learn which fragments they
+ * reference; the listing hint is left alone.
+ */
 BaseManifest *
 base_manifest_read_version(RolloutStore *store, int64 version)
 {
@@ -571,6 +610,13 @@ base_manifest_read_version(RolloutStore *store, int64 version)
 	return base_manifest_parse(store, version, &json, key);
 }
 
+/*
+ * Write manifest as the next base version with create-if-absent, as
+ * shard_manifest_commit does; on MANIFEST_CONFLICT the caller re-reads and
+ * rebases.  There is no superseded check here: the base belongs to no single
+ * shard, and the callers check that this server may write.  The compactions
+ * object is always written, with JSON null for what never happened.
+ */
 ManifestCommitResult
 base_manifest_commit(RolloutStore *store, BaseManifest *manifest)
 {
@@ -638,6 +684,12 @@ base_manifest_commit(RolloutStore *store, BaseManifest *manifest)
 	return MANIFEST_COMMITTED;
 }
 
+/*
+ * merged[shard]: the highest generation of shard already folded into the base,
+ * or 0 when none was.  A snapshot skips the shard's generations up to it,
+ * whose rows the base's fragments already hold, and merge folds only the ones
+ * after it.
+ */
 int64
 base_manifest_merged_generation(const BaseManifest *base, const char *shard)
 {

@@ -48,6 +48,7 @@ static MemtableState *memtable_state = NULL;
 static void *memtable_place = NULL;
 static dsa_area *memtable_area = NULL;
 
+/* Define rollout_fdw.memtable_size; _PG_init calls it while preloading. */
 void
 memtable_define_settings(void)
 {
@@ -103,6 +104,13 @@ memtable_shmem_init(void)
 	LWLockRegisterTranche(memtable_state->tranche_id, "rollout_fdw memtable");
 }
 
+/*
+ * This backend's handle on the memtable's DSA area, attached on first use.
+ * The area was created in place in the main shared memory segment
+ * (memtable_shmem_init), which every backend maps, so attaching needs no DSM
+ * handle; the dsa_area is allocated in TopMemoryContext so that it lasts as
+ * long as the backend.
+ */
 dsa_area *
 memtable_dsa(void)
 {
@@ -341,6 +349,14 @@ memtable_batch_sources(RolloutStore *store, dsa_area *area, MemBatch *batch,
 		*sources = lappend(*sources, source);
 }
 
+/*
+ * The work of memtable_sources and memtable_for_flush: copy every batch,
+ * oldest first, into local sources (memtable_batch_sources), and note the
+ * newest batch's position and stamp where asked.  The copy is made under one
+ * shared hold of the slot's lock, so a concurrent add or trim cannot tear it.
+ * Nothing is copied when the writer is not ready, since only a ready writer's
+ * memtable is the whole WAL tail.
+ */
 static bool
 memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,
 				 List **sources, List **ingest_seen, int64 *last_position,
@@ -376,6 +392,12 @@ memtable_sources(RolloutStore *store, SharedStoreSlot *slot, List **sources)
 	return memtable_collect(store, slot, false, sources, NULL, NULL, NULL);
 }
 
+/*
+ * Unlike a scan, a flush takes every batch's rows from memory whatever
+ * credentials wrote them (rows_only), and gets the ingest references to adopt
+ * rather than sources to read them.  An empty memtable leaves *last_position 0
+ * and returns false, like a writer that is not ready.
+ */
 bool
 memtable_for_flush(RolloutStore *store, SharedStoreSlot *slot,
 				   List **sources, List **ingest_seen,
@@ -388,6 +410,13 @@ memtable_for_flush(RolloutStore *store, SharedStoreSlot *slot,
 		*last_position > 0;
 }
 
+/*
+ * Drop the batches at positions up to upto_position, taking the slot's lock
+ * itself.  Callers trim only positions already sealed in the shard manifest (a
+ * flush after its commit, a claim below its fence), never before: a snapshot
+ * copies the memtable before it reads the manifest, and relies on every row
+ * being in one or the other.
+ */
 void
 memtable_trim(SharedStoreSlot *slot, int64 upto_position)
 {
@@ -400,6 +429,12 @@ memtable_trim(SharedStoreSlot *slot, int64 upto_position)
 	LWLockRelease(&slot->lock);
 }
 
+/*
+ * The rows the memtable holds, those of the ingest segments its batches name
+ * included, read under the slot's shared lock.  Returns false when the writer
+ * is not ready: *rows is set all the same, but is then not the whole WAL tail,
+ * which is only on the store.
+ */
 bool
 memtable_rows(SharedStoreSlot *slot, int64 *rows)
 {
@@ -412,6 +447,12 @@ memtable_rows(SharedStoreSlot *slot, int64 *rows)
 	return ready;
 }
 
+/*
+ * When the oldest batch became durable (0 for an empty memtable), and in
+ * *bytes what the slot's batches hold, their headers included.  The sweeper
+ * uses the size to flush at once a store that holds too much of the shared
+ * memtable.
+ */
 TimestampTz
 memtable_oldest(SharedStoreSlot *slot, int64 *bytes)
 {

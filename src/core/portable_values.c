@@ -53,6 +53,12 @@
 
 #include "rollout/portable_values.h"
 
+/*
+ * The name _store.json records for an encoding, used in messages too.
+ * "refused" never reaches a store: a column that needs it is refused when the
+ * store is opened, before _store.json is written.  An unknown value falls to
+ * it as well.
+ */
 const char *
 portable_encoding_name(PortableEncoding encoding)
 {
@@ -178,6 +184,12 @@ portable_type_encoding(Oid typid, char **why)
 	return portable_walk(typid, why);
 }
 
+/*
+ * Only a text-encoded column gets functions; an image column's codec just
+ * records its encoding and type, and portable_encode and portable_decode must
+ * not be called with it.  The FmgrInfos are set up in CurrentMemoryContext, so
+ * the codec lasts as long as that context.
+ */
 void
 portable_codec_init(PortableCodec *codec, PortableEncoding encoding,
 					Oid typid, int32 typmod)
@@ -206,6 +218,12 @@ portable_codec_init(PortableCodec *codec, PortableEncoding encoding,
 	fmgr_info(input_function, &codec->input);
 }
 
+/*
+ * Fix DateStyle, IntervalStyle and extra_float_digits for encoding, as
+ * postgres_fdw's set_transmission_modes does: each one that differs is set
+ * with GUC_ACTION_SAVE in a new GUC nest level, which portable_encode_end (or
+ * an abort) pops.  Returns that nest level.
+ */
 int
 portable_encode_begin(void)
 {

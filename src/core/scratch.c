@@ -19,6 +19,14 @@
 
 #include "rollout/scratch.h"
 
+/*
+ * Only a name is made, nothing is opened: the segment writer and the
+ * object-store upload open the file by path, and the caller removes it.  The
+ * name follows PostgreSQL's temporary-file pattern (prefix, PID, counter) so
+ * that the cleanup at server start removes whatever a crash left; the folder
+ * is created here because PostgreSQL makes it only on first need.  The path is
+ * relative to the data directory, a backend's working directory.
+ */
 char *
 rollout_scratch_file_path(const char *purpose)
 {

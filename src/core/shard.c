@@ -25,6 +25,10 @@
 /* rollout_fdw.shard_id: empty means the system identifier */
 static char *shard_id_setting = NULL;
 
+/*
+ * GUC check hook of rollout_fdw.shard_id: empty (use the system identifier) or
+ * a valid shard id, since the id becomes part of object keys.
+ */
 static bool
 check_shard_id(char **newval, void **extra, GucSource source)
 {
@@ -38,6 +42,7 @@ check_shard_id(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+/* Define rollout_fdw.shard_id (superuser only); _PG_init calls it. */
 void
 shard_define_settings(void)
 {

@@ -45,6 +45,7 @@ typedef struct SharedStoreState
 
 static SharedStoreState *shared_state = NULL;
 
+/* Define rollout_fdw.max_stores; _PG_init calls it only while preloading. */
 void
 shared_store_define_settings(void)
 {
@@ -99,6 +100,11 @@ rollout_shared_available(void)
 	return shared_state != NULL;
 }
 
+/*
+ * Whether slot is in use for exactly (identity, store_name, shard).  A slot's
+ * names never change once it is in use and slots are never freed, so a slot
+ * already found may be checked again without the registry lock.
+ */
 static bool
 slot_matches_names(SharedStoreSlot *slot, const char *identity,
 				   const char *store_name, const char *shard)
@@ -195,6 +201,13 @@ shared_store_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
 	}
 }
 
+/*
+ * The slot cached in store->shared_slot is reused while it still matches; a
+ * slot found anew first forgets any older incarnation of the store
+ * (shared_store_adopt_incarnation, which may wait for a commit or flush in
+ * flight).  A missing slot is not remembered, so one created later is found by
+ * the next call.
+ */
 SharedStoreSlot *
 shared_store_lookup(RolloutStore *store)
 {
@@ -214,6 +227,12 @@ shared_store_lookup(RolloutStore *store)
 	return found;
 }
 
+/*
+ * Like shared_store_lookup, but creating the slot when there is none.  When
+ * every slot is taken the store falls back to the direct path, and the WARNING
+ * saying so is given once per backend (warned_full is per process), not once
+ * per store or server.
+ */
 SharedStoreSlot *
 shared_store_slot(RolloutStore *store)
 {
@@ -242,6 +261,12 @@ shared_store_slot(RolloutStore *store)
 	return found;
 }
 
+/*
+ * Whether this cluster has claimed the shard (WRITER_READY), so that its
+ * memtable holds the shard's whole WAL tail: a flush then flushes the memtable
+ * instead of reading the WAL back from the store.  Read under the slot's
+ * shared lock.
+ */
 bool
 shared_writer_is_ready(SharedStoreSlot *slot)
 {
@@ -253,6 +278,13 @@ shared_writer_is_ready(SharedStoreSlot *slot)
 	return ready;
 }
 
+/*
+ * Wait until no other backend of this cluster flushes the shard's memtable,
+ * then mark the slot as flushing.  The flag is in shared memory, so it also
+ * serialises flushes started from different databases.  The caller must call
+ * shared_flush_end even on error (flush.c does so in PG_FINALLY), or every
+ * later flush of the shard waits forever.
+ */
 void
 shared_flush_begin(SharedStoreSlot *slot)
 {

@@ -13,6 +13,11 @@
 
 #include "rollout/snapshot.h"
 
+/*
+ * -1 marks rows, bytes, stamp_floor and stamp_fixed as unset, since 0 is a
+ * real row count or size; everything else starts zeroed, for the caller to
+ * fill in.
+ */
 SnapshotSource *
 snapshot_source_new(SnapshotSourceKind kind)
 {

@@ -52,6 +52,7 @@ static void store_init_column(RolloutStore *store, int c, JsonDoc *doc,
  * ----------------------------------------------------------------
  */
 
+/* Define rollout_fdw.rows_per_group; _PG_init calls it. */
 void
 store_define_settings(void)
 {

@@ -31,6 +31,15 @@
 #include "rollout/store_snapshot.h"
 #include "rollout/wal.h"
 
+/*
+ * Take store's snapshot in the order the file header explains.  Besides that
+ * order: this cluster's memtable is copied before anything else and stands in
+ * for its own shard's WAL tail when the writer is ready; every WAL tail read
+ * from the store is cut at its first hole; and each shard's first WAL entry
+ * gets the manifest's last_stamp as its stamp floor, so that the readers'
+ * running maximum of stamps goes on from where the last flush left it.
+ * Everything is allocated in CurrentMemoryContext.
+ */
 RolloutSnapshot *
 rollout_snapshot_take(RolloutStore *store, bool all_wal_tails)
 {

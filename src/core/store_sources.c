@@ -99,6 +99,10 @@ store_object_serve_prefetched(PrefetchedRead *read, StringInfo out,
 	return found;
 }
 
+/*
+ * read_range callback of rollout_segment_source: served from a prefetched read
+ * of exactly this range when there is one, else read from the object store.
+ */
 static bool
 store_object_read_range(void *arg, int64 offset, int64 length, StringInfo out)
 {
@@ -112,6 +116,11 @@ store_object_read_range(void *arg, int64 offset, int64 length, StringInfo out)
 							  out, NULL);
 }
 
+/*
+ * read_tail callback of rollout_segment_source: the last length bytes and the
+ * object's size, from a prefetched tail read of that length when there is one,
+ * else from the object store.
+ */
 static bool
 store_object_read_tail(void *arg, int64 length, StringInfo out,
 					   int64 *object_size)
@@ -125,6 +134,12 @@ store_object_read_tail(void *arg, int64 length, StringInfo out,
 							 object_size);
 }
 
+/*
+ * The source remembers CurrentMemoryContext, where
+ * rollout_segment_sources_prefetch later puts the bytes it fetches for it,
+ * whatever context is current then.  size_hint reaches the object store only
+ * through prefetched reads: the callbacks' own reads do not pass it.
+ */
 SegmentSource *
 rollout_segment_source(RolloutStore *store, const char *key, int64 size_hint)
 {
@@ -205,6 +220,11 @@ local_file_read_tail(void *arg, int64 length, StringInfo out, int64 *object_size
 	return local_file_read(arg, 0, length, true, out, object_size);
 }
 
+/*
+ * The path, copied, is the argument of both callbacks; every read opens and
+ * closes the file (local_file_read), so the source holds no descriptor and
+ * needs no closing.  A file that does not exist reads as a missing object.
+ */
 SegmentSource *
 rollout_local_segment_source(const char *path)
 {

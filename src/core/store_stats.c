@@ -17,6 +17,12 @@
 
 #include "rollout/store_stats.h"
 
+/*
+ * Count one flush, merge, compaction or garbage collection of the slot's store
+ * and keep its duration as the last one, for rollout_stat_stores.  A NULL slot
+ * (no preloading, or no slot) counts nothing, so callers pass
+ * shared_store_lookup's result unchecked.
+ */
 void
 shared_store_note_event(SharedStoreSlot *slot, SharedStoreEvent event,
 						int64 duration_us)
@@ -29,6 +35,11 @@ shared_store_note_event(SharedStoreSlot *slot, SharedStoreEvent event,
 	LWLockRelease(&slot->lock);
 }
 
+/*
+ * Count an error of the slot's store and keep its message, cut to
+ * SLOT_ERROR_LEN bytes, and its time as the last error, for
+ * rollout_stat_stores.  A NULL slot records nothing.
+ */
 void
 shared_store_note_error(SharedStoreSlot *slot, const char *message)
 {
@@ -63,6 +74,12 @@ shared_store_note_error_by_name(const char *location, const char *store_name,
 								 (void *) message);
 }
 
+/*
+ * Copy the counters of every slot in use into a palloc'd array, in slot order,
+ * and return how many; without preloading *stats_out is NULL and 0 is
+ * returned.  Each slot is copied under its own lock: a row is consistent in
+ * itself, but the rows are not taken at one instant.
+ */
 int
 shared_store_stats(SharedStoreStats **stats_out)
 {

@@ -53,6 +53,12 @@ rollout_refuse_on_conflict(ModifyTable *plan, Relation rel)
 				 errhint("Insert without ON CONFLICT to replace existing rows, or leave out the rows whose keys exist (INSERT ... SELECT ... WHERE NOT EXISTS).")));
 }
 
+/*
+ * PlanForeignModify: there is nothing to plan, since rows go to the
+ * transaction buffer as they are, so this only refuses INSERT ... ON CONFLICT,
+ * at plan time and before any row is written.  The planner already holds a
+ * lock on the result relation, hence NoLock.
+ */
 static List *
 rollout_plan_foreign_modify(PlannerInfo *root, ModifyTable *plan,
 							Index resultRelation, int subplan_index)
@@ -65,6 +71,13 @@ rollout_plan_foreign_modify(PlannerInfo *root, ModifyTable *plan,
 	return NIL;
 }
 
+/*
+ * Build the per-result-relation state that BeginForeignModify and
+ * BeginForeignInsert share: the table's store, opened with the user mapping of
+ * the role its range table entry names (the current user when the relation has
+ * no entry of its own, as for a partition a routed INSERT or COPY reaches),
+ * and the table's batch_size.
+ */
 static RolloutModifyState *
 rollout_modify_state_create(EState *estate, ResultRelInfo *rinfo)
 {
@@ -88,6 +101,11 @@ rollout_begin_foreign_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 	rinfo->ri_FdwState = rollout_modify_state_create(mtstate->ps.state, rinfo);
 }
 
+/*
+ * ExecForeignInsert: add the row to the transaction's buffer, where it waits
+ * for commit.  Nothing is computed on the store's side, so the slot is
+ * returned as it came and RETURNING sees the values inserted.
+ */
 static TupleTableSlot *
 rollout_exec_foreign_insert(EState *estate, ResultRelInfo *rinfo,
 							TupleTableSlot *slot, TupleTableSlot *planSlot)
@@ -99,6 +117,11 @@ rollout_exec_foreign_insert(EState *estate, ResultRelInfo *rinfo,
 	return slot;
 }
 
+/*
+ * ExecForeignBatchInsert: buffer each of the *numSlots rows in turn, as
+ * ExecForeignInsert does.  Every row is accepted, so *numSlots is left as it
+ * is.
+ */
 static TupleTableSlot **
 rollout_exec_foreign_batch_insert(EState *estate, ResultRelInfo *rinfo,
 								  TupleTableSlot **slots,
@@ -152,6 +175,11 @@ rollout_end_foreign_insert(EState *estate, ResultRelInfo *rinfo)
 {
 }
 
+/*
+ * Set the INSERT callbacks of the FdwRoutine (for rollout_fdw_handler).
+ * UPDATE and DELETE are not offered (see the file header): their callbacks
+ * stay NULL and IsForeignRelUpdatable reports INSERT only.
+ */
 void
 rollout_modify_routines(FdwRoutine *routine)
 {

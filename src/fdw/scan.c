@@ -36,6 +36,15 @@
 /* Fresh snapshots a scan takes when objects vanish under it. */
 #define SCAN_MAX_SNAPSHOT_ATTEMPTS	5
 
+/*
+ * BeginForeignScan: set up the scan's state.  The options and key conditions
+ * are kept even for plain EXPLAIN, which shows them but must not touch
+ * storage.  Otherwise the store is opened with the user mapping of the role
+ * the range table entry names, the table's columns are mapped to the store's
+ * by name, and the columns the plan retrieves are marked wanted, so that the
+ * read decodes only those.  The snapshot is not taken here but at the first
+ * IterateForeignScan.
+ */
 static void
 rollout_begin_foreign_scan(ForeignScanState *node, int eflags)
 {
@@ -165,6 +174,11 @@ rollout_build_key_range(ForeignScanState *node, RolloutScanState *state,
 	}
 }
 
+/*
+ * Add the statistics of the read about to end, and the object-store requests
+ * made since counters_mark, to the node's totals for EXPLAIN ANALYZE; the mark
+ * moves on, so that the next read counts only its own requests.
+ */
 static void
 rollout_scan_accumulate_stats(RolloutScanState *state)
 {
@@ -218,6 +232,17 @@ rollout_scan_take_snapshot(RolloutScanState *state)
 	return snapshot;
 }
 
+/*
+ * IterateForeignScan: return the next row, or an empty slot at the end.  The
+ * first call after BeginForeignScan or a rescan evaluates the key range and
+ * begins the merge read.  The snapshot is taken at the node's first read and
+ * kept, so that rescans read the same data; only when garbage collection
+ * removed an object of it is a fresh one taken, up to
+ * SCAN_MAX_SNAPSHOT_ATTEMPTS times (the last attempt reports a vanished object
+ * as an error), and a transaction-wide snapshot fails the scan at once.
+ * Columns the query does not use are returned as nulls, and text-encoded ones
+ * are decoded in row_context, which is reset for every row.
+ */
 static TupleTableSlot *
 rollout_iterate_foreign_scan(ForeignScanState *node)
 {
@@ -295,6 +320,12 @@ rollout_iterate_foreign_scan(ForeignScanState *node)
 	return slot;
 }
 
+/*
+ * Fold the open read's statistics into the totals and end it (see
+ * scan_internal.h).  Without an open read this does nothing, so that EXPLAIN
+ * ANALYZE, which runs before EndForeignScan, and EndForeignScan may both call
+ * it.
+ */
 void
 rollout_scan_close_read(RolloutScanState *state)
 {
@@ -305,6 +336,13 @@ rollout_scan_close_read(RolloutScanState *state)
 	state->read = NULL;
 }
 
+/*
+ * ReScanForeignScan: end the current read and free what it and its key range
+ * used.  The next IterateForeignScan evaluates the key range again, since its
+ * parameters may have changed, but reads the same snapshot and the same own
+ * rows.  rescan_context is NULL only under plain EXPLAIN, where
+ * BeginForeignScan stopped early.
+ */
 static void
 rollout_rescan_foreign_scan(ForeignScanState *node)
 {
@@ -324,6 +362,10 @@ rollout_end_foreign_scan(ForeignScanState *node)
 		rollout_scan_close_read(state);
 }
 
+/*
+ * Set the scan execution callbacks of the FdwRoutine (for
+ * rollout_fdw_handler); ExplainForeignScan is in scan_explain.c.
+ */
 void
 rollout_scan_routines(FdwRoutine *routine)
 {

@@ -52,6 +52,11 @@ typedef struct RolloutPlanState
 	List	   *key_quals;		/* KeyQual * */
 } RolloutPlanState;
 
+/*
+ * Is node baserel's key column itself (not a Var of an outer query level),
+ * possibly under binary-compatible relabelings, as when a varchar key is
+ * compared with a text operator?
+ */
 static bool
 is_key_var(Node *node, RelOptInfo *baserel, AttrNumber key_attno)
 {
@@ -146,6 +151,13 @@ classify_key_qual(Expr *clause, RelOptInfo *baserel, AttrNumber key_attno,
 	return qual;
 }
 
+/*
+ * GetForeignRelSize: find the key conditions among the restriction clauses and
+ * estimate the rows.  The plan state (options, key column, key conditions) is
+ * kept in baserel->fdw_private for GetForeignPaths and GetForeignPlan.  A key
+ * column that is missing or whose type has no default btree family just gives
+ * no key conditions.
+ */
 static void
 rollout_get_foreign_rel_size(PlannerInfo *root, RelOptInfo *baserel,
 							 Oid foreigntableid)
@@ -193,6 +205,13 @@ rollout_get_foreign_rel_size(PlannerInfo *root, RelOptInfo *baserel,
 											 0, JOIN_INNER, NULL));
 }
 
+/*
+ * GetForeignPaths: offer the one access path, a merge read of the store.  Its
+ * cost charges every stored row several times over, a tenth of that when key
+ * conditions let the read skip objects and row groups, plus the rows returned.
+ * Like postgres_fdw's, the path is parameterized only by the relation's
+ * lateral references.
+ */
 static void
 rollout_get_foreign_paths(PlannerInfo *root, RelOptInfo *baserel,
 						  Oid foreigntableid)
@@ -213,6 +232,15 @@ rollout_get_foreign_paths(PlannerInfo *root, RelOptInfo *baserel,
 									 NIL, baserel->lateral_relids, NULL, NIL));
 }
 
+/*
+ * GetForeignPlan: make the ForeignScan.  fdw_private holds the attribute
+ * numbers the query uses (those of its target list and of every condition, or
+ * all columns for a whole-row reference) and the key conditions flattened to
+ * integer lists, since it must survive copyObject; their value expressions go
+ * into fdw_exprs, so that setrefs.c fixes them up and the executor can
+ * evaluate them.  Every clause stays a local qual: the key range only skips
+ * data, it never decides what matches.
+ */
 static ForeignScan *
 rollout_get_foreign_plan(PlannerInfo *root, RelOptInfo *baserel,
 						 Oid foreigntableid, ForeignPath *best_path,
@@ -273,6 +301,11 @@ scan_plan_retrieved_attrs(ForeignScan *plan)
 	return list_nth(plan->fdw_private, ScanPrivateRetrievedAttrs);
 }
 
+/*
+ * Rebuild the plan's key conditions from the integer lists in fdw_private (see
+ * rollout_get_foreign_plan).  Their value stays NULL: the values are the
+ * plan's fdw_exprs, in the same order.
+ */
 List *
 scan_plan_key_quals(ForeignScan *plan)
 {

@@ -73,6 +73,11 @@ scan_snapshot_scope(EState *estate)
 		: estate->es_query_cxt;
 }
 
+/*
+ * The live entry of scope for store, matched on everything that identifies a
+ * snapshot (see the file header), or NULL.  The list holds one entry per store
+ * read in each live scope, so a linear search serves.
+ */
 static ScopedSnapshot *
 scan_snapshot_find(RolloutStore *store, bool all_wal_tails, MemoryContext scope)
 {
@@ -91,6 +96,12 @@ scan_snapshot_find(RolloutStore *store, bool all_wal_tails, MemoryContext scope)
 	return NULL;
 }
 
+/*
+ * See scan_snapshot.h.  The entry is made once per scope, in the scope's
+ * memory, and unlinked by a reset callback when that memory goes; after
+ * rollout_scan_snapshot_vanished cleared its snapshot, the same entry gets a
+ * fresh one.
+ */
 RolloutSnapshot *
 rollout_scan_snapshot(RolloutStore *store, bool all_wal_tails, EState *estate)
 {
@@ -121,6 +132,12 @@ rollout_scan_snapshot(RolloutStore *store, bool all_wal_tails, EState *estate)
 	return entry->snapshot;
 }
 
+/*
+ * See scan_snapshot.h.  The transaction-wide case is recognized by its scope,
+ * TopTransactionContext.  In READ COMMITTED only the entry forgets the
+ * snapshot; scans of the query that already hold it keep it until they find an
+ * object gone themselves.
+ */
 void
 rollout_scan_snapshot_vanished(RolloutStore *store, bool all_wal_tails,
 							   EState *estate)

@@ -83,6 +83,12 @@ store_cache_invalidate_all(Datum arg, int cacheid, uint32 hashvalue)
 	store_cache_invalidate_relation(arg, InvalidOid);
 }
 
+/*
+ * Transaction callback: once the transaction has ended (committed, aborted or
+ * prepared), close the stores retired during it.  Not at PRE_COMMIT: the
+ * transaction buffer commits its rows there, possibly to a store that was
+ * retired after its first write.
+ */
 static void
 store_cache_close_retired(XactEvent event, void *arg)
 {
@@ -98,6 +104,13 @@ store_cache_close_retired(XactEvent event, void *arg)
 	retired_stores = NIL;
 }
 
+/*
+ * Register the cache's callbacks, once from _PG_init: closing retired stores
+ * when a transaction ends, and invalidating entries after DDL.  A relcache
+ * event invalidates the one table's entries; a change to any server, foreign
+ * table, user mapping or role invalidates them all, rather than working out
+ * which tables a syscache hash value concerns.
+ */
 void
 rollout_store_cache_init(void)
 {
@@ -189,6 +202,13 @@ store_spec_for_relation(Relation rel, Oid userid)
 	return spec;
 }
 
+/*
+ * See fdw.h.  The cache is made at first use, under CacheMemoryContext.  An
+ * entry is reopened when invalidated or when rollout_fdw.shard_id changed
+ * since it was opened; the store it replaces is retired, not closed, since a
+ * scan or the transaction's buffer may still hold it.  If opening fails, the
+ * entry is left invalid and without a store, and the next call tries again.
+ */
 RolloutStore *
 rollout_store_for_relation_as(Relation rel, Oid userid)
 {
@@ -244,6 +264,11 @@ rollout_store_for_relation_as(Relation rel, Oid userid)
 	return entry->store;
 }
 
+/*
+ * See fdw.h.  This is the choice postgres_fdw makes for its connections, so
+ * that a query through a view reads and writes with the credentials of the
+ * view's owner.
+ */
 Oid
 rollout_user_for_range_table_entry(EState *estate, Index rtindex)
 {

@@ -104,6 +104,13 @@ static void xact_buffer_release(XactBuffer *buffer);
  * ----------------------------------------------------------------
  */
 
+/*
+ * Append len bytes at the stream's logical end.  The stream stays in memory
+ * until it would exceed rollout_fdw.transaction_buffer_size and then moves to
+ * a temporary file for the rest of the transaction.  A write to the file seeks
+ * to the logical end first: a truncation leaves stale bytes past it, and
+ * reading rows back moves the file's position.
+ */
 static void
 stream_write(XactBuffer *buffer, const void *data, size_t len)
 {
@@ -143,6 +150,13 @@ stream_write(XactBuffer *buffer, const void *data, size_t len)
 	buffer->length += len;
 }
 
+/*
+ * Cut the stream back to offset bytes and rows rows, where it stood when a
+ * rolled-back subtransaction wrote its first row.  A spill file keeps its
+ * physical length; later writes overwrite it from the new logical end.  The
+ * command marks whose first row was cut go too, so that what a scan sees stays
+ * a prefix of the stream.
+ */
 static void
 stream_truncate(XactBuffer *buffer, int64 offset, int64 rows)
 {
@@ -156,6 +170,12 @@ stream_truncate(XactBuffer *buffer, int64 offset, int64 rows)
 		buffer->command_count--;
 }
 
+/*
+ * Read exactly len bytes at the spill file's current position, or ERROR.  The
+ * file is read sequentially from where buffered_row_reader_init rewound it,
+ * and the row count, not the end of the file, says where the rows end, so a
+ * short read is always an error.
+ */
 static void
 stream_read_exact(XactBuffer *buffer, void *data, size_t len)
 {
@@ -171,6 +191,13 @@ stream_read_exact(XactBuffer *buffer, void *data, size_t len)
  * ----------------------------------------------------------------
  */
 
+/*
+ * The current transaction's buffer, made in TopTransactionContext at its first
+ * write and bound to the table and store of that write: a transaction may
+ * write to only one rollout table, since its rows become one WAL entry and
+ * only one entry is atomic.  The table's tuple descriptor and the mapping of
+ * its attributes to store columns are copied once, here.
+ */
 static XactBuffer *
 xact_buffer_get(Relation rel, RolloutStore *store)
 {
@@ -269,6 +296,13 @@ xact_buffer_mark_command(XactBuffer *buffer, CommandId cid)
 	buffer->command_count++;
 }
 
+/*
+ * See xact_buffer.h.  The row is refused in a SERIALIZABLE transaction and
+ * when its key is null; out-of-line (toasted) values are fetched, since the
+ * buffer must hold the values themselves.  It is appended as a length-prefixed
+ * minimal tuple, after noting where its subtransaction's and its command's
+ * rows begin.
+ */
 void
 xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot,
 					CommandId cid)
@@ -354,6 +388,13 @@ typedef struct BufferedRowReader
 	bool	   *table_isnull;
 } BufferedRowReader;
 
+/*
+ * Prepare reader to read all of buffer's rows from the start; a scan then
+ * lowers row_limit to the rows it may see.  A spilled stream is read
+ * sequentially from the file, rewound here, so a reader must be used up before
+ * the stream is written or read again: the commit and the scan source both
+ * consume theirs at once.
+ */
 static void
 buffered_row_reader_init(BufferedRowReader *reader, XactBuffer *buffer)
 {
@@ -501,6 +542,14 @@ xact_buffer_release(XactBuffer *buffer)
  * ----------------------------------------------------------------
  */
 
+/*
+ * Transaction callback.  At PRE_COMMIT the buffered rows are made durable (an
+ * error there aborts the transaction) and the spill file is closed, since one
+ * still open at commit draws a leak warning.  PREPARE TRANSACTION is refused
+ * when rows are buffered (see the file header).  When the transaction ends the
+ * buffer is only forgotten: its memory goes with TopTransactionContext, and
+ * after an abort its spill file with the top transaction's resource owner.
+ */
 static void
 xact_buffer_xact_callback(XactEvent event, void *arg)
 {
@@ -536,6 +585,14 @@ xact_buffer_xact_callback(XactEvent event, void *arg)
 	}
 }
 
+/*
+ * Subtransaction callback.  On rollback, cut the stream back to where the
+ * aborting subtransaction first wrote, dropping its rows, and forget the
+ * buffer if nothing is left, so that the transaction may still write to
+ * another rollout table.  On commit the subtransaction's rows pass to its
+ * parent: its mark is dropped when the parent has a mark of its own or is the
+ * top level, and otherwise becomes the parent's.
+ */
 static void
 xact_buffer_subxact_callback(SubXactEvent event, SubTransactionId subid,
 							 SubTransactionId parent_subid, void *arg)
@@ -587,6 +644,7 @@ xact_buffer_subxact_callback(SubXactEvent event, SubTransactionId subid,
 	}
 }
 
+/* Define the buffer's setting and register its callbacks (from _PG_init). */
 void
 xact_buffer_init(void)
 {

@@ -18,6 +18,13 @@
 
 #include "rollout/row_blob.h"
 
+/*
+ * Append one row to blob: its length as a uint32 in host byte order, then the
+ * minimal tuple formed from values/isnull under row_desc.  Host byte order is
+ * enough because a row blob never leaves this cluster's memory (a WAL entry
+ * stores the rows as a segment), and the length prefix is what lets
+ * row_blob_next find each tuple without any padding between them.
+ */
 void
 row_blob_append(TupleDesc row_desc, StringInfo blob, const Datum *values,
 				const bool *isnull)
@@ -31,6 +38,13 @@ row_blob_append(TupleDesc row_desc, StringInfo blob, const Datum *values,
 	pfree(tuple);
 }
 
+/*
+ * Decode the row at *offset (row_blob.h).  The framing length is checked
+ * against the rest of the blob before it is used, and the tuple is copied to a
+ * palloc'd buffer first: the blob packs tuples back to back, so one may start
+ * at any byte, and heap_deform_tuple needs it aligned.  The decoded values
+ * point into that copy.
+ */
 bool
 row_blob_next(TupleDesc row_desc, const char *data, int64 len, int64 *offset,
 			  Datum *values, bool *isnull)

@@ -63,6 +63,10 @@ cursor_uint8(FooterCursor *cursor, const char *what)
 	return cursor->data[cursor->position++];
 }
 
+/*
+ * Read a little-endian uint16 footer field; the footer ending first makes the
+ * segment corrupt.
+ */
 static uint16
 cursor_uint16(FooterCursor *cursor, const char *what)
 {
@@ -75,6 +79,11 @@ cursor_uint16(FooterCursor *cursor, const char *what)
 	return value;
 }
 
+/*
+ * Read a little-endian uint32 footer field; the footer ending first makes the
+ * segment corrupt.  Counts and the length prefixes of byte strings come
+ * through here, and their callers check them against what is left.
+ */
 static uint32
 cursor_uint32(FooterCursor *cursor, const char *what)
 {

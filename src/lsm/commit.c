@@ -43,6 +43,7 @@
 /* rollout_fdw.ingest_threshold (kB) */
 static int	ingest_threshold_kb = 16 * 1024;
 
+/* Define rollout_fdw.ingest_threshold; _PG_init calls this. */
 void
 commit_define_settings(void)
 {
@@ -67,6 +68,13 @@ typedef struct EncodingReader
 	void	   *arg;
 } EncodingReader;
 
+/*
+ * The StoreRowReader of an EncodingReader: take the next row from the wrapped
+ * reader and replace, in place, each non-null value of a text-encoded column
+ * by its stored text form.  Commits and the transaction's own scans both read
+ * rows through it, so a transaction sees its uncommitted rows in the same
+ * stored form as the rows it commits.
+ */
 static bool
 encoding_reader_next(void *arg, Datum *values, bool *isnull)
 {
@@ -138,6 +146,16 @@ commit_direct(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
 	return position;
 }
 
+/*
+ * The one commit path (commit.h).  Nothing of the transaction is written
+ * before the writability check has passed and the store and this shard's
+ * registration exist.  The rows are encoded once, into a row blob or, past the
+ * threshold (with the shared writer at most what one transaction may hold of
+ * the memtable) or after a spill, into an uploaded ingest segment; if the WAL
+ * entry then fails, that segment is an orphan for garbage collection.  The
+ * entry is written by a group-commit leader when the store has a shared-memory
+ * slot, else by this backend.
+ */
 void
 rollout_commit_rows(RolloutStore *store, StoreRowReader next, void *arg,
 					int64 size, bool spilled)
@@ -192,6 +210,13 @@ commit_remove_scratch(void *arg)
 	(void) unlink((const char *) arg);
 }
 
+/*
+ * The reading transaction's own rows as a snapshot source (commit.h).  They
+ * are encoded exactly as a commit would encode them, and get PG_INT64_MAX as
+ * position and fixed stamp, so the merge ranks them above every committed
+ * version of their keys.  The scratch segment of a spilled buffer is removed
+ * by a reset callback on CurrentMemoryContext.
+ */
 SnapshotSource *
 rollout_uncommitted_rows_source(RolloutStore *store, StoreRowReader next,
 								void *arg, bool spilled, int64 rows)

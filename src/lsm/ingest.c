@@ -150,6 +150,14 @@ ingest_write_sorted(RolloutStore *store, StoreRowReader next, void *arg,
 	return summary.row_count;
 }
 
+/*
+ * Stage a large transaction's rows (ingest.h).  The object is named after the
+ * shard, so this shard's garbage collection finds it, and a fresh UUID, so
+ * create-if-absent finds it taken only in a damaged store; the local scratch
+ * file is removed whatever happens.  Until the WAL entry that names it is
+ * durable, the uploaded segment is an orphan that garbage collection removes
+ * if that entry never comes.
+ */
 WalIngestRef *
 ingest_stage_rows(RolloutStore *store, StoreRowReader next, void *arg,
 				  int64 stamp)

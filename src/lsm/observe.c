@@ -50,6 +50,14 @@ observe_count_wal_entry(SegmentReader *reader, int index, void *arg)
 		result->unflushed_rows += ((WalIngestRef *) lfirst(ic))->rows;
 }
 
+/*
+ * Observe store (observe.h).  The cheap count reads in a snapshot's order, the
+ * memtable first, then the shard manifests, then the base, so that a
+ * concurrent flush or merge can make rows count twice but never vanish.  The
+ * exact count is a deduplicating read of a fresh snapshot that decodes no user
+ * column; the unflushed rows are then recounted from that snapshot's sources,
+ * while the base and generation rows still come from the manifests read first.
+ */
 ObserveResult
 rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 {

@@ -33,6 +33,14 @@ rewrite_finish_output(RewriteResult *result, SegmentWriter **writer,
 	*writer = NULL;
 }
 
+/*
+ * The common core of flush, merge and compaction (rewrite.h): a merge read of
+ * every column over the whole key range, keeping tombstones, cut into outputs
+ * of rows_per_output rows.  A vanished source is an ERROR here, not a retry.
+ * Each output is registered in result before its file is created, so
+ * rewrite_cleanup never misses one, and the ingest segments the read saw are
+ * copied out before merge_read_end frees its memory.
+ */
 void
 rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 				int64 rows_per_output, const char *metadata,
@@ -101,6 +109,12 @@ rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 	merge_read_end(read);
 }
 
+/*
+ * Remove the scratch file of every output (rewrite.h).  unlink errors are
+ * ignored, so an output whose file was never created or is already removed
+ * does no harm; the outputs stay listed in result, whose summaries the caller
+ * still uses after the cleanup.
+ */
 void
 rewrite_cleanup(RewriteResult *result)
 {

@@ -1062,6 +1062,11 @@ http_uri_encode(const char *s, bool keep_slash)
 	return buf.data;
 }
 
+/*
+ * Write length bytes of digest into hex as lowercase hexadecimal,
+ * NUL-terminated; hex must hold 2 * length + 1 bytes.  Lowercase because that
+ * is the form SigV4 wants for x-amz-content-sha256.
+ */
 static void
 digest_to_hex(const unsigned char *digest, unsigned int length, char *hex)
 {

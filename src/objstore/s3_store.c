@@ -663,6 +663,12 @@ s3_get_many(ObjectStore *store, ObjectStoreRead *reads, int nreads,
 	pfree(starts);
 }
 
+/*
+ * HEAD key and return the put id of its x-amz-meta-rollout-put-id metadata
+ * (get_put_id): false when the object does not exist, *put_id NULL when it has
+ * none.  The put id is how a writer tells its own landed create from another
+ * writer's.
+ */
 static bool
 s3_get_put_id(ObjectStore *store, const char *key, char **put_id)
 {
@@ -695,6 +701,14 @@ s3_parse_timestamp(const char *text)
 												   Int32GetDatum(-1)));
 }
 
+/*
+ * One page of ListObjectsV2 (list).  prefix and start_after are relative to
+ * the store's prefix, which is added to them and stripped from the keys
+ * returned; a key outside it is skipped.  The query parameters are appended in
+ * name order because the request is signed with the query as written, and a
+ * truncated answer without a continuation token is an ERROR rather than a
+ * listing that silently stops short.
+ */
 static ObjectStoreListing *
 s3_list(ObjectStore *store, const char *prefix, const char *start_after,
 		int max_keys, const char *continuation)
@@ -791,6 +805,12 @@ s3_list(ObjectStore *store, const char *prefix, const char *start_after,
 	return listing;
 }
 
+/*
+ * Delete key (delete_object).  S3 answers 204 to a DELETE whether or not the
+ * key existed, so a HEAD first tells "did not exist" (false).  The two
+ * requests are not atomic: a key someone else deletes between them still
+ * returns true.
+ */
 static bool
 s3_delete_object(ObjectStore *store, const char *key)
 {

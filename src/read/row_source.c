@@ -77,6 +77,12 @@ row_source_check_schema(RowSource *source)
 	}
 }
 
+/*
+ * qsort_arg comparator of an unsorted source's rows: by key, and for equal
+ * keys by row group and row, which is commit order.  qsort is not stable; this
+ * tie-break is what lets row_source_sort_unsorted keep the last row of each
+ * key as its newest version.
+ */
 static int
 row_ref_compare(const void *a, const void *b, void *arg)
 {
@@ -383,6 +389,15 @@ row_source_read_wal_metadata(RowSource *source, int64 *running_stamp,
 	}
 }
 
+/*
+ * Open a source (row_source.h).  In-memory sources (a memtable batch, the
+ * transaction's own rows) are decoded and sorted at once, and an object whose
+ * manifest key range misses the range is counted as skipped without a request.
+ * A WAL entry's metadata is read before the footer's key range is checked, so
+ * that the running stamp advances over entries the range then skips and their
+ * ingest references are still reported.  A transaction's spilled segment is a
+ * local file, read directly, never through the prefetcher.
+ */
 RowSource *
 row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segment,
 				const bool *want, const KeyRange *range, int64 *running_stamp,
@@ -552,6 +567,14 @@ row_source_next_group(RowSource *source)
 	return false;
 }
 
+/*
+ * Advance to the next row (row_source.h).  A WAL entry is loaded, filtered by
+ * the key range, sorted and deduplicated whole at its first call (an in-memory
+ * source was at open), so that opening it reads only its footer.  A sorted
+ * source moves through its row groups, skipping rows below the range and
+ * stopping at the first key past it; keys that are not strictly ascending make
+ * the segment corrupt, since the merge would otherwise return a key twice.
+ */
 bool
 row_source_next(RowSource *source)
 {
@@ -651,6 +674,11 @@ row_source_key(RowSource *source)
 	return row_source_value(source, source->store->key_column, &isnull);
 }
 
+/*
+ * The current row's version stamp: the source's effective stamp when it has
+ * one (a WAL entry's stored _ts is only its committer's clock, which the
+ * running maximum may have raised), else the row's _ts, 0 if NULL.
+ */
 int64
 row_source_ts(RowSource *source)
 {
@@ -672,6 +700,12 @@ row_source_op(RowSource *source)
 	return isnull ? ROLLOUT_OP_INSERT : DatumGetInt16(value);
 }
 
+/*
+ * The current row's shard hash, which orders versions of equal stamp.  A
+ * source with a stamp of its own holds one shard's rows and answers from its
+ * metadata; any other answers from the row's _shard column (0 if NULL), since
+ * a fragment mixes shards.
+ */
 int64
 row_source_shard(RowSource *source)
 {
@@ -691,6 +725,13 @@ row_source_meta(RowSource *source)
 	return source->meta;
 }
 
+/*
+ * Copy the wanted columns of the current row into values/isnull, indexed by
+ * segment schema column; by-reference values point into the source's current
+ * rows.  A source with a stamp of its own reports that stamp as _ts, so that
+ * flush and merge write the effective stamp, not the stored one, into the
+ * segments they make.
+ */
 void
 row_source_values(RowSource *source, const bool *want, Datum *values,
 				  bool *isnull)
@@ -709,6 +750,12 @@ row_source_values(RowSource *source, const bool *want, Datum *values,
 	}
 }
 
+/*
+ * Close a source and free everything it holds, the RowSource itself included
+ * (it lives in its own context).  A source the prefetcher still knows gives
+ * back the budget of the bytes fetched ahead for it and leaves its list, so
+ * later batches neither count them nor fetch for it.
+ */
 void
 row_source_close(RowSource *source)
 {

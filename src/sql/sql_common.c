@@ -17,6 +17,11 @@
 #include "rollout/fdw.h"
 #include "rollout/sql_common.h"
 
+/*
+ * See sql_common.h.  The maintenance functions are not STRICT, because some of
+ * their arguments may be NULL (meaning a default), so each checks those that
+ * may not.
+ */
 void
 rollout_require_argument(FunctionCallInfo fcinfo, int n, const char *function,
 						 const char *name)
@@ -27,6 +32,11 @@ rollout_require_argument(FunctionCallInfo fcinfo, int n, const char *function,
 				 errmsg("argument \"%s\" of %s must not be NULL", name, function)));
 }
 
+/*
+ * See sql_common.h.  The checks run before the lock is taken; the ownership
+ * check of ROLLOUT_ACCESS_MAINTAIN also accepts superusers and members of the
+ * owning role.  The caller closes the relation with AccessShareLock.
+ */
 Relation
 rollout_open_table_argument(FunctionCallInfo fcinfo, const char *function,
 							RolloutTableAccess access)

@@ -22,6 +22,14 @@ PG_FUNCTION_INFO_V1(rollout_stat_stores);
 
 #define STAT_STORES_COLUMNS 28
 
+/*
+ * The set-returning function behind the rollout_stat_stores view: one row per
+ * shared store slot in use, from a copy of the counters taken under each
+ * slot's lock.  Microsecond timings are shown in milliseconds; the mean PUT
+ * latency is NULL before the first PUT, and the last error and its time are
+ * NULL when there was none.  The columns must match the function's OUT
+ * parameters in the extension's SQL script, in order.
+ */
 Datum
 rollout_stat_stores(PG_FUNCTION_ARGS)
 {
