@@ -241,3 +241,19 @@ SET ROLE rollout_v_watcher;
 SELECT count(*) >= 0 FROM rollout_stat_stores;
 RESET ROLE;
 DROP ROLE rollout_v_watcher;
+
+-- a setting given before the library is loaded (SET, ALTER ROLE ... SET,
+-- postgresql.conf) keeps its value once it loads: every setting is defined
+-- before the prefix is reserved
+\c
+SET rollout_fdw.commit_delay = 0;
+SET rollout_fdw.ingest_threshold = '1MB';
+SET rollout_fdw.max_concurrent_requests = 4;
+SET rollout_fdw.max_wal_append_attempts = 10;
+SET rollout_fdw.merge_max_bytes = '2MB';
+SET rollout_fdw.min_gc_grace = 60;
+SET rollout_fdw.rows_per_group = 100;
+SET rollout_fdw.transaction_buffer_size = 64;
+LOAD 'rollout_fdw';
+SELECT name, setting FROM pg_settings
+ WHERE name LIKE 'rollout_fdw.%' AND source = 'session' ORDER BY name;

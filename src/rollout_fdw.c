@@ -50,6 +50,7 @@ _PG_init(void)
 	merge_define_settings();
 	gc_define_settings();
 	sweeper_define_settings();
+	xact_buffer_define_settings();
 
 	/*
 	 * The shared-memory writer exists only when the library is preloaded: its
@@ -63,6 +64,13 @@ _PG_init(void)
 		rollout_shmem_register();
 		rollout_sweeper_register();
 	}
+
+	/*
+	 * Only after every setting is defined: this drops the placeholders of
+	 * names still undefined, so a value set before the library was loaded
+	 * (SET, ALTER ROLE ... SET, postgresql.conf) would be lost for a setting
+	 * defined later.
+	 */
 	MarkGUCPrefixReserved("rollout_fdw");
 
 	xact_buffer_init();

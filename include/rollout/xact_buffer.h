@@ -14,10 +14,10 @@
 #include "rollout/snapshot.h"
 #include "rollout/store.h"
 
-/*
- * Define rollout_fdw.transaction_buffer_size and register the transaction
- * callbacks (from _PG_init).
- */
+/* Define rollout_fdw.transaction_buffer_size (from _PG_init). */
+extern void xact_buffer_define_settings(void);
+
+/* Register the transaction callbacks (from _PG_init). */
 extern void xact_buffer_init(void);
 
 /*

@@ -644,9 +644,9 @@ xact_buffer_subxact_callback(SubXactEvent event, SubTransactionId subid,
 	}
 }
 
-/* Define the buffer's setting and register its callbacks (from _PG_init). */
+/* Define rollout_fdw.transaction_buffer_size; _PG_init calls this. */
 void
-xact_buffer_init(void)
+xact_buffer_define_settings(void)
 {
 	DefineCustomIntVariable("rollout_fdw.transaction_buffer_size",
 							"Memory for a transaction's buffered rows before they spill to a temporary file.",
@@ -656,6 +656,12 @@ xact_buffer_init(void)
 							PGC_USERSET,
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);
+}
+
+/* Register the transaction callbacks; _PG_init calls this. */
+void
+xact_buffer_init(void)
+{
 	RegisterXactCallback(xact_buffer_xact_callback, NULL);
 	RegisterSubXactCallback(xact_buffer_subxact_callback, NULL);
 }
