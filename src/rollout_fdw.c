@@ -36,6 +36,7 @@ PG_MODULE_MAGIC;
 
 void		_PG_init(void);
 
+/* Module load: define every module's settings, then register the rest. */
 void
 _PG_init(void)
 {

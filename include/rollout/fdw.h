@@ -53,7 +53,7 @@ extern void rollout_plan_routines(FdwRoutine *routine);
 extern void rollout_scan_routines(FdwRoutine *routine);
 extern void rollout_modify_routines(FdwRoutine *routine);
 
-/* Cache invalidation hooks, registered once (options.c). */
+/* Cache invalidation hooks, registered once (store_cache.c). */
 extern void rollout_store_cache_init(void);
 
 #endif							/* ROLLOUT_FDW_LAYER_H */

@@ -201,9 +201,9 @@ struct ObjectStore
 	/*
 	 * A SHA-256 over the identity and the credentials the store was opened
 	 * with (hex).  Processes that share state about a store (the group commit
-	 * queue and memtable of shared_writer.c) compare it, so that no backend
-	 * reads or writes through another's credentials.  A hash, never the
-	 * credentials themselves.
+	 * queue and memtable, group_commit.c and memtable.c) compare it, so that
+	 * no backend reads or writes through another's credentials.  A hash,
+	 * never the credentials themselves.
 	 */
 	char		access_fingerprint[OBJSTORE_FINGERPRINT_LEN];
 };

@@ -22,7 +22,8 @@ typedef struct ObserveResult
 	int64		generation_rows;
 	bool		unflushed_known;
 	int64		unflushed_rows;
-	int			wal_entries;	/* this cluster's unflushed WAL entries */
+	int			wal_entries;	/* unflushed WAL entries: this cluster's, or
+								 * every shard's with all_wal_tails */
 	int64		bytes;
 	int64		base_version;
 	int64		writer_epoch;

@@ -68,6 +68,10 @@ compact_try_lock_store(RolloutStore *store)
 	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
 }
 
+/*
+ * list_sort comparator: fewest rows first, ties broken by file name so that
+ * the choice of inputs does not depend on the manifest's order.
+ */
 static int
 fragment_size_compare(const ListCell *a, const ListCell *b)
 {
@@ -79,6 +83,10 @@ fragment_size_compare(const ListCell *a, const ListCell *b)
 	return strcmp(fa->file, fb->file);
 }
 
+/*
+ * The input fragments as the sources of a rewrite.  They carry no key range
+ * and no size, so each is read in full.
+ */
 static RolloutSnapshot *
 compact_sources(List *inputs)
 {
@@ -148,6 +156,11 @@ compact_prepare_outputs(RolloutStore *store, List *inputs, int64 target_rows,
 	return outputs;
 }
 
+/*
+ * Is a fragment with this file name in a list of FragmentEntry?  The commit
+ * uses it both ways: to check that every input is still in the newest base,
+ * and to leave the inputs out of the new one.
+ */
 static bool
 fragment_listed(List *fragments, const char *file)
 {
@@ -205,6 +218,14 @@ compact_commit(RolloutStore *store, List *inputs, List *outputs,
 	return "the base manifest kept changing";
 }
 
+/*
+ * One compaction pass (compact.h).  The refusals come before anything is
+ * written: a standby (an ERROR), another session holding this store's
+ * compaction lock (reported as skipped, not as an error), too few fragments.
+ * The outputs are uploaded before the commit; when the commit gives up, no
+ * manifest can ever name them, so they are deleted at once rather than left
+ * to garbage collection.
+ */
 CompactResult
 rollout_compact_store(RolloutStore *store, int min_fragments,
 					  int64 target_rows_per_fragment, int max_source_fragments)

@@ -69,6 +69,11 @@ flush_lock_tag(RolloutStore *store, LOCKTAG *tag)
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, h1, h2, 0x524f);
 }
 
+/*
+ * The footer metadata of a generation segment: its kind, shard and the WAL
+ * positions it covers, recorded in the object itself as well as in the shard
+ * manifest entry.
+ */
 static char *
 flush_generation_metadata(RolloutStore *store, int64 first, int64 last)
 {
@@ -294,12 +299,19 @@ flush_add_generations(RolloutStore *store, ShardManifest *manifest, char *key,
 	return number;
 }
 
-/*
- * Flush from the memtable: the batches are this shard's durable WAL tail
- * after the claim's fence, already in memory, so nothing is read back.
- */
 static FlushResult flush_wal_tail(RolloutStore *store);
 
+/*
+ * Flush this shard from the memtable: the batches are its durable WAL tail
+ * after the claim's fence, so nothing is read back from the store.  Each
+ * attempt re-reads the shard manifest and seals only what lies above its
+ * replay_after (a flush that finished first may have sealed some or all of
+ * it), up to the last position the memtable reported, whose effective stamp
+ * becomes last_stamp.  The sealed batches are dropped only after the manifest
+ * commit, so a scan that copied them first finds their rows in the memtable or
+ * in the new generation.  The caller serialises the flushes of the slot
+ * (flush_memtable_serialized).
+ */
 static FlushResult
 flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 {
@@ -399,6 +411,13 @@ flush_memtable_serialized(RolloutStore *store, SharedStoreSlot *slot)
 	return result;
 }
 
+/*
+ * Flush this cluster's shard (flush.h).  When this cluster's shared-memory
+ * writer has claimed the shard, its memtable is the WAL tail and is flushed
+ * from memory, serialised across the cluster by the slot; otherwise the tail
+ * is read back from the store under a session advisory lock, released as soon
+ * as the flush ends rather than at the end of the transaction.
+ */
 FlushResult
 rollout_flush_shard(RolloutStore *store)
 {

@@ -64,6 +64,7 @@ typedef enum MergeCommitOutcome
 /* rollout_fdw.merge_max_bytes (kB) */
 static int	merge_max_kb = 1024 * 1024;
 
+/* Define rollout_fdw.merge_max_bytes; _PG_init calls this. */
 void
 merge_define_settings(void)
 {
@@ -159,6 +160,11 @@ merge_sources(RolloutStore *store, List *generations)
 	return snapshot;
 }
 
+/*
+ * The footer metadata of a fragment made by a merge: its kind, the shard and
+ * the range of generation numbers folded into it, recorded in the object
+ * itself.
+ */
 static char *
 merge_fragment_metadata(RolloutStore *store, int64 first, int64 last)
 {
@@ -296,6 +302,16 @@ rollout_merge_shard(RolloutStore *store, int max_generations, bool flush_first)
 	return result;
 }
 
+/*
+ * The merge itself, without the writability check and the timing that
+ * rollout_merge_shard adds.  Each attempt reads the shard manifest, then the
+ * base, folds the oldest pending generations into one fragment and commits.
+ * When another merge folded in all of them meanwhile, the fragment is deleted
+ * and the shard manifest only drained; when merged[shard] moved otherwise, or
+ * the fragment waited too long, it is deleted and the merge starts over, at
+ * most MERGE_MAX_ATTEMPTS times.  With nothing pending it still drains the
+ * shard manifest, which finishes a merge interrupted between its two commits.
+ */
 static MergeResult
 rollout_merge_shard_timed(RolloutStore *store, int max_generations, bool flush_first)
 {

@@ -952,6 +952,10 @@ azure_put_blob(ObjectStore *store, const char *key, AzureBody *body,
 	return OBJSTORE_ALREADY_EXISTS; /* not reached */
 }
 
+/*
+ * Create key from bytes in memory (create_if_absent) with one conditional Put
+ * Blob; a NULL data with len 0 makes an empty blob.
+ */
 static ObjectStoreCreateResult
 azure_create_if_absent(ObjectStore *store, const char *key, const char *data,
 					   size_t len, const char *put_id)
@@ -1051,6 +1055,12 @@ azure_put_blocks(ObjectStore *store, const char *key, const char *local_path, in
 	return OBJSTORE_ALREADY_EXISTS; /* not reached */
 }
 
+/*
+ * Create key from a local file (create_from_file_if_absent): one Put Blob up
+ * to AZURE_SINGLE_PUT_LIMIT bytes, else blocks committed by one conditional
+ * Put Block List (azure_put_blocks).  The size is taken from stat() once, so
+ * the file must not change while it is uploaded.
+ */
 static ObjectStoreCreateResult
 azure_create_from_file_if_absent(ObjectStore *store, const char *key,
 								 const char *local_path, const char *put_id)
@@ -1236,6 +1246,11 @@ azure_get_put_id(ObjectStore *store, const char *key, char **put_id)
 	return azure_blob_properties(store, key, NULL, put_id);
 }
 
+/*
+ * Delete Blob (delete_object): true when the blob was deleted.  A 404 after an
+ * ambiguous attempt counts as deleted too, since our own earlier attempt may
+ * have removed it; a missing container is an ERROR, not an absent blob.
+ */
 static bool
 azure_delete_object(ObjectStore *store, const char *key)
 {
@@ -1449,9 +1464,15 @@ azure_store_available(void)
 	return false;
 }
 
+/*
+ * The constructor of a build without libxml2.  objstore_check_location
+ * already refuses az:// locations when azure_store_available() is false, so
+ * this is reached only if that check is bypassed, and refuses the same way.
+ */
 void
 azure_store_open(ObjectStore *store, const char *account, const char *container,
-				 const char *prefix, List *options)
+				 const char *prefix, List *options,
+				 bool allow_environment_credentials)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

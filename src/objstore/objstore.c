@@ -42,6 +42,7 @@ int			objstore_max_concurrent_requests = OBJSTORE_DEFAULT_CONCURRENT_REQUESTS;
 StaticAssertDecl(OBJSTORE_MAX_CONCURRENT_REQUESTS <= HTTP_MAX_CONCURRENT_REQUESTS,
 				 "a batch may not run more requests than the HTTP session has handles");
 
+/* Define rollout_fdw.max_concurrent_requests; _PG_init calls this. */
 void
 objstore_define_settings(void)
 {
@@ -55,12 +56,6 @@ objstore_define_settings(void)
 							0,
 							NULL, NULL, NULL);
 }
-
-/*
- * Backend constructors.  They are private to the objstore layer, so they are
- * declared here rather than in the public header; each backend file repeats
- * its own prototype.
- */
 
 /* The folder under the data directory that holds the embedded default. */
 #define OBJSTORE_DEFAULT_FOLDER "rollout_fdw"

@@ -5,7 +5,7 @@
  *		emitting for each key only its newest version (DESIGN.md §5).
  *
  * Every source yields each key at most once, in ascending order
- * (segment_source.c).  A binary heap orders the sources by their current
+ * (row_source.c).  A binary heap orders the sources by their current
  * key.  For each key the merge takes every source positioned on it and
  * keeps the newest version by (_ts, shard, WAL position); a tombstone
  * winner hides the key.  The sources that took part are advanced only at
@@ -194,6 +194,14 @@ merge_read_open_sources(MergeRead *read, List *metas, int64 *running_stamp,
 	return true;
 }
 
+/*
+ * Begin a merge read (merge_read.h).  The snapshot's sources are opened in
+ * order with one running stamp carried along, so that each WAL entry gets its
+ * effective stamp, then the ingest segments their WAL entries name; only
+ * footers are read, and the first row groups of all sources are then fetched
+ * in one batch.  An empty key range opens nothing.  Returns NULL, everything
+ * freed, when an object vanished and options->vanished asked to be told.
+ */
 MergeRead *
 merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 				 const bool *want, const KeyRange *range,
@@ -259,6 +267,14 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 	return read;
 }
 
+/*
+ * Return the newest version of the next key (merge_read.h).  The sources that
+ * produced the previous key are advanced only now, since the values returned
+ * last point into their current row groups.  Every source on the smallest key
+ * is then taken off the heap, the newest version among them wins
+ * (merge_version_newer), and a tombstone winner hides the key unless the read
+ * keeps tombstones.
+ */
 bool
 merge_read_next(MergeRead *read, Datum *values, bool *isnull)
 {
@@ -313,6 +329,11 @@ merge_read_stats(MergeRead *read)
 	return &read->stats;
 }
 
+/*
+ * Close every source and free the read.  The prefetcher forgets its sources
+ * first, so closing them one by one does not search and shrink its list each
+ * time.
+ */
 void
 merge_read_end(MergeRead *read)
 {

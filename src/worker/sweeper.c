@@ -88,6 +88,7 @@ static List *swept_stores = NIL;
  * ----------------------------------------------------------------
  */
 
+/* Define the sweeper's settings; worker_databases only while preloading. */
 void
 sweeper_define_settings(void)
 {
@@ -185,6 +186,11 @@ rollout_sweeper_register(void)
  * ----------------------------------------------------------------
  */
 
+/*
+ * Warn, at start and after each reload, when flushing and merging are both
+ * disabled: committed rows would then stay in the memtable and WAL until
+ * someone runs rollout_flush().
+ */
 static void
 sweeper_warn_if_idle(void)
 {
@@ -418,6 +424,12 @@ sweeper_sweep_store(Oid relid)
 	PG_END_TRY();
 }
 
+/*
+ * One pass: list this database's rollout tables in a short transaction of its
+ * own, then maintain each in its own transaction (sweeper_sweep_store), so
+ * that one store's failure does not stop the others.  The list is made in the
+ * caller's pass context, which outlives the listing transaction.
+ */
 static void
 sweeper_pass(void)
 {
@@ -443,6 +455,13 @@ sweeper_pass(void)
  * ----------------------------------------------------------------
  */
 
+/*
+ * Entry point of a sweeper background worker.  It connects to the database
+ * named in bgw_extra and runs a pass every SWEEPER_PASS_MS (sooner when its
+ * latch is set), reloading the settings on SIGHUP.  Each pass runs in
+ * pass_context, reset afterwards; what the sweeper remembers of its tables
+ * between passes lives in sweeper_context.
+ */
 void
 rollout_sweeper_main(Datum main_arg)
 {
