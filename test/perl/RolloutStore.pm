@@ -22,6 +22,10 @@
 #   $store->delete($key)       true when it existed
 #   $store->exists($key)
 #
+# $store->create_extension_and_server($node) does both on a node, and the
+# store layout helpers (objects_in, wal_positions, wal_entry, newest_manifest,
+# listed_fragments, ...) read what the extension wrote.
+#
 # The backend comes from ROLLOUT_TEST_BACKEND:
 #   file   (default) a fresh temporary directory, location file:///...
 #   s3     moto:  ROLLOUT_TEST_S3_ENDPOINT, _REGION, _BUCKET, _ACCESS_KEY_ID,
@@ -117,6 +121,30 @@ sub for_test
 	return $self;
 }
 
+# The development key Azurite publishes, for ROLLOUT_TEST_AZURE_KEY unset.
+our $AZURITE_KEY =
+  'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
+
+# The settings of the suite's Azurite (test/servers/azurite.sh env), for
+# tests that set up servers of their own: (endpoint, key, container); the
+# endpoint is undef when Azurite is not running, the others have defaults.
+sub azure_settings
+{
+	return ($ENV{ROLLOUT_TEST_AZURE_ENDPOINT},
+		$ENV{ROLLOUT_TEST_AZURE_KEY} // $AZURITE_KEY,
+		$ENV{ROLLOUT_TEST_AZURE_CONTAINER} // 'rollout-test');
+}
+
+# Likewise for S3: (endpoint, bucket, region) of moto ($which 'S3',
+# test/servers/moto.sh env) or of Ceph RGW ($which 'RGW', rgw.sh env).
+sub s3_settings
+{
+	my ($which) = @_;
+	return ($ENV{"ROLLOUT_TEST_${which}_ENDPOINT"},
+		$ENV{"ROLLOUT_TEST_${which}_BUCKET"} // 'rollout-test',
+		$ENV{"ROLLOUT_TEST_${which}_REGION"} // 'us-east-1');
+}
+
 sub location { return $_[0]->{location}; }
 
 # The directory of a file:// store (undef for remote stores).
@@ -168,6 +196,16 @@ sub server_sql
 	return $sql;
 }
 
+# CREATE EXTENSION rollout_fdw and the foreign server $server (default "s")
+# for this store (server_sql; %opts as there), on $node's database postgres.
+sub create_extension_and_server
+{
+	my ($self, $node, $server, %opts) = @_;
+	$node->safe_psql('postgres',
+		'CREATE EXTENSION rollout_fdw;' . $self->server_sql($server // 's', %opts));
+	return;
+}
+
 # ---------------------------------------------------------------------------
 # The store layout (docs/FORMAT.md, DESIGN.md §2), for tests that look at
 # what the extension wrote.  $folder arguments are key prefixes without the
@@ -197,12 +235,32 @@ sub newest_manifest
 	return JSON::PP::decode_json($self->get(sprintf('%s/%020d.json', $folder, $v[-1])));
 }
 
+# The files (keys) of the fragments the newest base manifest of rollout
+# store $name lists, sorted; none when it has no base manifest yet.
+sub listed_fragments
+{
+	my ($self, $name) = @_;
+	my $base = $self->newest_manifest("$name/base/_manifest");
+	return () unless $base;
+	return sort map { $_->{file} } @{ $base->{fragments} };
+}
+
+# The WAL positions named by object keys (of any listing, with any
+# prefix): the numbers of the keys ending in /<20 digits>.wal, ascending.
+sub wal_positions_of
+{
+	my @keys = @_;
+	return sort { $a <=> $b } map { m{/(\d{20})\.wal$} ? $1 + 0 : () } @keys;
+}
+
 # Positions of the WAL entries (fence markers included) in a wal folder.
+# With required => 1 it dies when there is none (a test that has written).
 sub wal_positions
 {
-	my ($self, $folder) = @_;
-	return sort { $a <=> $b }
-	  map { m{/(\d{20})\.wal$} ? $1 + 0 : () } $self->objects_in($folder);
+	my ($self, $folder, %opts) = @_;
+	my @p = wal_positions_of($self->objects_in($folder));
+	croak "no WAL entries in $folder" if $opts{required} && !@p;
+	return @p;
 }
 
 # The key of the WAL entry at position $p.

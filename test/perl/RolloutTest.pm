@@ -17,6 +17,13 @@
 # Tests whose expectations differ between the modes by design ask preload()
 # and state the expected value of each mode explicitly.
 #
+# Here also: nodes (mode_node for the suite's mode, writer_node for the
+# shared-memory-writer tests, shard_of), what a test asks a node
+# (store_stats, observe, still_running, poll_until, the log), psql
+# helpers of the remote-backend tests, and the segment footer.  The store
+# itself (objects, WAL, manifests) is RolloutStore.pm; sessions running in
+# the background are PsqlScript.pm.
+#
 # Loaded with:  use FindBin; use lib "$FindBin::RealBin/../perl";
 
 package RolloutTest;
@@ -26,9 +33,14 @@ use warnings;
 
 use Exporter 'import';
 use JSON::PP;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils ();
+use Time::HiRes ();
 
-our @EXPORT_OK = qw(preload configure_node slurp_bin write_bin
-  segment_metadata wal_positions wal_entry wal_entries);
+our @EXPORT_OK = qw(preload configure_node mode_node writer_node shard_of
+  slurp_bin write_bin segment_metadata contiguous poll_until store_stats
+  observe still_running wait_for_fault count_in_log create_mapping try_sql
+  restart_after_crash);
 
 # True when the suite runs with the shared-memory writer.
 sub preload
@@ -51,6 +63,65 @@ sub configure_node
 	$node->append_conf('postgresql.conf', "rollout_fdw.worker_databases = ''")
 	  if preload();
 	return;
+}
+
+# A started node for the suite's mode: a new PostgreSQL::Test::Cluster
+# $name, init (with the options of $opts{init}, e.g. { allows_streaming => 1 }),
+# configure_node, then the postgresql.conf text of each element of
+# $opts{conf}, in order (a later setting wins over configure_node's).
+sub mode_node
+{
+	my ($name, %opts) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init(%{ $opts{init} // {} });
+	configure_node($node);
+	$node->append_conf('postgresql.conf', $_) for @{ $opts{conf} // [] };
+	$node->start;
+	return $node;
+}
+
+# The settings of writer_node: the shared-memory writer, and its sweeper
+# visiting database "postgres" but doing nothing on its own schedule (no
+# timed flush, merge or gc) unless a test reloads one of these.
+my @WRITER_SETTINGS = (
+	shared_preload_libraries => 'rollout_fdw',
+	'rollout_fdw.worker_databases' => 'postgres',
+	'rollout_fdw.flush_interval' => 0,
+	'rollout_fdw.merge_after_generations' => 0,
+	'rollout_fdw.gc_interval' => 0);
+
+# A started node of the shared-memory-writer tests (012-018), whatever the
+# suite's mode: @WRITER_SETTINGS, then @settings (name => value pairs, in
+# order) replacing or adding to them.  Whole numbers are written as they
+# are, every other value quoted: writer_node('x', max_connections => 40,
+# 'rollout_fdw.memtable_size' => '1MB').
+sub writer_node
+{
+	my ($name, @settings) = @_;
+	my (@names, %value);
+	my @pairs = (@WRITER_SETTINGS, @settings);
+	while (my ($setting, $value) = splice(@pairs, 0, 2))
+	{
+		push @names, $setting unless exists $value{$setting};
+		$value{$setting} = $value;
+	}
+	my $conf = join('',
+		map { "$_ = " . ($value{$_} =~ /^-?\d+$/ ? $value{$_} : "'" . ($value{$_} =~ s/'/''/gr) . "'") . "\n" }
+		  @names);
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf('postgresql.conf', $conf);
+	$node->start;
+	return $node;
+}
+
+# The shard id a node writes under: its system identifier (unless
+# rollout_fdw.shard_id names another).
+sub shard_of
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres',
+		'SELECT system_identifier FROM pg_control_system()');
 }
 
 sub slurp_bin
@@ -95,30 +166,126 @@ sub segment_metadata
 	return $doc;
 }
 
-# Positions of the WAL entries (and fence markers) in a shard's wal/ folder.
-sub wal_positions
+# True when the positions are exactly 1..N, in order: no hole, none twice.
+sub contiguous
 {
-	my ($dir) = @_;
-	return () unless opendir(my $dh, $dir);
-	my @p = sort { $a <=> $b }
-	  map { /^(\d{20})\.wal$/ ? $1 + 0 : () } readdir($dh);
-	closedir($dh);
-	return @p;
+	my @p = @_;
+	for my $i (0 .. $#p)
+	{
+		return 0 if $p[$i] != $i + 1;
+	}
+	return 1;
 }
 
-# The metadata of the WAL entry at position $p ({kind, shard, epoch, stamp,
-# put_id, transactions, ingest}), or undef if unreadable.
-sub wal_entry
+# Runs $sql on $node every 100 ms until it returns $want: returns the
+# seconds that took, counted from $t0 (default: now), or undef once
+# $timeout seconds have passed.
+sub poll_until
 {
-	my ($dir, $p) = @_;
-	return segment_metadata(slurp_bin(sprintf('%s/%020d.wal', $dir, $p)));
+	my ($node, $sql, $want, $timeout, $t0) = @_;
+	$t0 //= Time::HiRes::time();
+	while (Time::HiRes::time() - $t0 < $timeout)
+	{
+		return Time::HiRes::time() - $t0 if $node->safe_psql('postgres', $sql) eq $want;
+		Time::HiRes::usleep(100_000);
+	}
+	return undef;
 }
 
-# [position, metadata] of every entry in the folder, in position order.
-sub wal_entries
+# Columns @cols of rollout_stat_stores for rollout store $store, as psql
+# prints them ('|'-separated).
+sub store_stats
 {
-	my ($dir) = @_;
-	return map { [ $_, wal_entry($dir, $_) ] } wal_positions($dir);
+	my ($node, $store, @cols) = @_;
+	return $node->safe_psql('postgres',
+		'SELECT ' . join(', ', @cols) . " FROM rollout_stat_stores WHERE store = '$store'");
+}
+
+my @OBSERVE_COLUMNS = qw(row_count exact_row_count base_rows fragments generations
+  generation_rows unflushed_rows base_version wal_entries);
+
+# rollout_observe($table, true) as a hash of column => value: the columns
+# of $opts{columns} (default @OBSERVE_COLUMNS); with exact => 0 the cheap
+# rollout_observe($table), which reads no data.
+sub observe
+{
+	my ($node, $table, %opts) = @_;
+	my @cols = @{ $opts{columns} // \@OBSERVE_COLUMNS };
+	my $call = ($opts{exact} // 1)
+	  ? "rollout_observe('$table', true)"
+	  : "rollout_observe('$table')";
+	my $row = $node->safe_psql('postgres', 'SELECT ' . join(', ', @cols) . " FROM $call");
+	my %o;
+	@o{@cols} = split /\|/, $row;
+	return \%o;
+}
+
+# How many other sessions of $node are running a statement LIKE $pattern
+# (an SQL LIKE pattern, quotes doubled).
+sub still_running
+{
+	my ($node, $pattern) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '$pattern' AND pid <> pg_backend_pid()"
+	);
+}
+
+# Waits until a session of $node logs, after log offset $offset, that it
+# sleeps at fault point $step (rollout_fdw.fail_at = 'step:sleep=N').
+sub wait_for_fault
+{
+	my ($node, $step, $offset) = @_;
+	return $node->wait_for_log(qr/fault point "\Q$step\E" reached: sleeping/, $offset);
+}
+
+# After a crash the postmaster of $node shuts down (TAP nodes run with
+# restart_after_crash = off): waits for it to go, forgets its pid and starts
+# it again. Returns whether it had stopped.
+sub restart_after_crash
+{
+	my ($node) = @_;
+	my $pidfile = $node->data_dir . '/postmaster.pid';
+	for (1 .. 600)
+	{
+		last unless -e $pidfile;
+		Time::HiRes::usleep(50_000);
+	}
+	my $stopped = !-e $pidfile;
+	$node->stop('immediate', fail_ok => 1);    # only forgets the pid
+	$node->start;
+	return $stopped;
+}
+
+# How many times $re matches $node's log after offset $offset.
+sub count_in_log
+{
+	my ($node, $re, $offset) = @_;
+	my $log = PostgreSQL::Test::Utils::slurp_file($node->logfile, $offset);
+	my $n = () = $log =~ /$re/g;
+	return $n;
+}
+
+# CREATE USER MAPPING FOR PUBLIC with statement logging off for it: TAP
+# nodes log every statement (log_statement = all), and a statement that
+# names a secret would put it in the log whatever the extension does.
+sub create_mapping
+{
+	my ($node, $server, $options) = @_;
+	$node->safe_psql('postgres',
+		"SET log_statement = 'none';\nCREATE USER MAPPING FOR PUBLIC SERVER $server OPTIONS ($options);");
+	return;
+}
+
+# SQL that may fail: returns (success, stdout, stderr, seconds it took), and
+# adds stderr to @$stderr_seen (tests that check no secret is ever shown).
+sub try_sql
+{
+	my ($node, $sql, $stderr_seen) = @_;
+	my ($out, $err) = ('', '');
+	my $t0 = Time::HiRes::time();
+	my $rc = $node->psql('postgres', $sql, stdout => \$out, stderr => \$err);
+	push @$stderr_seen, $err if $stderr_seen;
+	return ($rc == 0, $out, $err, Time::HiRes::time() - $t0);
 }
 
 1;

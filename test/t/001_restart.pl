@@ -20,7 +20,7 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(preload configure_node);
+use RolloutTest qw(preload mode_node shard_of);
 use Test::More;
 
 # Positions and generation numbers differ by design between the two modes
@@ -32,21 +32,17 @@ use Test::More;
 # one transaction and positions otherwise advance as in plain mode.
 my $pre = preload();
 
-my $node = PostgreSQL::Test::Cluster->new('restart');
-$node->init;
-configure_node($node);
-$node->start;
+my $node = mode_node('restart');
 
 my $store = RolloutStore->for_test('001_restart');
 
-$node->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
+$store->create_extension_and_server($node);
 $node->safe_psql(
 	'postgres', qq{
 CREATE FOREIGN TABLE t (id text, v int, payload jsonb) SERVER s OPTIONS (store 'durable', key 'id');
 });
 
-my $shard = $node->safe_psql('postgres',
-	'SELECT system_identifier FROM pg_control_system()');
+my $shard = shard_of($node);
 my $wal_folder = "durable/shards/$shard/wal";
 
 # A fingerprint of the whole table: every column of every row, in key order.
@@ -55,11 +51,6 @@ SELECT count(*), count(DISTINCT id), coalesce(sum(v), 0),
        md5(coalesce(string_agg(id || ':' || coalesce(v::text, 'null') || ':' || coalesce(payload::text, 'null'), ',' ORDER BY id), ''))
 FROM t};
 
-sub wal_positions
-{
-	return $store->wal_positions($wal_folder);
-}
-
 # "position:kind:transactions" of each WAL entry, to tell fence markers from
 # entries with rows.
 sub wal_kinds
@@ -67,7 +58,7 @@ sub wal_kinds
 	return map {
 		my $m = $store->wal_entry($wal_folder, $_);
 		defined $m ? "$_:$m->{kind}:$m->{transactions}" : "$_:unreadable"
-	} wal_positions();
+	} $store->wal_positions($wal_folder);
 }
 
 # The newest shard manifest's generations as "number:first-last:rows".
@@ -138,7 +129,7 @@ $node->safe_psql('postgres', q{INSERT INTO t VALUES ('u00', 700000, '{"version":
 
 # one position later in preload (the fence at 1)
 my $p0 = $pre ? 1 : 0;
-is_deeply([ wal_positions() ], [ 1 .. 28 + $p0 ],
+is_deeply([ $store->wal_positions($wal_folder) ], [ 1 .. 28 + $p0 ],
 	'seven more commits made positions ' . (22 + $p0) . '..' . (28 + $p0));
 
 # ---------------------------------------------------------------------------
@@ -159,7 +150,7 @@ $node->safe_psql('postgres',
 	q{INSERT INTO t SELECT 'aborted-cast-' || i, (CASE WHEN i < 5 THEN i::text ELSE 'x' END)::int, '{}' FROM generate_series(1, 10) i});
 isnt($ret, 0, 'an INSERT failing halfway fails');
 
-is_deeply([ wal_positions() ], [ 1 .. 29 + $p0 ],
+is_deeply([ $store->wal_positions($wal_folder) ], [ 1 .. 29 + $p0 ],
 	'aborted transactions wrote no WAL entry; the savepoint transaction wrote one');
 is_deeply([ leftover_scratch_files() ], [],
 	'no scratch files are left after aborts and commits');
@@ -252,7 +243,7 @@ $node->stop('immediate');
 $node->start;
 is($node->safe_psql('postgres', $fingerprint_sql), $before_crash,
 	'after an immediate stop every committed row and version survives');
-is_deeply([ wal_positions() ], [ 1 .. 33 + $p1 ],
+is_deeply([ $store->wal_positions($wal_folder) ], [ 1 .. 33 + $p1 ],
 	'the WAL still holds positions 1..' . (33 + $p1));
 
 # Writing after the crash continues at the next position, overwriting nothing.

@@ -19,19 +19,15 @@ use warnings;
 
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
-use IPC::Run;
 use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(preload configure_node);
+use RolloutTest qw(preload mode_node shard_of contiguous);
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('concurrent');
-$node->init;
-$node->append_conf('postgresql.conf', "max_connections = 30");
-configure_node($node);
-$node->start;
+my $node = mode_node('concurrent', conf => ['max_connections = 30']);
 
 # Without the preloaded writer every commit is its own WAL entry.  With the
 # shared-memory writer (preload) the first commit claims the shard and writes
@@ -43,14 +39,13 @@ my $group_commit = preload();
 my $store = RolloutStore->for_test('002_concurrent_inserts');
 my $scripts = PostgreSQL::Test::Utils::tempdir('scripts');
 
-$node->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
+$store->create_extension_and_server($node);
 $node->safe_psql(
 	'postgres', qq{
 CREATE FOREIGN TABLE t1 (id text, v int, payload jsonb) SERVER s OPTIONS (store 'conc1');
 CREATE FOREIGN TABLE t2 (id text, v int, payload jsonb) SERVER s OPTIONS (store 'conc2');
 });
-my $shard = $node->safe_psql('postgres',
-	'SELECT system_identifier FROM pg_control_system()');
+my $shard = shard_of($node);
 
 my $SINGLE = 120;     # single-row transactions per session
 my $MULTI = 5;        # multi-row transactions per session
@@ -89,39 +84,21 @@ sub session_script
 sub run_parallel
 {
 	my ($label, @files) = @_;
-	my @runs;
-	for my $f (@files)
-	{
-		my ($out, $err) = ('', '');
-		my $h = IPC::Run::start(
-			[
-				'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1',
-				'-d', $node->connstr('postgres'), '-f', $f
-			],
-			'<', \undef, '>', \$out, '2>', \$err,
-			IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
-		push @runs, [ $f, $h, \$out, \$err ];
-	}
+	my @runs = map { [ $_, PsqlScript->start($node, file => $_) ] } @files;
 	my %output;
 	for my $r (@runs)
 	{
-		my ($f, $h, $out, $err) = @$r;
-		$h->finish;
-		is($h->result(0), 0, "$label: session $f exited cleanly")
-		  or diag("stderr of $f:\n$$err");
-		$output{$f} = $$out;
+		my ($f, $session) = @$r;
+		my ($ret, undef, $err) = $session->finish;
+		is($ret, 0, "$label: session $f exited cleanly")
+		  or diag("stderr of $f:\n$err");
+		$output{$f} = $session->{out};
 	}
 	return \%output;
 }
 
-# $name: the rollout store (the table's store option), in the object store.
-sub wal_positions
-{
-	my ($name) = @_;
-	my @p = $store->wal_positions("$name/shards/$shard/wal");
-	die "no WAL entries in store $name" unless @p;
-	return @p;
-}
+# The WAL folder of rollout store $name (the table's store option).
+sub wal_folder { return "$_[0]/shards/$shard/wal"; }
 
 # The footer metadata of every WAL entry: returns the sum of "transactions"
 # over the entries and the positions of the fence markers.  Every entry must
@@ -130,12 +107,11 @@ sub wal_positions
 sub wal_transactions
 {
 	my ($name) = @_;
-	my $folder = "$name/shards/$shard/wal";
 	my $total = 0;
 	my @fences;
-	for my $p (wal_positions($name))
+	for my $p ($store->wal_positions(wal_folder($name), required => 1))
 	{
-		my $doc = $store->wal_entry($folder, $p);
+		my $doc = $store->wal_entry(wal_folder($name), $p);
 		die "no WAL metadata in position $p" unless defined $doc;
 		die "position $p belongs to shard $doc->{shard}" unless $doc->{shard} eq $shard;
 		if ($doc->{kind} eq 'fence')
@@ -160,20 +136,23 @@ sub wal_transactions
 # per startup, at position 1 here (an empty WAL); plain mode writes none.
 my @expected_fences = $group_commit ? (1) : ();
 
-sub newest_manifest
+# The scripts of inserting sessions @k into $table (session_script), written
+# to $scripts/<name>_<k>.sql; returns (rows, sum, transactions, files).
+sub write_session_scripts
 {
-	my ($name) = @_;
-	return $store->newest_manifest("$name/shards/$shard/_manifest");
-}
-
-sub contiguous
-{
-	my @p = @_;
-	for my $i (0 .. $#p)
+	my ($table, $prefix, $name, @k) = @_;
+	my ($rows, $sum, $xacts, @files) = (0, 0, 0);
+	for my $k (@k)
 	{
-		return 0 if $p[$i] != $i + 1;
+		my ($sql, $r, $s, $x) = session_script($table, $prefix, $k);
+		my $f = "$scripts/${name}_$k.sql";
+		open(my $fh, '>', $f) or die;
+		print $fh $sql;
+		close $fh;
+		push @files, $f;
+		($rows, $sum, $xacts) = ($rows + $r, $sum + $s, $xacts + $x);
 	}
-	return 1;
+	return ($rows, $sum, $xacts, @files);
 }
 
 sub check_table
@@ -186,18 +165,7 @@ sub check_table
 
 # ---------------------------------------------------------------------------
 # Run 1: eight inserting sessions.
-my ($rows1, $sum1, $xacts1) = (0, 0, 0);
-my @files1;
-for my $k (0 .. 7)
-{
-	my ($sql, $r, $s, $x) = session_script('t1', 's', $k);
-	my $f = "$scripts/ins1_$k.sql";
-	open(my $fh, '>', $f) or die;
-	print $fh $sql;
-	close $fh;
-	push @files1, $f;
-	($rows1, $sum1, $xacts1) = ($rows1 + $r, $sum1 + $s, $xacts1 + $x);
-}
+my ($rows1, $sum1, $xacts1, @files1) = write_session_scripts('t1', 's', 'ins1', 0 .. 7);
 my $t0 = time;
 run_parallel('8 inserters', @files1);
 note(sprintf('8 sessions committed %d transactions in %d s', $xacts1, time - $t0));
@@ -210,7 +178,7 @@ is( $node->safe_psql('postgres',
 		q{SELECT count(*) FROM t1 WHERE id ~ '^sm[0-7]-[0-9]+-[0-9]+$'}),
 	8 * $MULTI * $MULTI_ROWS, 'every row of every multi-row transaction is visible');
 
-my @pos = wal_positions('conc1');
+my @pos = $store->wal_positions(wal_folder('conc1'), required => 1);
 ok(contiguous(@pos), 'the WAL holds positions 1..N with no hole')
   or diag("positions: @pos");
 my ($wal_xacts, $fences) = wal_transactions('conc1');
@@ -237,7 +205,7 @@ check_table('t1', $rows1, $sum1, 'after flush');
 is( $node->safe_psql('postgres',
 		q{SELECT md5(string_agg(id || ':' || v || ':' || payload::text, ',' ORDER BY id)) FROM t1}),
 	$before_flush, 'every row and column is identical after the flush');
-my $m = newest_manifest('conc1');
+my $m = $store->newest_manifest("conc1/shards/$shard/_manifest");
 is($m->{replay_after}, scalar(@pos), 'the manifest says replay_after = N');
 is(scalar(@{ $m->{generations} }), 1, 'one generation');
 is("$m->{generations}[0]{first_position}-$m->{generations}[0]{last_position}",
@@ -245,18 +213,7 @@ is("$m->{generations}[0]{first_position}-$m->{generations}[0]{last_position}",
 
 # ---------------------------------------------------------------------------
 # Run 2: seven inserting sessions and one that flushes over and over.
-my ($rows2, $sum2, $xacts2) = (0, 0, 0);
-my @files2;
-for my $k (0 .. 6)
-{
-	my ($sql, $r, $s, $x) = session_script('t2', 'f', $k);
-	my $f = "$scripts/ins2_$k.sql";
-	open(my $fh, '>', $f) or die;
-	print $fh $sql;
-	close $fh;
-	push @files2, $f;
-	($rows2, $sum2, $xacts2) = ($rows2 + $r, $sum2 + $s, $xacts2 + $x);
-}
+my ($rows2, $sum2, $xacts2, @files2) = write_session_scripts('t2', 'f', 'ins2', 0 .. 6);
 my $flusher = "$scripts/flusher.sql";
 {
 	open(my $fh, '>', $flusher) or die;
@@ -275,7 +232,7 @@ cmp_ok(scalar(@made), '>=', 2, 'the concurrent flusher made several generations'
 
 check_table('t2', $rows2, $sum2, 'after inserts racing with flushes');
 
-@pos = wal_positions('conc2');
+@pos = $store->wal_positions(wal_folder('conc2'), required => 1);
 ok(contiguous(@pos), 'the WAL of run 2 holds positions 1..N with no hole')
   or diag("positions: @pos");
 my ($wal_xacts2, $fences2) = wal_transactions('conc2');
@@ -295,7 +252,7 @@ check_table('t2', $rows2, $sum2, 'after an empty flush');
 # allowed: a fence marker (preload) that a flush sealed on its own — a flush
 # of the WAL tail racing with the claim can seal just the fence, which has no
 # rows and so makes no generation.  Positions with rows are never skipped.
-$m = newest_manifest('conc2');
+$m = $store->newest_manifest("conc2/shards/$shard/_manifest");
 my @gens = sort { $a->{number} <=> $b->{number} } @{ $m->{generations} };
 my %is_fence = map { $_ => 1 } @$fences2;
 my ($next, $ok, $gen_rows) = (1, 1, 0);

@@ -32,26 +32,22 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(preload configure_node);
+use RolloutTest qw(preload mode_node shard_of);
 use Test::More;
 
 my $pre = preload();
 
-my $node = PostgreSQL::Test::Cluster->new('corruption');
-$node->init;
-configure_node($node);
-$node->start;
+my $node = mode_node('corruption');
 
 my $store = RolloutStore->for_test('003_corruption');
 
-$node->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
+$store->create_extension_and_server($node);
 $node->safe_psql(
 	'postgres', qq{
 CREATE FOREIGN TABLE t (id text, v int, note text, payload jsonb) SERVER s OPTIONS (store 'damaged');
 CREATE FOREIGN TABLE other (id text, x float8) SERVER s OPTIONS (store 'other');
 });
-my $shard = $node->safe_psql('postgres',
-	'SELECT system_identifier FROM pg_control_system()');
+my $shard = shard_of($node);
 
 # Reads every column of every row, so that every chunk is decoded.
 my $query = q{SELECT count(*), sum(v), md5(string_agg(id || ':' || v || ':' || coalesce(note, '-') || ':' || payload::text, ',' ORDER BY id)) FROM t};

@@ -33,42 +33,31 @@ use strict;
 use warnings;
 
 use FindBin;
-use IPC::Run;
 use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(preload configure_node segment_metadata);
+use RolloutTest qw(preload mode_node shard_of segment_metadata);
 use Test::More;
 
 my $pre = preload();
 my $off = $pre ? 1 : 0;
 
-my $node = PostgreSQL::Test::Cluster->new('taken');
-$node->init;
-configure_node($node);
-$node->start;
+my $node = mode_node('taken');
 
 my $store = RolloutStore->for_test('004_wal_position_taken');
 
-$node->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
+$store->create_extension_and_server($node);
 $node->safe_psql(
 	'postgres', qq{
 CREATE FOREIGN TABLE t (id text, v int, payload jsonb) SERVER s OPTIONS (store 'taken');
 });
-my $shard = $node->safe_psql('postgres',
-	'SELECT system_identifier FROM pg_control_system()');
+my $shard = shard_of($node);
 my $wal_folder = "taken/shards/$shard/wal";
 
 # The key of position $p of our shard's WAL.
 sub wal_key { return $store->wal_key($wal_folder, $_[0]); }
-
-sub wal_positions
-{
-	my @p = $store->wal_positions($wal_folder);
-	die "no WAL entries in $wal_folder" unless @p;
-	return @p;
-}
 
 # The shard named by a WAL entry with rows (kind "wal"), from its footer.
 sub wal_entry_shard
@@ -120,7 +109,7 @@ for my $i (1 .. 5)
 	is($err, '', "commit $i succeeds");
 }
 # plain: 1..5.  preload: the claim's fence at 1 (epoch 1), the commits 2..6.
-is_deeply([ wal_positions() ], [ 1 .. 5 + $off ], 'five commits made positions ' . (1 + $off) . '..' . (5 + $off));
+is_deeply([ $store->wal_positions($wal_folder, required => 1) ], [ 1 .. 5 + $off ], 'five commits made positions ' . (1 + $off) . '..' . (5 + $off));
 if ($pre)
 {
 	my $fence = $store->wal_entry($wal_folder, 1);
@@ -172,7 +161,7 @@ sub check_position_taken
 
 	is($store->get(wal_key($p)), $intruder, "$label: position $p is byte-identical afterwards");
 	ok(!$store->exists(wal_key($p + 1)), "$label: no position " . ($p + 1) . ' was created (nothing skipped)');
-	is_deeply([ wal_positions() ], [ 1 .. $p ], "$label: the WAL holds exactly 1..$p");
+	is_deeply([ $store->wal_positions($wal_folder, required => 1) ], [ 1 .. $p ], "$label: the WAL holds exactly 1..$p");
 	is_deeply([ leftover_scratch_files() ], [], "$label: the failed commits left no scratch files");
 
 	# A read while the intruder is there: a clean error naming it, or exactly
@@ -205,7 +194,7 @@ check_position_taken("garbage at $p", $p, $garbage, '5|15');
 	my ($out, $err) = bg_query(q{INSERT INTO t VALUES ('r6', 6, '{"i": 6}')});
 	is($err, '', 'after removing the garbage, the long-lived session commits');
 }
-is_deeply([ wal_positions() ], [ 1 .. $p ], "and its commit landed at position $p");
+is_deeply([ $store->wal_positions($wal_folder, required => 1) ], [ 1 .. $p ], "and its commit landed at position $p");
 is(wal_entry_shard($store->get(wal_key($p))), $shard, "position $p is an entry of our shard");
 is(table_state(), '6|21', '6 rows, sum 21');
 
@@ -214,12 +203,12 @@ $p = 7 + $off;
 check_position_taken("another shard's entry at $p", $p, $other_bytes, '6|21');
 
 $node->safe_psql('postgres', q{INSERT INTO t VALUES ('r7', 7, '{"i": 7}')});
-is_deeply([ wal_positions() ], [ 1 .. $p ], "after removing it, a new session's commit lands at $p");
+is_deeply([ $store->wal_positions($wal_folder, required => 1) ], [ 1 .. $p ], "after removing it, a new session's commit lands at $p");
 {
 	my ($out, $err) = bg_query(q{INSERT INTO t VALUES ('r8', 8, '{"i": 8}')});
 	is($err, '', 'the long-lived session commits too');
 }
-is_deeply([ wal_positions() ], [ 1 .. $p + 1 ], '... at ' . ($p + 1));
+is_deeply([ $store->wal_positions($wal_folder, required => 1) ], [ 1 .. $p + 1 ], '... at ' . ($p + 1));
 is(wal_entry_shard($store->get(wal_key($_))), $shard, "position $_ is an entry of our shard") for $p, $p + 1;
 is(table_state(), '8|36', '8 rows, sum 36');
 is($node->safe_psql('postgres', q{SELECT string_agg(id, ',' ORDER BY id) FROM t}),
@@ -233,7 +222,7 @@ is($node->safe_psql('postgres', q{SELECT rows_flushed, generation FROM rollout_f
 $p++;
 check_position_taken("garbage right after replay_after ($p)", $p, $garbage, '8|36');
 $node->safe_psql('postgres', q{INSERT INTO t VALUES ('r9', 9, '{}')});
-is_deeply([ wal_positions() ], [ 1 .. $p ], "after removing it, the commit lands at $p");
+is_deeply([ $store->wal_positions($wal_folder, required => 1) ], [ 1 .. $p ], "after removing it, the commit lands at $p");
 is(table_state(), '9|45', '9 rows, sum 45');
 
 # preload: a group commit that meets an intruder.  With commit_delay the
@@ -246,37 +235,26 @@ if ($pre)
 {
 	$p++;
 	$store->put(wal_key($p), $garbage);
-	my @runs;
-	for my $k (1 .. 4)
-	{
-		my ($out, $err) = ('', '');
-		my $h = IPC::Run::start(
-			[
-				'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1',
-				'-d', $node->connstr('postgres'), '-c',
-				"SET rollout_fdw.commit_delay = 100000; INSERT INTO t VALUES ('never-g$k', 1, '{}')"
-			],
-			'<', \undef, '>', \$out, '2>', \$err,
-			IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
-		push @runs, [ $h, \$err ];
-	}
+	my @runs = map {
+		PsqlScript->start($node,
+			command => "SET rollout_fdw.commit_delay = 100000; INSERT INTO t VALUES ('never-g$_', 1, '{}')")
+	} 1 .. 4;
 	my $k = 0;
-	for my $r (@runs)
+	for my $session (@runs)
 	{
-		my ($h, $err) = @$r;
 		$k++;
-		$h->finish;
-		isnt($h->result(0), 0, "group with garbage at $p: committer $k fails");
-		like($$err, qr/ERROR: .*\Q$shard\E/s, "group with garbage at $p: committer ${k}'s error names the shard")
-		  or diag($$err);
-		note("committer $k: $$err");
+		my ($ret, undef, $err) = $session->finish;
+		isnt($ret, 0, "group with garbage at $p: committer $k fails");
+		like($err, qr/ERROR: .*\Q$shard\E/s, "group with garbage at $p: committer ${k}'s error names the shard")
+		  or diag($err);
+		note("committer $k: $err");
 	}
 	is($store->get(wal_key($p)), $garbage, "group with garbage at $p: position $p is byte-identical afterwards");
-	is_deeply([ wal_positions() ], [ 1 .. $p ], "group with garbage at $p: the WAL holds exactly 1..$p");
+	is_deeply([ $store->wal_positions($wal_folder, required => 1) ], [ 1 .. $p ], "group with garbage at $p: the WAL holds exactly 1..$p");
 	is(table_state(), '9|45', "group with garbage at $p: no row of the failed group is visible");
 	$store->delete(wal_key($p)) or die 'no intruder at ' . wal_key($p) . ' to remove';
 	$node->safe_psql('postgres', q{INSERT INTO t VALUES ('r10', 10, '{}')});
-	is_deeply([ wal_positions() ], [ 1 .. $p ], "after removing it, the next commit lands at $p");
+	is_deeply([ $store->wal_positions($wal_folder, required => 1) ], [ 1 .. $p ], "after removing it, the next commit lands at $p");
 	is(table_state(), '10|55', '10 rows, sum 55');
 }
 

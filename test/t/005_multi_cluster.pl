@@ -28,7 +28,7 @@ use Time::HiRes qw(usleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(preload configure_node);
+use RolloutTest qw(preload mode_node shard_of);
 use Test::More;
 
 my $pre = preload();
@@ -40,11 +40,8 @@ my $store = RolloutStore->for_test('005_multi_cluster');
 my %node;
 for my $name ('a', 'b')
 {
-	my $n = PostgreSQL::Test::Cluster->new("cluster_$name");
-	$n->init;
-	configure_node($n);
-	$n->start;
-	$n->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
+	my $n = mode_node("cluster_$name");
+	$store->create_extension_and_server($n);
 	$n->safe_psql(
 		'postgres', qq{
 CREATE FOREIGN TABLE t (id text, v int, origin text, payload jsonb) SERVER s OPTIONS (store 'shared');
@@ -54,8 +51,8 @@ CREATE FOREIGN TABLE t_tail (id text, v int, origin text, payload jsonb) SERVER 
 }
 my ($A, $B) = ($node{a}, $node{b});
 
-my $shard_a = $A->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
-my $shard_b = $B->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
+my $shard_a = shard_of($A);
+my $shard_b = shard_of($B);
 isnt($shard_a, $shard_b, 'the two clusters have different system identifiers');
 
 sub state_of
@@ -64,12 +61,6 @@ sub state_of
 	$where //= 'true';
 	return $node->safe_psql('postgres',
 		"SELECT count(*), count(DISTINCT id), coalesce(sum(v), 0) FROM $table WHERE $where");
-}
-
-sub wal_positions
-{
-	my ($shard) = @_;
-	return $store->wal_positions("shared/shards/$shard/wal");
 }
 
 # "kind:shard:epoch" of the entry at position $p of $shard's WAL.
@@ -99,9 +90,9 @@ my $sum_a = 50 * 51 / 2;               # 1275
 my $sum_b = 30 * 1000 + 30 * 31 / 2;   # 30465
 
 # plain: A 1..5, B 1..3.  preload: each claim's fence at 1, then A 2..6, B 2..4.
-is_deeply([ wal_positions($shard_a) ], [ 1 .. 5 + $off ],
+is_deeply([ $store->wal_positions("shared/shards/$shard_a/wal") ], [ 1 .. 5 + $off ],
 	'A wrote positions ' . (1 + $off) . '..' . (5 + $off) . " of its own shard $shard_a");
-is_deeply([ wal_positions($shard_b) ], [ 1 .. 3 + $off ],
+is_deeply([ $store->wal_positions("shared/shards/$shard_b/wal") ], [ 1 .. 3 + $off ],
 	'B wrote positions ' . (1 + $off) . '..' . (3 + $off) . " of its own shard $shard_b");
 is(wal_entry_owner($shard_a, 1 + $off), "wal:$shard_a:$epoch", "A's entries are stamped with A's shard");
 is(wal_entry_owner($shard_b, 1 + $off), "wal:$shard_b:$epoch", "B's entries are stamped with B's shard");
@@ -226,7 +217,7 @@ is($B->safe_psql('postgres', q{SELECT origin || v FROM t WHERE id = 'shared-2'})
 my @bad;
 for my $s ($shard_a, $shard_b)
 {
-	for my $p (wal_positions($s))
+	for my $p ($store->wal_positions("shared/shards/$s/wal"))
 	{
 		my $owner = wal_entry_owner($s, $p) // 'unreadable';
 		my $kind = ($pre && $p == 1) ? 'fence' : 'wal';

@@ -29,28 +29,24 @@
 use strict;
 use warnings;
 
-use Time::HiRes qw(usleep);
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use ExpectedRows;
 use RolloutStore;
-use RolloutTest qw(configure_node);
+use RolloutTest qw(mode_node shard_of observe restart_after_crash);
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('fault_points');
-$node->init;
 # preload: rollout_fdw in shared_preload_libraries, its timed sweeper off (a
 # flush or merge of its own would change the intermediate states below)
-configure_node($node);
-$node->start;
+my $node = mode_node('fault_points');
 
 # the object store of the backend under test (ROLLOUT_TEST_BACKEND)
 my $store = RolloutStore->for_test('007_fault_points');
 
-$node->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
-my $shard = $node->safe_psql('postgres',
-	'SELECT system_identifier FROM pg_control_system()');
+$store->create_extension_and_server($node);
+my $shard = shard_of($node);
 
 # step => the operation it interrupts (%s is the table)
 my @points = (
@@ -70,61 +66,23 @@ my @points = (
 # ---------------------------------------------------------------------------
 # Helpers.
 
-my %expected;    # table => { key => v }
+# table => { key => v } (ExpectedRows); keys k0001.., v = i + offset
+my $expected = ExpectedRows->new($node);
 
+# INSERT k<from>..k<to> into $table with v = i + $offset, in one
+# transaction, or with $single in one transaction per row.
 sub insert_range
 {
 	my ($table, $from, $to, $offset, $single) = @_;
-	if ($single)
-	{
-		$node->safe_psql('postgres',
-			join('', map { sprintf("INSERT INTO %s VALUES ('k%04d', %d);\n", $table, $_, $_ + $offset) } $from .. $to));
-	}
-	else
-	{
-		$node->safe_psql('postgres',
-			"INSERT INTO $table SELECT 'k' || lpad(i::text, 4, '0'), i + $offset FROM generate_series($from, $to) i");
-	}
-	$expected{$table}{ sprintf('k%04d', $_) } = $_ + $offset for $from .. $to;
-}
-
-sub expected_state
-{
-	my ($table) = @_;
-	my $h = $expected{$table};
-	my $n = scalar(keys %$h);
-	my $sum = 0;
-	$sum += $_ for values %$h;
-	return "$n|$n|$sum";
+	$expected->insert_range($table, 'k', $from, $to, $offset, single => $single);
 }
 
 sub check_table
 {
 	my ($table, $label) = @_;
-	my $want = expected_state($table);
-	my $got = $node->safe_psql('postgres',
-		"SELECT count(*), count(DISTINCT id), coalesce(sum(v), 0) FROM $table");
-	return is($got, $want, "$label: no row lost or duplicated, newest versions ($want)");
-}
-
-sub observe
-{
-	my ($table) = @_;
-	my @cols = qw(row_count exact_row_count base_rows fragments generations
-	  generation_rows unflushed_rows base_version wal_entries);
-	my $row = $node->safe_psql('postgres',
-		'SELECT ' . join(', ', @cols) . " FROM rollout_observe('$table', true)");
-	my %o;
-	@o{@cols} = split /\|/, $row;
-	return \%o;
-}
-
-# Object keys (relative to the location) of the objects in a folder of a
-# rollout store.
-sub objects_in
-{
-	my ($name, $folder) = @_;
-	return $store->objects_in("$name/$folder");
+	my $want = $expected->state($table);
+	return is($expected->table_state($table), $want,
+		"$label: no row lost or duplicated, newest versions ($want)");
 }
 
 # Two fragments (the second with upserts of the first), a pending generation
@@ -146,29 +104,6 @@ sub prepare
 	insert_range($table, 61, 63, 4000, 1);
 }
 
-# After a crash the postmaster shuts down (restart_after_crash = off): wait
-# for it to go, forget its pid, start it again.
-sub restart_after_crash
-{
-	my ($label) = @_;
-	my $pidfile = $node->data_dir . '/postmaster.pid';
-	for (1 .. 600)
-	{
-		last unless -e $pidfile;
-		usleep(50_000);
-	}
-	ok(!-e $pidfile, "$label: the postmaster stopped after the crash");
-	$node->stop('immediate', fail_ok => 1);    # only forgets the pid
-	$node->start;
-}
-
-# Every object of a rollout store: key => size.
-sub store_files
-{
-	my ($name) = @_;
-	return $store->sizes("$name/");
-}
-
 # "fragments stored the newest base does not list | generations stored the
 # newest shard manifest does not list | fragments listed | generation numbers
 # listed | merged[shard] | pending generations (observe) | WAL entries after
@@ -180,10 +115,10 @@ sub store_state
 	my $sm = $store->newest_manifest("$name/shards/$shard/_manifest");
 	my %lf = map { $_->{file} => 1 } @{ $base->{fragments} };
 	my %lg = map { $_->{file} => 1 } @{ $sm->{generations} };
-	my $uf = grep { !$lf{$_} } objects_in($name, 'base/data');
-	my $ug = grep { !$lg{$_} } objects_in($name, "shards/$shard/gen");
+	my $uf = grep { !$lf{$_} } $store->objects_in("$name/base/data");
+	my $ug = grep { !$lg{$_} } $store->objects_in("$name/shards/$shard/gen");
 	my ($merged) = map { $_->{generation} } grep { $_->{shard} eq $shard } @{ $base->{merged} };
-	my $o = observe($table);
+	my $o = observe($node, $table);
 	return join('|', $uf, $ug, scalar(keys %lf),
 		join(',', map { $_->{number} } @{ $sm->{generations} }),
 		$merged // 0, $o->{generations}, $o->{wal_entries});
@@ -238,11 +173,10 @@ for my $point (@points)
 		my $op = sprintf($op_format, $table);
 		$node->safe_psql('postgres',
 			"CREATE FOREIGN TABLE $table (id text, v int) SERVER s OPTIONS (store '$name', key 'id')");
-		$expected{$table} = {};
 		prepare($table);
 		check_table($table, "$label: prepared");
 
-		my $files_before = store_files($name);
+		my $files_before = $store->sizes("$name/");
 		my $offset = -s $node->logfile;
 		my ($ret, $out, $err) = $node->psql('postgres',
 			"SET rollout_fdw.fail_at = '$step:$mode';\n$op");
@@ -255,13 +189,13 @@ for my $point (@points)
 		else
 		{
 			$crashes++;
-			restart_after_crash($label);
+			ok(restart_after_crash($node), "$label: the postmaster stopped after the crash");
 			like(slurp_file($node->logfile, $offset),
 				qr/fault point "\Q$step\E" reached: crashing/,
 				"$label: the backend crashed at the fault point");
 		}
 		check_table($table, "$label: after the fault");
-		my $files_mid = store_files($name);
+		my $files_mid = $store->sizes("$name/");
 		if (defined $after_fault{$step})
 		{
 			is(store_state($table, $name), $after_fault{$step},
@@ -269,7 +203,7 @@ for my $point (@points)
 		}
 		else
 		{
-			is(scalar(keys %{ store_files($name) }), scalar(keys %$files_before) - 1,
+			is(scalar(keys %{ $store->sizes("$name/") }), scalar(keys %$files_before) - 1,
 				"$label: gc deleted exactly one object before the fault");
 		}
 
@@ -279,7 +213,7 @@ for my $point (@points)
 		  or diag("stderr: $err");
 		if ($step =~ /^gc/)
 		{
-			my $files_after = store_files($name);
+			my $files_after = $store->sizes("$name/");
 			my @gone_now = grep { !exists $files_after->{$_} } keys %$files_mid;
 			my $bytes_now = 0;
 			$bytes_now += $files_mid->{$_} for @gone_now;
@@ -292,7 +226,7 @@ for my $point (@points)
 			like($out, $rerun{$step}, "$label: the second run's result is exact ($out)");
 		}
 		check_table($table, "$label: after running it again");
-		my $o = observe($table);
+		my $o = observe($node, $table);
 		if ($step =~ /^flush/)
 		{
 			is($o->{wal_entries}, 0, "$label: the flush sealed the whole WAL tail");
@@ -312,8 +246,8 @@ for my $point (@points)
 		$out = $node->safe_psql('postgres',
 			"SELECT fragments_after, skipped_reason FROM rollout_compact('$table', min_fragments => 2)");
 		like($out, qr/^1\|/, "$label: the final compaction leaves one fragment ($out)");
-		$o = observe($table);
-		my $n = scalar(keys %{ $expected{$table} });
+		$o = observe($node, $table);
+		my $n = scalar(keys %{ $expected->rows($table) });
 		is( "$o->{base_rows}|$o->{exact_row_count}|$o->{generations}|$o->{unflushed_rows}",
 			"$n|$n|0|0",
 			"$label: base_rows = exact_row_count = count(*) = $n");
@@ -321,14 +255,13 @@ for my $point (@points)
 		# gc at grace 0 leaves exactly what the newest manifests reference
 		$node->safe_psql('postgres',
 			"SET rollout_fdw.min_gc_grace = 0; SELECT rollout_gc('$table', '0')");
-		my $base = $store->newest_manifest("$name/base/_manifest");
 		my $sm = $store->newest_manifest("$name/shards/$shard/_manifest");
 		is_deeply(
-			[ objects_in($name, 'base/data') ],
-			[ sort map { $_->{file} } @{ $base->{fragments} } ],
+			[ $store->objects_in("$name/base/data") ],
+			[ $store->listed_fragments($name) ],
 			"$label: after gc, base/data holds exactly the fragments of the newest base");
 		is_deeply(
-			[ objects_in($name, "shards/$shard/gen") ],
+			[ $store->objects_in("$name/shards/$shard/gen") ],
 			[ sort map { $_->{file} } @{ $sm->{generations} } ],
 			"$label: after gc, gen/ holds exactly the generations of the newest shard manifest");
 		is( scalar($store->manifest_versions("$name/base/_manifest")) . '|'

@@ -35,50 +35,44 @@ use strict;
 use warnings;
 
 use Digest::MD5 qw(md5_hex);
-use IPC::Run;
 use Time::HiRes qw(time);
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use ExpectedRows;
+use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(configure_node);
+use RolloutTest qw(mode_node shard_of observe still_running wait_for_fault count_in_log);
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('compaction_gc');
-$node->init;
 # preload: rollout_fdw in shared_preload_libraries, its timed sweeper off (a
 # flush or merge of its own would change the fragments and results below)
-configure_node($node);
-$node->start;
+my $node = mode_node('compaction_gc');
 
 # the object store of the backend under test (ROLLOUT_TEST_BACKEND)
 my $store = RolloutStore->for_test('008_compaction_gc');
-my $scripts = PostgreSQL::Test::Utils::tempdir('scripts');
 
 my @tables = qw(ca cb cc cd ce cf cg ch ci);
+$store->create_extension_and_server($node);
 $node->safe_psql('postgres',
-	'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s')
-	  . join('',
+	join('',
 		map { "CREATE FOREIGN TABLE $_ (id text, v int) SERVER s OPTIONS (store 'st_$_', key 'id');\n" }
 		  @tables));
-my $shard = $node->safe_psql('postgres',
-	'SELECT system_identifier FROM pg_control_system()');
+my $shard = shard_of($node);
 
 # ---------------------------------------------------------------------------
 # Helpers.
 
-my %expected = map { $_ => {} } @tables;    # table => { key => v }
+# table => { key => v } (ExpectedRows); keys <second letter of the table>0001..
+my $expected = ExpectedRows->new($node);
 
+# INSERT keys <p><i> into $table with v = i + $offset, p being the table's
+# second letter ('a' for ca).
 sub insert_range
 {
 	my ($table, $from, $to, $offset) = @_;
-	$offset //= 0;
-	my $p = substr($table, 1, 1);
-	$node->safe_psql('postgres',
-		"INSERT INTO $table SELECT '$p' || lpad(i::text, 4, '0'), i + $offset FROM generate_series($from, $to) i"
-	);
-	$expected{$table}{ sprintf('%s%04d', $p, $_) } = $_ + $offset for $from .. $to;
+	$expected->insert_range($table, substr($table, 1, 1), $from, $to, $offset);
 }
 
 # count | distinct | sum | md5 of "id=v" in key order
@@ -88,7 +82,7 @@ my $fingerprint = q{SELECT count(*), count(DISTINCT id), coalesce(sum(v), 0),
 sub expected_fingerprint
 {
 	my ($table) = @_;
-	my $h = $expected{$table};
+	my $h = $expected->rows($table);
 	my @k = sort keys %$h;
 	my $sum = 0;
 	$sum += $_ for values %$h;
@@ -104,78 +98,7 @@ sub check_table
 		"$label: every row once, with its newest version");
 }
 
-sub observe
-{
-	my ($table) = @_;
-	my @cols = qw(row_count exact_row_count base_rows fragments generations
-	  generation_rows unflushed_rows base_version wal_entries);
-	my $row = $node->safe_psql('postgres',
-		'SELECT ' . join(', ', @cols) . " FROM rollout_observe('$table', true)");
-	my %o;
-	@o{@cols} = split /\|/, $row;
-	return \%o;
-}
-
 my $compact_cols = 'fragments_before, fragments_after, rows_written, versions_dropped, coalesce(skipped_reason, \'-\')';
-
-my $session_number = 0;
-
-sub start_session
-{
-	my ($sql) = @_;
-	my %s = (out => '', err => '');
-	my $file = "$scripts/session" . ++$session_number . '.sql';
-	open(my $fh, '>', $file) or die "open $file: $!";
-	print $fh $sql;
-	close $fh;
-	$s{h} = IPC::Run::start(
-		[
-			'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1',
-			'-d', $node->connstr('postgres'), '-f', $file
-		],
-		'<', \undef, '>', \$s{out}, '2>', \$s{err},
-		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
-	return \%s;
-}
-
-sub finish_session
-{
-	my ($s) = @_;
-	$s->{h}->finish;
-	my $out = $s->{out};
-	chomp $out;
-	return ($s->{h}->result(0), $out, $s->{err});
-}
-
-sub wait_for_fault
-{
-	my ($step, $offset) = @_;
-	return $node->wait_for_log(qr/fault point "\Q$step\E" reached: sleeping/, $offset);
-}
-
-sub still_running
-{
-	my ($pattern) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '$pattern' AND pid <> pg_backend_pid()"
-	);
-}
-
-sub listed_fragments
-{
-	my ($table) = @_;
-	my $base = $store->newest_manifest("st_$table/base/_manifest");
-	return () unless $base;
-	return sort map { $_->{file} } @{ $base->{fragments} };
-}
-
-# Object keys (relative to the location) of the objects in a folder of a
-# table's rollout store.
-sub objects_in
-{
-	my ($table, $folder) = @_;
-	return $store->objects_in("st_$table/$folder");
-}
 
 # Every object of a table's rollout store: key => size.
 sub store_files
@@ -203,15 +126,15 @@ insert_range('ca', 1, 10, 1000);
 merge('ca');
 insert_range('ca', 201, 250);
 merge('ca');
-is(observe('ca')->{fragments}, 3, '(a) three fragments');
+is(observe($node, 'ca')->{fragments}, 3, '(a) three fragments');
 
 my $off = -s $node->logfile;
-my $compaction = start_session(qq{
+my $compaction = PsqlScript->start($node, sql => qq{
 SET rollout_fdw.fail_at = 'compact.before_commit:sleep=5';
 SELECT $compact_cols FROM rollout_compact('ca', min_fragments => 2);
 });
-wait_for_fault('compact.before_commit', $off);
-my %listed_before = map { $_ => 1 } listed_fragments('ca');
+wait_for_fault($node, 'compact.before_commit', $off);
+my %listed_before = map { $_ => 1 } $store->listed_fragments('st_ca');
 
 # meanwhile: new keys, and newer versions of keys the compaction rewrites
 my $t0 = time;
@@ -219,30 +142,30 @@ insert_range('ca', 251, 300);
 my $insert_took = time - $t0;
 insert_range('ca', 20, 25, 2000);
 is(merge('ca'), '1|56|1', '(a) a merge during the compaction adds a fragment of 56 rows');
-my @new = grep { !$listed_before{$_} } listed_fragments('ca');
+my @new = grep { !$listed_before{$_} } $store->listed_fragments('st_ca');
 is(scalar(@new), 1, '(a) the merge\'s fragment is listed');
-is(still_running(q{%rollout_compact(''ca''%}), '1',
+is(still_running($node, q{%rollout_compact(''ca''%}), '1',
 	'(a) the compaction was still held when the merge committed');
 cmp_ok($insert_took, '<', 2, sprintf('(a) an INSERT during the compaction did not wait (%.3f s)', $insert_took));
 check_table('ca', '(a) during the compaction');
 
-my ($ret, $out, $err) = finish_session($compaction);
+my ($ret, $out, $err) = $compaction->finish;
 is($ret, 0, '(a) the held compaction succeeds') or diag($err);
 is($out, '3|2|250|10|-',
 	'(a) it committed (skipped_reason NULL): 3 inputs into 1 output, plus the merge\'s fragment');
-ok((grep { $_ eq $new[0] } listed_fragments('ca')),
+ok((grep { $_ eq $new[0] } $store->listed_fragments('st_ca')),
 	'(a) the merge\'s fragment survived the compaction\'s commit');
 ok($store->exists($new[0]), '(a) ... and exists');
 check_table('ca', '(a) after the compaction');
 is( $node->safe_psql('postgres', q{SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM ca WHERE id IN ('a0001', 'a0020', 'a0026')}),
 	'a0001=1001,a0020=2020,a0026=26',
 	'(a) the versions written during the compaction win over the compacted ones');
-my $o = observe('ca');
+my $o = observe($node, 'ca');
 is("$o->{base_rows}|$o->{exact_row_count}|$o->{fragments}", '306|300|2',
 	'(a) 306 physical versions (6 shadowed by the merge\'s fragment), 300 rows');
 is($node->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('ca', min_fragments => 2)"),
 	'2|1|300|6|-', '(a) a full compaction drops exactly those 6');
-$o = observe('ca');
+$o = observe($node, 'ca');
 is("$o->{base_rows}|$o->{exact_row_count}", '300|300', '(a) base_rows = exact_row_count = 300');
 check_table('ca', '(a) after the full compaction');
 
@@ -254,18 +177,18 @@ for my $r (0 .. 2)
 	merge('cb');
 }
 $off = -s $node->logfile;
-$compaction = start_session(qq{
+$compaction = PsqlScript->start($node, sql => qq{
 SET rollout_fdw.fail_at = 'compact.after_fragment_put:sleep=4';
 SELECT $compact_cols FROM rollout_compact('cb', min_fragments => 2);
 });
-wait_for_fault('compact.after_fragment_put', $off);
+wait_for_fault($node, 'compact.after_fragment_put', $off);
 ($ret, $out, $err) = $node->psql('postgres',
 	"SELECT $compact_cols FROM rollout_compact('cb', min_fragments => 2)");
 is($ret, 0, '(b) a second compaction at the same time does not fail') or diag($err);
 like($out, qr/^3\|3\|0\|0\|.*another compaction.*running/,
 	"(b) it returns a skipped_reason and changes nothing ($out)");
-is(still_running(q{%rollout_compact(''cb''%}), '1', '(b) the first was still running then');
-($ret, $out, $err) = finish_session($compaction);
+is(still_running($node, q{%rollout_compact(''cb''%}), '1', '(b) the first was still running then');
+($ret, $out, $err) = $compaction->finish;
 is($ret, 0, '(b) the first compaction succeeds') or diag($err);
 is($out, '3|1|120|0|-', '(b) it compacted the 3 fragments into 1');
 is( $node->safe_psql('postgres',
@@ -316,14 +239,14 @@ is( $node->safe_psql('postgres',
 		"SELECT $compact_cols FROM rollout_compact('cc', min_fragments => 2, max_source_fragments => 3)"),
 	'6|4|' . scalar(keys %union) . '|5|-',
 	'(c) max_source_fragments => 3 compacts the three smallest: 65 versions into 60 rows');
-$o = observe('cc');
+$o = observe($node, 'cc');
 is("$o->{fragments}|$o->{base_rows}", '4|238', '(c) four fragments, 238 versions');
 check_table('cc', '(c) after the partial compaction');
 
 # A full compaction: 238 versions of 210 keys.
 is($node->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('cc', min_fragments => 2)"),
 	'4|1|210|28|-', '(c) a full compaction writes 210 rows and drops the 28 shadowed versions');
-$o = observe('cc');
+$o = observe($node, 'cc');
 is( "$o->{base_rows}|$o->{exact_row_count}|$o->{fragments}|$o->{generations}|$o->{unflushed_rows}",
 	'210|210|1|0|0', '(c) physical rows = logical rows: base_rows = exact_row_count = 210');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM cc'), '210', '(c) count(*) = 210');
@@ -338,8 +261,8 @@ is($node->safe_psql('postgres', q{SELECT * FROM rollout_gc('cc')}), '0|0',
 ($ret, $out, $err) = $node->psql('postgres', q{SELECT * FROM rollout_gc('cc', '0')});
 like($err, qr/shorter than rollout_fdw\.min_gc_grace/, '(d1) grace 0 is refused by default');
 my $files_before = store_files('cc');
-my %listed_cc = map { $_ => 1 } listed_fragments('cc');
-my @superseded = grep { !$listed_cc{$_} } objects_in('cc', 'base/data');
+my %listed_cc = map { $_ => 1 } $store->listed_fragments('st_cc');
+my @superseded = grep { !$listed_cc{$_} } $store->objects_in('st_cc/base/data');
 is(scalar(@superseded), 7, '(d1) 7 superseded fragments (6 merged, 1 intermediate output) are in the store');
 my $gc = $node->safe_psql('postgres',
 	q{SET rollout_fdw.min_gc_grace = 0; SELECT * FROM rollout_gc('cc', '0')});
@@ -349,9 +272,9 @@ my $bytes = 0;
 $bytes += $files_before->{$_} for @gone;
 is($gc, scalar(@gone) . "|$bytes", "(d1) gc reports exactly what vanished from the store ($gc)");
 is_deeply([ grep { $store->exists($_) } @superseded ], [], '(d1) every superseded fragment is gone');
-is_deeply([ objects_in('cc', 'base/data') ], [ listed_fragments('cc') ],
+is_deeply([ $store->objects_in('st_cc/base/data') ], [ $store->listed_fragments('st_cc') ],
 	'(d1) base/data holds exactly the listed fragment');
-is_deeply([ objects_in('cc', "shards/$shard/gen") ], [], '(d1) every merged generation is gone');
+is_deeply([ $store->objects_in("st_cc/shards/$shard/gen") ], [], '(d1) every merged generation is gone');
 check_table('cc', '(d1) after gc');
 is($node->safe_psql('postgres',
 		q{SET rollout_fdw.min_gc_grace = 0; SELECT * FROM rollout_gc('cc', '0')}),
@@ -367,7 +290,7 @@ for my $r (0 .. 2)
 insert_range('cd', 301, 320);    # a pending generation
 $node->safe_psql('postgres', q{SELECT rollout_flush('cd')});
 insert_range('cd', 321, 330);    # and an unflushed tail
-my %at_open = %{ $expected{cd} };
+my %at_open = %{ $expected->rows('cd') };
 my $cursor = $node->background_psql('postgres');
 $cursor->query_safe('BEGIN');
 $cursor->query_safe('DECLARE c CURSOR FOR SELECT id, v FROM cd');
@@ -407,15 +330,15 @@ insert_range('ce', 1, 3, 7000);
 $node->safe_psql('postgres', q{SELECT rollout_flush('ce')});    # generation 4, pending
 insert_range('ce', 351, 355);    # an unflushed tail of one WAL entry
 my $want = expected_fingerprint('ce');
-my @named = (listed_fragments('ce'), objects_in('ce', "shards/$shard/gen"),
-	objects_in('ce', "shards/$shard/wal"));
+my @named = ($store->listed_fragments('st_ce'), $store->objects_in("st_ce/shards/$shard/gen"),
+	$store->objects_in("st_ce/shards/$shard/wal"));
 
 $off = -s $node->logfile;
-my $scan = start_session(qq{
+my $scan = PsqlScript->start($node, sql => qq{
 SET rollout_fdw.fail_at = 'scan.after_snapshot:sleep=4';
 $fingerprint ce;
 });
-wait_for_fault('scan.after_snapshot', $off);
+wait_for_fault($node, 'scan.after_snapshot', $off);
 is(merge('ce'), '2|58|1', '(d3) meanwhile a merge flushes the tail and folds in both generations');
 is($node->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('ce', min_fragments => 2)"),
 	'4|1|355|13|-', '(d3) and a compaction rewrites all 4 fragments');
@@ -424,11 +347,11 @@ $gc = $node->safe_psql('postgres',
 is($gc, 't', '(d3) gc with grace 0 deletes objects');
 is_deeply([ grep { $store->exists($_) } @named ], [],
 	'(d3) every fragment, generation and WAL entry the scan\'s snapshot named is gone');
-is(still_running('%string_agg%FROM%ce%'), '1', '(d3) while the scan still waits');
-($ret, $out, $err) = finish_session($scan);
+is(still_running($node, '%string_agg%FROM%ce%'), '1', '(d3) while the scan still waits');
+($ret, $out, $err) = $scan->finish;
 is($ret, 0, '(d3) the scan succeeds') or diag($err);
 is($out, $want, '(d3) with the exact, complete result');
-is( scalar(() = slurp_file($node->logfile, $off) =~ /fault point "scan\.after_snapshot" reached/g),
+is( count_in_log($node, qr/fault point "scan\.after_snapshot" reached/, $off),
 	2, '(d3) it took a second snapshot after finding objects gone');
 check_table('ce', '(d3) afterwards');
 
@@ -471,15 +394,15 @@ insert_range('cg', 101, 200);
 insert_range('cg', 1, 5, 100);
 merge('cg');
 age_past_grace('cg');
-my @inputs = listed_fragments('cg');
-my @base_versions = objects_in('cg', 'base/_manifest');
+my @inputs = $store->listed_fragments('st_cg');
+my @base_versions = $store->objects_in('st_cg/base/_manifest');
 $want = expected_fingerprint('cg');
 $off = -s $node->logfile;
-$scan = start_session(qq{
+$scan = PsqlScript->start($node, sql => qq{
 SET rollout_fdw.fail_at = 'scan.after_snapshot:sleep=$d4_hold';
 $fingerprint cg;
 });
-wait_for_fault('scan.after_snapshot', $off);
+wait_for_fault($node, 'scan.after_snapshot', $off);
 is($node->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('cg', min_fragments => 2)"),
 	'2|1|200|5|-', "(d4) the two $d4_age old fragments are compacted during the scan");
 $gc = $node->safe_psql('postgres', "${d4_gc_set}SELECT objects_deleted > 0 FROM rollout_gc('cg', '$d4_grace')");
@@ -487,17 +410,17 @@ is($gc, 't', "(d4) gc (grace $d4_grace) deletes the $d4_age old garbage (merged 
 is_deeply([ grep { !$store->exists($_) } @inputs ], [],
 	'(d4) ... but not the fragments the base named until a moment ago');
 ok($store->exists($base_versions[-1]), '(d4) ... nor that base version');
-is(still_running('%string_agg%FROM%cg%'), '1', '(d4) while the scan still waits');
-($ret, $out, $err) = finish_session($scan);
+is(still_running($node, '%string_agg%FROM%cg%'), '1', '(d4) while the scan still waits');
+($ret, $out, $err) = $scan->finish;
 is($ret, 0, '(d4) the scan succeeds') or diag($err);
 is($out, $want, '(d4) with the exact, complete result');
-is( scalar(() = slurp_file($node->logfile, $off) =~ /fault point "scan\.after_snapshot" reached/g),
+is( count_in_log($node, qr/fault point "scan\.after_snapshot" reached/, $off),
 	1, '(d4) from its first snapshot');
 age_past_grace('cg');
 $node->safe_psql('postgres', "${d4_gc_set}SELECT rollout_gc('cg', '$d4_grace')");
 is_deeply([ grep { $store->exists($_) } @inputs ], [],
 	'(d4) once the compaction\'s base version is older than the grace, gc deletes them');
-is_deeply([ objects_in('cg', 'base/data') ], [ listed_fragments('cg') ],
+is_deeply([ $store->objects_in('st_cg/base/data') ], [ $store->listed_fragments('st_cg') ],
 	'(d4) base/data holds exactly the listed fragment');
 check_table('cg', '(d4) after gc');
 
@@ -534,7 +457,7 @@ is( $node->safe_psql('postgres',
 	"1|$last|t", '(e) a skipped compaction is neither counted nor an error');
 $node->safe_psql('postgres',
 	q{SET rollout_fdw.min_gc_grace = 0; SELECT rollout_gc('cf', '0')});
-is_deeply([ objects_in('cf', 'base/data') ], [ listed_fragments('cf') ],
+is_deeply([ $store->objects_in('st_cf/base/data') ], [ $store->listed_fragments('st_cf') ],
 	'(e) gc removed the failed compaction\'s output and the inputs');
 check_table('cf', '(e) at the end');
 
@@ -545,27 +468,27 @@ insert_range('ch', 1, 60);
 merge('ch');
 insert_range('ch', 61, 100);
 merge('ch');
-my @ch_inputs = listed_fragments('ch');
+my @ch_inputs = $store->listed_fragments('st_ch');
 $off = -s $node->logfile;
-$compaction = start_session(qq{
+$compaction = PsqlScript->start($node, sql => qq{
 SET rollout_fdw.min_gc_grace = 2;
 SET rollout_fdw.fail_at = 'compact.before_commit:sleep=5';
 SELECT $compact_cols FROM rollout_compact('ch', min_fragments => 2);
 });
-wait_for_fault('compact.before_commit', $off);
+wait_for_fault($node, 'compact.before_commit', $off);
 my %ch_listed = map { $_ => 1 } @ch_inputs;
-my @ch_output = grep { !$ch_listed{$_} } objects_in('ch', 'base/data');
+my @ch_output = grep { !$ch_listed{$_} } $store->objects_in('st_ch/base/data');
 is(scalar(@ch_output), 1, '(f) the held compaction uploaded one output');
 sleep 3;
 $node->safe_psql('postgres',
 	q{SET rollout_fdw.min_gc_grace = 2; SELECT rollout_gc('ch', '2 s')});
 ok(!$store->exists($ch_output[0]), '(f) gc (grace 2 s) deleted the 3 s old unreferenced output');
-($ret, $out, $err) = finish_session($compaction);
+($ret, $out, $err) = $compaction->finish;
 is($ret, 0, '(f) the compaction ends without an error') or diag($err);
 is($out, '2|2|0|0|the outputs waited longer than half of rollout_fdw.min_gc_grace',
 	'(f) it gave up its commit with a clear skipped_reason');
-is_deeply([ listed_fragments('ch') ], \@ch_inputs, '(f) the base still lists the two inputs');
-is_deeply([ grep { !$store->exists($_) } listed_fragments('ch') ], [],
+is_deeply([ $store->listed_fragments('st_ch') ], \@ch_inputs, '(f) the base still lists the two inputs');
+is_deeply([ grep { !$store->exists($_) } $store->listed_fragments('st_ch') ], [],
 	'(f) every listed fragment exists (no dangling reference)');
 is( $node->safe_psql('postgres', q{SELECT total_compactions, last_error IS NULL FROM rollout_compaction_stats('ch')}),
 	'0|t', '(f) nothing counted, no error recorded');
@@ -578,11 +501,8 @@ check_table('ch', '(f) after compaction');
 # (g) Two clusters compact the same store at once: the compaction lock is
 # per cluster, so the commit's rebase decides.  The later one finds an input
 # gone, gives up with a skipped_reason and deletes its output.
-my $other = PostgreSQL::Test::Cluster->new('compaction_gc_other');
-$other->init;
-configure_node($other);
-$other->start;
-$other->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
+my $other = mode_node('compaction_gc_other');
+$store->create_extension_and_server($other);
 $other->safe_psql('postgres', qq{
 CREATE FOREIGN TABLE ci (id text, v int) SERVER s OPTIONS (store 'st_ci', key 'id');
 });
@@ -592,28 +512,28 @@ for my $r (0 .. 2)
 	insert_range('ci', $r + 1, $r + 1, 1000) if $r > 0;
 	merge('ci');
 }
-my @ci_inputs = listed_fragments('ci');
+my @ci_inputs = $store->listed_fragments('st_ci');
 $off = -s $node->logfile;
-$compaction = start_session(qq{
+$compaction = PsqlScript->start($node, sql => qq{
 SET rollout_fdw.fail_at = 'compact.before_commit:sleep=4';
 SELECT $compact_cols FROM rollout_compact('ci', min_fragments => 2);
 });
-wait_for_fault('compact.before_commit', $off);
+wait_for_fault($node, 'compact.before_commit', $off);
 my %ci_listed = map { $_ => 1 } @ci_inputs;
-my @ci_output = grep { !$ci_listed{$_} } objects_in('ci', 'base/data');
+my @ci_output = grep { !$ci_listed{$_} } $store->objects_in('st_ci/base/data');
 is(scalar(@ci_output), 1, '(g) the held compaction uploaded one output');
 is($other->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('ci', min_fragments => 2)"),
 	'3|1|150|2|-', '(g) the other cluster compacts the same 3 fragments meanwhile');
-($ret, $out, $err) = finish_session($compaction);
+($ret, $out, $err) = $compaction->finish;
 is($ret, 0, '(g) the held compaction ends without an error') or diag($err);
 is($out, '3|3|0|0|a concurrent compaction removed one of the input fragments',
 	'(g) it gives up with a clear skipped_reason');
 ok(!$store->exists($ci_output[0]), '(g) and deleted its output');
-my @ci_listed_now = listed_fragments('ci');
+my @ci_listed_now = $store->listed_fragments('st_ci');
 is(scalar(@ci_listed_now), 1, '(g) the base lists the other cluster\'s single output');
-is_deeply([ objects_in('ci', 'base/data') ], [ sort(@ci_inputs, @ci_listed_now) ],
+is_deeply([ $store->objects_in('st_ci/base/data') ], [ sort(@ci_inputs, @ci_listed_now) ],
 	'(g) base/data holds that output and the (not yet collected) inputs, nothing else');
-$o = observe('ci');
+$o = observe($node, 'ci');
 is("$o->{base_rows}|$o->{exact_row_count}|$o->{fragments}", '150|150|1',
 	'(g) base_rows = exact_row_count = 150: nothing duplicated');
 check_table('ci', '(g) on this cluster');

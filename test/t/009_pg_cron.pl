@@ -34,8 +34,8 @@ max_worker_processes = 16
 $node->start;
 
 my $store = RolloutStore->for_test('009_pg_cron');
-$node->safe_psql('postgres',
-	'CREATE EXTENSION pg_cron; CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
+$node->safe_psql('postgres', 'CREATE EXTENSION pg_cron');
+$store->create_extension_and_server($node);
 $node->safe_psql(
 	'postgres', qq{
 CREATE FOREIGN TABLE steps (id int, v int) SERVER s OPTIONS (store 'cron_steps');

@@ -26,17 +26,14 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(configure_node);
+use RolloutTest qw(mode_node);
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('observe');
-$node->init;
 # preload: rollout_fdw in shared_preload_libraries, its timed sweeper off
-configure_node($node);
-$node->start;
+my $node = mode_node('observe');
 
 my $store = RolloutStore->for_test('010_observe_cheap');
-$node->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
+$store->create_extension_and_server($node);
 $node->safe_psql(
 	'postgres', qq{
 CREATE FOREIGN TABLE t (id int, v text) SERVER s OPTIONS (store 'observed');

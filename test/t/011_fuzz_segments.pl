@@ -26,7 +26,7 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(preload configure_node);
+use RolloutTest qw(preload mode_node);
 use Test::More;
 
 my $pre = preload();
@@ -35,14 +35,11 @@ my $iterations = $ENV{ROLLOUT_FUZZ_ITERATIONS} // 300;
 my $seed = $ENV{ROLLOUT_FUZZ_SEED} // 20261129;
 note "seed $seed, $iterations iterations per object";
 
-my $node = PostgreSQL::Test::Cluster->new('fuzz');
-$node->init;
-configure_node($node);
-$node->start;
+my $node = mode_node('fuzz');
 
 # the object store of the backend under test (ROLLOUT_TEST_BACKEND)
 my $store = RolloutStore->for_test('011_fuzz_segments');
-$node->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
+$store->create_extension_and_server($node);
 $node->safe_psql(
 	'postgres', qq{
 CREATE FOREIGN TABLE t (id text, n int, f float8, ts timestamptz, payload jsonb, note text)

@@ -16,92 +16,31 @@
 use strict;
 use warnings;
 
-use JSON::PP;
-use Time::HiRes qw(time usleep);
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use Time::HiRes qw(time);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use RolloutStore;
+use RolloutTest qw(writer_node shard_of poll_until store_stats observe);
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('memtable');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'rollout_fdw'
-rollout_fdw.worker_databases = 'postgres'
-rollout_fdw.flush_interval = 0
-rollout_fdw.merge_after_generations = 8
-rollout_fdw.gc_interval = 0
-});
-$node->start;
+my $node = writer_node('memtable', 'rollout_fdw.merge_after_generations' => 8);
 
-my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
-$node->safe_psql(
-	'postgres', qq{
-CREATE EXTENSION rollout_fdw;
-CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
-CREATE FOREIGN TABLE t (id text, v int, payload jsonb) SERVER s OPTIONS (store 'mem', key 'id');
-});
-my $shard = $node->safe_psql('postgres',
-	'SELECT system_identifier FROM pg_control_system()');
-my $shard_dir = "$location/mem/shards/$shard";
+my $store = RolloutStore->for_test('012_memtable_worker_flush', backend => 'file');
+$store->create_extension_and_server($node);
+$node->safe_psql('postgres',
+	q{CREATE FOREIGN TABLE t (id text, v int, payload jsonb) SERVER s OPTIONS (store 'mem', key 'id');});
+my $shard = shard_of($node);
+my $wal = "mem/shards/$shard/wal";
+my $manifests = "mem/shards/$shard/_manifest";
 
-sub newest_manifest
+sub stat_row { return store_stats($node, 'mem', @_); }
+
+sub observe_t
 {
-	my $dir = "$shard_dir/_manifest";
-	return undef unless opendir(my $dh, $dir);
-	my @m = sort grep { /^\d{20}\.json$/ } readdir($dh);
-	closedir($dh);
-	return undef unless @m;
-	return decode_json(slurp_file("$dir/$m[-1]"));
-}
-
-sub wal_positions
-{
-	return () unless opendir(my $dh, "$shard_dir/wal");
-	my @p = sort { $a <=> $b }
-	  map { /^(\d{20})\.wal$/ ? $1 + 0 : () } readdir($dh);
-	closedir($dh);
-	return @p;
-}
-
-# The footer metadata of a WAL entry (the JSON with "kind").
-sub wal_metadata
-{
-	my ($p) = @_;
-	my $bytes = slurp_file(sprintf("%s/wal/%020d.wal", $shard_dir, $p));
-	my ($meta) = $bytes =~ /(\{"kind":\s*"(?:wal|fence)".*?\]\})/s;
-	return defined $meta ? decode_json($meta) : undef;
-}
-
-sub stat_row
-{
-	my @cols = @_;
-	return $node->safe_psql('postgres',
-		'SELECT ' . join(', ', @cols) . q{ FROM rollout_stat_stores WHERE store = 'mem'});
-}
-
-sub observe
-{
-	my @cols = qw(generations generation_rows unflushed_rows wal_entries writer_epoch);
-	my $row = $node->safe_psql('postgres',
-		'SELECT ' . join(', ', @cols) . q{ FROM rollout_observe('t')});
-	my %o;
-	@o{@cols} = split /\|/, $row;
-	return \%o;
-}
-
-# Poll $sql until it returns $want; returns the seconds it took, or undef.
-sub poll_until
-{
-	my ($sql, $want, $timeout, $t0) = @_;
-	$t0 //= time;
-	while (time - $t0 < $timeout)
-	{
-		my $got = $node->safe_psql('postgres', $sql);
-		return time - $t0 if $got eq $want;
-		usleep(100_000);
-	}
-	return undef;
+	return observe($node, 't', exact => 0,
+		columns => [qw(generations generation_rows unflushed_rows wal_entries writer_epoch)]);
 }
 
 my $state_sql = q{SELECT count(*), count(DISTINCT id), coalesce(sum(v), 0) FROM t};
@@ -125,23 +64,23 @@ is(stat_row(qw(memtable_rows transactions_committed rows_appended writer_epoch s
 
 # give the sweeper several passes: with flush_interval = 0 it must not flush
 sleep(3);
-my $o = observe();
+my $o = observe_t();
 is("$o->{generations}|$o->{generation_rows}", '0|0',
 	'flush_interval = 0: no generation after 3 s (rollout_observe)');
-my $m = newest_manifest();
+my $m = $store->newest_manifest($manifests);
 is(scalar(@{ $m->{generations} }), 0, 'the shard manifest lists no generation');
 is($m->{replay_after}, 0, 'replay_after is still 0');
-ok(!-e "$shard_dir/gen" || !glob("$shard_dir/gen/*"), 'no generation object exists');
+ok(!(my @gen = $store->list("mem/shards/$shard/gen/")), 'no generation object exists');
 is(stat_row(qw(memtable_rows flushes)), '100|0', 'the memtable still holds the 100 rows; no flush');
 
 # the first WAL entry is the fence of epoch 1 (0 rows), the commits follow
-my @pos = wal_positions();
+my @pos = $store->wal_positions($wal);
 is_deeply(\@pos, [ 1 .. scalar(@pos) ], 'WAL positions are contiguous from 1');
-my $fence = wal_metadata(1);
+my $fence = $store->wal_entry($wal, 1);
 is($fence && "$fence->{kind}|$fence->{epoch}|$fence->{transactions}", 'fence|1|0',
 	'position 1 is the fence marker of epoch 1');
 my $wal_xacts = 0;
-$wal_xacts += (wal_metadata($_) // {})->{transactions} // 0 for @pos[ 1 .. $#pos ];
+$wal_xacts += ($store->wal_entry($wal, $_) // {})->{transactions} // 0 for @pos[ 1 .. $#pos ];
 is($wal_xacts, 10, 'the WAL entries after the fence carry the 10 transactions');
 
 # ---------------------------------------------------------------------------
@@ -149,18 +88,18 @@ is($wal_xacts, 10, 'the WAL entries after the fence carry the 10 transactions');
 my $reloaded_at = time;
 $node->safe_psql('postgres',
 	q{ALTER SYSTEM SET rollout_fdw.flush_interval = 1; SELECT pg_reload_conf();});
-my $took = poll_until(q{SELECT memtable_rows FROM rollout_stat_stores WHERE store = 'mem'}, '0', 20,
+my $took = poll_until($node, q{SELECT memtable_rows FROM rollout_stat_stores WHERE store = 'mem'}, '0', 20,
 	$reloaded_at);
 ok(defined $took, 'the memtable empties with no user action');
 cmp_ok($took // 99, '<', 6, sprintf('... within a few seconds (%.1f s)', $took // -1));
-$o = observe();
+$o = observe_t();
 is("$o->{generations}|$o->{generation_rows}|$o->{unflushed_rows}", '1|100|0',
 	'rollout_observe: one generation of 100 rows, nothing unflushed');
-$m = newest_manifest();
+$m = $store->newest_manifest($manifests);
 is($m->{replay_after}, $pos[-1], "the manifest sealed up to the last WAL position ($pos[-1])");
 is(scalar(@{ $m->{generations} }), 1, 'the manifest lists one generation');
 is($m->{generations}[0]{rows}, 100, 'holding the 100 rows');
-ok(-f "$location/$m->{generations}[0]{file}", 'the generation object exists');
+ok($store->exists($m->{generations}[0]{file}), 'the generation object exists');
 is(stat_row(qw(memtable_rows memtable_batches flushes)), '0|0|1',
 	'the view: memtable empty, one flush');
 is($node->safe_psql('postgres', $state_sql), '100|100|4950', 'the rows read the same from the generation');
@@ -188,9 +127,9 @@ is($node->safe_psql('postgres', $state_sql), $expected, 'before the crash: 150 r
 sleep(2);
 is(stat_row(qw(memtable_rows flushes)), "51|$flushes_before",
 	'51 rows wait in the memtable; flush_interval = 0 flushed nothing');
-@pos = wal_positions();
+@pos = $store->wal_positions($wal);
 my $tip = $pos[-1];
-cmp_ok($tip, '>', newest_manifest()->{replay_after}, "WAL entries up to $tip are unflushed");
+cmp_ok($tip, '>', $store->newest_manifest($manifests)->{replay_after}, "WAL entries up to $tip are unflushed");
 
 $node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.flush_interval = 1});
 $node->stop('immediate');
@@ -204,10 +143,10 @@ is($node->safe_psql('postgres', $state_sql), $expected,
 is($node->safe_psql('postgres', q{SELECT v FROM t WHERE id = 'k007'}), '70007',
 	'the newest version of k007 survived');
 
-$took = poll_until(q{SELECT wal_entries FROM rollout_observe('t')}, '0', 20, $started_at);
+$took = poll_until($node, q{SELECT wal_entries FROM rollout_observe('t')}, '0', 20, $started_at);
 ok(defined $took, 'the worker flushed the WAL tail unprompted after the restart');
 cmp_ok($took // 99, '<', 8, sprintf('... within a few seconds of the start (%.1f s)', $took // -1));
-$m = newest_manifest();
+$m = $store->newest_manifest($manifests);
 is($m->{replay_after}, $tip, "replay_after advanced to the last WAL position $tip");
 is(scalar(@{ $m->{generations} }), 2, 'a second generation holds the replayed tail');
 is($m->{generations}[1]{rows}, 51, '... with its 51 rows');
@@ -217,7 +156,7 @@ is(stat_row(qw(flushes memtable_rows)), '1|0', 'the view counts the worker\'s fl
 
 # The first commit after the restart claims epoch 2 and fences at tip + 1.
 $node->safe_psql('postgres', q{INSERT INTO t VALUES ('after', 5, '{}')});
-$fence = wal_metadata($tip + 1);
+$fence = $store->wal_entry($wal, $tip + 1);
 is($fence && "$fence->{kind}|$fence->{epoch}|$fence->{transactions}", 'fence|2|0',
 	'the first commit after the restart wrote the fence of epoch 2 at tip + 1');
 is(stat_row(qw(writer_epoch wal_tip memtable_rows)), '2|' . ($tip + 2) . '|1',

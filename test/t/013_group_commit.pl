@@ -16,58 +16,28 @@
 use strict;
 use warnings;
 
-use IPC::Run;
-use JSON::PP;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
 use Time::HiRes qw(time);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use PsqlScript;
+use RolloutStore;
+use RolloutTest qw(writer_node shard_of);
 use Test::More;
 
 my $SESSIONS = 16;
 my $PER_SESSION = 150;
 
-my $node = PostgreSQL::Test::Cluster->new('group_commit');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'rollout_fdw'
-rollout_fdw.worker_databases = 'postgres'
-rollout_fdw.flush_interval = 0
-rollout_fdw.merge_after_generations = 0
-rollout_fdw.gc_interval = 0
-max_connections = 40
-});
-$node->start;
+my $node = writer_node('group_commit', max_connections => 40);
 
-my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+my $store = RolloutStore->for_test('013_group_commit', backend => 'file');
 my $scripts = PostgreSQL::Test::Utils::tempdir('scripts');
-$node->safe_psql(
-	'postgres', qq{
-CREATE EXTENSION rollout_fdw;
-CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
-CREATE FOREIGN TABLE t (id text, v bigint, payload jsonb) SERVER s OPTIONS (store 'gc', key 'id');
-});
-my $shard = $node->safe_psql('postgres',
-	'SELECT system_identifier FROM pg_control_system()');
-my $wal_dir = "$location/gc/shards/$shard/wal";
-
-sub wal_positions
-{
-	opendir(my $dh, $wal_dir) or die "opendir $wal_dir: $!";
-	my @p = sort { $a <=> $b }
-	  map { /^(\d{20})\.wal$/ ? $1 + 0 : () } readdir($dh);
-	closedir($dh);
-	return @p;
-}
-
-sub wal_metadata
-{
-	my ($p) = @_;
-	my $bytes = slurp_file(sprintf("%s/%020d.wal", $wal_dir, $p));
-	my ($meta) = $bytes =~ /(\{"kind":\s*"(?:wal|fence)".*?\]\})/s;
-	die "no metadata in WAL position $p" unless defined $meta;
-	return decode_json($meta);
-}
+$store->create_extension_and_server($node);
+$node->safe_psql('postgres',
+	q{CREATE FOREIGN TABLE t (id text, v bigint, payload jsonb) SERVER s OPTIONS (store 'gc', key 'id');});
+my $shard = shard_of($node);
+my $wal = "gc/shards/$shard/wal";
 
 # ---------------------------------------------------------------------------
 # The sessions: session k inserts s<k>-<i>, v = k * 1000000 + i.
@@ -91,25 +61,17 @@ for my $k (1 .. $SESSIONS)
 my $t0 = time;
 for my $k (1 .. $SESSIONS)
 {
-	my ($out, $err) = ('', '');
-	my $h = IPC::Run::start(
-		[
-			'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1',
-			'-d', $node->connstr('postgres'), '-f', "$scripts/s$k.sql"
-		],
-		'<', \undef, '>', \$out, '2>', \$err,
-		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
-	push @runs, [ $k, $h, \$err ];
+	push @runs, [ $k, PsqlScript->start($node, file => "$scripts/s$k.sql") ];
 }
 my $failed_sessions = 0;
 for my $r (@runs)
 {
-	my ($k, $h, $err) = @$r;
-	$h->finish;
-	if ($h->result(0) != 0)
+	my ($k, $session) = @$r;
+	my ($ret, $out, $err) = $session->finish;
+	if ($ret != 0)
 	{
 		$failed_sessions++;
-		diag("session $k failed:\n$$err");
+		diag("session $k failed:\n$err");
 	}
 }
 my $elapsed = time - $t0;
@@ -136,13 +98,13 @@ note(sprintf('WAL PUTs per transaction: %.3f (%d PUTs, %d transactions; %.1f tra
 		$puts / $xacts, $puts, $xacts, $xacts / $puts));
 
 # The WAL on the store agrees with the view.
-my @pos = wal_positions();
+my @pos = $store->wal_positions($wal, required => 1);
 is_deeply(\@pos, [ 1 .. scalar(@pos) ], 'the WAL holds positions 1..N without a hole');
 is(scalar(@pos), $puts + 1, 'N = the PUTs counted by the view + the fence marker');
 my ($fences, $entry_xacts, $max_xacts) = (0, 0, 0);
 for my $p (@pos)
 {
-	my $m = wal_metadata($p);
+	my $m = $store->wal_entry($wal, $p) // die "no metadata in WAL position $p";
 	die "position $p belongs to shard $m->{shard}" unless $m->{shard} eq $shard;
 	if ($m->{kind} eq 'fence')
 	{

@@ -16,80 +16,34 @@
 use strict;
 use warnings;
 
-use IPC::Run;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
 use Time::HiRes qw(time);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use ExpectedRows;
+use PsqlScript;
+use RolloutStore;
+use RolloutTest qw(writer_node still_running wait_for_fault store_stats);
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('merge_appends');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'rollout_fdw'
-rollout_fdw.worker_databases = 'postgres'
-rollout_fdw.flush_interval = 0
-rollout_fdw.merge_after_generations = 0
-rollout_fdw.gc_interval = 0
-});
-$node->start;
+my $node = writer_node('merge_appends');
 
-my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
-my $scripts = PostgreSQL::Test::Utils::tempdir('scripts');
-$node->safe_psql(
-	'postgres', qq{
-CREATE EXTENSION rollout_fdw;
-CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
-CREATE FOREIGN TABLE t (id text, v int) SERVER s OPTIONS (store 'ma', key 'id');
-});
+my $store = RolloutStore->for_test('014_appends_during_merge', backend => 'file');
+$store->create_extension_and_server($node);
+$node->safe_psql('postgres',
+	q{CREATE FOREIGN TABLE t (id text, v int) SERVER s OPTIONS (store 'ma', key 'id');});
 
-my %expected;    # id => v
+my $expected = ExpectedRows->new($node);    # table t: id => v
 
-sub insert_range
-{
-	my ($prefix, $lo, $hi, $add) = @_;
-	$add //= 0;
-	$node->safe_psql('postgres',
-		"INSERT INTO t SELECT '$prefix' || lpad(i::text, 4, '0'), $add + i FROM generate_series($lo, $hi) i");
-	$expected{ sprintf('%s%04d', $prefix, $_) } = $add + $_ for $lo .. $hi;
-}
+sub insert_range { $expected->insert_range('t', @_); }
 
 sub check_table
 {
 	my ($label) = @_;
-	my $n = scalar(keys %expected);
-	my $sum = 0;
-	$sum += $_ for values %expected;
+	my ($n, undef, $sum) = split /\|/, $expected->state('t');
 	is($node->safe_psql('postgres', q{SELECT count(*), count(DISTINCT id), sum(v) FROM t}),
 		"$n|$n|$sum", "$label: count = distinct = $n, sum = $sum");
-}
-
-my $session_number = 0;
-sub start_session
-{
-	my ($sql) = @_;
-	my %s = (out => '', err => '');
-	my $file = "$scripts/session" . ++$session_number . '.sql';
-	open(my $fh, '>', $file) or die "open $file: $!";
-	print $fh $sql;
-	close $fh;
-	$s{h} = IPC::Run::start(
-		[
-			'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1',
-			'-d', $node->connstr('postgres'), '-f', $file
-		],
-		'<', \undef, '>', \$s{out}, '2>', \$s{err},
-		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
-	return \%s;
-}
-
-sub finish_session
-{
-	my ($s) = @_;
-	$s->{h}->finish;
-	my $out = $s->{out};
-	chomp $out;
-	return ($s->{h}->result(0), $out, $s->{err});
 }
 
 # gen 1: a0001..a0200; gen 2: a0201..a0400 and a0001..a0050 again (v + 10000);
@@ -105,17 +59,17 @@ insert_range('a', 501, 550);
 check_table('before the merge');
 
 my $offset = -s $node->logfile;
-my $merge = start_session(q{
+my $merge = PsqlScript->start($node, sql => q{
 SET rollout_fdw.fail_at = 'merge.after_fragment_put:sleep=6';
 SELECT generations_merged, rows_merged, fragments_added,
        round(extract(epoch FROM clock_timestamp() - statement_timestamp())::numeric, 1)
 FROM rollout_merge('t');
 });
-ok($node->wait_for_log(qr/fault point "merge\.after_fragment_put" reached: sleeping/, $offset),
+ok(wait_for_fault($node, 'merge.after_fragment_put', $offset),
 	'the merge is held after uploading its fragment');
 
-my ($puts_before, $xacts_before) = split /\|/, $node->safe_psql('postgres',
-	q{SELECT wal_puts, transactions_committed FROM rollout_stat_stores WHERE store = 'ma'});
+my ($puts_before, $xacts_before) = split /\|/,
+  store_stats($node, 'ma', qw(wal_puts transactions_committed));
 
 # 60 timed single-row commits from one session
 my $bg = $node->background_psql('postgres');
@@ -126,7 +80,7 @@ for my $i (1 .. 60)
 	my $t0 = time;
 	$bg->query_safe(sprintf(q{INSERT INTO t VALUES ('b%04d', %d)}, $i, $i));
 	push @latency, time - $t0;
-	$expected{ sprintf('b%04d', $i) } = $i;
+	$expected->rows('t')->{ sprintf('b%04d', $i) } = $i;
 }
 my $inserts_took = time - $t_start;
 # and one larger transaction from another session
@@ -135,24 +89,22 @@ $bg->query_safe(q{BEGIN});
 $bg->query_safe(q{INSERT INTO t SELECT 'c' || lpad(i::text, 4, '0'), 2 * i FROM generate_series(1, 500) i});
 $bg->query_safe(q{COMMIT});
 my $big_took = time - $t_big;
-$expected{ sprintf('c%04d', $_) } = 2 * $_ for 1 .. 500;
+$expected->rows('t')->{ sprintf('c%04d', $_) } = 2 * $_ for 1 .. 500;
 my ($max_latency) = sort { $b <=> $a } @latency;
 note(sprintf('60 INSERTs took %.3f s during the merge (max %.3f s); the 500-row transaction %.3f s',
 		$inserts_took, $max_latency, $big_took));
 
-is( $node->safe_psql('postgres',
-		q{SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%rollout_merge(''t'')%' AND pid <> pg_backend_pid()}),
-	'1', 'the merge is still running after all 61 commits');
+is(still_running($node, q{%rollout_merge(''t'')%}), '1', 'the merge is still running after all 61 commits');
 cmp_ok($max_latency, '<', 1.0, 'no single-row INSERT waited for the merge (max latency < 1 s)');
 cmp_ok($big_took, '<', 1.0, 'the 500-row transaction did not wait either');
 is($node->safe_psql('postgres', q{SELECT count(*), sum(v) FROM t WHERE id LIKE 'b%' OR id LIKE 'c%'}),
 	'560|' . (60 * 61 / 2 + 500 * 501), 'the 560 rows committed during the merge are visible at once');
-my ($puts_after, $xacts_after, $mem_rows) = split /\|/, $node->safe_psql('postgres',
-	q{SELECT wal_puts, transactions_committed, memtable_rows FROM rollout_stat_stores WHERE store = 'ma'});
+my ($puts_after, $xacts_after, $mem_rows) = split /\|/,
+  store_stats($node, 'ma', qw(wal_puts transactions_committed memtable_rows));
 is($xacts_after - $xacts_before, 61, 'the view counts the 61 transactions');
 is($mem_rows, 560, 'their 560 rows are in the memtable');
 
-my ($ret, $out, $err) = finish_session($merge);
+my ($ret, $out, $err) = $merge->finish;
 is($ret, 0, 'the held merge succeeds') or diag($err);
 my ($gm, $rm, $fa, $secs) = split /\|/, $out;
 is("$gm|$rm|$fa", '4|550|1', 'the merge folded 4 generations (3 + its own flush) into 550 rows, 1 fragment');

@@ -15,10 +15,14 @@
 use strict;
 use warnings;
 
-use IPC::Run;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
 use Time::HiRes qw(time);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use PsqlScript;
+use RolloutStore;
+use RolloutTest qw(writer_node);
 use Test::More;
 
 my $SESSIONS = 4;
@@ -26,47 +30,14 @@ my $XACTS = 80;
 my $ROWS = 20;
 my $MEMTABLE = 1024 * 1024;
 
-my $node = PostgreSQL::Test::Cluster->new('backpressure');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'rollout_fdw'
-rollout_fdw.worker_databases = 'postgres'
-rollout_fdw.memtable_size = '1MB'
-rollout_fdw.flush_interval = 0
-rollout_fdw.merge_after_generations = 0
-rollout_fdw.gc_interval = 0
-});
-$node->start;
+my $node = writer_node('backpressure', 'rollout_fdw.memtable_size' => '1MB');
 
 is($node->safe_psql('postgres', q{SHOW rollout_fdw.memtable_size}), '1MB', 'memtable_size is 1MB');
 
-my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
-my $scripts = PostgreSQL::Test::Utils::tempdir('scripts');
-$node->safe_psql(
-	'postgres', qq{
-CREATE EXTENSION rollout_fdw;
-CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
-CREATE FOREIGN TABLE t (id text, v int, payload text) SERVER s OPTIONS (store 'bp', key 'id');
-});
-
-sub start_psql
-{
-	my ($name, $sql) = @_;
-	my %s = (name => $name, out => '', err => '');
-	my $file = "$scripts/$name.sql";
-	open(my $fh, '>', $file) or die "open $file: $!";
-	print $fh $sql;
-	close $fh;
-	$s{h} = IPC::Run::start(
-		[
-			'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1',
-			'-d', $node->connstr('postgres'), '-f', $file
-		],
-		'<', \undef, '>', \$s{out}, '2>', \$s{err},
-		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
-	return \%s;
-}
+my $store = RolloutStore->for_test('015_memtable_backpressure', backend => 'file');
+$store->create_extension_and_server($node);
+$node->safe_psql('postgres',
+	q{CREATE FOREIGN TABLE t (id text, v int, payload text) SERVER s OPTIONS (store 'bp', key 'id');});
 
 # session k, transaction x: ids k-x-r, v = r, payload 1 kB of hex
 my ($rows, $sum) = (0, 0);
@@ -80,25 +51,25 @@ for my $k (1 .. $SESSIONS)
 		$rows += $ROWS;
 		$sum += $ROWS * ($ROWS + 1) / 2;
 	}
-	push @inserters, start_psql("ins$k", $sql);
+	push @inserters, PsqlScript->start($node, name => "ins$k", sql => $sql);
 }
 # the sampler: memtable bytes every 20 ms while the inserters run
-my $sampler = start_psql('sampler',
-	"SELECT memtable_bytes FROM rollout_stat_stores WHERE store = 'bp';\nSELECT pg_sleep(0.02);\n" x 300);
+my $sampler = PsqlScript->start($node, name => 'sampler', sql =>
+	  "SELECT memtable_bytes FROM rollout_stat_stores WHERE store = 'bp';\nSELECT pg_sleep(0.02);\n" x 300);
 
 my $t0 = time;
 my $failed = 0;
 for my $s (@inserters)
 {
-	$s->{h}->finish;
-	if ($s->{h}->result(0) != 0)
+	my ($ret, $out, $err) = $s->finish;
+	if ($ret != 0)
 	{
 		$failed++;
-		diag("$s->{name} failed:\n$s->{err}");
+		diag("$s->{name} failed:\n$err");
 	}
 }
 my $took = time - $t0;
-$sampler->{h}->finish;
+$sampler->finish;
 my @samples = grep { /^\d+$/ } split /\n/, $sampler->{out};
 my ($max_sample) = sort { $b <=> $a } @samples;
 note(sprintf('%d transactions (%.1f MB of payload) committed in %.1f s; %d samples, max memtable_bytes %d',

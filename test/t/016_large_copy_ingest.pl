@@ -21,39 +21,26 @@
 use strict;
 use warnings;
 
-use IPC::Run;
-use JSON::PP;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use PsqlScript;
+use RolloutStore;
+use RolloutTest qw(writer_node shard_of);
 use Test::More;
 
 my $ROWS = 20000;
 
-my $node = PostgreSQL::Test::Cluster->new('ingest');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'rollout_fdw'
-rollout_fdw.worker_databases = 'postgres'
-rollout_fdw.ingest_threshold = '64kB'
-rollout_fdw.flush_interval = 0
-rollout_fdw.merge_after_generations = 0
-rollout_fdw.gc_interval = 0
-});
-$node->start;
+my $node = writer_node('ingest', 'rollout_fdw.ingest_threshold' => '64kB');
 
-my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+my $store = RolloutStore->for_test('016_large_copy_ingest', backend => 'file');
 my $scripts = PostgreSQL::Test::Utils::tempdir('scripts');
-$node->safe_psql(
-	'postgres', qq{
-CREATE EXTENSION rollout_fdw;
-CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
-CREATE FOREIGN TABLE t (id text, v int, payload text) SERVER s OPTIONS (store 'ing', key 'id');
-});
-my $shard = $node->safe_psql('postgres',
-	'SELECT system_identifier FROM pg_control_system()');
-my $wal_dir = "$location/ing/shards/$shard/wal";
-my $ingest_dir = "$location/ing/ingest";
+$store->create_extension_and_server($node);
+$node->safe_psql('postgres',
+	q{CREATE FOREIGN TABLE t (id text, v int, payload text) SERVER s OPTIONS (store 'ing', key 'id');});
+my $shard = shard_of($node);
+my $wal = "ing/shards/$shard/wal";
 
 # A CSV file of $ROWS rows: <prefix>00001.., v = i, ~100 bytes of payload.
 sub make_csv
@@ -67,30 +54,10 @@ sub make_csv
 }
 my $rows_sum = $ROWS * ($ROWS + 1) / 2;
 
+# The names of the ingest segments in the store's ingest/ folder.
 sub ingest_objects
 {
-	return () unless opendir(my $dh, $ingest_dir);
-	my @o = sort grep { /\.seg$/ } readdir($dh);
-	closedir($dh);
-	return @o;
-}
-
-sub wal_positions
-{
-	return () unless opendir(my $dh, $wal_dir);
-	my @p = sort { $a <=> $b }
-	  map { /^(\d{20})\.wal$/ ? $1 + 0 : () } readdir($dh);
-	closedir($dh);
-	return @p;
-}
-
-sub wal_metadata
-{
-	my ($p) = @_;
-	my $bytes = slurp_file(sprintf("%s/%020d.wal", $wal_dir, $p));
-	my ($meta) = $bytes =~ /(\{"kind":\s*"(?:wal|fence)".*?\]\})/s;
-	die "no metadata in WAL position $p" unless defined $meta;
-	return decode_json($meta);
+	return map { s{^ing/ingest/}{}r } grep { /\.seg$/ } $store->objects_in('ing/ingest');
 }
 
 my $state_sql = q{SELECT count(*), count(DISTINCT id), coalesce(sum(v), 0) FROM t};
@@ -111,23 +78,14 @@ is($node->safe_psql('postgres', $state_sql), "$count|$count|$sum",
 is_deeply([ ingest_objects() ], [], '(a) nothing is staged before COMMIT');
 
 # a reader polling the count while the COPY commits
-my ($rout, $rerr) = ('', '');
-my $reader_file = "$scripts/reader.sql";
-{
-	open(my $fh, '>', $reader_file) or die;
-	print $fh "SELECT count(*) FROM t WHERE id LIKE 'a%';\nSELECT pg_sleep(0.005);\n" x 150;
-	close $fh;
-}
-my $reader = IPC::Run::start(
-	[ 'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'), '-f', $reader_file ],
-	'<', \undef, '>', \$rout, '2>', \$rerr,
-	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+my $reader = PsqlScript->start($node, name => 'reader',
+	sql => "SELECT count(*) FROM t WHERE id LIKE 'a%';\nSELECT pg_sleep(0.005);\n" x 150);
 # let the reader start polling, then commit
 $node->poll_query_until('postgres',
 	q{SELECT count(*) > 0 FROM pg_stat_activity WHERE query LIKE '%pg_sleep(0.005)%' AND pid <> pg_backend_pid()});
 $writer->query_safe('COMMIT');
-$reader->finish;
-is($reader->result(0), 0, '(a) the polling reader ran without error') or diag($rerr);
+my ($reader_ret, $rout, $rerr) = $reader->finish;
+is($reader_ret, 0, '(a) the polling reader ran without error') or diag($rerr);
 my @seen = grep { /^\d+$/ } split /\n/, $rout;
 my @partial = grep { $_ != 0 && $_ != $ROWS } @seen;
 is_deeply(\@partial, [], "(a) the reader saw 0 or $ROWS rows of the COPY, never a part (" . scalar(@seen) . ' reads)');
@@ -139,12 +97,12 @@ is($node->safe_psql('postgres', $state_sql), "$count|$count|$sum", '(a) after CO
 my @live = ingest_objects();
 is(scalar(@live), 1, '(a) exactly one ingest segment was staged');
 like($live[0] // '', qr/^\Q$shard\E\.[0-9a-f-]+\.seg$/, '(a) named after the shard and a uuid');
-my @pos = wal_positions();
-my $meta = wal_metadata($pos[-1]);
+my @pos = $store->wal_positions($wal);
+my $meta = $store->wal_entry($wal, $pos[-1]) // die "no metadata in WAL position $pos[-1]";
 is(scalar(@{ $meta->{ingest} }), 1, '(a) the newest WAL entry references one ingest segment');
 is($meta->{ingest}[0]{file}, "ing/ingest/" . ($live[0] // ''), '(a) ... the one staged');
 is($meta->{ingest}[0]{rows}, $ROWS, "(a) ... with its $ROWS rows");
-cmp_ok(-s "$wal_dir/" . sprintf('%020d.wal', $pos[-1]), '<', 64 * 1024,
+cmp_ok(length($store->get($store->wal_key($wal, $pos[-1]))), '<', 64 * 1024,
 	'(a) the WAL entry itself is small (it only names the segment)');
 is($node->safe_psql('postgres', q{SELECT memtable_rows FROM rollout_stat_stores WHERE store = 'ing'}),
 	'10', '(a) the COPY\'s rows are not copied into the memtable');
@@ -157,26 +115,22 @@ $writer->query_safe("COPY t FROM '$csv_b' WITH (FORMAT csv)");
 $writer->query_safe('ROLLBACK');
 is($node->safe_psql('postgres', $state_sql), "$count|$count|$sum", '(b) a rolled-back COPY leaves nothing visible');
 is_deeply([ ingest_objects() ], \@live, '(b) and stages nothing');
-is_deeply([ wal_positions() ], \@pos, '(b) and writes no WAL entry');
+is_deeply([ $store->wal_positions($wal) ], \@pos, '(b) and writes no WAL entry');
 $writer->quit;
 
 # ---------------------------------------------------------------------------
 # (c) the commit fails after staging: a foreign object at the next position
 my $tip = $node->safe_psql('postgres', q{SELECT wal_tip FROM rollout_stat_stores WHERE store = 'ing'});
 is($tip, $pos[-1], '(c) the view\'s wal_tip is the last WAL position');
-my $blocker = sprintf('%s/%020d.wal', $wal_dir, $tip + 1);
-{
-	open(my $fh, '>', $blocker) or die "open $blocker: $!";
-	print $fh "not a WAL entry\n";
-	close $fh;
-}
+my $blocker = $store->wal_key($wal, $tip + 1);
+$store->put($blocker, "not a WAL entry\n");
 my $csv_c = make_csv('c');
 my ($ret, $out, $err) = $node->psql('postgres', "COPY t FROM '$csv_c' WITH (FORMAT csv)");
 isnt($ret, 0, '(c) the COPY fails at commit');
 like($err, qr/WAL position \d+ of shard "\Q$shard\E" in store "ing"/, '(c) with an error naming the WAL position, shard and store')
   or diag($err);
 note("(c) error: $err");
-unlink($blocker) or die "unlink $blocker: $!";
+$store->delete($blocker) or die "unlink $blocker: $!";
 is($node->safe_psql('postgres', $state_sql), "$count|$count|$sum", '(c) none of its rows is visible');
 my @after_c = ingest_objects();
 is(scalar(@after_c), 2, '(c) it left one more ingest segment');
@@ -204,8 +158,7 @@ is($node->safe_psql('postgres', $state_sql), "$count|$count|$sum", '(d) exact af
 # flush adopts the live segment as a generation; gc keeps it
 my $flushed = $node->safe_psql('postgres', q{SELECT rows_flushed FROM rollout_flush('t')});
 is($flushed, 10 + $ROWS + 1, "(d) the flush seals all unflushed rows ($flushed)");
-my $m = decode_json(slurp_file(
-	(sort glob("$location/ing/shards/$shard/_manifest/*.json"))[-1]));
+my $m = $store->newest_manifest("ing/shards/$shard/_manifest");
 my @adopted = grep { $_->{file} eq 'ing/ingest/' . $live[0] } @{ $m->{generations} };
 is(scalar(@adopted), 1, '(d) the shard manifest lists the ingest segment as a generation (adopted, not rewritten)');
 is($adopted[0]{rows}, $ROWS, "(d) ... of $ROWS rows") if @adopted;

@@ -15,53 +15,27 @@
 use strict;
 use warnings;
 
-use JSON::PP;
-use Time::HiRes qw(time usleep);
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use Time::HiRes qw(time);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use RolloutStore;
+use RolloutTest qw(writer_node shard_of poll_until store_stats count_in_log);
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('worker_errors');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'rollout_fdw'
-rollout_fdw.worker_databases = 'postgres'
-rollout_fdw.flush_interval = 0
-rollout_fdw.merge_after_generations = 0
-rollout_fdw.gc_interval = 0
-});
-$node->start;
+my $node = writer_node('worker_errors');
 
-my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+my $store = RolloutStore->for_test('017_worker_store_errors', backend => 'file');
+$store->create_extension_and_server($node);
 $node->safe_psql(
-	'postgres', qq{
-CREATE EXTENSION rollout_fdw;
-CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
+	'postgres', q{
 CREATE FOREIGN TABLE sick (id text, v int) SERVER s OPTIONS (store 'sick', key 'id');
 CREATE FOREIGN TABLE well (id text, v int) SERVER s OPTIONS (store 'well', key 'id');
 });
-my $shard = $node->safe_psql('postgres',
-	'SELECT system_identifier FROM pg_control_system()');
+my $shard = shard_of($node);
 
-sub stat_of
-{
-	my ($store, @cols) = @_;
-	return $node->safe_psql('postgres',
-		'SELECT ' . join(', ', @cols) . " FROM rollout_stat_stores WHERE store = '$store'");
-}
-
-sub poll_until
-{
-	my ($sql, $want, $timeout) = @_;
-	my $t0 = time;
-	while (time - $t0 < $timeout)
-	{
-		return time - $t0 if $node->safe_psql('postgres', $sql) eq $want;
-		usleep(100_000);
-	}
-	return undef;
-}
+sub stat_of { return store_stats($node, @_); }
 
 sub sweeper_pid
 {
@@ -85,15 +59,15 @@ is(stat_of('well', qw(memtable_rows flushes)), '100|0', 'well: all in the memtab
 
 # ---------------------------------------------------------------------------
 # The store becomes unreadable; the worker starts flushing.
-chmod(0000, "$location/sick") or die "chmod: $!";
+chmod(0000, $store->path('sick')) or die "chmod: $!";
 my $offset = -s $node->logfile;
 my $t_broken = time;
 $node->safe_psql('postgres',
 	q{ALTER SYSTEM SET rollout_fdw.flush_interval = 1; SELECT pg_reload_conf();});
 
-ok(defined poll_until(q{SELECT memtable_rows FROM rollout_stat_stores WHERE store = 'well'}, '0', 20),
+ok(defined poll_until($node, q{SELECT memtable_rows FROM rollout_stat_stores WHERE store = 'well'}, '0', 20),
 	'the healthy store is flushed by the worker');
-ok(defined poll_until(q{SELECT last_error IS NOT NULL FROM rollout_stat_stores WHERE store = 'sick'}, 't', 20),
+ok(defined poll_until($node, q{SELECT last_error IS NOT NULL FROM rollout_stat_stores WHERE store = 'sick'}, 't', 20),
 	'the failing store gets a last_error in the view');
 my ($last_error, $recent) = split /\|/,
   stat_of('sick', 'last_error', q{last_error_at BETWEEN now() - interval '1 minute' AND now()});
@@ -102,7 +76,7 @@ is($recent, 't', 'last_error_at is recent');
 
 # several passes with the store still unreadable
 sleep(4);
-my $failures = () = slurp_file($node->logfile, $offset) =~ /rollout_fdw sweeper: store "sick": .*permission denied/gi;
+my $failures = count_in_log($node, qr/rollout_fdw sweeper: store "sick": .*permission denied/i, $offset);
 cmp_ok($failures, '>=', 3, "the worker logged the failure and retried on each pass ($failures times)");
 is(sweeper_pid(), $pid, 'the worker is still running, with the same PID');
 is(stat_of('sick', qw(memtable_rows flushes)), '100|0', 'the failing store keeps its rows in the memtable');
@@ -112,14 +86,13 @@ is($node->safe_psql('postgres', q{SELECT count(*), sum(v) FROM well}), '100|5050
 
 # ---------------------------------------------------------------------------
 # Readable again: the next pass flushes.
-chmod(0700, "$location/sick") or die "chmod: $!";
-my $took = poll_until(q{SELECT memtable_rows FROM rollout_stat_stores WHERE store = 'sick'}, '0', 20);
+chmod(0700, $store->path('sick')) or die "chmod: $!";
+my $took = poll_until($node, q{SELECT memtable_rows FROM rollout_stat_stores WHERE store = 'sick'}, '0', 20);
 ok(defined $took, 'once readable again, the worker flushes the store');
 note(sprintf('recovered %.1f s after the folder became readable', $took // -1));
 is(stat_of('sick', qw(flushes memtable_batches)), '1|0', 'the view: one successful flush, memtable empty');
 cmp_ok(stat_of('sick', 'last_flush_ms'), '>', 0, 'last_flush_ms records its duration');
-my @manifests = sort glob("$location/sick/shards/$shard/_manifest/*.json");
-my $m = decode_json(slurp_file($manifests[-1]));
+my $m = $store->newest_manifest("sick/shards/$shard/_manifest");
 is(scalar(@{ $m->{generations} }), 1, 'the shard manifest lists one generation');
 is($m->{generations}[0]{rows}, 100, '... with the 100 rows');
 is($node->safe_psql('postgres', q{SELECT count(*), count(DISTINCT id), sum(v) FROM sick}), '100|100|5050',
@@ -128,7 +101,7 @@ is(sweeper_pid(), $pid, 'the same worker did it');
 
 # and it goes on: new rows are flushed on the next passes
 $node->safe_psql('postgres', q{INSERT INTO sick VALUES ('later', 1000)});
-ok(defined poll_until(q{SELECT memtable_rows FROM rollout_stat_stores WHERE store = 'sick'}, '0', 20),
+ok(defined poll_until($node, q{SELECT memtable_rows FROM rollout_stat_stores WHERE store = 'sick'}, '0', 20),
 	'a later commit is flushed too');
 is($node->safe_psql('postgres', q{SELECT count(*), sum(v) FROM sick}), '101|6050', 'exact at the end');
 

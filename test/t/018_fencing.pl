@@ -21,39 +21,28 @@
 use strict;
 use warnings;
 
-use JSON::PP;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use RolloutStore;
+use RolloutTest qw(writer_node);
 use Test::More;
 
-my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+my $store = RolloutStore->for_test('018_fencing', backend => 'file');
 my $SHARD = 'twin';
 
 my %node;
 for my $name ('a', 'b')
 {
-	my $n = PostgreSQL::Test::Cluster->new("fence_$name");
-	$n->init;
-	$n->append_conf(
-		'postgresql.conf', qq{
-shared_preload_libraries = 'rollout_fdw'
-rollout_fdw.worker_databases = 'postgres'
-rollout_fdw.shard_id = '$SHARD'
-rollout_fdw.flush_interval = 0
-rollout_fdw.merge_after_generations = 0
-rollout_fdw.gc_interval = 0
-});
-	$n->start;
-	$n->safe_psql(
-		'postgres', qq{
-CREATE EXTENSION rollout_fdw;
-CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
-CREATE FOREIGN TABLE t (id text, v int, origin text) SERVER s OPTIONS (store 'fenced', key 'id');
-});
+	my $n = writer_node("fence_$name", 'rollout_fdw.shard_id' => $SHARD);
+	$store->create_extension_and_server($n);
+	$n->safe_psql('postgres',
+		q{CREATE FOREIGN TABLE t (id text, v int, origin text) SERVER s OPTIONS (store 'fenced', key 'id');});
 	$node{$name} = $n;
 }
 my ($A, $B) = ($node{a}, $node{b});
-my $wal_dir = "$location/fenced/shards/$SHARD/wal";
+my $wal = "fenced/shards/$SHARD/wal";
 
 my (%committed, %failed);    # id prefix => rows
 
@@ -68,22 +57,11 @@ sub commit_batch
 	return ($ret, $err);
 }
 
-sub wal_positions
-{
-	return () unless opendir(my $dh, $wal_dir);
-	my @p = sort { $a <=> $b }
-	  map { /^(\d{20})\.wal$/ ? $1 + 0 : () } readdir($dh);
-	closedir($dh);
-	return @p;
-}
-
+# The footer metadata of the WAL entry at position $p.
 sub wal_metadata
 {
 	my ($p) = @_;
-	my $bytes = slurp_file(sprintf("%s/%020d.wal", $wal_dir, $p));
-	my ($meta) = $bytes =~ /(\{"kind":\s*"(?:wal|fence)".*?\]\})/s;
-	die "no metadata in WAL position $p" unless defined $meta;
-	return decode_json($meta);
+	return $store->wal_entry($wal, $p) // die "no metadata in WAL position $p";
 }
 
 sub epoch_of
@@ -128,7 +106,7 @@ like($err, $taken_over, '... taken over');
 isnt($ret, 0, 'A, fenced twice, refuses the next commit');
 like($err, qr/shard "\Q$SHARD\E" of store "fenced" is owned by another writer/, '... with a clear error');
 like($err, qr/fenced twice/, '... saying it was fenced twice');
-my $fence_count = grep { wal_metadata($_)->{kind} eq 'fence' } wal_positions();
+my $fence_count = grep { wal_metadata($_)->{kind} eq 'fence' } $store->wal_positions($wal);
 is($fence_count, 4, 'the refusal claimed nothing (still 4 fences)');
 
 ($ret, $err) = commit_batch($B, 'b4');
@@ -139,7 +117,7 @@ is_deeply([ sort keys %failed ], [qw(a2 a4 a5 b2)], 'failed: a2 a4 a5 b2');
 
 # ---------------------------------------------------------------------------
 # The WAL: no hole, four fences with epochs 1..4, each commit once.
-my @pos = wal_positions();
+my @pos = $store->wal_positions($wal);
 is_deeply(\@pos, [ 1 .. scalar(@pos) ], 'the WAL has no hole');
 my @kinds = map { my $m = wal_metadata($_); "$m->{kind}:$m->{epoch}" } @pos;
 is(join(' ', @kinds), 'fence:1 wal:1 fence:2 wal:2 fence:3 wal:3 fence:4 wal:4 wal:4',
@@ -159,7 +137,7 @@ for my $pair ([ 'B', $B ], [ 'A', $A ])
 }
 
 # A fenced cluster may still flush what the WAL holds (nothing here) and read.
-my $m = decode_json(slurp_file((sort glob("$location/fenced/shards/$SHARD/_manifest/*.json"))[-1]));
+my $m = $store->newest_manifest("fenced/shards/$SHARD/_manifest");
 is($m->{writer_epoch}, 4, 'the shard manifest says epoch 4');
 is($m->{replay_after}, $pos[-1], 'and is flushed to the last position');
 

@@ -10,26 +10,20 @@ use strict;
 use warnings;
 
 use File::Path qw(rmtree);
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use RolloutStore;
+use RolloutTest qw(mode_node);
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('recreated');
-$node->init;
-if ($ENV{ROLLOUT_TEST_PRELOAD})
-{
-	# no sweeper: nothing may flush the old rows behind the test's back
-	$node->append_conf('postgresql.conf',
-		"shared_preload_libraries = '$ENV{ROLLOUT_TEST_PRELOAD}'\nrollout_fdw.worker_databases = ''");
-}
-$node->start;
+# preload: no sweeper (RolloutTest::configure_node), nothing may flush the
+# old rows behind the test's back
+my $node = mode_node('recreated');
 
-my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
-$node->safe_psql(
-	'postgres', qq{
-CREATE EXTENSION rollout_fdw;
-CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
-});
+my $store = RolloutStore->for_test('019_store_recreated', backend => 'file');
+$store->create_extension_and_server($node);
 
 for my $round (1 .. 3)
 {
@@ -47,7 +41,7 @@ INSERT INTO t SELECT g, 'round $round small' FROM generate_series(5001, 5010) g;
 
 	# drop the table and delete the store while the cluster runs
 	$node->safe_psql('postgres', 'DROP FOREIGN TABLE t');
-	rmtree("$location/again");
+	rmtree($store->path('again'));
 }
 
 $node->safe_psql('postgres',

@@ -37,15 +37,14 @@ use IPC::Run;
 use Time::HiRes qw(time sleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
-use RolloutTest qw(preload configure_node);
+use RolloutStore;
+use RolloutTest qw(mode_node contiguous create_mapping try_sql);
 use Test::More;
 
-my $endpoint = $ENV{ROLLOUT_TEST_S3_ENDPOINT};
+my ($endpoint, $bucket, $region) = RolloutStore::s3_settings('S3');
 plan skip_all =>
   'ROLLOUT_TEST_S3_ENDPOINT is not set (start an S3 server with test/servers/moto.sh and export its settings; scripts/test.sh does)'
   unless $endpoint;
-my $bucket = $ENV{ROLLOUT_TEST_S3_BUCKET} // 'rollout-test';
-my $region = $ENV{ROLLOUT_TEST_S3_REGION} // 'us-east-1';
 
 # Credentials that must never be seen anywhere (moto accepts any).
 my $key_id = 'AKIAROLLOUTKEYID0020';
@@ -55,13 +54,8 @@ my $token = 'RolloutSessionToken0020abc';
 # A fresh prefix per run: the bucket outlives the test.
 my $run = sprintf('t020-%d-%d', $$, time());
 
-my $node = PostgreSQL::Test::Cluster->new('s3_moto');
-$node->init;
-$node->append_conf('postgresql.conf', "max_connections = 40");
-$node->append_conf('postgresql.conf', "log_min_messages = debug5");
-$node->append_conf('postgresql.conf', "log_error_verbosity = verbose");
-configure_node($node);
-$node->start;
+my $node = mode_node('s3_moto',
+	conf => [ 'max_connections = 40', 'log_min_messages = debug5', 'log_error_verbosity = verbose' ]);
 
 my $http = HTTP::Tiny->new(timeout => 10);
 
@@ -85,42 +79,8 @@ sub bucket_keys
 	return @keys;
 }
 
-# WAL positions of a store under the run's prefix ("rt", "proxy/px").
-sub wal_positions
-{
-	my ($store) = @_;
-	return sort { $a <=> $b }
-	  map { m{/wal/(\d{20})\.wal$} ? $1 + 0 : () } bucket_keys("$run/$store/shards/");
-}
-
-# CREATE USER MAPPING with statement logging off for it: the TAP node logs
-# every statement (log_statement = all), and a statement that names a secret
-# would put it in the log whatever the extension does.
-sub create_mapping
-{
-	my ($server, $options) = @_;
-	$node->safe_psql('postgres',
-		"SET log_statement = 'none';\nCREATE USER MAPPING FOR PUBLIC SERVER $server OPTIONS ($options);");
-}
-
-sub contiguous
-{
-	my @p = @_;
-	for my $i (0 .. $#p) { return 0 unless $p[$i] == $i + 1; }
-	return 1;
-}
-
-# psql that may fail: (ok, stdout, stderr, seconds)
+# Every stderr of SQL that may fail (try_sql) and of the racers below.
 my @all_stderr;
-sub try_sql
-{
-	my ($sql) = @_;
-	my ($out, $err) = ('', '');
-	my $t0 = time();
-	my $rc = $node->psql('postgres', $sql, stdout => \$out, stderr => \$err);
-	push @all_stderr, $err;
-	return ($rc == 0, $out, $err, time() - $t0);
-}
 
 my $free_port = PostgreSQL::Test::Cluster::get_free_port();
 $node->safe_psql('postgres', qq{
@@ -131,7 +91,7 @@ CREATE FOREIGN TABLE rt (id text, v int) SERVER s3 OPTIONS (store 'rt', key 'id'
 CREATE FOREIGN TABLE many (id text, v int) SERVER s3 OPTIONS (store 'many', key 'id');
 CREATE FOREIGN TABLE race (id text, v int) SERVER s3 OPTIONS (store 'race', key 'id');
 });
-create_mapping('s3', "access_key_id '$key_id', secret_access_key '$secret', session_token '$token'");
+create_mapping($node, 's3', "access_key_id '$key_id', secret_access_key '$secret', session_token '$token'");
 
 # ---------------------------------------------------------------------------
 # (a) round trip
@@ -153,15 +113,15 @@ is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM rt'),
 is($node->safe_psql('postgres', "SELECT v FROM rt WHERE id = 'k00200'"),
 	$expected{k00200}, 'a point lookup reads the newest version');
 
-my ($ok, $out, $err) = try_sql("SELECT generations_merged > 0 FROM rollout_merge('rt')");
+my ($ok, $out, $err) = try_sql($node, "SELECT generations_merged > 0 FROM rollout_merge('rt')", \@all_stderr);
 ok($ok && $out eq 't', 'merge on S3') or diag($err);
-($ok, $out, $err) = try_sql("SELECT skipped_reason FROM rollout_compact('rt', min_fragments => 1)");
+($ok, $out, $err) = try_sql($node, "SELECT skipped_reason FROM rollout_compact('rt', min_fragments => 1)", \@all_stderr);
 ok($ok, 'compaction on S3') or diag($err);
-($ok, $out, $err) = try_sql("SELECT objects_deleted >= 0 FROM rollout_gc('rt')");
+($ok, $out, $err) = try_sql($node, "SELECT objects_deleted >= 0 FROM rollout_gc('rt')", \@all_stderr);
 ok($ok, 'gc on S3') or diag($err);
 is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM rt'),
 	"$count|$sum", 'the same rows after merge, compaction and gc');
-($ok, $out, $err) = try_sql("SELECT exact_row_count FROM rollout_observe('rt', exact => true)");
+($ok, $out, $err) = try_sql($node, "SELECT exact_row_count FROM rollout_observe('rt', exact => true)", \@all_stderr);
 ok($ok && $out == $count, 'observe counts the rows') or diag("$out $err");
 
 # More than 1000 WAL entries: the listing of the WAL folder takes two pages.
@@ -170,7 +130,7 @@ my $t0 = time();
 $node->safe_psql('postgres',
 	join('', map { "INSERT INTO many VALUES ('m$_', $_);\n" } 1 .. $many));
 note(sprintf('%d single-row transactions on moto in %.1f s', $many, time() - $t0));
-my @pos = wal_positions('many');
+my @pos = RolloutStore::wal_positions_of(bucket_keys("$run/many/shards/"));
 cmp_ok(scalar(@pos), '>', 1000, 'more than 1000 WAL entries');
 ok(contiguous(@pos), 'WAL positions 1..N without a hole');
 is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM many'),
@@ -200,7 +160,7 @@ for my $r (@h)
 is($failed, 0, "$racers concurrent first inserts all commit");
 is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM race'),
 	"$racers|" . ($racers * ($racers + 1) / 2), 'no row lost: exactly one writer won each position');
-@pos = wal_positions('race');
+@pos = RolloutStore::wal_positions_of(bucket_keys("$run/race/shards/"));
 ok(contiguous(@pos), 'the raced WAL holds positions 1..N, one entry each') or diag("@pos");
 cmp_ok(scalar(@pos), '<=', $racers + 1, 'no more entries than transactions (+ a fence)');
 
@@ -214,16 +174,16 @@ CREATE SERVER unreachable FOREIGN DATA WRAPPER rollout_fdw
   OPTIONS (location 's3://$bucket/x', endpoint 'http://127.0.0.1:$free_port', connect_timeout '1');
 CREATE FOREIGN TABLE ur (id text, v int) SERVER unreachable OPTIONS (store 'ur', key 'id');
 });
-create_mapping($_, "access_key_id '$key_id', secret_access_key '$secret'") for qw(nobucket unreachable);
+create_mapping($node, $_, "access_key_id '$key_id', secret_access_key '$secret'") for qw(nobucket unreachable);
 my $secs;
-($ok, $out, $err) = try_sql("INSERT INTO nb VALUES ('a', 1)");
+($ok, $out, $err) = try_sql($node, "INSERT INTO nb VALUES ('a', 1)", \@all_stderr);
 ok(!$ok, 'insert into a store in a missing bucket fails');
 like($err, qr/s3:\/\/rollout-no-such-bucket\/x.*HTTP 404 NoSuchBucket|NoSuchBucket/s,
 	'the error names the store and NoSuchBucket') or diag($err);
-($ok, $out, $err) = try_sql("SELECT count(*) FROM nb");
+($ok, $out, $err) = try_sql($node, "SELECT count(*) FROM nb", \@all_stderr);
 ok(!$ok && $err =~ /NoSuchBucket/, 'a scan of it fails the same way, not as an empty store') or diag($err);
 
-($ok, $out, $err, $secs) = try_sql("INSERT INTO ur VALUES ('a', 1)");
+($ok, $out, $err, $secs) = try_sql($node, "INSERT INTO ur VALUES ('a', 1)", \@all_stderr);
 ok(!$ok, 'insert through an unreachable endpoint fails');
 like($err, qr/could not complete .*127\.0\.0\.1:$free_port.*after 5 attempts/s,
 	'the error names the request and the attempts') or diag($err);
@@ -269,7 +229,7 @@ CREATE SERVER viaproxy FOREIGN DATA WRAPPER rollout_fdw
            request_timeout '1');
 CREATE FOREIGN TABLE px (id text, v int) SERVER viaproxy OPTIONS (store 'px', key 'id');
 });
-create_mapping('viaproxy', "access_key_id '$key_id', secret_access_key '$secret', session_token '$token'");
+create_mapping($node, 'viaproxy', "access_key_id '$key_id', secret_access_key '$secret', session_token '$token'");
 $node->safe_psql('postgres', "INSERT INTO px VALUES ('p1', 1)");
 is($node->safe_psql('postgres', 'SELECT count(*) FROM px'), '1', 'the proxy relays');
 # A small object (a WAL entry) goes in one exchange: no "Expect: 100-continue",
@@ -282,7 +242,7 @@ is(scalar(grep { /expect-100/ } @wal_puts), 0, 'WAL entries are sent without Exp
 # 500 twice, then the server recovers: the retries hide it.
 set_faults('fail * 2');
 my $log_before = scalar(proxy_log());
-($ok, $out, $err) = try_sql("INSERT INTO px VALUES ('p2', 2)");
+($ok, $out, $err) = try_sql($node, "INSERT INTO px VALUES ('p2', 2)", \@all_stderr);
 ok($ok, 'two 500 answers, then success: the insert commits') or diag($err);
 my @new = (proxy_log())[ $log_before .. scalar(proxy_log()) - 1 ];
 is(scalar(grep { / 500 fail$/ } @new), 2, 'both injected 500s were answered and retried')
@@ -290,7 +250,7 @@ is(scalar(grep { / 500 fail$/ } @new), 2, 'both injected 500s were answered and 
 
 # 500 for good: an error naming the status, and the row is not committed.
 set_faults('fail * 1000');
-($ok, $out, $err) = try_sql("INSERT INTO px VALUES ('p3', 3)");
+($ok, $out, $err) = try_sql($node, "INSERT INTO px VALUES ('p3', 3)", \@all_stderr);
 ok(!$ok, 'a server that keeps answering 500: the insert fails');
 like($err, qr/HTTP 500 InternalError/, 'the error names HTTP 500 and the S3 code') or diag($err);
 like($err, qr/object "[^"]+"/, 'the error names the object') or diag($err);
@@ -299,16 +259,16 @@ is($node->safe_psql('postgres', 'SELECT string_agg(id, \',\' ORDER BY id) FROM p
 	'p1,p2', 'after recovery: the failed transaction left nothing, the others are intact');
 
 # A PUT that lands but whose answer comes after request_timeout (1 s).
-my @wal_before = wal_positions('proxy/px');
+my @wal_before = RolloutStore::wal_positions_of(bucket_keys("$run/proxy/px/shards/"));
 set_faults('delay PUT 1 2500 /wal/');
 $log_before = scalar(proxy_log());
-($ok, $out, $err, $secs) = try_sql("INSERT INTO px VALUES ('p4', 4)");
+($ok, $out, $err, $secs) = try_sql($node, "INSERT INTO px VALUES ('p4', 4)", \@all_stderr);
 ok($ok, 'a PUT answered after the timeout: the insert commits') or diag($err);
 @new = (proxy_log())[ $log_before .. scalar(proxy_log()) - 1 ];
 ok((grep { /^PUT .* 200 delay$/ } @new) && (grep { /^PUT .* 412$/ } @new) && (grep { /^HEAD / } @new),
 	'the delayed PUT landed; its retry met 412 and the put id was checked with HEAD')
   or diag(join("\n", @new));
-my @wal_after = wal_positions('proxy/px');
+my @wal_after = RolloutStore::wal_positions_of(bucket_keys("$run/proxy/px/shards/"));
 is(scalar(@wal_after), scalar(@wal_before) + 1, 'exactly one new WAL entry: nothing doubled')
   or diag("before @wal_before after @wal_after");
 is($node->safe_psql('postgres', 'SELECT string_agg(id || \'=\' || v, \',\' ORDER BY id) FROM px'),
@@ -320,9 +280,9 @@ CREATE SERVER slow FOREIGN DATA WRAPPER rollout_fdw
   OPTIONS (location 's3://$bucket/$run/proxy', endpoint 'http://127.0.0.1:$proxy_port');
 CREATE FOREIGN TABLE slowpx (id text, v int) SERVER slow OPTIONS (store 'px', key 'id');
 });
-create_mapping('slow', "access_key_id '$key_id', secret_access_key '$secret'");
+create_mapping($node, 'slow', "access_key_id '$key_id', secret_access_key '$secret'");
 set_faults('delay * 1 20000');
-($ok, $out, $err, $secs) = try_sql("SET statement_timeout = '1s'; SELECT count(*) FROM slowpx");
+($ok, $out, $err, $secs) = try_sql($node, "SET statement_timeout = '1s'; SELECT count(*) FROM slowpx", \@all_stderr);
 ok(!$ok && $err =~ /canceling statement due to statement timeout/,
 	'statement_timeout cancels a request the server is slow to answer') or diag($err);
 cmp_ok($secs, '<', 8, 'within a few seconds, not after the 20 s delay') or diag("$secs s");
@@ -332,7 +292,7 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM slowpx'), '3',
 
 # ---------------------------------------------------------------------------
 # (e) credentials nowhere
-($ok, $out, $err) = try_sql("EXPLAIN (VERBOSE, ANALYZE) SELECT * FROM rt WHERE id = 'k00001'");
+($ok, $out, $err) = try_sql($node, "EXPLAIN (VERBOSE, ANALYZE) SELECT * FROM rt WHERE id = 'k00001'", \@all_stderr);
 ok($ok, 'EXPLAIN ANALYZE VERBOSE of an S3 table') or diag($err);
 my $explain = $out;
 $proxy->kill_kill;

@@ -21,18 +21,15 @@ use IPC::Run;
 use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
-use RolloutTest qw(preload configure_node);
+use RolloutStore;
+use RolloutTest qw(mode_node);
 use Test::More;
 
-my $endpoint = $ENV{ROLLOUT_TEST_AZURE_ENDPOINT};
+# The key: the emulator's published development key, unless told otherwise.
+my ($endpoint, $key, $container) = RolloutStore::azure_settings();
 plan skip_all =>
   'ROLLOUT_TEST_AZURE_ENDPOINT is not set (start Azurite with test/servers/azurite.sh start; eval "$(test/servers/azurite.sh env)")'
   unless $endpoint;
-
-# The emulator's published development key, unless told otherwise.
-my $key = $ENV{ROLLOUT_TEST_AZURE_KEY}
-  // 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
-my $container = $ENV{ROLLOUT_TEST_AZURE_CONTAINER} // 'rollout-test';
 # The server inherits our environment, and at debug5 PostgreSQL itself logs
 # its whole environment at start: keep keys out of it.
 delete $ENV{$_} for qw(ROLLOUT_TEST_AZURE_KEY AZURE_STORAGE_KEY AZURE_STORAGE_SAS_TOKEN);
@@ -46,12 +43,8 @@ my $run = sprintf('t021-%d-%d', $$, time);
 my $wrong_key = 'V3JvbmdLZXlXcm9uZ0tleVdyb25nS2V5V3JvbmdLZXlXcm9uZ0tleVdyb25nS2V5V3Jvbmc=';
 my $wrong_sas = 'sv=2021-12-02&ss=b&srt=sco&sp=rwdlac&se=2099-01-01T00:00:00Z&sig=SecretSasSignatureXyz123';
 
-my $node = PostgreSQL::Test::Cluster->new('azure_basic');
-$node->init;
-configure_node($node);
-$node->append_conf('postgresql.conf',
-	"log_min_messages = debug5\nlog_error_verbosity = verbose\nlog_statement = none\n");
-$node->start;
+my $node = mode_node('azure_basic',
+	conf => ["log_min_messages = debug5\nlog_error_verbosity = verbose\nlog_statement = none\n"]);
 
 # Everything below runs at debug5; the statements themselves are not
 # logged (log_statement = none), as for postgres_fdw passwords.

@@ -22,68 +22,28 @@ use strict;
 use warnings;
 
 use FindBin;
-use IO::Socket::INET;
-use IPC::Run;
 use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
-use RolloutTest qw(preload configure_node);
+use LatencyProxy;
+use RolloutStore;
+use RolloutTest qw(mode_node);
 use Test::More;
 
-my $endpoint = $ENV{ROLLOUT_TEST_AZURE_ENDPOINT};
+my ($endpoint, $key, $container) = RolloutStore::azure_settings();
 plan skip_all =>
   'ROLLOUT_TEST_AZURE_ENDPOINT is not set (start Azurite with test/servers/azurite.sh start; eval "$(test/servers/azurite.sh env)")'
   unless $endpoint;
-
-my $key = $ENV{ROLLOUT_TEST_AZURE_KEY}
-  // 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
-my $container = $ENV{ROLLOUT_TEST_AZURE_CONTAINER} // 'rollout-test';
 my ($target, $account) = $endpoint =~ m{^http://([0-9.]+:\d+)/([a-z0-9]{3,24})/?$}
   or BAIL_OUT("ROLLOUT_TEST_AZURE_ENDPOINT must be http://HOST:PORT/ACCOUNT for the proxy tests");
 my $run = sprintf('t021f-%d-%d', $$, time);
 
 # The proxy, on ports the kernel picks.
-my $tmp = PostgreSQL::Test::Utils::tempdir('proxy');
-my $proxy = IPC::Run::start(
-	[
-		'python3', "$FindBin::RealBin/../servers/latency_proxy.py",
-		'--listen', '127.0.0.1:0', '--target', $target, '--delay-ms', '20',
-		'--control', '127.0.0.1:0', '--port-file', "$tmp/ports"
-	],
-	'>', "$tmp/proxy.log", '2>&1');
-for (1 .. 100)
-{
-	last if -s "$tmp/ports";
-	select(undef, undef, undef, 0.1);
-}
-my ($proxy_port, $control_port) = split ' ', slurp_file("$tmp/ports");
+my $proxy = LatencyProxy->start(target => $target, delay_ms => 20, control => 1);
+my ($proxy_port, $control_port) = ($proxy->port, $proxy->control_port);
 ok($proxy_port && $control_port, "latency proxy listening on $proxy_port (control $control_port)");
 
-sub proxy_command
-{
-	my ($command) = @_;
-	my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$control_port", Timeout => 5)
-	  or die "proxy control: $!";
-	print $s "$command\n";
-	my $reply = <$s>;
-	close $s;
-	chomp $reply;
-	die "proxy control: $command: $reply" unless $reply =~ /^ok/;
-	return $reply;
-}
-
-sub proxy_counter
-{
-	my ($name) = @_;
-	my ($n) = proxy_command('status') =~ /\b$name=(\d+)/;
-	return $n;
-}
-
-my $node = PostgreSQL::Test::Cluster->new('azure_faults');
-$node->init;
-configure_node($node);
-$node->append_conf('postgresql.conf', "log_min_messages = debug1\n");
-$node->start;
+my $node = mode_node('azure_faults', conf => ["log_min_messages = debug1\n"]);
 
 $node->safe_psql(
 	'postgres', qq{
@@ -100,24 +60,24 @@ CREATE FOREIGN TABLE t (id text, v int) SERVER az OPTIONS (store 'faults', key '
 $node->safe_psql('postgres', q{INSERT INTO t VALUES ('a', 1)});
 is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM t'), '1|1',
 	'a commit and a scan through the 20 ms proxy');
-ok(proxy_counter('requests') > 0, 'requests went through the proxy');
+ok($proxy->counter('requests') > 0, 'requests went through the proxy');
 
 # --- 500, then recovery ------------------------------------------------------
 
-proxy_command('fail 2 500');
+$proxy->command('fail 2 500');
 $node->safe_psql('postgres', q{INSERT INTO t VALUES ('b', 2)});
-is(proxy_counter('failed'), 2, 'the proxy answered two requests with 500');
+is($proxy->counter('failed'), 2, 'the proxy answered two requests with 500');
 is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM t'), '2|3',
 	'the retries absorbed the 500s: the commit went through');
 
 # --- 500 beyond the retry budget -----------------------------------------------
 
-proxy_command('fail 50 503');
+$proxy->command('fail 50 503');
 my ($ret, $stdout, $stderr) = $node->psql('postgres', q{INSERT INTO t VALUES ('c', 3)});
 isnt($ret, 0, 'a service failing every attempt fails the statement');
 like($stderr, qr/ERROR:  could not \w+.* in store "az:\/\/$account\/$container\/$run": HTTP status 503, Azure error code InjectedFault/,
 	'the error names the operation, the store, the HTTP status and the Azure error code');
-proxy_command('reset');
+$proxy->command('reset');
 is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM t'), '2|3',
 	'nothing of the failed transaction is visible, nothing else was lost');
 $node->safe_psql('postgres', q{INSERT INTO t VALUES ('c', 3)});
@@ -127,10 +87,10 @@ is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM t'), '3|6',
 # --- a PUT that lands but whose answer is lost ------------------------------------
 
 my $log_offset = -s $node->logfile;
-proxy_command('hang 1 PUT /wal/');
+$proxy->command('hang 1 PUT /wal/');
 my $t0 = time;
 $node->safe_psql('postgres', q{INSERT INTO t VALUES ('d', 4)});
-is(proxy_counter('hung'), 1, 'the proxy withheld the answer to the PUT of a WAL entry');
+is($proxy->counter('hung'), 1, 'the proxy withheld the answer to the PUT of a WAL entry');
 ok(time - $t0 >= 2, 'the commit waited for the request timeout');
 my $log = substr(slurp_file($node->logfile), $log_offset);
 like($log, qr/landed on an earlier attempt/,
@@ -142,10 +102,10 @@ is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM t'), '5|15',
 	'later commits go on at the next position');
 
 # A scan whose GET times out once is retried too.
-proxy_command('hang 1 GET');
+$proxy->command('hang 1 GET');
 is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM t'), '5|15',
 	'a read whose answer is lost is retried');
 
 $node->stop;
-$proxy->kill_kill;
+$proxy->stop;
 done_testing();

@@ -53,15 +53,14 @@ use IPC::Run;
 use Time::HiRes qw(time);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
-use RolloutTest qw(preload configure_node);
+use RolloutStore;
+use RolloutTest qw(preload mode_node contiguous create_mapping try_sql);
 use Test::More;
 
-my $endpoint = $ENV{ROLLOUT_TEST_RGW_ENDPOINT};
+my ($endpoint, $bucket, $region) = RolloutStore::s3_settings('RGW');
 plan skip_all =>
   'ROLLOUT_TEST_RGW_ENDPOINT is not set (start Ceph RGW with test/servers/rgw.sh as root and export its settings; scripts/test.sh does)'
   unless $endpoint;
-my $bucket = $ENV{ROLLOUT_TEST_RGW_BUCKET} // 'rollout-test';
-my $region = $ENV{ROLLOUT_TEST_RGW_REGION} // 'us-east-1';
 my $key_id = $ENV{ROLLOUT_TEST_RGW_ACCESS_KEY_ID};
 my $secret = $ENV{ROLLOUT_TEST_RGW_SECRET_ACCESS_KEY};
 die 'ROLLOUT_TEST_RGW_ACCESS_KEY_ID and ROLLOUT_TEST_RGW_SECRET_ACCESS_KEY must be set'
@@ -80,12 +79,7 @@ my $bogus_token = 'RolloutBogusSessionToken0022';
 my $run = sprintf('t022-%s-%d-%d', $pre ? 'pre' : 'plain', $$, time());
 my $location = "s3://$bucket/$run";
 
-my $node = PostgreSQL::Test::Cluster->new('s3_rgw');
-$node->init;
-$node->append_conf('postgresql.conf', "max_connections = 40");
-$node->append_conf('postgresql.conf', "log_min_messages = debug5");
-configure_node($node);
-$node->start;
+my $node = mode_node('s3_rgw', conf => [ 'max_connections = 40', 'log_min_messages = debug5' ]);
 
 # ---------------------------------------------------------------------------
 # Helpers
@@ -174,20 +168,6 @@ sub store_objects
 	return { map { substr($_, length("$run/$store/")) => $all->{$_} } keys %$all };
 }
 
-sub wal_positions
-{
-	my ($store) = @_;
-	return sort { $a <=> $b }
-	  map { m{^shards/[^/]+/wal/(\d{20})\.wal$} ? $1 + 0 : () } keys %{ store_objects($store) };
-}
-
-sub contiguous
-{
-	my @p = @_;
-	for my $i (0 .. $#p) { return 0 unless $p[$i] == $i + 1; }
-	return 1;
-}
-
 sub max_size
 {
 	my ($objects, $re) = @_;
@@ -196,26 +176,8 @@ sub max_size
 	return $max;
 }
 
-# CREATE USER MAPPING with statement logging off for it: the node logs every
-# statement, and a statement naming a secret would put it in the log whatever
-# the extension does.
-sub create_mapping
-{
-	my ($server, $options) = @_;
-	$node->safe_psql('postgres',
-		"SET log_statement = 'none';\nCREATE USER MAPPING FOR PUBLIC SERVER $server OPTIONS ($options);");
-}
-
-# psql that may fail: (ok, stdout, stderr)
+# Every stderr of SQL that may fail (try_sql) and of the racers below.
 my @all_stderr;
-sub try_sql
-{
-	my ($sql) = @_;
-	my ($out, $err) = ('', '');
-	my $rc = $node->psql('postgres', $sql, stdout => \$out, stderr => \$err);
-	push @all_stderr, $err;
-	return ($rc == 0, $out, $err);
-}
 
 # The S3 requests the backend logged at DEBUG2 since a log offset:
 # [method, url without query, status].
@@ -241,7 +203,7 @@ CREATE FOREIGN TABLE big (id text, p text) SERVER rgw OPTIONS (store 'big', key 
 CREATE FOREIGN TABLE bigcopy (id text, p text) SERVER rgw OPTIONS (store 'bigcopy', key 'id');
 CREATE FOREIGN TABLE race (id text, v int) SERVER rgw OPTIONS (store 'race', key 'id');
 });
-create_mapping('rgw', "access_key_id '$key_id', secret_access_key '$secret'");
+create_mapping($node, 'rgw', "access_key_id '$key_id', secret_access_key '$secret'");
 
 # ---------------------------------------------------------------------------
 # (a) round trip
@@ -267,7 +229,7 @@ is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id), sum(v) FRO
 is($node->safe_psql('postgres', "SELECT v FROM rt WHERE id = 'k00200'"),
 	$expected{k00200}, 'a point lookup reads the newest version');
 
-my ($ok, $out, $err) = try_sql("SELECT generations_merged > 0 FROM rollout_merge('rt')");
+my ($ok, $out, $err) = try_sql($node, "SELECT generations_merged > 0 FROM rollout_merge('rt')", \@all_stderr);
 ok($ok && $out eq 't', 'merge on RGW') or diag($err);
 # a second base fragment, so that compaction has something to rewrite
 $node->safe_psql('postgres',
@@ -275,15 +237,15 @@ $node->safe_psql('postgres',
 $expected{ sprintf('k%05d', $_) } = $_ * 10 for 1 .. 100;
 $sum = 0;
 $sum += $_ for values %expected;
-($ok, $out, $err) = try_sql("SELECT fragments_added FROM rollout_merge('rt')");
+($ok, $out, $err) = try_sql($node, "SELECT fragments_added FROM rollout_merge('rt')", \@all_stderr);
 ok($ok && $out eq '1', 'a second merge adds a fragment') or diag("$out $err");
-($ok, $out, $err) = try_sql(
-	"SELECT fragments_before, fragments_after, versions_dropped, skipped_reason IS NULL FROM rollout_compact('rt', min_fragments => 2)");
+($ok, $out, $err) = try_sql($node,
+	"SELECT fragments_before, fragments_after, versions_dropped, skipped_reason IS NULL FROM rollout_compact('rt', min_fragments => 2)", \@all_stderr);
 ok($ok && $out =~ /^2\|1\|(\d+)\|t$/ && $1 == 100, 'compaction on RGW: two fragments into one, 100 versions dropped')
   or diag("$out $err");
 my $before_gc = store_objects('rt');
-($ok, $out, $err) = try_sql(
-	"SET rollout_fdw.min_gc_grace = 0; SELECT objects_deleted FROM rollout_gc('rt', '0')");
+($ok, $out, $err) = try_sql($node,
+	"SET rollout_fdw.min_gc_grace = 0; SELECT objects_deleted FROM rollout_gc('rt', '0')", \@all_stderr);
 ok($ok && $out > 0, 'gc on RGW deletes the superseded objects') or diag("$out $err");
 my $deleted = $ok ? $out : 0;
 my $after_gc = store_objects('rt');
@@ -291,8 +253,8 @@ is(scalar(keys %$before_gc) - scalar(keys %$after_gc), $deleted,
 	'the listing lost exactly the objects gc reported');
 is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id), sum(v) FROM rt'),
 	"$count|$count|$sum", 'the same rows after merges, compaction and gc');
-($ok, $out, $err) = try_sql(
-	"SELECT exact_row_count, fragments, generations FROM rollout_observe('rt', exact => true)");
+($ok, $out, $err) = try_sql($node,
+	"SELECT exact_row_count, fragments, generations FROM rollout_observe('rt', exact => true)", \@all_stderr);
 ok($ok && $out eq "$count|1|0", 'observe counts the rows, one fragment, no generation') or diag("$out $err");
 
 my @req = logged_requests($log_offset);
@@ -319,8 +281,8 @@ CREATE SERVER odd FOREIGN DATA WRAPPER rollout_fdw
   OPTIONS (location 's3://$bucket/$odd_prefix', endpoint '$endpoint', region '$region');
 CREATE FOREIGN TABLE odd (id text, v int) SERVER odd OPTIONS (store 'odd', key 'id');
 });
-create_mapping('odd', "access_key_id '$key_id', secret_access_key '$secret'");
-($ok, $out, $err) = try_sql(q{
+create_mapping($node, 'odd', "access_key_id '$key_id', secret_access_key '$secret'");
+($ok, $out, $err) = try_sql($node, q{
 INSERT INTO odd SELECT 'o' || i, i FROM generate_series(1, 100) i;
 SELECT rows_flushed FROM rollout_flush('odd');
 INSERT INTO odd SELECT 'o' || i, i * 2 FROM generate_series(51, 150) i;
@@ -330,7 +292,7 @@ SELECT count(*), sum(v) FROM odd;
 SELECT exact_row_count, fragments FROM rollout_observe('odd', exact => true);
 SET rollout_fdw.min_gc_grace = 0;
 SELECT objects_deleted > 0 FROM rollout_gc('odd', '0');
-SELECT count(*), sum(v) FROM odd;});
+SELECT count(*), sum(v) FROM odd;}, \@all_stderr);
 my $odd_sum = 999 + 50 * 51 / 2 + 2 * (150 * 151 / 2 - 50 * 51 / 2);
 is($out, "100\n2\n150|$odd_sum\n150|1\nt\n150|$odd_sum",
 	'a prefix needing percent-encoding: insert, flush, merge, scan, observe, gc') or diag($err);
@@ -348,7 +310,7 @@ $log_offset = -s $node->logfile;
 $node->safe_psql('postgres',
 	join('', map { "INSERT INTO many VALUES ('m$_', $_);\n" } 1 .. $many));
 note(sprintf('%d single-row transactions on RGW in %.1f s', $many, time() - $t0));
-my @pos = wal_positions('many');
+my @pos = RolloutStore::wal_positions_of(keys %{ store_objects('many') });
 cmp_ok(scalar(@pos), '>', 1000, 'more than 1000 WAL entries');
 my ($some_wal) = grep { m{/wal/\d+\.wal$} } keys %{ bucket_objects("$run/many/shards/") };
 my ($head_status, $head) = signed(path => "/$bucket/" . uri_encode($some_wal) =~ s/%2F/\//gr, head => 1);
@@ -360,7 +322,7 @@ is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM many'),
 	"$many|$total", 'a scan sees every row');
 is($node->safe_psql('postgres', "SELECT wal_entries FROM rollout_observe('many')"),
 	scalar(@pos), 'observe lists every WAL entry (two pages)');
-($ok, $out, $err) = try_sql("SELECT rows_flushed FROM rollout_flush('many')");
+($ok, $out, $err) = try_sql($node, "SELECT rows_flushed FROM rollout_flush('many')", \@all_stderr);
 ok($ok && $out == $many, 'flush seals all the WAL entries (listed over two pages)') or diag("$out $err");
 is($node->safe_psql('postgres', "SELECT count(*), sum(v) FROM many"),
 	"$many|$total", 'every row after the flush');
@@ -382,7 +344,7 @@ my $objects = store_objects('big');
 my $first = max_size($objects, qr{^(shards/[^/]+/wal/|ingest/)});
 cmp_ok($first, '>', 1024 * 1024, 'the transaction was uploaded as one object past 1 MiB')
   or diag(explain($objects));
-($ok, $out, $err) = try_sql("SELECT fragments_added FROM rollout_merge('big')");
+($ok, $out, $err) = try_sql($node, "SELECT fragments_added FROM rollout_merge('big')", \@all_stderr);
 ok($ok && $out == 1, 'merged into a base fragment') or diag("$out $err");
 $objects = store_objects('big');
 cmp_ok(max_size($objects, qr{^base/data/}), '>', 1024 * 1024, 'the base fragment is past 1 MiB')
@@ -488,7 +450,7 @@ my $n = $racers * $rounds;
 my $race_sum = $rounds * $racers * ($racers + 1) / 2;
 is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id), sum(v) FROM race'),
 	"$n|$n|$race_sum", 'every acknowledged row is there exactly once');
-@pos = wal_positions('race');
+@pos = RolloutStore::wal_positions_of(keys %{ store_objects('race') });
 ok(contiguous(@pos), 'the raced WAL holds positions 1..N without a hole') or diag("@pos");
 if ($pre)
 {
@@ -512,9 +474,9 @@ CREATE SERVER badtoken FOREIGN DATA WRAPPER rollout_fdw
   OPTIONS (location '$location/badtoken', endpoint '$endpoint', region '$region');
 CREATE FOREIGN TABLE bt (id text, v int) SERVER badtoken OPTIONS (store 'bt', key 'id');
 });
-create_mapping('badsecret', "access_key_id '$key_id', secret_access_key '$wrong_secret'");
-create_mapping('badkey', "access_key_id '$unknown_key_id', secret_access_key '$secret'");
-create_mapping('badtoken',
+create_mapping($node, 'badsecret', "access_key_id '$key_id', secret_access_key '$wrong_secret'");
+create_mapping($node, 'badkey', "access_key_id '$unknown_key_id', secret_access_key '$secret'");
+create_mapping($node, 'badtoken',
 	"access_key_id '$key_id', secret_access_key '$secret', session_token '$bogus_token'");
 
 # With STS enabled, RGW answers every authentication failure with 403
@@ -526,12 +488,12 @@ for my $c (
 	[ 'bt', 'badtoken', 'a bogus session token' ])
 {
 	my ($table, $dir, $what) = @$c;
-	($ok, $out, $err) = try_sql("INSERT INTO $table VALUES ('a', 1)");
+	($ok, $out, $err) = try_sql($node, "INSERT INTO $table VALUES ('a', 1)", \@all_stderr);
 	ok(!$ok, "$what: the insert fails");
 	like($err,
 		qr/ERROR:  could not (read|create|list|check) object "$table\/[^"]+" in store "\Q$location\E\/$dir": HTTP 403 (?:$auth_code)/,
 		"$what: the error names the operation, the object and HTTP 403") or diag($err);
-	($ok, $out, $err) = try_sql("SELECT count(*) FROM $table");
+	($ok, $out, $err) = try_sql($node, "SELECT count(*) FROM $table", \@all_stderr);
 	ok(!$ok && $err =~ /could not \w+ object "$table\/[^"]+" .*HTTP 403/, "$what: a scan fails the same way")
 	  or diag($err);
 	is(scalar(keys %{ bucket_objects("$run/$dir/") }), 0, "$what: nothing was written");
@@ -557,15 +519,15 @@ CREATE SERVER notoken FOREIGN DATA WRAPPER rollout_fdw
   OPTIONS (location '$location', endpoint '$endpoint', region '$region');
 CREATE FOREIGN TABLE nt (id text, v int) SERVER notoken OPTIONS (store 'nt', key 'id');
 });
-create_mapping('sts', "access_key_id '$tmp_key', secret_access_key '$tmp_secret', session_token '$tmp_token'");
-create_mapping('notoken', "access_key_id '$tmp_key', secret_access_key '$tmp_secret'");
-($ok, $out, $err) = try_sql("INSERT INTO sts_new SELECT 's' || i, i FROM generate_series(1, 10) i");
+create_mapping($node, 'sts', "access_key_id '$tmp_key', secret_access_key '$tmp_secret', session_token '$tmp_token'");
+create_mapping($node, 'notoken', "access_key_id '$tmp_key', secret_access_key '$tmp_secret'");
+($ok, $out, $err) = try_sql($node, "INSERT INTO sts_new SELECT 's' || i, i FROM generate_series(1, 10) i", \@all_stderr);
 ok($ok, 'temporary credentials with their session token: insert') or diag($err);
 is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM sts_new'), '10|55',
 	'temporary credentials with their session token: scan');
 is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM sts_rt'), "$count|$sum",
 	'temporary credentials read a store written with the user keys');
-($ok, $out, $err) = try_sql("INSERT INTO nt VALUES ('a', 1)");
+($ok, $out, $err) = try_sql($node, "INSERT INTO nt VALUES ('a', 1)", \@all_stderr);
 ok(!$ok && $err =~ /HTTP 403/, 'the same temporary credentials without the token are refused (403)')
   or diag($err);
 
@@ -576,12 +538,12 @@ CREATE SERVER nobucket FOREIGN DATA WRAPPER rollout_fdw
   OPTIONS (location 's3://rollout-no-such-bucket-t022/x', endpoint '$endpoint', region '$region');
 CREATE FOREIGN TABLE nb (id text, v int) SERVER nobucket OPTIONS (store 'nb', key 'id');
 });
-create_mapping('nobucket', "access_key_id '$key_id', secret_access_key '$secret'");
-($ok, $out, $err) = try_sql("INSERT INTO nb VALUES ('a', 1)");
+create_mapping($node, 'nobucket', "access_key_id '$key_id', secret_access_key '$secret'");
+($ok, $out, $err) = try_sql($node, "INSERT INTO nb VALUES ('a', 1)", \@all_stderr);
 ok(!$ok, 'insert into a store in a missing bucket fails');
 like($err, qr/object "nb\/[^"]+" in store "s3:\/\/rollout-no-such-bucket-t022\/x": HTTP 404 NoSuchBucket/,
 	'the error names the object, the store and HTTP 404 NoSuchBucket') or diag($err);
-($ok, $out, $err) = try_sql("SELECT count(*) FROM nb");
+($ok, $out, $err) = try_sql($node, "SELECT count(*) FROM nb", \@all_stderr);
 ok(!$ok && $err =~ /HTTP 404 NoSuchBucket/, 'a scan of it fails the same way, not as an empty store')
   or diag($err);
 is($node->safe_psql('postgres', 'SELECT count(*) FROM many'), $many, 'the server is still up');

@@ -33,76 +33,36 @@ use warnings;
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use Digest::MD5 qw(md5_hex);
-use IO::Socket::INET;
-use IPC::Run;
 use JSON::PP;
 use Time::HiRes qw(time);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
-use RolloutTest qw(preload configure_node);
+use LatencyProxy;
+use PsqlScript;
+use RolloutStore;
+use RolloutTest qw(mode_node wait_for_fault count_in_log);
 use Test::More;
 
-my $endpoint = $ENV{ROLLOUT_TEST_S3_ENDPOINT};
+my ($endpoint, $bucket, $region) = RolloutStore::s3_settings('S3');
 plan skip_all =>
   'ROLLOUT_TEST_S3_ENDPOINT is not set (start an S3 server with test/servers/moto.sh and export its settings; scripts/test.sh does)'
   unless $endpoint;
-my $bucket = $ENV{ROLLOUT_TEST_S3_BUCKET} // 'rollout-test';
-my $region = $ENV{ROLLOUT_TEST_S3_REGION} // 'us-east-1';
 my ($upstream) = $endpoint =~ m{^http://([0-9.]+:\d+)/?$}
   or BAIL_OUT("ROLLOUT_TEST_S3_ENDPOINT must be http://HOST:PORT for the proxy tests");
 
-my $az_endpoint = $ENV{ROLLOUT_TEST_AZURE_ENDPOINT};
-my $az_key = $ENV{ROLLOUT_TEST_AZURE_KEY}
-  // 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
-my $az_container = $ENV{ROLLOUT_TEST_AZURE_CONTAINER} // 'rollout-test';
+my ($az_endpoint, $az_key, $az_container) = RolloutStore::azure_settings();
 delete $ENV{$_} for qw(ROLLOUT_TEST_AZURE_KEY AZURE_STORAGE_KEY AZURE_STORAGE_SAS_TOKEN);
 
 # A fresh prefix per run: the bucket and the container outlive the test.
 my $run = sprintf('t023-%d-%d', $$, time());
 
 # --- the latency proxy in front of moto ---------------------------------------
-my $tmp = PostgreSQL::Test::Utils::tempdir('proxy');
-my $proxy = IPC::Run::start(
-	[
-		'python3', "$FindBin::RealBin/../servers/latency_proxy.py",
-		'--listen', '127.0.0.1:0', '--target', $upstream, '--delay-ms', '0',
-		'--control', '127.0.0.1:0', '--port-file', "$tmp/ports"
-	],
-	'>', "$tmp/proxy.log", '2>&1');
-for (1 .. 100)
-{
-	last if -s "$tmp/ports";
-	select(undef, undef, undef, 0.1);
-}
-my ($proxy_port, $control_port) = split ' ', slurp_file("$tmp/ports");
+my $proxy = LatencyProxy->start(target => $upstream, delay_ms => 0, control => 1);
+my ($proxy_port, $control_port) = ($proxy->port, $proxy->control_port);
 ok($proxy_port && $control_port, "latency proxy listening on $proxy_port (control $control_port)");
 
-sub proxy_command
-{
-	my ($command) = @_;
-	my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$control_port", Timeout => 5)
-	  or die "proxy control: $!";
-	print $s "$command\n";
-	my $reply = <$s>;
-	close $s;
-	chomp $reply;
-	die "proxy control: $command: $reply" unless $reply =~ /^ok/;
-	return $reply;
-}
-
-sub proxy_counter
-{
-	my ($name) = @_;
-	my ($n) = proxy_command('status') =~ /\b$name=(\d+)/;
-	return $n;
-}
-
 # --- the cluster ----------------------------------------------------------------
-my $node = PostgreSQL::Test::Cluster->new('parallel_reads');
-$node->init;
-configure_node($node);
-$node->append_conf('postgresql.conf', "log_min_messages = debug1\n");
-$node->start;
+my $node = mode_node('parallel_reads', conf => ["log_min_messages = debug1\n"]);
 
 $node->safe_psql('postgres', qq{
 CREATE EXTENSION rollout_fdw;
@@ -131,6 +91,20 @@ sub model_batch
 {
 	my ($model, $b) = @_;
 	$model->{ sprintf('k%04d', ($b * 37 + $_ * 13) % 2000) } = $b * 100000 + $_ for 1 .. 150;
+}
+
+# Batches @b into $table, each flushed as a generation of its own, in one
+# psql run; the model learns them.
+sub insert_flushed_batches
+{
+	my ($table, $model, @b) = @_;
+	my $sql = '';
+	for my $b (@b)
+	{
+		$sql .= batch_sql($table, $b) . ";\nSELECT rollout_flush('$table');\n";
+		model_batch($model, $b);
+	}
+	$node->safe_psql('postgres', $sql);
 }
 
 # count|sum|md5 of the rows in key order, as the SQL fingerprint prints them
@@ -242,24 +216,16 @@ CREATE FOREIGN TABLE azt (id text COLLATE "C", v int) SERVER az OPTIONS (store '
 # ---------------------------------------------------------------------------
 # (b) the requests overlap: 20 generations behind a 50 ms round trip
 my %gens;
-{
-	my $sql = '';
-	for my $b (1 .. 20)
-	{
-		$sql .= batch_sql('s3gen', $b) . ";\nSELECT rollout_flush('s3gen');\n";
-		model_batch(\%gens, $b);
-	}
-	$node->safe_psql('postgres', $sql);
-}
-proxy_command('delay 25');
+insert_flushed_batches('s3gen', \%gens, 1 .. 20);
+$proxy->command('delay 25');
 my %timed;
 for my $width (1, 16)
 {
-	my $requests_before = proxy_counter('requests');
+	my $requests_before = $proxy->counter('requests');
 	my $t0 = time();
 	my $c = scan_counters('s3gen_slow', $width);
 	$timed{$width} = { seconds => time() - $t0, counters => $c };
-	my $seen = proxy_counter('requests') - $requests_before;
+	my $seen = $proxy->counter('requests') - $requests_before;
 	is($c->{'Generations Read'}, 20, "(b) width $width: a scan over 20 generations");
 	cmp_ok($seen, '>=', $c->{'Remote Requests'},
 		"(b) width $width: the proxy saw the requests EXPLAIN counts ($c->{'Remote Requests'})");
@@ -280,22 +246,22 @@ cmp_ok($timed{16}{seconds}, '<', 0.6 * $timed{1}{seconds},
 is($node->safe_psql('postgres',
 	"SET rollout_fdw.max_concurrent_requests = 16; $fingerprint_sql s3gen_slow"),
 	model_fingerprint(\%gens), '(b) the rows read through the proxy are right');
-proxy_command('delay 0');
+$proxy->command('delay 0');
 
 # ---------------------------------------------------------------------------
 # (c) 500s inside a batch are retried per request
-proxy_command('fail 3 500 GET /gen/');
+$proxy->command('fail 3 500 GET /gen/');
 is($node->safe_psql('postgres',
 	"SET rollout_fdw.max_concurrent_requests = 16; $fingerprint_sql s3gen_slow"),
 	model_fingerprint(\%gens), '(c) three reads of a batch answered 500: retried, the scan is right');
-is(proxy_counter('failed'), 3, '(c) the proxy failed three of them');
-proxy_command('reset');
+is($proxy->counter('failed'), 3, '(c) the proxy failed three of them');
+$proxy->command('reset');
 
 # ---------------------------------------------------------------------------
 # (d) cancel while a batch waits: the reads of generations are forwarded
 # but their answers withheld; statement_timeout cancels the scan.
 my $reset = qq{\\! python3 -c "import socket; s = socket.create_connection(('127.0.0.1', $control_port)); s.sendall(b'reset\\\\n'); s.recv(100)"};
-my $hung_before = proxy_counter('hung');
+my $hung_before = $proxy->counter('hung');
 my ($out, $err) = ('', '');
 my $t0 = time();
 $node->psql('postgres', qq{
@@ -313,7 +279,7 @@ my $secs = time() - $t0;
 like($err, qr/canceling statement due to statement timeout/, '(d) the scan is cancelled')
   or diag($err);
 unlike($err, qr/could not|FATAL|PANIC|server closed/, '(d) cleanly: no other error') or diag($err);
-cmp_ok(proxy_counter('hung') - $hung_before, '>=', 2, '(d) while several reads of one batch were waiting');
+cmp_ok($proxy->counter('hung') - $hung_before, '>=', 2, '(d) while several reads of one batch were waiting');
 cmp_ok($secs, '<', 15, '(d) within seconds, not the 60 s request timeout') or diag("$secs s");
 my @pids = $out =~ /^pid\|(\d+)$/mg;
 is(scalar(@pids), 2, '(d) the session went on') or diag($out);
@@ -323,36 +289,21 @@ like($out, qr/^\Q${\ model_fingerprint(\%gens)}\E$/m, '(d) whose next scan is ri
 # ---------------------------------------------------------------------------
 # (e) objects vanish between the snapshot and the batch that reads them
 my %vanish;
-{
-	my $sql = '';
-	for my $b (1 .. 6)
-	{
-		$sql .= batch_sql('s3vanish', $b) . ";\nSELECT rollout_flush('s3vanish');\n";
-		model_batch(\%vanish, $b);
-	}
-	$node->safe_psql('postgres', $sql);
-}
+insert_flushed_batches('s3vanish', \%vanish, 1 .. 6);
 my $offset = -s $node->logfile;
-my ($scan_out, $scan_err) = ('', '');
-my $scan = IPC::Run::start(
-	[
-		'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'),
-		'-c', "SET rollout_fdw.max_concurrent_requests = 16; SET rollout_fdw.fail_at = 'scan.after_snapshot:sleep=4'; $fingerprint_sql s3vanish"
-	],
-	'<', \undef, '>', \$scan_out, '2>', \$scan_err,
-	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
-$node->wait_for_log(qr/fault point "scan\.after_snapshot" reached: sleeping/, $offset);
+my $scan = PsqlScript->start($node,
+	command => "SET rollout_fdw.max_concurrent_requests = 16; SET rollout_fdw.fail_at = 'scan.after_snapshot:sleep=4'; $fingerprint_sql s3vanish");
+wait_for_fault($node, 'scan.after_snapshot', $offset);
 $node->safe_psql('postgres', q{SELECT rollout_merge('s3vanish')});
 is($node->safe_psql('postgres',
 	q{SET rollout_fdw.min_gc_grace = 0; SELECT objects_deleted > 0 FROM rollout_gc('s3vanish', '0')}),
 	't', '(e) while the scan waits, its generations are merged and collected');
-$scan->finish;
-is($scan->result(0), 0, '(e) the scan succeeds') or diag($scan_err);
-chomp $scan_out;
+my ($scan_ret, $scan_out, $scan_err) = $scan->finish;
+is($scan_ret, 0, '(e) the scan succeeds') or diag($scan_err);
 is($scan_out, model_fingerprint(\%vanish), '(e) with the exact result');
-is(scalar(() = slurp_file($node->logfile, $offset) =~ /fault point "scan\.after_snapshot" reached/g),
+is(count_in_log($node, qr/fault point "scan\.after_snapshot" reached/, $offset),
 	2, '(e) after a second snapshot, as when reading one object at a time');
 
-$proxy->kill_kill;
+$proxy->stop;
 $node->stop;
 done_testing();

@@ -26,8 +26,9 @@ use IPC::Run;
 use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use LatencyProxy;
 use RolloutStore;
-use RolloutTest qw(configure_node);
+use RolloutTest qw(mode_node);
 use Test::More;
 
 plan skip_all => 'moto and Azurite are not running (scripts/test.sh starts them)'
@@ -63,30 +64,16 @@ my @proxies;
 sub tls_proxy
 {
 	my ($target, $name) = @_;
-	my $ports = "$tmp/ports.$name." . scalar(@proxies);
-	push @proxies, IPC::Run::start(
-		[
-			'python3', "$FindBin::RealBin/../servers/latency_proxy.py",
-			'--listen', '127.0.0.1:0', '--target', $target,
-			'--tls-cert', "$tmp/$name.pem", '--tls-key', "$tmp/$name.key",
-			'--port-file', $ports
-		],
-		'>', "$ports.log", '2>&1');
-	for (1 .. 100)
-	{
-		last if -s $ports;
-		select(undef, undef, undef, 0.1);
-	}
-	my ($port) = split ' ', slurp_file($ports);
-	BAIL_OUT("TLS proxy for $target did not start") unless $port;
-	return $port;
+	my $proxy = LatencyProxy->start(
+		target => $target,
+		tls_cert => "$tmp/$name.pem",
+		tls_key => "$tmp/$name.key");
+	push @proxies, $proxy;
+	BAIL_OUT("TLS proxy for $target did not start") unless $proxy->port;
+	return $proxy->port;
 }
 
-my $node = PostgreSQL::Test::Cluster->new('tls');
-$node->init;
-configure_node($node);
-$node->append_conf('postgresql.conf', "log_min_messages = debug1\n");
-$node->start;
+my $node = mode_node('tls', conf => ["log_min_messages = debug1\n"]);
 $node->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw');
 
 for my $backend ('s3', 'azure')
@@ -166,5 +153,5 @@ for my $backend ('s3', 'azure')
 }
 
 $node->stop;
-$_->kill_kill for @proxies;
+$_->stop for @proxies;
 done_testing();

@@ -42,28 +42,30 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RecordingS3;
 use RolloutStore;
-use RolloutTest qw(configure_node);
+use RolloutTest qw(mode_node shard_of);
 use Test::More;
 
 my $have_rgw = defined $ENV{ROLLOUT_TEST_RGW_ENDPOINT};
 my $ENV_KEY = $have_rgw ? $ENV{ROLLOUT_TEST_RGW_ACCESS_KEY_ID} : 'AKIAENVIRONMENTKEY00';
 my $ENV_SECRET = $have_rgw ? $ENV{ROLLOUT_TEST_RGW_SECRET_ACCESS_KEY} : 'environment-secret';
 
-my $node = PostgreSQL::Test::Cluster->new('privileges');
-$node->init;
-configure_node($node);
-# the sweeper visits every rollout table of "postgres" each second (without
-# flushing: rows stay in the memtable for point 4)
-$node->append_conf('postgresql.conf', qq{
-rollout_fdw.worker_databases = 'postgres'
-rollout_fdw.flush_interval = 0
-rollout_fdw.gc_interval = 0
-}) if RolloutTest::preload();
+my $node;
 {
 	# the postmaster's environment holds credentials, as on a cloud VM
 	local $ENV{AWS_ACCESS_KEY_ID} = $ENV_KEY;
 	local $ENV{AWS_SECRET_ACCESS_KEY} = $ENV_SECRET;
-	$node->start;
+	# the sweeper visits every rollout table of "postgres" each second
+	# (without flushing: rows stay in the memtable for point 4)
+	$node = mode_node('privileges',
+		conf => [
+			RolloutTest::preload()
+			? (qq{
+rollout_fdw.worker_databases = 'postgres'
+rollout_fdw.flush_interval = 0
+rollout_fdw.gc_interval = 0
+})
+			: ()
+		]);
 }
 $node->safe_psql('postgres', q{
 CREATE EXTENSION rollout_fdw;
@@ -218,7 +220,7 @@ INSERT INTO grouped VALUES (0, 'claim');
 });
 	($ret, $out, $err) = as_app(q{CREATE USER MAPPING FOR app SERVER groups OPTIONS (access_key_id 'AKIAGROUPAPP00000000', secret_access_key 'app')});
 	is($ret, 0, 'app has a mapping with other credentials') or diag($err);
-	my $shard = $node->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
+	my $shard = shard_of($node);
 	my $wal = "grouped/shards/$shard/wal";
 
 	# two commits inside one commit delay (100 ms): $first leads, waits, takes the queue

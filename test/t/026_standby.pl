@@ -35,28 +35,23 @@ use warnings;
 use File::Find;
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
-use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
-use RolloutTest qw(configure_node wal_entries);
+use RolloutStore;
+use RolloutTest qw(mode_node shard_of);
 use Test::More;
 
-my $location = PostgreSQL::Test::Utils::tempdir('rollout_store');
+my $store = RolloutStore->for_test('026_standby', backend => 'file');
 
-my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
-configure_node($primary);
-$primary->start;
+my $primary = mode_node('primary', init => { allows_streaming => 1 });
+$store->create_extension_and_server($primary, 'shared');
 $primary->safe_psql(
-	'postgres', qq{
-CREATE EXTENSION rollout_fdw;
-CREATE SERVER shared FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'file://$location');
+	'postgres', q{
 CREATE SERVER local FOREIGN DATA WRAPPER rollout_fdw;
 CREATE FOREIGN TABLE t (id int, v text, origin text) SERVER shared OPTIONS (store 'ha');
 CREATE FOREIGN TABLE d (id int) SERVER local OPTIONS (store 'local_only');
 });
-my $shard = $primary->safe_psql('postgres',
-	'SELECT system_identifier FROM pg_control_system()');
+my $shard = shard_of($primary);
 
 $primary->safe_psql('postgres',
 	"INSERT INTO t SELECT g, 'v' || g, 'p1' FROM generate_series(1, 100) g");
@@ -71,8 +66,7 @@ $standby->init_from_backup($primary, 'base', has_streaming => 1);
 $standby->start;
 $primary->wait_for_catchup($standby);
 is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'), 't', 'the standby is in recovery');
-is($standby->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()'),
-	$shard, 'it has the primary\'s system identifier: the same shard');
+is(shard_of($standby), $shard, 'it has the primary\'s system identifier: the same shard');
 
 # --- 1. reads on the standby
 is($standby->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id), sum(id) FROM t'),
@@ -88,7 +82,7 @@ is($standby->safe_psql('postgres', 'SELECT count(*) FROM t'), '170',
 sub store_listing
 {
 	my %objects;
-	find(sub { $objects{$File::Find::name} = -s $_ if -f $_; }, $location);
+	find(sub { $objects{$File::Find::name} = -s $_ if -f $_; }, $store->dir);
 	return join("\n", map { "$_ $objects{$_}" } sort keys %objects);
 }
 my $before = store_listing();
@@ -124,20 +118,15 @@ my $new = $standby;
 is($new->safe_psql('postgres', 'SELECT timeline_id FROM pg_control_checkpoint()') >= 2
 	  ? 't' : 'f', 't', 'the promoted standby writes on a new timeline');
 
-my $manifest_dir = "$location/ha/shards/$shard/_manifest";
-sub newest_manifest
-{
-	my @versions = sort glob("$manifest_dir/*.json");
-	return decode_json(slurp_file($versions[-1]));
-}
-my $epoch_before = newest_manifest()->{writer_epoch};
+my $manifests = "ha/shards/$shard/_manifest";
+my $epoch_before = $store->newest_manifest($manifests)->{writer_epoch};
 
 $new->safe_psql('postgres',
 	"INSERT INTO t SELECT g, 'v' || g, 'n1' FROM generate_series(171, 200) g");
-my $m = newest_manifest();
+my $m = $store->newest_manifest($manifests);
 is($m->{writer_timeline}, 2, 'the new primary claimed the shard with its timeline');
 is($m->{writer_epoch}, $epoch_before + 1, '... and the next writer epoch');
-my @wal = wal_entries("$location/ha/shards/$shard/wal");
+my @wal = $store->wal_entries("ha/shards/$shard/wal");
 my ($fence) = grep { $_->[1]{kind} eq 'fence' && $_->[1]{epoch} == $m->{writer_epoch} } @wal;
 ok(defined $fence, "a fence marker of epoch $m->{writer_epoch} is in the WAL");
 

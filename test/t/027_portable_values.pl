@@ -32,17 +32,11 @@ use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(configure_node);
+use RolloutTest qw(mode_node);
 use Test::More;
 
-my $A = PostgreSQL::Test::Cluster->new('portable_a');
-$A->init;
-configure_node($A);
-$A->start;
-my $B = PostgreSQL::Test::Cluster->new('portable_b');
-$B->init;
-configure_node($B);
-$B->start;
+my $A = mode_node('portable_a');
+my $B = mode_node('portable_b');
 
 # The types, in a given database, after $fillers unrelated types (so their
 # OIDs differ between databases).  The enum gets a label added later, whose

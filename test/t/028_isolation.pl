@@ -32,17 +32,13 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(configure_node);
+use RolloutTest qw(mode_node);
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('isolation');
-$node->init;
-configure_node($node);
-$node->append_conf('postgresql.conf', 'rollout_fdw.min_gc_grace = 0');
-$node->start;
+my $node = mode_node('isolation', conf => ['rollout_fdw.min_gc_grace = 0']);
 
 my $store = RolloutStore->for_test('028_isolation', backend => 'file');
-$node->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
+$store->create_extension_and_server($node);
 $node->safe_psql('postgres', q{
 CREATE FOREIGN TABLE t (id int, v text) SERVER s OPTIONS (store 'iso');
 CREATE FOREIGN TABLE u (id int, v text) SERVER s OPTIONS (store 'iso_u');

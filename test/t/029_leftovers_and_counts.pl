@@ -26,16 +26,12 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(configure_node);
+use RolloutTest qw(mode_node shard_of);
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('leftovers');
-$node->init;
-configure_node($node);
-$node->append_conf('postgresql.conf', 'rollout_fdw.min_gc_grace = 0');
-$node->start;
+my $node = mode_node('leftovers', conf => ['rollout_fdw.min_gc_grace = 0']);
 my $store = RolloutStore->for_test('029_leftovers', backend => 'file');
-$node->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
+$store->create_extension_and_server($node);
 $node->safe_psql('postgres', q{
 CREATE FOREIGN TABLE t (id int, v text) SERVER s OPTIONS (store 'left');
 INSERT INTO t SELECT g, 'v' FROM generate_series(1, 100) g;
@@ -68,7 +64,7 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM t'), '100', 'no row was lo
 
 # --- 2. a flush that waited too long abandons its generation
 $node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 2; SELECT pg_reload_conf()});
-my $shard = $node->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
+my $shard = shard_of($node);
 my @manifests_before = $store->manifest_versions("left/shards/$shard/_manifest");
 my ($ret, $out, $err) = $node->psql('postgres', q{
 SET rollout_fdw.fail_at = 'flush.after_generation_put:sleep=2';
