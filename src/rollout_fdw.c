@@ -19,7 +19,7 @@
 #include "rollout/commit.h"
 #include "rollout/fault.h"
 #include "rollout/fdw.h"
-#include "rollout/gc.h"
+#include "rollout/grace.h"
 #include "rollout/group_commit.h"
 #include "rollout/memtable.h"
 #include "rollout/merge.h"
@@ -49,7 +49,7 @@ _PG_init(void)
 	commit_define_settings();
 	group_commit_define_settings();
 	merge_define_settings();
-	gc_define_settings();
+	grace_define_settings();
 	sweeper_define_settings();
 	xact_buffer_define_settings();
 

@@ -98,6 +98,9 @@ typedef struct SharedStoreSlot
 	int64		epoch;
 	int64		tip;			/* highest durable position */
 	int64		last_stamp;		/* effective stamp at tip */
+	TimestampTz tip_observed_at;	/* when tip was last known to be the tip:
+									 * the claim's manifest read, or the start
+									 * of the last PUT */
 	bool		flushing;		/* a flush of the memtable runs */
 
 	/* group commit (group_commit.c) */

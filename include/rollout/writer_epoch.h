@@ -19,6 +19,7 @@ typedef struct ShardClaim
 	int64		epoch;			/* the new writer epoch */
 	int64		fence_position; /* the fence marker's WAL position: the tip */
 	int64		stamp;			/* the fence's effective stamp */
+	TimestampTz observed_at;	/* when the manifest it built on was read */
 } ShardClaim;
 
 /*
@@ -46,5 +47,15 @@ extern void writer_ensure_ready(RolloutStore *store, SharedStoreSlot *slot);
 
 /* A leader of epoch met a newer writer's entry: count the fence once. */
 extern void writer_note_fenced(SharedStoreSlot *slot, int64 epoch);
+
+/*
+ * Before a leader of epoch writes at position on a tip it learnt too long
+ * ago (rollout_output_too_old): ERROR, the fence counted, unless the shard
+ * manifest still says this writer owns the shard and has not sealed
+ * position.  Garbage collection may have deleted the entry a successor put
+ * there; only the manifest still tells.
+ */
+extern void writer_check_still_owner(RolloutStore *store, SharedStoreSlot *slot,
+									 int64 epoch, int64 position);
 
 #endif							/* ROLLOUT_WRITER_EPOCH_H */

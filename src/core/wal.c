@@ -36,6 +36,8 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "rollout/fault.h"
+#include "rollout/grace.h"
 #include "rollout/json_doc.h"
 #include "rollout/manifest.h"
 #include "rollout/row_blob.h"
@@ -49,6 +51,7 @@
 /* rollout_fdw.max_wal_append_attempts */
 static int	wal_max_append_attempts = 1000;
 
+/* Define rollout_fdw.max_wal_append_attempts; _PG_init calls it. */
 void
 wal_define_settings(void)
 {
@@ -74,6 +77,11 @@ wal_next_stamp(void)
 	return last_stamp_issued;
 }
 
+/*
+ * The footer metadata of a WAL entry's segment, which wal_metadata_from_json
+ * reads back.  A NULL kind is written as "wal"; the ingest array is always
+ * written, empty when the entry names no ingest segment.
+ */
 char *
 wal_metadata_to_json(const WalEntryMetadata *metadata)
 {
@@ -106,6 +114,13 @@ wal_metadata_to_json(const WalEntryMetadata *metadata)
 	return buf.data;
 }
 
+/*
+ * Besides the member checks of json_doc.c, only the kinds "wal" and "fence"
+ * are accepted, so that another kind of segment found at a WAL key is reported
+ * as corrupt instead of being read as an entry.  json is NULL for a segment
+ * without footer metadata, which is corrupt too.  transactions defaults to 1
+ * and ingest to none.
+ */
 WalEntryMetadata *
 wal_metadata_from_json(const char *json, const char *key)
 {
@@ -144,6 +159,13 @@ wal_metadata_from_json(const char *json, const char *key)
 	return metadata;
 }
 
+/*
+ * Rows are decoded one at a time into a memory context reset after each, so
+ * that memory stays flat however many rows the entry holds; the hidden columns
+ * (_ts, _shard, _op), the same for every row, are set once.  The segment is
+ * marked unsorted: its rows are in the order they were committed, not in key
+ * order.
+ */
 void
 wal_write_entry_file(RolloutStore *store, List *blobs,
 					 const WalEntryMetadata *metadata, const char *path)
@@ -221,6 +243,12 @@ wal_list_after(RolloutStore *store, const char *shard, int64 after)
 	return entries;
 }
 
+/*
+ * Stop at the first hole: a listing racing with commits can show p+2 before
+ * p+1, and neither a reader nor a flush may take a later entry without the
+ * earlier one.  entries must be ascending, as wal_list_after returns them; the
+ * result shares their WalEntryRefs.
+ */
 List *
 wal_contiguous_prefix(List *entries, int64 after)
 {
@@ -247,6 +275,12 @@ typedef struct WalPositionContext
 	int64		position;
 } WalPositionContext;
 
+/*
+ * Error context callback of wal_read_metadata: whatever goes wrong while
+ * reading the entry at a taken position names the position, shard and store,
+ * and says that nothing was overwritten, so the user knows the store was left
+ * intact.
+ */
 static void
 wal_position_error_context(void *arg)
 {
@@ -344,13 +378,23 @@ wal_put_entry(RolloutStore *store, int64 position, const char *path,
 	return owner->epoch > epoch ? WAL_PUT_FENCED : WAL_PUT_TAKEN;
 }
 
+/* wal_append_file's answer when what it saw of the WAL has grown too old */
+#define WAL_APPEND_LOOK_AGAIN	(-1)
+
 /*
  * Create a finished WAL entry file at this shard's next position (see
- * wal_append_rows).  manifest is the shard manifest read just before.
+ * wal_append_rows).  manifest is the shard manifest read at observed_at.
+ * Returns WAL_APPEND_LOOK_AGAIN, nothing written, once that is longer ago
+ * than half the minimum gc grace (grace.h): a position found free could by
+ * then have held an entry that was sealed and collected since, and an entry
+ * written there would sit below replay_after, never read.  first_look says
+ * whether this is the commit's first try, the one the test fault point
+ * wal.before_put stops.
  */
 static int64
 wal_append_file(RolloutStore *store, const char *segment_path,
-				const WalEntryMetadata *metadata, ShardManifest *manifest)
+				const WalEntryMetadata *metadata, ShardManifest *manifest,
+				TimestampTz observed_at, bool first_look)
 {
 	List	   *entries;
 	int64		start;
@@ -401,12 +445,22 @@ wal_append_file(RolloutStore *store, const char *segment_path,
 		tip = last->position;
 	}
 
+	if (first_look)
+		rollout_fault_point("wal.before_put");
 	for (int attempt = 0; attempt < wal_max_append_attempts; attempt++)
 	{
 		int64		position = tip + 1;
 		int64		owner_epoch;
 
 		CHECK_FOR_INTERRUPTS();
+		if (rollout_output_too_old(observed_at))
+		{
+			ereport(LOG,
+					(errmsg("rollout_fdw: looking at the WAL of shard \"%s\" of store \"%s\" again before writing",
+							store->shard, store->name),
+					 errdetail("What this commit read of it is older than half of rollout_fdw.min_gc_grace.")));
+			return WAL_APPEND_LOOK_AGAIN;
+		}
 		switch (wal_put_entry(store, position, segment_path, metadata->put_id,
 							  metadata->epoch, &owner_epoch))
 		{
@@ -454,28 +508,39 @@ wal_append_file(RolloutStore *store, const char *segment_path,
  * timeline: a cluster promoted since must claim the shard first (0 is
  * returned, nothing written), and one superseded by a promoted standby
  * writes nothing (ERROR).  The caller (rollout_commit_rows) has created the
- * store and registered the shard.
+ * store and registered the shard.  A commit that took longer than half the
+ * minimum gc grace between reading the manifest and writing reads it again
+ * (wal_append_file).
  */
 int64
 wal_append_rows(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
 {
-	ShardManifest *manifest;
 	char	   *path;
 	volatile int64 position = 0;
 
 	Assert(store->pending_definition == NULL && store->shard_registered);
 
-	/* refresh our knowledge of the tip: manifest first, then a listing */
-	manifest = shard_manifest_read_latest(store, store->shard);
-	rollout_check_not_superseded(store, manifest->writer_timeline);
-	if (manifest->writer_timeline < rollout_writer_timeline())
-		return 0;
-	metadata->epoch = manifest->writer_epoch;
 	path = rollout_scratch_file_path("wal");
 	PG_TRY();
 	{
-		wal_write_entry_file(store, blobs, metadata, path);
-		position = wal_append_file(store, path, metadata, manifest);
+		for (bool first_look = true;; first_look = false)
+		{
+			TimestampTz observed_at = GetCurrentTimestamp();
+			ShardManifest *manifest;
+
+			/* what the tip is: the manifest first, then a listing */
+			manifest = shard_manifest_read_latest(store, store->shard);
+			rollout_check_not_superseded(store, manifest->writer_timeline);
+			if (manifest->writer_timeline < rollout_writer_timeline())
+				break;			/* position 0: claim first */
+			metadata->epoch = manifest->writer_epoch;
+			wal_write_entry_file(store, blobs, metadata, path);
+			position = wal_append_file(store, path, metadata, manifest,
+									   observed_at, first_look);
+			if (position != WAL_APPEND_LOOK_AGAIN)
+				break;
+			(void) unlink(path);
+		}
 	}
 	PG_FINALLY();
 	{

@@ -41,7 +41,7 @@
 
 #include "rollout/compact.h"
 #include "rollout/fault.h"
-#include "rollout/gc.h"
+#include "rollout/grace.h"
 #include "rollout/json_doc.h"
 #include "rollout/rewrite.h"
 #include "rollout/shard.h"

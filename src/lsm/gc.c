@@ -23,7 +23,8 @@
  *	- base fragments no kept base version references (any cluster);
  *	- this shard's generations no kept shard version references, and WAL
  *	  entries at or below the smallest replay_after of the kept shard
- *	  versions (only a shard's own writer collects its WAL and generations);
+ *	  versions, but never a fence marker (only a shard's own writer collects
+ *	  its WAL and generations);
  *	- this shard's ingest segments that neither a kept shard version (as an
  *	  adopted generation) nor a WAL entry after replay_after names;
  *	- manifest versions that are no longer kept (after the data objects);
@@ -50,42 +51,6 @@
 #include "rollout/store_sources.h"
 #include "rollout/store_stats.h"
 #include "rollout/wal.h"
-
-/* rollout_fdw.min_gc_grace (seconds) */
-static int	min_gc_grace_seconds = 600;
-
-void
-gc_define_settings(void)
-{
-	DefineCustomIntVariable("rollout_fdw.min_gc_grace",
-							"Shortest grace period rollout_gc accepts.",
-							"Merges, compactions and flushes abandon outputs that waited longer than half of it before their commit, so that garbage collection can never delete an object a commit is about to reference.",
-							&min_gc_grace_seconds,
-							600, 0, 7 * 24 * 3600,
-							PGC_SUSET,
-							GUC_UNIT_S,
-							NULL, NULL, NULL);
-}
-
-int
-gc_min_grace_seconds(void)
-{
-	return min_gc_grace_seconds;
-}
-
-/*
- * An output uploaded at uploaded_at and not yet committed is past half the
- * minimum grace: a gc may be about to judge it an orphan, so committing it
- * now could reference a deleted object.
- */
-bool
-rollout_output_too_old(TimestampTz uploaded_at)
-{
-	if (min_gc_grace_seconds <= 0)
-		return false;
-	return TimestampDifferenceExceeds(uploaded_at, GetCurrentTimestamp(),
-									  min_gc_grace_seconds * 1000 / 2);
-}
 
 /* The manifest versions of one _manifest/ folder, oldest first. */
 typedef struct ManifestVersions
@@ -127,6 +92,11 @@ gc_manifest_versions(RolloutStore *store, const char *prefix, TimestampTz cutoff
 	return versions;
 }
 
+/*
+ * Delete one listed object, counting it and the size the listing reported in
+ * result.  Returns false, counting nothing, when it was already gone (a
+ * concurrent gc).  The fault point gc.after_delete follows each deletion.
+ */
 static bool
 gc_delete(RolloutStore *store, ObjectStoreEntry *entry, GcResult *result)
 {
@@ -153,6 +123,10 @@ gc_delete_old_versions(RolloutStore *store, ManifestVersions *versions,
 	}
 }
 
+/*
+ * Is key in a list of key strings?  A linear search, run for each listed
+ * object against the keys the kept manifest versions reference.
+ */
 static bool
 gc_key_in(List *keys, const char *key)
 {
@@ -254,6 +228,78 @@ gc_own_ingest(RolloutStore *store, List *referenced, int64 replay_after,
 	}
 }
 
+/* What gc_wal_footer needs: the candidates, and whom to tell. */
+typedef struct SealedEntries
+{
+	RolloutStore *store;
+	ObjectStoreEntry **entries;
+	GcResult   *result;
+} SealedEntries;
+
+/*
+ * Delete one sealed WAL entry unless it is a fence marker.  A fence holds no
+ * rows, so only an entry without rows needs its metadata read; one that
+ * vanished meanwhile is left alone.
+ */
+static void
+gc_wal_footer(SegmentReader *reader, int index, void *arg)
+{
+	SealedEntries *sealed = arg;
+	ObjectStoreEntry *entry = sealed->entries[index];
+
+	if (reader == NULL)
+		return;
+	if (reader->row_count == 0 &&
+		strcmp(wal_metadata_from_json(reader->metadata, entry->key)->kind,
+			   "fence") == 0)
+		return;
+	(void) gc_delete(sealed->store, entry, sealed->result);
+}
+
+/*
+ * This shard's WAL entries that every kept shard version has sealed into a
+ * generation (positions up to replay_after), when older than cutoff, except
+ * the fence markers: they are never collected (DESIGN.md §8).  A writer the
+ * shard was taken from knows no newer position than the one its successor's
+ * fence took; while the fence is there, that writer's next entry meets it
+ * and is refused as fenced, whereas in a collected position it would land
+ * below replay_after, acknowledged and never read.  Fences are small, one
+ * per claim.  The candidates' footers are read in batches of concurrent
+ * requests.
+ */
+static void
+gc_own_wal(RolloutStore *store, int64 replay_after, TimestampTz cutoff,
+		   GcResult *result)
+{
+	List	   *objects = objstore_list_all(store->objstore,
+											rollout_key_wal_prefix(store, store->shard),
+											NULL);
+	SealedEntries sealed = {store, NULL, result};
+	char	  **keys;
+	int64	   *sizes;
+	int			count = 0;
+	ListCell   *lc;
+
+	sealed.entries = palloc(sizeof(ObjectStoreEntry *) * Max(list_length(objects), 1));
+	keys = palloc(sizeof(char *) * Max(list_length(objects), 1));
+	sizes = palloc(sizeof(int64) * Max(list_length(objects), 1));
+	foreach(lc, objects)
+	{
+		ObjectStoreEntry *entry = lfirst(lc);
+		int64		position = rollout_key_number(entry->key);
+
+		if (position <= 0 || position > replay_after)
+			break;				/* listed in position order */
+		if (entry->modified > cutoff)
+			continue;
+		sealed.entries[count] = entry;
+		keys[count] = entry->key;
+		sizes[count] = entry->size;
+		count++;
+	}
+	rollout_segment_footers(store, keys, sizes, count, gc_wal_footer, &sealed);
+}
+
 /* This cluster's shard: generations, WAL entries and manifest versions. */
 static void
 gc_own_shard(RolloutStore *store, TimestampTz cutoff, GcResult *result)
@@ -294,23 +340,19 @@ gc_own_shard(RolloutStore *store, TimestampTz cutoff, GcResult *result)
 			(void) gc_delete(store, entry, result);
 	}
 
-	/* WAL entries every kept version has sealed into a generation */
-	objects = objstore_list_all(store->objstore,
-								rollout_key_wal_prefix(store, store->shard), NULL);
-	foreach(lc, objects)
-	{
-		ObjectStoreEntry *entry = lfirst(lc);
-		int64		position = rollout_key_number(entry->key);
-
-		if (position <= 0 || position > replay_after)
-			break;				/* listed in position order */
-		if (entry->modified <= cutoff)
-			(void) gc_delete(store, entry, result);
-	}
+	gc_own_wal(store, replay_after, cutoff, result);
 	gc_own_ingest(store, referenced, replay_after, cutoff, result);
 	gc_delete_old_versions(store, &versions, cutoff, result);
 }
 
+/*
+ * Collect garbage in store (gc.h): base fragments and base manifests, then
+ * this shard's generations, WAL entries, ingest segments and manifests, then
+ * what interrupted uploads left.  cutoff (now minus the grace) bounds every
+ * deletion.  The callers have checked grace_seconds against
+ * rollout_fdw.min_gc_grace: rollout_gc refuses a shorter one, the sweeper
+ * raises it.
+ */
 GcResult
 rollout_gc_store(RolloutStore *store, int64 grace_seconds)
 {

@@ -39,6 +39,7 @@
 #include "utils/timestamp.h"
 
 #include "rollout/flush.h"
+#include "rollout/grace.h"
 #include "rollout/group_commit.h"
 #include "rollout/memtable.h"
 #include "rollout/scratch.h"
@@ -56,6 +57,7 @@
 /* rollout_fdw.commit_delay (microseconds; -1 automatic) */
 static int	commit_delay_us = -1;
 
+/* Define rollout_fdw.commit_delay; _PG_init calls this. */
 void
 group_commit_define_settings(void)
 {
@@ -152,6 +154,7 @@ typedef struct LeaderBatch
 	int64		epoch;
 	int64		position;		/* the tip + 1 */
 	int64		previous_stamp; /* effective stamp at the tip */
+	TimestampTz tip_observed_at;	/* when the tip was known to be it */
 
 	int64		stamp;			/* the entry's, once written */
 } LeaderBatch;
@@ -219,6 +222,7 @@ leader_take_requests(SharedStoreSlot *slot, dsa_area *area, dsa_pointer own,
 	batch->epoch = slot->epoch;
 	batch->position = slot->tip + 1;
 	batch->previous_stamp = slot->last_stamp;
+	batch->tip_observed_at = slot->tip_observed_at;
 	LWLockRelease(&slot->lock);
 }
 
@@ -277,6 +281,12 @@ leader_write_entry(RolloutStore *store, SharedStoreSlot *slot, dsa_area *area,
 	metadata.put_id = objstore_new_put_id();
 	metadata.transactions = batch->transactions;
 
+	/*
+	 * A tip learnt longer ago than half the minimum gc grace (an idle writer)
+	 * is checked against the shard manifest first (grace.h).
+	 */
+	if (rollout_output_too_old(batch->tip_observed_at))
+		writer_check_still_owner(store, slot, batch->epoch, batch->position);
 	wal_write_entry_file(store, blobs, &metadata, path);
 	switch (wal_put_entry(store, batch->position, path, metadata.put_id,
 						  batch->epoch, &owner_epoch))
@@ -304,8 +314,10 @@ leader_write_entry(RolloutStore *store, SharedStoreSlot *slot, dsa_area *area,
  */
 static void
 leader_publish(RolloutStore *store, SharedStoreSlot *slot, dsa_area *area,
-			   dsa_pointer batch_pointer, LeaderBatch *batch, int64 elapsed_us)
+			   dsa_pointer batch_pointer, LeaderBatch *batch, TimestampTz started)
 {
+	int64		elapsed_us = (int64) (GetCurrentTimestamp() - started);
+
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 
 	/*
@@ -318,6 +330,7 @@ leader_publish(RolloutStore *store, SharedStoreSlot *slot, dsa_area *area,
 	{
 		slot->tip = batch->position;
 		slot->last_stamp = batch->stamp;
+		slot->tip_observed_at = started;
 	}
 	memtable_add_batch(slot, batch_pointer, batch->head, batch->position,
 					   batch->stamp, store->objstore->access_fingerprint);
@@ -398,8 +411,7 @@ group_commit_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own)
 	}
 	PG_END_TRY();
 	(void) unlink(path);
-	leader_publish(store, slot, area, batch_pointer, &batch,
-				   (int64) (GetCurrentTimestamp() - started));
+	leader_publish(store, slot, area, batch_pointer, &batch, started);
 }
 
 /*
@@ -575,6 +587,15 @@ commit_request_await(RolloutStore *store, SharedStoreSlot *slot,
 	return status;
 }
 
+/*
+ * Commit one transaction through the shard's group-commit queue
+ * (group_commit.h).  The slot is brought to the store's current incarnation
+ * and the writer made ready before anything is reserved or queued; then the
+ * request is allocated (waiting for memtable room) and queued, and this
+ * backend waits for its outcome, leading whenever no leader is active.  A
+ * failed request is freed here and raised with the leader's SQLSTATE and
+ * message; a done one belongs to the memtable from then on.
+ */
 int64
 group_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 			 int64 row_count, List *ingest)

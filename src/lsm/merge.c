@@ -42,7 +42,7 @@
 
 #include "rollout/fault.h"
 #include "rollout/flush.h"
-#include "rollout/gc.h"
+#include "rollout/grace.h"
 #include "rollout/json_doc.h"
 #include "rollout/merge.h"
 #include "rollout/rewrite.h"

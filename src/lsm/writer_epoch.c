@@ -40,6 +40,7 @@
 
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "utils/timestamp.h"
 
 #include "rollout/flush.h"
 #include "rollout/manifest.h"
@@ -103,6 +104,16 @@ shard_write_fence(RolloutStore *store, const WalEntryMetadata *fence,
 	return put;
 }
 
+/*
+ * Claim the shard (writer_epoch.h).  Each round first refuses a cluster
+ * superseded by a promoted standby and a stale copy in the default location,
+ * then flushes the durable WAL tail, commits the next epoch with
+ * epoch_start_position = replay_after + 1, and writes the fence there.  A
+ * round starts over when an entry landed after the flush, when the manifest
+ * commit loses a race, or when a previous writer's last entry took the fence
+ * position (the next round's flush seals it); a newer epoch at the fence
+ * position means another cluster claimed after us, an ERROR.
+ */
 ShardClaim
 shard_claim(RolloutStore *store, bool only_for_new_timeline,
 			volatile bool *superseded)
@@ -144,6 +155,7 @@ shard_claim(RolloutStore *store, bool only_for_new_timeline,
 		shard_check_default_location_copy(store, manifest);
 
 		(void) rollout_flush_shard(store);
+		claim.observed_at = GetCurrentTimestamp();
 		manifest = shard_manifest_read_for_update(store);
 		if (wal_contiguous_prefix(wal_list_after(store, store->shard,
 												 manifest->replay_after),
@@ -191,7 +203,7 @@ shard_claim(RolloutStore *store, bool only_for_new_timeline,
 }
 
 /*
- * Claim the shard for this cluster (shard_claim.c) and set the slot's
+ * Claim the shard for this cluster (shard_claim above) and set the slot's
  * epoch, tip and last_stamp (the caller publishes them).  A writer
  * reopening after a fence may still hold batches of its old epoch: they are
  * durable entries, sealed by the claim's replay, so they go.
@@ -206,6 +218,7 @@ writer_claim(RolloutStore *store, SharedStoreSlot *slot,
 	slot->epoch = claim.epoch;
 	slot->tip = claim.fence_position;
 	slot->last_stamp = claim.stamp;
+	slot->tip_observed_at = claim.observed_at;
 }
 
 /* Make sure this cluster's writer of the shard is ready (claim it once). */
@@ -295,4 +308,38 @@ writer_note_fenced(SharedStoreSlot *slot, int64 epoch)
 	if (slot->writer_state == WRITER_READY && slot->epoch == epoch)
 		slot->writer_state = ++slot->times_fenced >= 2 ? WRITER_FENCED : WRITER_NONE;
 	LWLockRelease(&slot->lock);
+}
+
+/*
+ * The leader's tip is what its own last PUT (or the claim) left; nobody
+ * else writes this shard while it owns it.  A successor writes a fence
+ * there first, and gc keeps fences, so the leader's PUT would meet it; but
+ * a fence may still have been collected (by a gc of an older release, or
+ * by hand), and then the PUT would land below the successor's
+ * replay_after, acknowledged and never read.  The successor's claim
+ * committed its manifest before its fence, so the manifest is what tells.
+ */
+void
+writer_check_still_owner(RolloutStore *store, SharedStoreSlot *slot,
+						 int64 epoch, int64 position)
+{
+	ShardManifest *manifest = shard_manifest_read_latest(store, store->shard);
+
+	ereport(LOG,
+			(errmsg("rollout_fdw: checking that this cluster still owns shard \"%s\" of store \"%s\" before writing WAL position %lld",
+					store->shard, store->name, (long long) position),
+			 errdetail("Its last write is older than half of rollout_fdw.min_gc_grace.")));
+	rollout_check_not_superseded(store, manifest->writer_timeline);
+	if (manifest->writer_epoch > epoch)
+	{
+		writer_note_fenced(slot, epoch);
+		shard_raise_taken_over(store, -1, manifest->writer_epoch, epoch);
+	}
+	if (manifest->replay_after >= position)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("WAL position %lld of shard \"%s\" in store \"%s\" is sealed already",
+						(long long) position, store->shard, store->name),
+				 errdetail("The shard manifest says replay_after %lld under this writer's epoch %lld. Nothing was written.",
+						   (long long) manifest->replay_after, (long long) epoch)));
 }

@@ -29,6 +29,7 @@
 #include "rollout/fdw.h"
 #include "rollout/flush.h"
 #include "rollout/gc.h"
+#include "rollout/grace.h"
 #include "rollout/merge.h"
 #include "rollout/observe.h"
 #include "rollout/sql_common.h"

@@ -49,6 +49,7 @@
 #include "rollout/fdw.h"
 #include "rollout/flush.h"
 #include "rollout/gc.h"
+#include "rollout/grace.h"
 #include "rollout/memtable.h"
 #include "rollout/merge.h"
 #include "rollout/observe.h"
