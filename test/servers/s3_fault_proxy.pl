@@ -1,7 +1,7 @@
 #!/usr/bin/env perl
 #
 # s3_fault_proxy.pl — an HTTP proxy in front of a local object store that
-# injects faults on request, for the S3 backend tests (test/t/020_s3_*.pl).
+# injects faults on request, for the S3 backend tests (test/t/020_s3_moto.pl).
 #
 #   perl test/servers/s3_fault_proxy.pl LISTEN_PORT UPSTREAM_HOST:PORT STATE_FILE
 #

@@ -1,7 +1,7 @@
 
 # Copyright (c) rollout_fdw authors
 #
-# 027_portable_values.pl — values mean the same in every database and
+# 028_portable_values.pl — values mean the same in every database and
 # cluster (issue 10, point 3; docs/FORMAT.md, "Column encodings").
 #
 # The types whose datum image embeds an OID of its database — enums,
@@ -173,14 +173,14 @@ isnt($A->safe_psql('db1', q{SELECT string_agg(oid::text, ',' ORDER BY enumsortor
 	$A->safe_psql('db2', q{SELECT string_agg(oid::text, ',' ORDER BY enumsortorder) FROM pg_enum WHERE enumtypid = 'mood'::regtype}),
 	'and different enum value OIDs');
 
-scenario(RolloutStore->for_test('027_file', backend => 'file'), 'file');
+scenario(RolloutStore->for_test('028_file', backend => 'file'), 'file');
 if (!RolloutStore::remote() && $ENV{ROLLOUT_TEST_S3_ENDPOINT})
 {
-	scenario(RolloutStore->for_test('027_s3', backend => 's3'), 's3');
+	scenario(RolloutStore->for_test('028_s3', backend => 's3'), 's3');
 }
 elsif (RolloutStore::remote())
 {
-	scenario(RolloutStore->for_test('027_remote'), RolloutStore::backend());
+	scenario(RolloutStore->for_test('028_remote'), RolloutStore::backend());
 }
 
 # --- types that cannot be stored, and keys that cannot be text
@@ -195,7 +195,7 @@ like($err, qr/key column "id" of foreign table "bad" has type mood, which cannot
 	'... with a clear error');
 
 # --- stores written before format version 2
-my $legacy = RolloutStore->for_test('027_legacy', backend => 'file');
+my $legacy = RolloutStore->for_test('028_legacy', backend => 'file');
 $A->safe_psql('db1', $legacy->server_sql('s_legacy'));
 $A->safe_psql('db1', q{
 CREATE FOREIGN TABLE legacy_typed (id int, m mood) SERVER s_legacy OPTIONS (store 'typed');

@@ -1,7 +1,7 @@
 
 # Copyright (c) rollout_fdw authors
 #
-# 024_tls_verification.pl — HTTPS to the object store is verified by default
+# 025_tls_verification.pl — HTTPS to the object store is verified by default
 # (issue 5): the S3 and the Azure backend, each behind the project's proxy
 # (test/servers/latency_proxy.py --tls-cert) terminating TLS in front of moto
 # and Azurite with certificates made here.
@@ -78,7 +78,7 @@ $node->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw');
 
 for my $backend ('s3', 'azure')
 {
-	my $store = RolloutStore->for_test("024_tls_$backend", backend => $backend);
+	my $store = RolloutStore->for_test("025_tls_$backend", backend => $backend);
 	my ($scheme, $target, $path) = $store->{endpoint} =~ m{^(http)://([0-9.]+:\d+)(/.*)?$}
 	  or BAIL_OUT("the $backend endpoint must be http://IP:PORT[/path]: $store->{endpoint}");
 	$path //= '';

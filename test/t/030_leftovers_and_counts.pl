@@ -1,7 +1,7 @@
 
 # Copyright (c) rollout_fdw authors
 #
-# 029_leftovers_and_counts.pl — a crash leaves nothing garbage collection
+# 030_leftovers_and_counts.pl — a crash leaves nothing garbage collection
 # cannot remove, a flush never commits a generation gc may have taken, and
 # the cheap count never falls below the durable rows (issue 10, points 7
 # and 8).
@@ -30,7 +30,7 @@ use RolloutTest qw(mode_node shard_of);
 use Test::More;
 
 my $node = mode_node('leftovers', conf => ['rollout_fdw.min_gc_grace = 0']);
-my $store = RolloutStore->for_test('029_leftovers', backend => 'file');
+my $store = RolloutStore->for_test('030_leftovers', backend => 'file');
 $store->create_extension_and_server($node);
 $node->safe_psql('postgres', q{
 CREATE FOREIGN TABLE t (id int, v text) SERVER s OPTIONS (store 'left');

@@ -1,7 +1,7 @@
 
 # Copyright (c) rollout_fdw authors
 #
-# 021_azure_faults.pl — the Azure backend through the project's latency
+# 022_azure_faults.pl — the Azure backend through the project's latency
 # proxy (test/servers/latency_proxy.py) in front of Azurite (issue 5):
 #
 #   - 20 ms per direction: everything still works;
@@ -36,7 +36,7 @@ plan skip_all =>
   unless $endpoint;
 my ($target, $account) = $endpoint =~ m{^http://([0-9.]+:\d+)/([a-z0-9]{3,24})/?$}
   or BAIL_OUT("ROLLOUT_TEST_AZURE_ENDPOINT must be http://HOST:PORT/ACCOUNT for the proxy tests");
-my $run = sprintf('t021f-%d-%d', $$, time);
+my $run = sprintf('t022-%d-%d', $$, time);
 
 # The proxy, on ports the kernel picks.
 my $proxy = LatencyProxy->start(target => $target, delay_ms => 20, control => 1);

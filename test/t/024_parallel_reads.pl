@@ -1,7 +1,7 @@
 
 # Copyright (c) rollout_fdw authors
 #
-# 023_parallel_reads.pl — scans fetch the segments they read with concurrent
+# 024_parallel_reads.pl — scans fetch the segments they read with concurrent
 # requests, at most rollout_fdw.max_concurrent_requests at once:
 #
 #  (a) correctness: a store of base fragments, 20 generations and a WAL tail
@@ -54,7 +54,7 @@ my ($az_endpoint, $az_key, $az_container) = RolloutStore::azure_settings();
 delete $ENV{$_} for qw(ROLLOUT_TEST_AZURE_KEY AZURE_STORAGE_KEY AZURE_STORAGE_SAS_TOKEN);
 
 # A fresh prefix per run: the bucket and the container outlive the test.
-my $run = sprintf('t023-%d-%d', $$, time());
+my $run = sprintf('t024-%d-%d', $$, time());
 
 # --- the latency proxy in front of moto ---------------------------------------
 my $proxy = LatencyProxy->start(target => $upstream, delay_ms => 0, control => 1);

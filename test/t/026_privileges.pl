@@ -1,7 +1,7 @@
 
 # Copyright (c) rollout_fdw authors
 #
-# 025_privileges.pl — nobody borrows the server's files or credentials
+# 026_privileges.pl — nobody borrows the server's files or credentials
 # (issue 10, point 1; README "Privileges").
 #
 # A role "app" that is no superuser has USAGE on the wrapper and CREATE on
@@ -127,7 +127,7 @@ isnt($ret, 0, "a superuser still cannot read app's table with the environment cr
 SKIP:
 {
 	skip 'Ceph RGW is not running (scripts/test.sh starts it)', 9 unless $have_rgw;
-	my $rgw = RolloutStore->for_test('025_rgw', backend => 'rgw');
+	my $rgw = RolloutStore->for_test('026_rgw', backend => 'rgw');
 	my $location = $rgw->location;
 	my $rgw_endpoint = $ENV{ROLLOUT_TEST_RGW_ENDPOINT};
 	my $region = $ENV{ROLLOUT_TEST_RGW_REGION} || 'us-east-1';
@@ -176,7 +176,7 @@ SKIP:
 	skip 'Ceph RGW is not running (scripts/test.sh starts it)', 4 unless $have_rgw;
 	# the real store, on RGW, written by a superuser through a mapping of
 	# its own (no PUBLIC mapping app could use)
-	my $real = RolloutStore->for_test('025_memtable', backend => 'rgw');
+	my $real = RolloutStore->for_test('026_memtable', backend => 'rgw');
 	my $loc = $real->location;
 	my $sql = $real->server_sql('real_store');
 	$sql =~ s/FOR PUBLIC/FOR postgres/;
@@ -206,7 +206,7 @@ SKIP:
 {
 	skip 'the shared-memory writer runs only when preloaded', 4 unless RolloutTest::preload();
 	skip 'moto is not running (scripts/test.sh starts it)', 4 unless $ENV{ROLLOUT_TEST_S3_ENDPOINT};
-	my $moto = RolloutStore->for_test('025_groups', backend => 's3');
+	my $moto = RolloutStore->for_test('026_groups', backend => 's3');
 	my $sql = $moto->server_sql('groups');
 	$sql =~ s/CREATE USER MAPPING.*//s;
 	$node->safe_psql('postgres', $sql . q{
@@ -248,7 +248,7 @@ INSERT INTO grouped VALUES (0, 'claim');
 }
 
 # --- 5. an unreadable _store.json is an error, not a new store
-my $files = RolloutStore->for_test('025_files', backend => 'file');
+my $files = RolloutStore->for_test('026_files', backend => 'file');
 $node->safe_psql('postgres', $files->server_sql('files'));
 make_path($files->path('broken/_store.json'));
 $node->safe_psql('postgres', 'CREATE FOREIGN TABLE broken (id int) SERVER files');

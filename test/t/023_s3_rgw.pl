@@ -1,7 +1,7 @@
 
 # Copyright (c) rollout_fdw authors
 #
-# 022_s3_rgw.pl — the S3 backend against Ceph RGW, a server that verifies
+# 023_s3_rgw.pl — the S3 backend against Ceph RGW, a server that verifies
 # every SigV4 signature and payload hash (moto, in 020, verifies none).  A
 # signing mistake in any request kind fails here with HTTP 403.
 #
@@ -73,10 +73,10 @@ my $pre = preload();
 # Credentials that must fail, and must never be seen anywhere.
 my $wrong_secret = 'rollout+Wrong/Secret0022xyz';
 my $unknown_key_id = 'AKIAROLLOUTUNKNOWN22';
-my $bogus_token = 'RolloutBogusSessionToken0022';
+my $bogus_token = 'RolloutBogusSessionToken0023';
 
 # A fresh prefix per run: the bucket outlives the test.
-my $run = sprintf('t022-%s-%d-%d', $pre ? 'pre' : 'plain', $$, time());
+my $run = sprintf('t023-%s-%d-%d', $pre ? 'pre' : 'plain', $$, time());
 my $location = "s3://$bucket/$run";
 
 my $node = mode_node('s3_rgw', conf => [ 'max_connections = 40', 'log_min_messages = debug5' ]);
@@ -535,13 +535,13 @@ ok(!$ok && $err =~ /HTTP 403/, 'the same temporary credentials without the token
 # (f) a bucket that does not exist
 $node->safe_psql('postgres', qq{
 CREATE SERVER nobucket FOREIGN DATA WRAPPER rollout_fdw
-  OPTIONS (location 's3://rollout-no-such-bucket-t022/x', endpoint '$endpoint', region '$region');
+  OPTIONS (location 's3://rollout-no-such-bucket-t023/x', endpoint '$endpoint', region '$region');
 CREATE FOREIGN TABLE nb (id text, v int) SERVER nobucket OPTIONS (store 'nb', key 'id');
 });
 create_mapping($node, 'nobucket', "access_key_id '$key_id', secret_access_key '$secret'");
 ($ok, $out, $err) = try_sql($node, "INSERT INTO nb VALUES ('a', 1)", \@all_stderr);
 ok(!$ok, 'insert into a store in a missing bucket fails');
-like($err, qr/object "nb\/[^"]+" in store "s3:\/\/rollout-no-such-bucket-t022\/x": HTTP 404 NoSuchBucket/,
+like($err, qr/object "nb\/[^"]+" in store "s3:\/\/rollout-no-such-bucket-t023\/x": HTTP 404 NoSuchBucket/,
 	'the error names the object, the store and HTTP 404 NoSuchBucket') or diag($err);
 ($ok, $out, $err) = try_sql($node, "SELECT count(*) FROM nb", \@all_stderr);
 ok(!$ok && $err =~ /HTTP 404 NoSuchBucket/, 'a scan of it fails the same way, not as an empty store')

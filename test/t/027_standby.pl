@@ -1,7 +1,7 @@
 
 # Copyright (c) rollout_fdw authors
 #
-# 026_standby.pl — a streaming standby reads rollout stores but never
+# 027_standby.pl — a streaming standby reads rollout stores but never
 # writes them; promoted, it takes the shard over and fences its old primary
 # (issue 10, point 2; DESIGN.md §8).
 #
@@ -41,7 +41,7 @@ use RolloutStore;
 use RolloutTest qw(mode_node shard_of);
 use Test::More;
 
-my $store = RolloutStore->for_test('026_standby', backend => 'file');
+my $store = RolloutStore->for_test('027_standby', backend => 'file');
 
 my $primary = mode_node('primary', init => { allows_streaming => 1 });
 $store->create_extension_and_server($primary, 'shared');

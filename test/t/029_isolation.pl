@@ -1,7 +1,7 @@
 
 # Copyright (c) rollout_fdw authors
 #
-# 028_isolation.pl — PostgreSQL's isolation promises on rollout tables
+# 029_isolation.pl — PostgreSQL's isolation promises on rollout tables
 # (issue 10, points 4 and 5).
 #
 # Snapshots (fdw/scan_snapshot.c):
@@ -37,7 +37,7 @@ use Test::More;
 
 my $node = mode_node('isolation', conf => ['rollout_fdw.min_gc_grace = 0']);
 
-my $store = RolloutStore->for_test('028_isolation', backend => 'file');
+my $store = RolloutStore->for_test('029_isolation', backend => 'file');
 $store->create_extension_and_server($node);
 $node->safe_psql('postgres', q{
 CREATE FOREIGN TABLE t (id int, v text) SERVER s OPTIONS (store 'iso');
