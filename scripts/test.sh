@@ -41,6 +41,9 @@
 #      as two steps so that a pg_regress failure does not hide the TAP results;
 #   5. on failure prints regression.diffs and the tail of the failing TAP scripts'
 #      logs in tmp_check/log/ (all of them when the failing scripts are unknown);
+#   The whole matrix runs its first item alone (it builds and installs), then
+#   the others in two lanes side by side: file:// and Azure runs in one, S3
+#   and RGW runs in the other (see the comment at the matrix below).
 #   6. stops any server still running from the test tree, removes the tree, and
 #      prints a last line "N passed, N failed" (pg_regress tests + TAP subtests).
 #      A stage that fails without reporting a failed test counts as one failure.
@@ -184,19 +187,30 @@ if [ "$mode" = both ]; then
 	[ "$run_deps" = 1 ] && { bash "$ROOT/scripts/install-deps.sh" || { echo "$SUMMARY"; exit 1; }; }
 	matrix=${ROLLOUT_TEST_MATRIX:-"file:plain file:preload s3:plain s3:preload rgw:plain rgw:preload azure:plain azure:preload"}
 	SERVERS_DIR=$(mktemp -d /tmp/rollout_fdw_servers.XXXXXX)
-	trap 'stop_servers; rm -rf "$SERVERS_DIR"; echo "$SUMMARY"' EXIT
+	PG_TEST_PORT_DIR=$(mktemp -d /tmp/rollout_fdw_ports.XXXXXX)
+	trap 'stop_servers; rm -rf "$SERVERS_DIR" "$PG_TEST_PORT_DIR"; echo "$SUMMARY"' EXIT
 	trap 'exit 130' INT
 	trap 'exit 143' TERM HUP
 	run_source_checks
 	start_servers || { SUMMARY="0 passed, 1 failed"; exit 1; }
 	extra=()
 	[ "$keep" = 1 ] && extra+=(--keep)
-	total_passed=$check_passed total_failed=$check_failed status=0 first=1
-	report="  source checks  $check_passed passed, $check_failed failed"$'\n'
-	for run in $matrix; do
-		b=${run%%:*} m=${run#*:}
-		case $m in plain) flag=--no-preload ;; preload) flag=--preload ;; *) die "bad matrix item: $run" ;; esac
-		say "suite backend=$b mode=$m"
+	# The runs share the installed extension and the servers, nothing else
+	# (each has its own cluster, port and store prefixes), and spend most
+	# of their time waiting on servers, proxies and sleeps rather than on
+	# the CPU.  So after the first run, which builds and installs, they go
+	# in two lanes side by side: the file:// and Azure runs in one, since
+	# every Azure run restarts Azurite and the file:// runs use it too, the
+	# S3 and RGW runs in the other.  Each run gets its own port for its
+	# pg_regress cluster; the TAP nodes reserve theirs in one shared
+	# directory.
+	chown postgres "$PG_TEST_PORT_DIR"
+	export PG_TEST_PORT_DIR
+	run_cell() {	# run_cell backend:mode port install(0/1) log
+		local b=${1%%:*} m=${1#*:} flag
+		case $m in plain) flag=--no-preload ;; preload) flag=--preload ;; *) die "bad matrix item: $1" ;; esac
+		local -a args=(--no-deps "$flag" "--backend=$b" "${extra[@]}")
+		[ "$3" = 1 ] || args+=(--no-install)
 		if [ "$b" = azure ]; then
 			# Azurite keeps every blob of the run in memory and, that full,
 			# can pause for half a minute: each Azure run gets a fresh one.
@@ -206,17 +220,50 @@ if [ "$mode" = both ]; then
 				echo "test.sh: could not restart Azurite" >&2
 			}
 		fi
-		out=$(mktemp)
-		args=(--no-deps "$flag" "--backend=$b" "${extra[@]}")
-		[ "$first" = 1 ] || args+=(--no-install)
-		ROLLOUT_TEST_SERVERS_RUNNING=1 bash "${BASH_SOURCE[0]}" "${args[@]}" | tee "$out" || status=1
-		line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1)
-		rm -f "$out"
-		[ -n "$line" ] || line="0 passed, 1 failed"
-		# the first run installs the extension; when it did not get that far,
-		# the next run tries again
-		[[ $line == "0 passed, 1 failed" ]] || first=0
-		report+="  $b:$m  $line"$'\n'
+		say "suite backend=$b mode=$m"
+		PGPORT=$2 ROLLOUT_TEST_SERVERS_RUNNING=1 bash "${BASH_SOURCE[0]}" "${args[@]}" >"$4" 2>&1 || true
+		local line
+		line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$4" | tail -n 1)
+		echo "${line:-0 passed, 1 failed}" >"$4.result"
+	}
+	run_lane() {	# run_lane port install item...: one after the other
+		local port=$1 install=$2 item
+		shift 2
+		for item in "$@"; do
+			run_cell "$item" "$port" "$install" "$SERVERS_DIR/run.$item.log"
+			cat "$SERVERS_DIR/run.$item.log"
+			install=0
+		done
+	}
+	lane_file=() lane_s3=() first_run=
+	for run in $matrix; do
+		if [ -z "$first_run" ]; then
+			first_run=$run
+		elif [[ $run == s3:* || $run == rgw:* ]]; then
+			lane_s3+=("$run")
+		else
+			lane_file+=("$run")
+		fi
+	done
+	run_lane 5441 1 "$first_run"
+	if [[ $(cat "$SERVERS_DIR/run.$first_run.log.result") == "0 passed, 1 failed" ]]; then
+		# it did not get as far as installing: the rest run one after the
+		# other, and the next one tries again
+		run_lane 5441 1 "${lane_file[@]}" "${lane_s3[@]}"
+	else
+		# the S3 lane's output is shown when it is done
+		run_lane 5442 0 "${lane_s3[@]}" >"$SERVERS_DIR/lane_s3.log" 2>&1 &
+		lane_s3_pid=$!
+		run_lane 5441 0 "${lane_file[@]}"
+		wait "$lane_s3_pid" || true
+		cat "$SERVERS_DIR/lane_s3.log"
+	fi
+
+	total_passed=$check_passed total_failed=$check_failed status=0
+	report="  source checks  $check_passed passed, $check_failed failed"$'\n'
+	for run in $matrix; do
+		line=$(cat "$SERVERS_DIR/run.$run.log.result" 2>/dev/null || echo "0 passed, 1 failed")
+		report+="  $run  $line"$'\n'
 		total_passed=$((total_passed + ${line%% passed*}))
 		f=${line#*passed, }
 		total_failed=$((total_failed + ${f%% failed*}))
@@ -352,6 +399,7 @@ as_postgres() {
 	)
 	local v
 	for v in TERM CI COPT PROFILE PG_TEST_EXTRA PROVE_TESTS PG_TEST_TIMEOUT_DEFAULT \
+		PGPORT PG_TEST_PORT_DIR \
 		$(compgen -e | grep '^ROLLOUT_' || true); do
 		[ -n "${!v+x}" ] && envv+=("$v=${!v}")
 	done
