@@ -196,6 +196,9 @@ class Connection:
             except OSError:
                 pass
             s.close()
+        # end both writer threads (the one that called close ends anyway)
+        self.to_server.close_after_queue()
+        self.to_client.close_after_queue()
 
     def start(self):
         self.to_server.start()
@@ -213,6 +216,11 @@ class Connection:
                 self.to_client.put(data)
         except OSError:
             pass
+        if self.to_client.discard:
+            # A withheld answer: the server may close once it has answered
+            # (moto does at times), but the client must go on waiting on an
+            # open connection until it gives up and closes it (pump_client).
+            return
         self.to_client.close_after_queue()
 
     def pump_client(self):
