@@ -24,6 +24,7 @@
 #include "rollout/memtable.h"
 #include "rollout/merge.h"
 #include "rollout/objstore.h"
+#include "rollout/footer_cache.h"
 #include "rollout/shard.h"
 #include "rollout/shared_store.h"
 #include "rollout/shmem.h"
@@ -44,6 +45,7 @@ _PG_init(void)
 	objstore_define_settings();
 	fault_define_settings();
 	store_define_settings();
+	footer_cache_define_settings();
 	shard_define_settings();
 	wal_define_settings();
 	commit_define_settings();

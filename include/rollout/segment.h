@@ -145,8 +145,15 @@ extern void segment_writer_discard(SegmentWriter *writer);
  * last SEGMENT_TAIL_READ_SIZE bytes when it opens (then, for a footer larger
  * than that, the footer itself), and per row group the ranges of
  * segment_reader_row_group_ranges().  A source may therefore have fetched
- * them ahead of time, many objects at once (store.h, prefetching), and serve
- * them from memory.
+ * them ahead of time, many objects at once (store_sources.h, prefetching),
+ * and serve them from memory.
+ *
+ * A source may also know the footer already (a cache: segments never change
+ * once written).  known_footer, when set, is asked first: it appends the
+ * footer (footer_length bytes, its checksum included) to out, sets
+ * *object_size and returns true, or returns false to have it read.  The
+ * reader checks a known footer's checksum as it checks a read one, and hands
+ * every footer it read and checked to footer_read, when set.
  */
 typedef struct SegmentSource
 {
@@ -156,6 +163,9 @@ typedef struct SegmentSource
 							   StringInfo out);
 	bool		(*read_tail) (void *arg, int64 length, StringInfo out,
 							  int64 *object_size);
+	bool		(*known_footer) (void *arg, StringInfo out, int64 *object_size);
+	void		(*footer_read) (void *arg, const char *footer, int64 footer_length,
+								int64 object_size);
 } SegmentSource;
 
 /* One column chunk's directory entry. */

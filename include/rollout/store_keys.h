@@ -25,4 +25,7 @@ extern int64 rollout_key_number(const char *key);
 /* Key of a new base fragment: base/data/<uuid>.seg */
 extern char *rollout_key_new_fragment(RolloutStore *store);
 
+/* Is key a UUID-named object (a base fragment or an ingest segment)? */
+extern bool rollout_key_is_unique(RolloutStore *store, const char *key);
+
 #endif							/* ROLLOUT_STORE_KEYS_H */

@@ -91,6 +91,23 @@ rollout_key_number(const char *key)
 }
 
 
+/*
+ * Is key a name no other object of the store will ever have, not even after
+ * the store is deleted and created again?  Base fragments and ingest
+ * segments are named by a fresh UUID; WAL entries and generations by
+ * numbers a new incarnation of the store starts again from.
+ */
+bool
+rollout_key_is_unique(RolloutStore *store, const char *key)
+{
+	size_t		name_len = strlen(store->name);
+
+	if (strncmp(key, store->name, name_len) != 0 || key[name_len] != '/')
+		return false;
+	key += name_len + 1;
+	return strncmp(key, "base/data/", 10) == 0 || strncmp(key, "ingest/", 7) == 0;
+}
+
 /* Key of a new base fragment: base/data/<uuid>.seg */
 char *
 rollout_key_new_fragment(RolloutStore *store)

@@ -23,6 +23,8 @@
 #include "storage/fd.h"
 #include "utils/memutils.h"
 
+#include "rollout/footer_cache.h"
+#include "rollout/store_keys.h"
 #include "rollout/store_sources.h"
 
 /* ----------------------------------------------------------------
@@ -42,6 +44,7 @@ typedef struct StoreObjectSource
 	ObjectStore *objstore;
 	char	   *key;
 	int64		size_hint;		/* the object's size if known, else -1 */
+	char	   *cache_identity; /* in the footer cache, or NULL: not cached */
 	List	   *prefetched;		/* PrefetchedRead * */
 	MemoryContext context;		/* where the source and its reads live */
 } StoreObjectSource;
@@ -135,6 +138,53 @@ store_object_read_tail(void *arg, int64 length, StringInfo out,
 }
 
 /*
+ * known_footer callback: the footer cache's copy, if it has one, and only if
+ * it belongs to an object of the size the manifest gives (when it gives one).
+ */
+static bool
+store_object_known_footer(void *arg, StringInfo out, int64 *object_size)
+{
+	StoreObjectSource *source = arg;
+
+	if (!footer_cache_lookup(source->cache_identity, out, object_size))
+		return false;
+	if (source->size_hint >= 0 && *object_size != source->size_hint)
+	{
+		resetStringInfo(out);
+		return false;
+	}
+	return true;
+}
+
+/* footer_read callback: keep what the reader read and checked. */
+static void
+store_object_footer_read(void *arg, const char *footer, int64 footer_length,
+						 int64 object_size)
+{
+	StoreObjectSource *source = arg;
+
+	footer_cache_remember(source->cache_identity, footer, footer_length,
+						  object_size);
+}
+
+/*
+ * The footer cache identity of key: the store's access fingerprint (the
+ * location and the credentials, so that one role never reads what only
+ * another's credentials fetched), its incarnation and the key.  NULL when
+ * the object is not cached: the cache is off, the store has no incarnation
+ * yet, or the name may be reused (rollout_key_is_unique).
+ */
+static char *
+store_object_cache_identity(RolloutStore *store, const char *key)
+{
+	if (!footer_cache_enabled() || store->incarnation == NULL ||
+		!rollout_key_is_unique(store, key))
+		return NULL;
+	return psprintf("%s/%s/%s", store->objstore->access_fingerprint,
+					store->incarnation, key);
+}
+
+/*
  * The source remembers CurrentMemoryContext, where
  * rollout_segment_sources_prefetch later puts the bytes it fetches for it,
  * whatever context is current then.  size_hint reaches the object store only
@@ -149,11 +199,17 @@ rollout_segment_source(RolloutStore *store, const char *key, int64 size_hint)
 	arg->objstore = store->objstore;
 	arg->key = pstrdup(key);
 	arg->size_hint = size_hint;
+	arg->cache_identity = store_object_cache_identity(store, key);
 	arg->context = CurrentMemoryContext;
 	source->name = arg->key;
 	source->arg = arg;
 	source->read_range = store_object_read_range;
 	source->read_tail = store_object_read_tail;
+	if (arg->cache_identity != NULL)
+	{
+		source->known_footer = store_object_known_footer;
+		source->footer_read = store_object_footer_read;
+	}
 	return source;
 }
 
@@ -247,6 +303,8 @@ rollout_local_segment_source(const char *path)
  * reads would have returned if made one by one now; the reader meets them
  * when it asks, as it would have met them from the store.  Each source must
  * come from rollout_segment_source(); the bytes live in its memory context.
+ * A tail read of an object whose footer the footer cache holds is left out:
+ * the reader will not ask for it.
  */
 void
 rollout_segment_sources_prefetch(RolloutStore *store,
@@ -254,7 +312,22 @@ rollout_segment_sources_prefetch(RolloutStore *store,
 {
 	ObjectStoreRead *reads;
 	PrefetchedRead **results;
+	SegmentPrefetch *wanted = NULL;
+	int			nwanted = 0;
 
+	for (int i = 0; i < count; i++)
+	{
+		StoreObjectSource *source = prefetches[i].source->arg;
+
+		if (prefetches[i].tail && source->cache_identity != NULL &&
+			footer_cache_contains(source->cache_identity))
+			continue;
+		if (wanted == NULL)
+			wanted = palloc(sizeof(SegmentPrefetch) * count);
+		wanted[nwanted++] = prefetches[i];
+	}
+	prefetches = wanted;
+	count = nwanted;
 	if (count <= 0)
 		return;
 	reads = palloc0(sizeof(ObjectStoreRead) * count);
@@ -297,6 +370,7 @@ rollout_segment_sources_prefetch(RolloutStore *store,
 	}
 	pfree(reads);
 	pfree(results);
+	pfree(wanted);
 }
 
 /*

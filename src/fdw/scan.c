@@ -176,19 +176,25 @@ rollout_build_key_range(ForeignScanState *node, RolloutScanState *state,
 
 /*
  * Add the statistics of the read about to end, and the object-store requests
- * made since counters_mark, to the node's totals for EXPLAIN ANALYZE; the mark
- * moves on, so that the next read counts only its own requests.
+ * made and footers looked up in the footer cache since the marks, to the
+ * node's totals for EXPLAIN ANALYZE; the marks move on, so that the next read
+ * counts only its own.
  */
 static void
 rollout_scan_accumulate_stats(RolloutScanState *state)
 {
 	const MergeReadStats *stats = merge_read_stats(state->read);
 	ObjectStoreCounters now;
+	FooterCacheCounters footers;
 
 	objstore_get_counters(&now);
 	state->remote_requests += now.requests - state->counters_mark.requests;
 	state->remote_rounds += now.rounds - state->counters_mark.rounds;
 	state->counters_mark = now;
+	footer_cache_get_counters(&footers);
+	state->footer_cache_hits += footers.hits - state->footer_mark.hits;
+	state->footer_cache_misses += footers.misses - state->footer_mark.misses;
+	state->footer_mark = footers;
 
 	state->totals.fragments_read += stats->fragments_read;
 	state->totals.fragments_skipped += stats->fragments_skipped;
@@ -256,6 +262,7 @@ rollout_iterate_foreign_scan(ForeignScanState *node)
 
 		oldcontext = MemoryContextSwitchTo(state->rescan_context);
 		objstore_get_counters(&state->counters_mark);
+		footer_cache_get_counters(&state->footer_mark);
 		rollout_build_key_range(node, state, &range);
 
 		/*

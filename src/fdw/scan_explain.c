@@ -90,6 +90,18 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 				ExplainPropertyInteger("Remote Request Rounds", NULL,
 									   state->remote_rounds, es);
 			}
+			if (es->format == EXPLAIN_FORMAT_TEXT)
+				ExplainPropertyText("Footer Cache",
+									psprintf("hits=%lld misses=%lld",
+											 (long long) state->footer_cache_hits,
+											 (long long) state->footer_cache_misses), es);
+			else
+			{
+				ExplainPropertyInteger("Footer Cache Hits", NULL,
+									   state->footer_cache_hits, es);
+				ExplainPropertyInteger("Footer Cache Misses", NULL,
+									   state->footer_cache_misses, es);
+			}
 		}
 	}
 }

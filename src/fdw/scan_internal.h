@@ -13,6 +13,7 @@
 #include "nodes/execnodes.h"
 
 #include "rollout/fdw.h"
+#include "rollout/footer_cache.h"
 #include "rollout/merge_read.h"
 
 /*
@@ -60,6 +61,11 @@ typedef struct RolloutScanState
 	ObjectStoreCounters counters_mark;
 	int64		remote_requests;
 	int64		remote_rounds;
+
+	/* footers found in and missing from the footer cache, from footer_mark */
+	FooterCacheCounters footer_mark;
+	int64		footer_cache_hits;
+	int64		footer_cache_misses;
 } RolloutScanState;
 
 /* The plan's retrieved attribute numbers and key conditions (scan_plan.c). */

@@ -442,10 +442,74 @@ decode_footer(SegmentReader *reader, const char *body, int64 body_length,
 }
 
 /*
+ * Check that a footer of footer_length bytes fits an object of object_size
+ * bytes, and return where it starts.
+ */
+static int64
+footer_start_in_object(const char *name, int64 footer_length, int64 object_size)
+{
+	if (object_size < SEGMENT_HEADER_SIZE + MIN_FOOTER_LENGTH + SEGMENT_TRAILER_SIZE)
+		segment_corrupt(name,
+						"The object is %lld bytes long, too short for a segment.",
+						(long long) object_size);
+	if (footer_length < MIN_FOOTER_LENGTH ||
+		footer_length > SEGMENT_MAX_FOOTER_LENGTH ||
+		footer_length > object_size - SEGMENT_HEADER_SIZE - SEGMENT_TRAILER_SIZE)
+		segment_corrupt(name,
+						"The footer length %lld does not fit an object of %lld bytes.",
+						(long long) footer_length, (long long) object_size);
+	return object_size - SEGMENT_TRAILER_SIZE - footer_length;
+}
+
+/* Check a footer's checksum and decode it into reader. */
+static void
+check_and_decode_footer(SegmentReader *reader, const char *footer,
+						int64 footer_length, int64 footer_start)
+{
+	int64		body_length = footer_length - SEGMENT_FOOTER_CRC_SIZE;
+	pg_crc32c	crc;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, footer, body_length);
+	FIN_CRC32C(crc);
+	if (crc != segment_get_uint32((const unsigned char *) footer + body_length))
+		segment_corrupt(reader->source->name, "The footer checksum does not match.");
+	decode_footer(reader, footer, body_length, footer_start);
+}
+
+/*
+ * Open a segment whose footer the source knows already (known_footer):
+ * checked and decoded like one read from the object.  Returns false when the
+ * source does not know it.
+ */
+static bool
+segment_reader_open_known(SegmentReader *reader)
+{
+	SegmentSource *source = reader->source;
+	StringInfoData footer;
+	int64		object_size = -1;
+	int64		footer_start;
+
+	if (source->known_footer == NULL)
+		return false;
+	initStringInfo(&footer);
+	if (!source->known_footer(source->arg, &footer, &object_size))
+	{
+		pfree(footer.data);
+		return false;
+	}
+	footer_start = footer_start_in_object(source->name, footer.len, object_size);
+	reader->object_size = object_size;
+	check_and_decode_footer(reader, footer.data, footer.len, footer_start);
+	pfree(footer.data);
+	return true;
+}
+
+/*
  * Read and validate the footer: one read of the tail (SEGMENT_TAIL_READ_SIZE
- * bytes), and one more ranged read if the footer is larger.  Returns NULL if
- * the object does not exist.  The reader lives in a new child of
- * CurrentMemoryContext.
+ * bytes), and one more ranged read if the footer is larger, unless the source
+ * knows the footer already.  Returns NULL if the object does not exist.  The
+ * reader lives in a new child of CurrentMemoryContext.
  */
 SegmentReader *
 segment_reader_open(SegmentSource *source)
@@ -461,8 +525,6 @@ segment_reader_open(SegmentSource *source)
 	int64		footer_length;
 	int64		footer_start;
 	const char *footer;
-	int64		body_length;
-	pg_crc32c	crc;
 	StringInfoData extra;
 	bool		footer_in_tail;
 
@@ -473,6 +535,12 @@ segment_reader_open(SegmentSource *source)
 	reader = palloc0(sizeof(SegmentReader));
 	reader->source = source;
 	reader->context = context;
+
+	if (segment_reader_open_known(reader))
+	{
+		MemoryContextSwitchTo(oldcontext);
+		return reader;
+	}
 
 	initStringInfo(&tail);
 	if (!source->read_tail(source->arg, SEGMENT_TAIL_READ_SIZE, &tail,
@@ -501,13 +569,7 @@ segment_reader_open(SegmentSource *source)
 		segment_corrupt(name,
 						"The object does not end with the segment magic number.");
 	footer_length = segment_get_uint32((const unsigned char *) trailer);
-	if (footer_length < MIN_FOOTER_LENGTH ||
-		footer_length > SEGMENT_MAX_FOOTER_LENGTH ||
-		footer_length > object_size - SEGMENT_HEADER_SIZE - SEGMENT_TRAILER_SIZE)
-		segment_corrupt(name,
-						"The footer length %lld does not fit an object of %lld bytes.",
-						(long long) footer_length, (long long) object_size);
-	footer_start = object_size - SEGMENT_TRAILER_SIZE - footer_length;
+	footer_start = footer_start_in_object(name, footer_length, object_size);
 
 	/* the header, when the tail covers it */
 	if (tail.len == object_size)
@@ -533,14 +595,9 @@ segment_reader_open(SegmentSource *source)
 		footer = extra.data;
 	}
 
-	body_length = footer_length - SEGMENT_FOOTER_CRC_SIZE;
-	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, footer, body_length);
-	FIN_CRC32C(crc);
-	if (crc != segment_get_uint32((const unsigned char *) footer + body_length))
-		segment_corrupt(name, "The footer checksum does not match.");
-
-	decode_footer(reader, footer, body_length, footer_start);
+	check_and_decode_footer(reader, footer, footer_length, footer_start);
+	if (source->footer_read != NULL)
+		source->footer_read(source->arg, footer, footer_length, object_size);
 
 	/* the footer bytes are no longer needed */
 	pfree(tail.data);

@@ -1,0 +1,217 @@
+/*-------------------------------------------------------------------------
+ *
+ * footer_cache.c
+ *		Footers of segments this backend has read, kept so that the next
+ *		scan of the same object needs no request for it.
+ *
+ * A segment never changes once written, so its footer can be kept under
+ * the object's identity without invalidation; an object garbage collection
+ * deleted is simply never asked for again and ages out.  The identity is
+ * the caller's (store_sources.c): it must name one object for good, which
+ * is why only objects with unique names are cached there.
+ *
+ * The cache is per backend, bounded by rollout_fdw.footer_cache_size and
+ * emptied least recently used first.  Entries live in a memory context of
+ * their own under TopMemoryContext; a lookup copies the footer out, so
+ * nothing a reader holds points into the cache.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "common/hashfn.h"
+#include "lib/ilist.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "rollout/footer_cache.h"
+
+/* rollout_fdw.footer_cache_size (kB; 0 turns the cache off) */
+static int	footer_cache_kb = 16 * 1024;
+
+typedef struct FooterCacheEntry
+{
+	uint64		hash;			/* hash key: of identity */
+	char	   *identity;
+	char	   *footer;
+	int64		footer_length;
+	int64		object_size;
+	Size		charge;			/* what the entry counts against the limit */
+	dlist_node	lru;			/* most recently used at the head */
+} FooterCacheEntry;
+
+static HTAB *footer_cache = NULL;
+static MemoryContext footer_cache_context = NULL;
+static dlist_head footer_cache_lru = DLIST_STATIC_INIT(footer_cache_lru);
+static Size footer_cache_bytes = 0;
+static FooterCacheCounters footer_cache_counters;
+
+/* Define rollout_fdw.footer_cache_size; _PG_init calls this. */
+void
+footer_cache_define_settings(void)
+{
+	DefineCustomIntVariable("rollout_fdw.footer_cache_size",
+							"Memory per backend for the footers of segments read, so that reading them again needs no request.",
+							"Only objects whose names are never reused are kept (base fragments and ingest segments). 0 turns the cache off.",
+							&footer_cache_kb,
+							16 * 1024, 0, MAX_KILOBYTES,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+}
+
+/* Is the cache on? */
+bool
+footer_cache_enabled(void)
+{
+	return footer_cache_kb > 0;
+}
+
+/* The limit in bytes. */
+static Size
+footer_cache_limit(void)
+{
+	return (Size) footer_cache_kb * 1024;
+}
+
+/* Create the hash table on first use. */
+static void
+footer_cache_init(void)
+{
+	HASHCTL		ctl;
+
+	footer_cache_context = AllocSetContextCreate(TopMemoryContext,
+												 "rollout footer cache",
+												 ALLOCSET_DEFAULT_SIZES);
+	ctl.keysize = sizeof(uint64);
+	ctl.entrysize = sizeof(FooterCacheEntry);
+	ctl.hcxt = footer_cache_context;
+	footer_cache = hash_create("rollout footer cache", 256, &ctl,
+							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+/* Remove one entry and free what it holds. */
+static void
+footer_cache_remove(FooterCacheEntry *entry)
+{
+	uint64		hash = entry->hash;
+
+	dlist_delete(&entry->lru);
+	footer_cache_bytes -= entry->charge;
+	pfree(entry->identity);
+	pfree(entry->footer);
+	(void) hash_search(footer_cache, &hash, HASH_REMOVE, NULL);
+}
+
+/* Evict least recently used entries until the cache fits the limit. */
+static void
+footer_cache_shrink(void)
+{
+	while (footer_cache_bytes > footer_cache_limit() &&
+		   !dlist_is_empty(&footer_cache_lru))
+		footer_cache_remove(dlist_tail_element(FooterCacheEntry, lru,
+											   &footer_cache_lru));
+}
+
+/* The entry of identity, or NULL; a hash collision counts as absent. */
+static FooterCacheEntry *
+footer_cache_find(const char *identity, uint64 hash)
+{
+	FooterCacheEntry *entry;
+
+	if (footer_cache == NULL)
+		return NULL;
+	entry = hash_search(footer_cache, &hash, HASH_FIND, NULL);
+	if (entry == NULL || strcmp(entry->identity, identity) != 0)
+		return NULL;
+	return entry;
+}
+
+/* The 64-bit hash of an identity. */
+static uint64
+footer_cache_hash(const char *identity)
+{
+	return hash_bytes_extended((const unsigned char *) identity,
+							   (int) strlen(identity), 0);
+}
+
+/*
+ * Append the footer known for identity to out and set *object_size; false
+ * (a miss) when it is not known or the cache is off.
+ */
+bool
+footer_cache_lookup(const char *identity, StringInfo out, int64 *object_size)
+{
+	FooterCacheEntry *entry;
+
+	if (!footer_cache_enabled())
+		return false;
+	entry = footer_cache_find(identity, footer_cache_hash(identity));
+	if (entry == NULL)
+	{
+		footer_cache_counters.misses++;
+		return false;
+	}
+	dlist_move_head(&footer_cache_lru, &entry->lru);
+	appendBinaryStringInfo(out, entry->footer, (int) entry->footer_length);
+	*object_size = entry->object_size;
+	footer_cache_counters.hits++;
+	return true;
+}
+
+/* Is a footer known for identity?  Neither counts nor reorders. */
+bool
+footer_cache_contains(const char *identity)
+{
+	return footer_cache_enabled() &&
+		footer_cache_find(identity, footer_cache_hash(identity)) != NULL;
+}
+
+/*
+ * Keep the footer of identity.  A footer larger than an eighth of the limit
+ * is not kept: it would push out many small ones for one object.
+ */
+void
+footer_cache_remember(const char *identity, const char *footer,
+					  int64 footer_length, int64 object_size)
+{
+	uint64		hash = footer_cache_hash(identity);
+	FooterCacheEntry *entry;
+	Size		charge;
+	bool		found;
+
+	if (!footer_cache_enabled())
+		return;
+	charge = footer_length + strlen(identity) + 1 + sizeof(FooterCacheEntry);
+	if (charge > footer_cache_limit() / 8)
+		return;
+	if (footer_cache == NULL)
+		footer_cache_init();
+
+	entry = hash_search(footer_cache, &hash, HASH_FIND, NULL);
+	if (entry != NULL)
+		footer_cache_remove(entry); /* the same object, or a collision */
+
+	entry = hash_search(footer_cache, &hash, HASH_ENTER, &found);
+	Assert(!found);
+	entry->hash = hash;
+	entry->identity = MemoryContextStrdup(footer_cache_context, identity);
+	entry->footer = MemoryContextAlloc(footer_cache_context, footer_length);
+	memcpy(entry->footer, footer, footer_length);
+	entry->footer_length = footer_length;
+	entry->object_size = object_size;
+	entry->charge = charge;
+	dlist_push_head(&footer_cache_lru, &entry->lru);
+	footer_cache_bytes += charge;
+	footer_cache_shrink();
+}
+
+/* This backend's hits and misses so far. */
+void
+footer_cache_get_counters(FooterCacheCounters *counters)
+{
+	*counters = footer_cache_counters;
+}

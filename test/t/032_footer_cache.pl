@@ -1,0 +1,115 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+#
+# 032_footer_cache.pl — a backend keeps the footers of the base fragments it
+# read (core/footer_cache.c), so a second scan of the same fragments makes
+# no footer request, and results are exactly those of a read without the
+# cache:
+#   (a) the first scan misses once per fragment, the second hits as often
+#       and, on a remote store, makes fewer requests;
+#   (b) scans and key lookups with the cache on and off (footer_cache_size
+#       = 0, which neither hits nor misses) return the same rows;
+#   (c) after a compaction and a gc that deleted the cached fragments, the
+#       same session reads the new fragment (a miss) and the right rows;
+#   (d) a footer larger than an eighth of the cache is not kept.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RolloutStore;
+use RolloutTest qw(mode_node);
+use Test::More;
+
+my $node = mode_node('footer_cache');
+my $store = RolloutStore->for_test('032_footer_cache');
+$store->create_extension_and_server($node);
+$node->safe_psql('postgres',
+	q{CREATE FOREIGN TABLE t (id int, v int, pad text) SERVER s OPTIONS (store 'fc')});
+
+# four merges: four base fragments, overlapping keys, several versions each
+for my $r (1 .. 4)
+{
+	my $lo = ($r - 1) * 500 + 1;
+	$node->safe_psql('postgres',
+		"INSERT INTO t SELECT g, g * 10 + $r, repeat('x', 50) FROM generate_series($lo, $lo + 1499) g");
+	$node->safe_psql('postgres', q{SELECT rollout_merge('t')});
+}
+is($node->safe_psql('postgres', q{SELECT fragments, generations FROM rollout_observe('t')}),
+	'4|0', 'four base fragments, nothing pending');
+
+my $fingerprint = q{SELECT count(*), count(DISTINCT id), sum(v), sum(length(pad)) FROM t};
+my $explain = "EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) $fingerprint;";
+
+# "hits|misses|requests" of each EXPLAIN in a psql output
+sub explain_counters
+{
+	my ($out) = @_;
+	my @hits = $out =~ /"Footer Cache Hits": (\d+)/g;
+	my @misses = $out =~ /"Footer Cache Misses": (\d+)/g;
+	my @requests = $out =~ /"Remote Requests": (\d+)/g;
+	return map { "$hits[$_]|$misses[$_]|$requests[$_]" } 0 .. $#hits;
+}
+
+# (a) one session, the same scan twice
+my @runs = explain_counters($node->safe_psql('postgres', "$explain\n$explain"));
+is(scalar(@runs), 2, '(a) two EXPLAIN outputs');
+my ($h1, $m1, $r1) = split /\|/, $runs[0];
+my ($h2, $m2, $r2) = split /\|/, $runs[1];
+is("$h1|$m1", '0|4', '(a) the first scan misses the footer of each of the 4 fragments');
+is("$h2|$m2", '4|0', '(a) the second finds all 4 in the cache');
+if (RolloutStore::remote())
+{
+	cmp_ok($r2, '<=', $r1 - 4, "(a) and makes at least 4 requests fewer ($r1 -> $r2)");
+}
+else
+{
+	pass('(a) (the file:// store makes no remote requests to compare)');
+}
+
+# (b) the same rows with the cache on and off, scans and key lookups
+my $queries = qq{$fingerprint;
+SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM t WHERE id IN (1, 499, 500, 501, 1250, 2000, 2001, 2999, 3000);
+SELECT count(*), sum(v) FROM t WHERE id BETWEEN 700 AND 1900;};
+my $with = $node->safe_psql('postgres', "$queries\n$queries");
+my $without = $node->safe_psql('postgres',
+	"SET rollout_fdw.footer_cache_size = 0;\n$queries\n$queries");
+is($with, $without, '(b) scans and lookups return the same with the cache and without');
+my ($first, $second) = ($with =~ /\A(.*)\n\1\z/s);
+ok(defined $first, '(b) and the same twice in one session (from the cache the second time)');
+like($with, qr/^3000\|3000\|\d+\|150000$/m, '(b) 3000 keys, each once');
+like($with, qr/1=11,499=4991,500=5001,501=5012,1250=12503,2000=20004,2001=20014,2999=29994,3000=30004/,
+	'(b) the newest version of each looked-up key');
+@runs = explain_counters($node->safe_psql('postgres',
+		"SET rollout_fdw.footer_cache_size = 0;\n$explain"));
+is($runs[0] =~ s/\|\d+$//r, '0|0', '(b) with the cache off nothing is looked up');
+
+# (c) compaction and gc delete the cached fragments; the session that cached
+# them reads the new one
+my $after = $node->safe_psql('postgres', qq{
+$fingerprint;
+SELECT fragments_before FROM rollout_compact('t', min_fragments => 2);
+SET rollout_fdw.min_gc_grace = 0;
+SELECT objects_deleted >= 4 FROM rollout_gc('t', '0');
+$fingerprint;
+$explain
+});
+my @lines = split /\n/, $after;
+is($lines[1], '4', '(c) the compaction rewrote the 4 fragments');
+is($lines[2], 't', '(c) gc deleted them');
+is($lines[3], $lines[0], '(c) the same session reads the same rows from the new fragment');
+@runs = explain_counters($after);
+is($runs[0] =~ s/\|\d+$//r, '1|0', '(c) whose footer it cached at the first read after the compaction');
+
+# (d) a cache too small for a footer keeps none
+@runs = explain_counters($node->safe_psql('postgres',
+		"SET rollout_fdw.footer_cache_size = '1kB';\n$explain\n$explain"));
+is(join(',', map { s/\|\d+$//r } @runs), '0|1,0|1', '(d) a footer over an eighth of the cache is not kept');
+
+$node->stop;
+done_testing();
