@@ -59,6 +59,12 @@ extern bool row_source_reads_object(const SnapshotSource *meta,
 									const KeyRange *range);
 
 /*
+ * Did a read made ahead for the source's object find it gone (a footer from
+ * the footer cache is not proof that the object still exists)?
+ */
+extern bool row_source_object_missing(RowSource *source);
+
+/*
  * Open a source; returns NULL when the key range excludes the object (after
  * reading its footer), or when the object does not exist and vanished is
  * not NULL (then *vanished is set; with vanished NULL that is an ERROR).

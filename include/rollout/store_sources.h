@@ -24,6 +24,9 @@ extern SegmentSource *rollout_segment_source(RolloutStore *store, const char *ke
 /* A SegmentSource reading a segment in a local file. */
 extern SegmentSource *rollout_local_segment_source(const char *path);
 
+/* Did a read made ahead for source find the object gone? */
+extern bool rollout_segment_source_missing(SegmentSource *source);
+
 /*
  * A read to make ahead of time for a source of rollout_segment_source():
  * the tail of length bytes (tail = true), or length bytes at offset.

@@ -214,6 +214,29 @@ rollout_segment_source(RolloutStore *store, const char *key, int64 size_hint)
 }
 
 /*
+ * Did a read made ahead for source find its object gone?  Only a source of
+ * rollout_segment_source can tell; others answer false.  A reader that took
+ * its footer from the footer cache learns here, from the first batch of row
+ * groups, what opening the object would have told it.
+ */
+bool
+rollout_segment_source_missing(SegmentSource *source)
+{
+	StoreObjectSource *arg;
+	ListCell   *lc;
+
+	if (source->read_range != store_object_read_range)
+		return false;
+	arg = source->arg;
+	foreach(lc, arg->prefetched)
+	{
+		if (!((PrefetchedRead *) lfirst(lc))->found)
+			return true;
+	}
+	return false;
+}
+
+/*
  * A segment in a local file (the sorted rows of a transaction whose buffer
  * spilled to disk, read by its own scans): every read opens, reads and
  * closes the file, so nothing stays open across an ERROR.

@@ -194,6 +194,18 @@ merge_read_open_sources(MergeRead *read, List *metas, int64 *running_stamp,
 	return true;
 }
 
+/* Did the reads made ahead for any source find its object gone? */
+static bool
+merge_read_found_missing(MergeRead *read)
+{
+	for (int i = 0; i < read->source_count; i++)
+	{
+		if (row_source_object_missing(read->sources[i]))
+			return true;
+	}
+	return false;
+}
+
 /*
  * Begin a merge read (merge_read.h).  The snapshot's sources are opened in
  * order with one running stamp carried along, so that each WAL entry gets its
@@ -249,6 +261,19 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 
 		/* the first row groups of all of them, in one batch */
 		row_source_prefetch(read->prefetcher, NULL, 0);
+
+		/*
+		 * An object whose footer came from the footer cache was not read when
+		 * opened: the first batch is what finds it gone, and the caller that
+		 * asked is told as if opening it had.
+		 */
+		if (options->vanished != NULL && merge_read_found_missing(read))
+		{
+			*options->vanished = true;
+			MemoryContextSwitchTo(oldcontext);
+			merge_read_end(read);
+			return NULL;
+		}
 	}
 
 	read->consumed = palloc0(sizeof(RowSource *) * Max(read->source_count, 1));

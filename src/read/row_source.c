@@ -479,6 +479,14 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segmen
 	return source;
 }
 
+/* Did a read made ahead for the source's object find it gone? */
+bool
+row_source_object_missing(RowSource *source)
+{
+	return source->reader != NULL &&
+		rollout_segment_source_missing(source->reader->source);
+}
+
 /* ----------------------------------------------------------------
  * Iteration
  * ----------------------------------------------------------------
