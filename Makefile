@@ -19,6 +19,7 @@ OBJS = \
 	src/format/segment_writer.o \
 	src/format/segment_reader.o \
 	src/format/datum_codec.o \
+	src/format/key_filter.o \
 	src/format/row_blob.o \
 	src/core/fault.o \
 	src/core/json_doc.o \

@@ -19,12 +19,13 @@
 #include "rollout/commit.h"
 #include "rollout/fault.h"
 #include "rollout/fdw.h"
+#include "rollout/footer_cache.h"
 #include "rollout/grace.h"
 #include "rollout/group_commit.h"
 #include "rollout/memtable.h"
 #include "rollout/merge.h"
 #include "rollout/objstore.h"
-#include "rollout/footer_cache.h"
+#include "rollout/row_source.h"
 #include "rollout/shard.h"
 #include "rollout/shared_store.h"
 #include "rollout/shmem.h"
@@ -46,6 +47,7 @@ _PG_init(void)
 	fault_define_settings();
 	store_define_settings();
 	footer_cache_define_settings();
+	row_source_define_settings();
 	shard_define_settings();
 	wal_define_settings();
 	commit_define_settings();

@@ -23,6 +23,7 @@ typedef struct KeyBound
 	bool		present;
 	bool		inclusive;
 	Datum		value;
+	Oid			value_type;		/* the type of value */
 	FmgrInfo	compare_proc;
 	Oid			collation;
 } KeyBound;
@@ -30,6 +31,7 @@ typedef struct KeyBound
 typedef struct KeyRange
 {
 	bool		empty;			/* contradictory bounds: nothing matches */
+	bool		single_key;		/* both bounds are one key = condition */
 	KeyBound	lower;
 	KeyBound	upper;
 } KeyRange;
@@ -42,5 +44,12 @@ extern bool key_range_overlaps(const KeyRange *range, Datum min, Datum max);
 
 /* Is key above the range's upper bound? */
 extern bool key_range_past_upper(const KeyRange *range, Datum key);
+
+/*
+ * The one key a range of a key = condition stands for, when key filters may
+ * be asked about it: its value has the key column's type (key_type) and the
+ * type's equality is byte equality.  False otherwise.
+ */
+extern bool key_range_filter_key(const KeyRange *range, Oid key_type, Datum *key);
 
 #endif							/* ROLLOUT_KEY_RANGE_H */

@@ -24,6 +24,8 @@ typedef struct MergeReadStats
 	int			wal_entries_skipped;
 	int64		row_groups_read;
 	int64		row_groups_skipped;
+	int			key_filter_skipped; /* objects, of those skipped, by their key
+									 * filter */
 	int64		versions_read;	/* rows read from all sources */
 	int64		transaction_rows_read;	/* of the reading transaction's own */
 	int64		prefetch_batches;	/* batches of reads made ahead */
@@ -33,6 +35,9 @@ typedef struct MergeReadStats
 } MergeReadStats;
 
 typedef struct RowSource RowSource;
+
+/* Define rollout_fdw.use_key_filters (from _PG_init). */
+extern void row_source_define_settings(void);
 
 /*
  * The sources of one merge share a prefetcher: a source that needs a row

@@ -35,7 +35,14 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 
-#define SEGMENT_FORMAT_VERSION		1
+/*
+ * The format this release writes when a segment gets a key filter, and the
+ * oldest it reads.  Version 1 is version 2 without the key filter section;
+ * a segment written without a filter is written as version 1, byte for byte
+ * what older releases write and read.
+ */
+#define SEGMENT_FORMAT_VERSION		2
+#define SEGMENT_FORMAT_VERSION_MIN	1
 
 /* How much of the tail segment_reader_open() reads first. */
 #define SEGMENT_TAIL_READ_SIZE		(64 * 1024)
@@ -107,13 +114,16 @@ typedef struct SegmentWriteSummary
 /*
  * Start a segment that will be written to local_path (created, truncated).
  * If sorted is true the caller promises rows arrive in ascending key order
- * (generations, fragments); the flag is recorded in the footer.  The schema
- * must stay valid until segment_writer_finish().
+ * (generations, fragments); the flag is recorded in the footer.  With
+ * key_filter_bits > 0 the footer gets a key filter of about that many bits
+ * per row (format version 2).  The schema must stay valid until
+ * segment_writer_finish().
  */
 extern SegmentWriter *segment_writer_begin(const SegmentSchema *schema,
 										   const char *local_path,
 										   bool sorted,
-										   int rows_per_group);
+										   int rows_per_group,
+										   int key_filter_bits);
 
 /* Append one row.  Varlena values may be toasted; they are stored flat. */
 extern void segment_writer_add_row(SegmentWriter *writer,
@@ -201,6 +211,9 @@ typedef struct SegmentReader
 	Datum		key_min;
 	Datum		key_max;
 	char	   *metadata;		/* writer's metadata (a string), or NULL */
+	uint8	   *key_filter;		/* the key filter's bits, or NULL: none */
+	uint64		key_filter_bits;
+	int			key_filter_probes;
 	MemoryContext context;		/* holds everything above */
 } SegmentReader;
 
@@ -252,6 +265,13 @@ extern void segment_reader_read_row_group(SegmentReader *reader, int row_group,
 										  SegmentRowGroup *out);
 
 extern void segment_reader_close(SegmentReader *reader);
+
+/*
+ * May the segment hold this key (a value of the key column's type)?  False
+ * only when its key filter rules the key out; true without a filter.  The
+ * caller must only ask for keys whose equality is byte equality (key_filter.c).
+ */
+extern bool segment_reader_may_contain_key(SegmentReader *reader, Datum key);
 
 /* A SegmentSource over a memory buffer (tests, fuzzing). */
 extern SegmentSource *segment_source_from_buffer(const char *name,

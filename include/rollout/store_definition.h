@@ -15,6 +15,9 @@
 /* rollout_fdw.rows_per_group: rows per row group of the segments written */
 extern int	store_rows_per_group;
 
+/* rollout_fdw.key_filter_bits: bits per key of their key filters (0: none) */
+extern int	store_key_filter_bits;
+
 /* Define rollout_fdw.rows_per_group (from _PG_init). */
 extern void store_define_settings(void);
 

@@ -36,6 +36,7 @@
 #include "rollout/store_keys.h"
 
 int			store_rows_per_group = SEGMENT_DEFAULT_ROWS_PER_GROUP;
+int			store_key_filter_bits = 10;
 
 static void store_init_schema_from_json(RolloutStore *store,
 										const RolloutStoreSpec *spec,
@@ -52,7 +53,7 @@ static void store_init_column(RolloutStore *store, int c, JsonDoc *doc,
  * ----------------------------------------------------------------
  */
 
-/* Define rollout_fdw.rows_per_group; _PG_init calls it. */
+/* Define rollout_fdw.rows_per_group and .key_filter_bits; _PG_init calls it. */
 void
 store_define_settings(void)
 {
@@ -61,6 +62,14 @@ store_define_settings(void)
 							NULL,
 							&store_rows_per_group,
 							SEGMENT_DEFAULT_ROWS_PER_GROUP, 1, 1024 * 1024,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.key_filter_bits",
+							"Bits per key of the key filter in the segments this backend writes.",
+							"A lookup of one key skips every segment whose filter rules the key out; 10 bits make about 1% of the segments without the key still read. 0 writes no filter (and segments of format version 1, which builds of rollout_fdw without key filters read too).",
+							&store_key_filter_bits,
+							10, 0, 32,
 							PGC_USERSET,
 							0,
 							NULL, NULL, NULL);

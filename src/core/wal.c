@@ -177,7 +177,8 @@ wal_write_entry_file(RolloutStore *store, List *blobs,
 													  "rollout WAL entry row",
 													  ALLOCSET_DEFAULT_SIZES);
 	SegmentWriter *writer = segment_writer_begin(&store->schema, path, false,
-												 store_rows_per_group);
+												 store_rows_per_group,
+												 store_key_filter_bits);
 	SegmentWriteSummary summary;
 	ListCell   *lc;
 

@@ -132,6 +132,7 @@ rollout_build_key_range(ForeignScanState *node, RolloutScanState *state,
 		bound.present = true;
 		bound.value = datumCopy(value, get_typbyval(qual->righttype),
 								get_typlen(qual->righttype));
+		bound.value_type = qual->righttype;
 		fmgr_info_cxt(get_opfamily_proc(qual->opfamily, qual->lefttype,
 										qual->righttype, BTORDER_PROC),
 					  &bound.compare_proc, CurrentMemoryContext);
@@ -143,6 +144,9 @@ rollout_build_key_range(ForeignScanState *node, RolloutScanState *state,
 		switch (qual->strategy)
 		{
 			case BTEqualStrategyNumber:
+				/* one key, which key filters can be asked about */
+				if (!range->lower.present && !range->upper.present)
+					range->single_key = true;
 				if (!range->lower.present)
 				{
 					range->lower = bound;
@@ -204,6 +208,7 @@ rollout_scan_accumulate_stats(RolloutScanState *state)
 	state->totals.wal_entries_skipped += stats->wal_entries_skipped;
 	state->totals.row_groups_read += stats->row_groups_read;
 	state->totals.row_groups_skipped += stats->row_groups_skipped;
+	state->totals.key_filter_skipped += stats->key_filter_skipped;
 	state->totals.versions_read += stats->versions_read;
 	state->totals.transaction_rows_read += stats->transaction_rows_read;
 	state->totals.rows_returned += stats->rows_returned;

@@ -65,6 +65,9 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 			ExplainPropertyInteger("Row Groups Read", NULL, t->row_groups_read, es);
 			ExplainPropertyInteger("Row Groups Skipped", NULL, t->row_groups_skipped, es);
 		}
+		if (state->key_quals != NIL)
+			ExplainPropertyInteger("Skipped by Key Filter", NULL,
+								   t->key_filter_skipped, es);
 		ExplainPropertyInteger("Versions Read", NULL, t->versions_read, es);
 		if (t->transaction_rows_read > 0)
 			ExplainPropertyInteger("Transaction Rows Read", NULL,

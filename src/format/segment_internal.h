@@ -49,6 +49,17 @@
 #define SEGMENT_MAX_NAME_LENGTH		4096
 #define SEGMENT_MAX_FOOTER_LENGTH	((int64) 512 * 1024 * 1024)
 
+/* Key filters (key_filter.c): at most this many probes and 2^28 bits (32 MB) */
+#define SEGMENT_KEY_FILTER_MAX_PROBES	16
+#define SEGMENT_KEY_FILTER_MAX_BITS		((uint64) 1 << 28)
+
+extern uint64 segment_key_hash(const SegmentColumn *column, Datum value);
+extern int	segment_key_filter_probes(int bits_per_key);
+extern void segment_key_filter_add(uint8 *bits, uint64 nbits, int probes,
+								   uint64 hash);
+extern bool segment_key_filter_test(const uint8 *bits, uint64 nbits,
+									int probes, uint64 hash);
+
 /* Adjacent wanted chunks are fetched together up to this many bytes. */
 #define SEGMENT_MAX_COALESCED_READ	((int64) 64 * 1024 * 1024)
 

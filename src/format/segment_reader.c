@@ -213,7 +213,7 @@ column_init_order_checked(SegmentColumn *column, const char *segment_name)
 }
 
 /* Check the header's magic and version, given its first 8 bytes. */
-static void
+static uint32
 check_header(const char *bytes, const char *segment_name)
 {
 	uint32		version;
@@ -223,10 +223,21 @@ check_header(const char *bytes, const char *segment_name)
 		segment_corrupt(segment_name,
 						"The header does not start with the segment magic number.");
 	version = segment_get_uint32((const unsigned char *) bytes + 4);
-	if (version != SEGMENT_FORMAT_VERSION)
+	if (version < SEGMENT_FORMAT_VERSION_MIN || version > SEGMENT_FORMAT_VERSION)
 		segment_corrupt(segment_name,
-						"The header says format version %u; this reader knows version %d.",
-						version, SEGMENT_FORMAT_VERSION);
+						"The header says format version %u; this reader knows versions %d to %d.",
+						version, SEGMENT_FORMAT_VERSION_MIN, SEGMENT_FORMAT_VERSION);
+	return version;
+}
+
+/* The header's format version (0: not read) must be the footer's. */
+static void
+check_versions_agree(SegmentReader *reader, uint32 header_version)
+{
+	if (header_version != 0 && header_version != reader->format_version)
+		segment_corrupt(reader->source->name,
+						"The header says format version %u, the footer %u.",
+						header_version, reader->format_version);
 }
 
 /* The footer's schema: column count, key column and each column's type. */
@@ -371,6 +382,35 @@ decode_footer_row_groups(FooterCursor *c, SegmentReader *reader,
 }
 
 /*
+ * The key filter section (format version 2): probe count, bit count and the
+ * bits, which must be there in full.
+ */
+static void
+decode_key_filter(FooterCursor *c, SegmentReader *reader)
+{
+	int64		probes = cursor_uint32(c, "key filter probe count");
+	int64		nbits = cursor_int64(c, "key filter bit count", 64,
+									 (int64) SEGMENT_KEY_FILTER_MAX_BITS);
+
+	if (probes < 1 || probes > SEGMENT_KEY_FILTER_MAX_PROBES)
+		segment_corrupt(c->segment_name,
+						"The key filter has %lld probes; 1 to %d are allowed.",
+						(long long) probes, SEGMENT_KEY_FILTER_MAX_PROBES);
+	if (nbits % 64 != 0)
+		segment_corrupt(c->segment_name,
+						"The key filter has %lld bits, not a multiple of 64.",
+						(long long) nbits);
+	if (reader->row_count == 0)
+		segment_corrupt(c->segment_name, "The footer has a key filter for no rows.");
+	cursor_need(c, nbits / 8, "key filter");
+	reader->key_filter = palloc_extended(nbits / 8, MCXT_ALLOC_HUGE);
+	memcpy(reader->key_filter, c->data + c->position, nbits / 8);
+	c->position += nbits / 8;
+	reader->key_filter_bits = (uint64) nbits;
+	reader->key_filter_probes = (int) probes;
+}
+
+/*
  * Decode the footer body into reader (in the reader's context), checking
  * every field against what the rest of the footer and the segment's size
  * allow: a corrupt footer is an ERROR naming the segment, never a crash.
@@ -391,10 +431,12 @@ decode_footer(SegmentReader *reader, const char *body, int64 body_length,
 	cursor.segment_name = name;
 
 	reader->format_version = cursor_uint32(c, "format version");
-	if (reader->format_version != SEGMENT_FORMAT_VERSION)
+	if (reader->format_version < SEGMENT_FORMAT_VERSION_MIN ||
+		reader->format_version > SEGMENT_FORMAT_VERSION)
 		segment_corrupt(name,
-						"The footer says format version %u; this reader knows version %d.",
-						reader->format_version, SEGMENT_FORMAT_VERSION);
+						"The footer says format version %u; this reader knows versions %d to %d.",
+						reader->format_version, SEGMENT_FORMAT_VERSION_MIN,
+						SEGMENT_FORMAT_VERSION);
 
 	flags = cursor_uint32(c, "flags");
 	if ((flags & ~SEGMENT_KNOWN_FLAGS) != 0)
@@ -434,6 +476,11 @@ decode_footer(SegmentReader *reader, const char *body, int64 body_length,
 			segment_corrupt(name, "The metadata contains a NUL byte.");
 		reader->metadata = pnstrdup(data, length);
 	}
+
+	/* version 2: the key filter */
+	reader->key_filter = NULL;
+	if (reader->format_version >= 2 && cursor_bool(c, "key filter"))
+		decode_key_filter(c, reader);
 
 	if (cursor.position != cursor.length)
 		segment_corrupt(name,
@@ -527,6 +574,7 @@ segment_reader_open(SegmentSource *source)
 	const char *footer;
 	StringInfoData extra;
 	bool		footer_in_tail;
+	uint32		header_version = 0;
 
 	context = AllocSetContextCreate(CurrentMemoryContext, "segment reader",
 									ALLOCSET_SMALL_SIZES);
@@ -573,7 +621,7 @@ segment_reader_open(SegmentSource *source)
 
 	/* the header, when the tail covers it */
 	if (tail.len == object_size)
-		check_header(tail.data, name);
+		header_version = check_header(tail.data, name);
 
 	/* the footer, from the tail or with one more read */
 	footer_in_tail = (footer_length + SEGMENT_TRAILER_SIZE <= tail.len);
@@ -596,6 +644,7 @@ segment_reader_open(SegmentSource *source)
 	}
 
 	check_and_decode_footer(reader, footer, footer_length, footer_start);
+	check_versions_agree(reader, header_version);
 	if (source->footer_read != NULL)
 		source->footer_read(source->arg, footer, footer_length, object_size);
 
@@ -774,7 +823,7 @@ segment_reader_read_row_group(SegmentReader *reader, int row_group,
 							"Reading %lld bytes at offset %lld returned %d bytes.",
 							(long long) length, (long long) read_start, buffer.len);
 		if (read_start == 0)
-			check_header(buffer.data, name);
+			check_versions_agree(reader, check_header(buffer.data, name));
 
 		for (int i = ranges[r].first_column; i <= ranges[r].last_column; i++)
 		{

@@ -82,6 +82,11 @@ struct SegmentWriter
 	StringInfoData directory;	/* row-group directory entries, encoded */
 	bool		has_previous_key;	/* for checking sorted input */
 	Datum		previous_key;
+
+	/* the key filter: bits per key (0: none) and the hash of every key */
+	int			key_filter_bits;
+	uint64	   *key_hashes;
+	int64		key_hash_capacity;
 };
 
 /* Append little-endian integers and length-prefixed bytes to a buffer. */
@@ -191,7 +196,7 @@ start_row_group(SegmentWriter *writer)
  */
 SegmentWriter *
 segment_writer_begin(const SegmentSchema *schema, const char *local_path,
-					 bool sorted, int rows_per_group)
+					 bool sorted, int rows_per_group, int key_filter_bits)
 {
 	SegmentWriter *writer;
 	MemoryContext context;
@@ -236,6 +241,7 @@ segment_writer_begin(const SegmentSchema *schema, const char *local_path,
 	writer->path = pstrdup(local_path);
 	writer->sorted = sorted;
 	writer->rows_per_group = rows_per_group;
+	writer->key_filter_bits = Max(key_filter_bits, 0);
 	writer->context = context;
 	writer->group_context = AllocSetContextCreate(context, "segment row group",
 												  ALLOCSET_DEFAULT_SIZES);
@@ -256,7 +262,7 @@ segment_writer_begin(const SegmentSchema *schema, const char *local_path,
 	header[1] = SEGMENT_MAGIC_1;
 	header[2] = SEGMENT_MAGIC_2;
 	header[3] = SEGMENT_MAGIC_3;
-	segment_put_uint32((unsigned char *) header + 4, SEGMENT_FORMAT_VERSION);
+	segment_put_uint32((unsigned char *) header + 4, 1);	/* see finish */
 	write_bytes(writer, header, SEGMENT_HEADER_SIZE);
 
 	start_row_group(writer);
@@ -430,6 +436,19 @@ segment_writer_add_row(SegmentWriter *writer, const Datum *values,
 		segment_chunk_append_value(column, &state->values, flat);
 		writer->group_raw_size += state->values.len - before;
 
+		if (is_key && writer->key_filter_bits > 0)
+		{
+			if (writer->row_count >= writer->key_hash_capacity)
+			{
+				int64		capacity = Max(1024, writer->key_hash_capacity * 2);
+
+				writer->key_hashes = writer->key_hashes == NULL
+					? MemoryContextAllocHuge(writer->context, capacity * sizeof(uint64))
+					: repalloc_huge(writer->key_hashes, capacity * sizeof(uint64));
+				writer->key_hash_capacity = capacity;
+			}
+			writer->key_hashes[writer->row_count] = segment_key_hash(column, flat);
+		}
 		if (is_key && writer->sorted)
 		{
 			if (writer->has_previous_key &&
@@ -466,6 +485,48 @@ segment_writer_add_row(SegmentWriter *writer, const Datum *values,
 }
 
 /*
+ * Append the key filter section of a version 2 footer: has_key_filter, then
+ * the probe count, the bit count and the bits.  About key_filter_bits bits
+ * per row, a multiple of 64, at least 64, at most
+ * SEGMENT_KEY_FILTER_MAX_BITS.
+ */
+static void
+append_key_filter(SegmentWriter *writer, StringInfo footer)
+{
+	uint64		nbits = (uint64) writer->row_count * writer->key_filter_bits;
+	int			probes = segment_key_filter_probes(writer->key_filter_bits);
+	uint8	   *bits;
+
+	nbits = Min(Max(nbits, 64), SEGMENT_KEY_FILTER_MAX_BITS);
+	nbits = (nbits + 63) / 64 * 64;
+	bits = palloc_extended(nbits / 8, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	for (int64 i = 0; i < writer->row_count; i++)
+		segment_key_filter_add(bits, nbits, probes, writer->key_hashes[i]);
+
+	append_uint8(footer, 1);
+	append_uint32(footer, (uint32) probes);
+	append_uint64(footer, nbits);
+	appendBinaryStringInfo(footer, (const char *) bits, (int) (nbits / 8));
+	pfree(bits);
+}
+
+/*
+ * Overwrite the header's format version: a segment is begun as version 1 and
+ * becomes version 2 only if its footer gets a key filter.
+ */
+static void
+rewrite_header_version(SegmentWriter *writer, uint32 version)
+{
+	unsigned char bytes[4];
+
+	segment_put_uint32(bytes, version);
+	if (pg_pwrite(writer->fd, bytes, 4, SEGMENT_MAGIC_SIZE) != 4)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", writer->path)));
+}
+
+/*
  * Write the last row group and the footer, close the file and fill
  * *summary with copies in the caller's memory context.  The writer is
  * freed.  The file is not fsync'd: the object store makes the final object
@@ -482,9 +543,11 @@ segment_writer_finish(SegmentWriter *writer, const char *metadata,
 	StringInfoData footer;
 	pg_crc32c	crc;
 	uint32		flags;
+	uint32		version;
 	int			i;
 
 	flush_row_group(writer);
+	version = writer->key_filter_bits > 0 && writer->row_count > 0 ? 2 : 1;
 
 	MemoryContextSwitchTo(writer->context);
 	initStringInfo(&footer);
@@ -493,7 +556,7 @@ segment_writer_finish(SegmentWriter *writer, const char *metadata,
 	if (writer->sorted)
 		flags |= SEGMENT_FLAG_SORTED;
 
-	append_uint32(&footer, SEGMENT_FORMAT_VERSION);
+	append_uint32(&footer, version);
 	append_uint32(&footer, flags);
 	append_uint32(&footer, (uint32) schema->ncolumns);
 	append_uint32(&footer, (uint32) schema->key_column);
@@ -525,6 +588,8 @@ segment_writer_finish(SegmentWriter *writer, const char *metadata,
 	append_uint8(&footer, metadata != NULL ? 1 : 0);
 	if (metadata != NULL)
 		append_bytes(&footer, metadata, strlen(metadata));
+	if (version >= 2)
+		append_key_filter(writer, &footer);
 
 	if (footer.len + SEGMENT_FOOTER_CRC_SIZE > SEGMENT_MAX_FOOTER_LENGTH)
 		ereport(ERROR,
@@ -547,6 +612,8 @@ segment_writer_finish(SegmentWriter *writer, const char *metadata,
 	append_uint8(&footer, SEGMENT_MAGIC_3);
 
 	write_bytes(writer, footer.data, footer.len);
+	if (version != 1)
+		rewrite_header_version(writer, version);
 
 	if (CloseTransientFile(writer->fd) != 0)
 		ereport(ERROR,

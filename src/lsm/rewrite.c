@@ -77,7 +77,8 @@ rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 			/* registered before it exists, so cleanup never misses it */
 			result->outputs = lappend(result->outputs, output);
 			writer = segment_writer_begin(&store->schema, output->path, true,
-										  store_rows_per_group);
+										  store_rows_per_group,
+										  store_key_filter_bits);
 			rows_in_output = 0;
 		}
 		segment_writer_add_row(writer, values, isnull);

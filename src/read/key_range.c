@@ -10,6 +10,8 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
+
 #include "rollout/key_range.h"
 
 /* <0, 0, >0 as key sorts before, with or after the bound's value. */
@@ -65,4 +67,48 @@ key_range_overlaps(const KeyRange *range, Datum min, Datum max)
 		return false;
 	/* the object ends before the range starts, or starts after it ends */
 	return !key_range_below_lower(range, max) && !key_range_past_upper(range, min);
+}
+
+/*
+ * Types whose btree equality is byte equality of their values, so that a
+ * key filter built from the stored bytes answers for every equal value.
+ * numeric (1.0 = 1.00), bpchar (trailing spaces), floats (0 = -0) and
+ * collations other than "C" (which the key range never uses) would not.
+ */
+static bool
+key_type_equality_is_bytewise(Oid type)
+{
+	switch (type)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case TEXTOID:
+		case VARCHAROID:
+		case BYTEAOID:
+		case UUIDOID:
+		case DATEOID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/* The key of a single-key range, for key filters (key_range.h). */
+bool
+key_range_filter_key(const KeyRange *range, Oid key_type, Datum *key)
+{
+	Oid			value_type = range->lower.value_type;
+
+	if (range->empty || !range->single_key || !key_type_equality_is_bytewise(key_type))
+		return false;
+	/* text and varchar values are the same bytes */
+	if (value_type != key_type &&
+		!((value_type == TEXTOID || value_type == VARCHAROID) &&
+		  (key_type == TEXTOID || key_type == VARCHAROID)))
+		return false;
+	*key = range->lower.value;
+	return true;
 }

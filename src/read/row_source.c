@@ -28,8 +28,10 @@
 
 #include "miscadmin.h"
 #include "utils/datum.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 
+#include "rollout/key_range.h"
 #include "rollout/row_blob.h"
 #include "rollout/store_sources.h"
 #include "rollout/wal.h"
@@ -389,6 +391,40 @@ row_source_read_wal_metadata(RowSource *source, int64 *running_stamp,
 	}
 }
 
+/* rollout_fdw.use_key_filters */
+static bool use_key_filters = true;
+
+/* Define rollout_fdw.use_key_filters; _PG_init calls this. */
+void
+row_source_define_settings(void)
+{
+	DefineCustomBoolVariable("rollout_fdw.use_key_filters",
+							 "Lets a lookup of one key skip the segments whose key filter rules it out.",
+							 "Off reads them as releases without key filters did; results are the same either way.",
+							 &use_key_filters,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+}
+
+/*
+ * May the opened source hold the key of a single-key range?  Asks its key
+ * filter when it has one and the range allows it (key_range_filter_key).
+ */
+static bool
+row_source_filter_may_hold(RowSource *source)
+{
+	const SegmentColumn *key = &source->store->schema.columns[source->store->key_column];
+	Datum		value;
+
+	if (!use_key_filters || source->range == NULL ||
+		source->reader->key_filter == NULL ||
+		!key_range_filter_key(source->range, key->typid, &value))
+		return true;
+	return segment_reader_may_contain_key(source->reader, value);
+}
+
 /*
  * Open a source (row_source.h).  In-memory sources (a memtable batch, the
  * transaction's own rows) are decoded and sorted at once, and an object whose
@@ -460,6 +496,13 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segmen
 		(reader->has_key_range &&
 		 !key_range_overlaps(range, reader->key_min, reader->key_max)))
 	{
+		row_source_count(stats, meta->kind, false);
+		row_source_close(source);
+		return NULL;
+	}
+	if (!row_source_filter_may_hold(source))
+	{
+		stats->key_filter_skipped++;
 		row_source_count(stats, meta->kind, false);
 		row_source_close(source);
 		return NULL;
