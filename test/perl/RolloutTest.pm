@@ -156,13 +156,23 @@ sub segment_metadata
 	my $footer_length = unpack('V', substr($b, $n - 8, 4));
 	return undef if $footer_length < 4 || $footer_length > $n - 16;
 	my $body = substr($b, $n - 8 - $footer_length, $footer_length - 4);
-	# the metadata is a JSON object at the very end of the body
+	# the metadata is a JSON object at the end of the body, followed in
+	# format version 2 by the key filter section (docs/FORMAT.md)
 	my $start = rindex($body, '{"kind"');
 	return undef if $start < 5;
 	my $len = unpack('V', substr($body, $start - 4, 4));
-	return undef
-	  unless $len == length($body) - $start && ord(substr($body, $start - 5, 1)) == 1;
-	my $doc = eval { decode_json(substr($body, $start)) };
+	return undef unless ord(substr($body, $start - 5, 1)) == 1 && $start + $len <= length($body);
+	my $rest = length($body) - $start - $len;
+	if ($rest > 0)
+	{
+		my $has_filter = ord(substr($body, $start + $len, 1));
+		return undef if $has_filter == 1 && $rest < 13;
+		my $filter_size = $has_filter
+		  ? 1 + 4 + 8 + unpack('Q<', substr($body, $start + $len + 5, 8)) / 8
+		  : 1;
+		return undef unless $has_filter <= 1 && $rest == $filter_size;
+	}
+	my $doc = eval { decode_json(substr($body, $start, $len)) };
 	return $doc;
 }
 
