@@ -27,6 +27,9 @@ typedef struct MergeReadStats
 	int			key_filter_skipped; /* objects, of those skipped, by their key
 									 * filter */
 	int64		versions_read;	/* rows read from all sources */
+	int64		chunks_deferred;	/* column chunks read, decoded late */
+	int64		chunks_decoded_late;	/* of those, decoded after all */
+	int64		rows_filtered;	/* winners the pushed-down conditions dropped */
 	int64		transaction_rows_read;	/* of the reading transaction's own */
 	int64		prefetch_batches;	/* batches of reads made ahead */
 	int64		rows_returned;
@@ -36,7 +39,7 @@ typedef struct MergeReadStats
 
 typedef struct RowSource RowSource;
 
-/* Define rollout_fdw.use_key_filters (from _PG_init). */
+/* Define rollout_fdw.use_key_filters and decode_late (from _PG_init). */
 extern void row_source_define_settings(void);
 
 /*
@@ -97,6 +100,8 @@ extern int64 row_source_ts(RowSource *source);
 extern int16 row_source_op(RowSource *source);
 extern int64 row_source_shard(RowSource *source);
 extern const SnapshotSource *row_source_meta(RowSource *source);
+extern Datum row_source_column(RowSource *source, int column, bool *isnull);
+extern bool row_source_column_is_null(RowSource *source, int column);
 extern void row_source_values(RowSource *source, const bool *want,
 							  Datum *values, bool *isnull);
 extern void row_source_close(RowSource *source);

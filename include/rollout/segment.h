@@ -224,6 +224,13 @@ typedef struct SegmentRowGroup
 	/* per schema column; NULL for columns that were not requested */
 	Datum	  **values;
 	bool	  **isnull;
+
+	/*
+	 * Per schema column, or NULL: the compressed chunk of a column read but
+	 * not decoded yet (segment_row_group_decode_deferred), NULL once decoded.
+	 */
+	const char **deferred;
+	int			deferred_count; /* columns still deferred */
 } SegmentRowGroup;
 
 /*
@@ -255,14 +262,29 @@ extern int	segment_reader_row_group_ranges(SegmentReader *reader, int row_group,
 											SegmentRange **ranges);
 
 /*
- * Decode the requested columns (want[i] for schema column i) of one row
- * group into *out.  Datums point into buffers allocated in
- * CurrentMemoryContext, so a caller resets one context per row group.
- * Raises ERROR if the object vanished or a chunk is corrupt.
+ * Read the requested columns (want[i] for schema column i) of one row group
+ * into *out and decode them, except those with defer[i] (defer may be NULL):
+ * their compressed chunks are kept, checked and decoded only when
+ * segment_row_group_decode_deferred asks for them, so that a reader that
+ * settles which rows it needs from a few columns never decompresses the
+ * others for a row group it then does not need.  Everything lives in
+ * CurrentMemoryContext (Datums point into its buffers), so a caller resets
+ * one context per row group.  Raises ERROR if the object vanished or a
+ * decoded chunk is corrupt.
  */
 extern void segment_reader_read_row_group(SegmentReader *reader, int row_group,
-										  const bool *want,
+										  const bool *want, const bool *defer,
 										  SegmentRowGroup *out);
+
+/*
+ * Decode a deferred column of a row group read by reader (no I/O), into
+ * CurrentMemoryContext, which must be the one the row group was read in.
+ * Raises the corrupt-segment ERROR for a corrupt chunk.
+ */
+extern void segment_row_group_decode_deferred(SegmentReader *reader,
+											  int row_group,
+											  SegmentRowGroup *rows,
+											  int column);
 
 extern void segment_reader_close(SegmentReader *reader);
 

@@ -783,13 +783,15 @@ segment_reader_row_group_ranges(SegmentReader *reader, int row_group,
 }
 
 /*
- * Decode the wanted columns of one row group into *out, in
- * CurrentMemoryContext, reading the ranges segment_reader_row_group_ranges()
- * names.
+ * Read the wanted columns of one row group into *out, in CurrentMemoryContext,
+ * with the ranges segment_reader_row_group_ranges() names, and decode those
+ * not deferred.  A read buffer holding a deferred chunk is kept (in the same
+ * context) until the row group is freed.
  */
 void
 segment_reader_read_row_group(SegmentReader *reader, int row_group,
-							  const bool *want, SegmentRowGroup *out)
+							  const bool *want, const bool *defer,
+							  SegmentRowGroup *out)
 {
 	const char *name = reader->source->name;
 	SegmentSource *source = reader->source;
@@ -805,12 +807,15 @@ segment_reader_read_row_group(SegmentReader *reader, int row_group,
 	out->row_count = group->row_count;
 	out->values = palloc0(sizeof(Datum *) * ncolumns);
 	out->isnull = palloc0(sizeof(bool *) * ncolumns);
+	out->deferred = palloc0(sizeof(const char *) * ncolumns);
+	out->deferred_count = 0;
 
 	for (int r = 0; r < range_count; r++)
 	{
 		int64		read_start = ranges[r].offset;
 		int64		length = ranges[r].length;
 		StringInfoData buffer;
+		bool		keep_buffer = false;
 
 		CHECK_FOR_INTERRUPTS();
 		initStringInfo(&buffer);
@@ -827,17 +832,41 @@ segment_reader_read_row_group(SegmentReader *reader, int row_group,
 
 		for (int i = ranges[r].first_column; i <= ranges[r].last_column; i++)
 		{
+			const char *compressed = buffer.data + (group->chunks[i].offset - read_start);
+
 			if (!want[i])
 				continue;		/* a small gap read along */
+			if (defer != NULL && defer[i])
+			{
+				out->deferred[i] = compressed;
+				out->deferred_count++;
+				keep_buffer = true;
+				continue;
+			}
 			CHECK_FOR_INTERRUPTS();
-			read_chunk(reader, row_group, i,
-					   buffer.data + (group->chunks[i].offset - read_start),
-					   out);
+			read_chunk(reader, row_group, i, compressed, out);
 		}
-		pfree(buffer.data);
+		if (!keep_buffer)
+			pfree(buffer.data);
 	}
 	if (ranges != NULL)
 		pfree(ranges);
+}
+
+/*
+ * Decode a deferred column of a row group (segment.h): its chunk is checked
+ * and decompressed only now.
+ */
+void
+segment_row_group_decode_deferred(SegmentReader *reader, int row_group,
+								  SegmentRowGroup *rows, int column)
+{
+	if (rows->deferred == NULL || rows->deferred[column] == NULL)
+		elog(ERROR, "column %d of row group %d of segment \"%s\" is not deferred",
+			 column, row_group, reader->source->name);
+	read_chunk(reader, row_group, column, rows->deferred[column], rows);
+	rows->deferred[column] = NULL;
+	rows->deferred_count--;
 }
 
 /* Free the reader and everything it holds. */

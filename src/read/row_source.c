@@ -15,6 +15,14 @@
  * own rows (SNAPSHOT_TRANSACTION; a transaction whose buffer spilled gives
  * them as a sorted segment in a local file instead).
  *
+ * Late materialization.  A row group is read whole (one request per run of
+ * chunks) but only its key and version columns are decoded at once; the
+ * other wanted columns stay compressed until a row of theirs is asked for
+ * (row_source_column), which the merge does only for the version that wins
+ * and passes the pushed-down conditions.  A row group none of whose rows
+ * wins, or a lookup's row group of 4,096 rows of which one is wanted and
+ * filtered out, never decompresses its payload.
+ *
  * Only the key range may skip data.  A zone map on another column must not:
  * skipping the row group that holds the newest version of a key would let
  * an older version, in another object, win the merge.
@@ -37,6 +45,10 @@
 #include "rollout/wal.h"
 
 #include "row_source_internal.h"
+
+/* rollout_fdw.use_key_filters, rollout_fdw.decode_late */
+static bool use_key_filters = true;
+static bool decode_late = true;
 
 /* ----------------------------------------------------------------
  * Opening
@@ -118,8 +130,10 @@ row_source_load_wal_entry(RowSource *source)
 	for (int g = 0; g < reader->row_group_count; g++)
 	{
 		CHECK_FOR_INTERRUPTS();
-		segment_reader_read_row_group(reader, g, source->want, &source->groups[g]);
+		segment_reader_read_row_group(reader, g, source->want, source->defer,
+									  &source->groups[g]);
 		source->stats->row_groups_read++;
+		source->stats->chunks_deferred += source->groups[g].deferred_count;
 	}
 }
 
@@ -304,6 +318,14 @@ row_source_create(RolloutStore *store, SnapshotSource *meta, const bool *want,
 	source->want[store->ts_column] = true;
 	source->want[store->shard_column] = true;
 	source->want[store->op_column] = true;
+
+	/* what only the merge's winners need is decoded late */
+	source->defer = MemoryContextAlloc(context, sizeof(bool) * store->schema.ncolumns);
+	for (int i = 0; i < store->schema.ncolumns; i++)
+		source->defer[i] = decode_late && source->want[i] &&
+			i != store->key_column &&
+			i != store->ts_column && i != store->shard_column &&
+			i != store->op_column;
 	if (meta->stamp_fixed >= 0)
 	{
 		source->has_stamp = true;
@@ -391,13 +413,18 @@ row_source_read_wal_metadata(RowSource *source, int64 *running_stamp,
 	}
 }
 
-/* rollout_fdw.use_key_filters */
-static bool use_key_filters = true;
-
-/* Define rollout_fdw.use_key_filters; _PG_init calls this. */
+/* Define the read's settings; _PG_init calls this. */
 void
 row_source_define_settings(void)
 {
+	DefineCustomBoolVariable("rollout_fdw.decode_late",
+							 "Decodes the columns other than the key only for the versions a read returns.",
+							 "Off decodes every wanted column of every row group read; results are the same either way.",
+							 &decode_late,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 	DefineCustomBoolVariable("rollout_fdw.use_key_filters",
 							 "Lets a lookup of one key skip the segments whose key filter rules it out.",
 							 "Off reads them as releases without key filters did; results are the same either way.",
@@ -608,9 +635,10 @@ row_source_next_group(RowSource *source)
 		row_source_take_prefetched(source, source->group);
 		oldcontext = MemoryContextSwitchTo(source->group_context);
 		segment_reader_read_row_group(reader, source->group, source->want,
-									  &source->rows);
+									  source->defer, &source->rows);
 		MemoryContextSwitchTo(oldcontext);
 		source->stats->row_groups_read++;
+		source->stats->chunks_deferred += source->rows.deferred_count;
 		source->stats->versions_read += source->rows.row_count;
 		source->row = -1;
 		return true;
@@ -699,22 +727,83 @@ row_source_next(RowSource *source)
 	}
 }
 
-/* Column values of the current row. */
+/*
+ * Decode a column of a row group that was deferred, in the context the row
+ * group lives in: the per-group one of a sorted source, the source's own for
+ * a loaded WAL entry.
+ */
+static void
+row_source_decode_deferred(RowSource *source, SegmentRowGroup *rows,
+						   int group, int column)
+{
+	MemoryContext oldcontext;
+
+	oldcontext = MemoryContextSwitchTo(source->sorted ? source->group_context
+									   : source->context);
+	segment_row_group_decode_deferred(source->reader, group, rows, column);
+	MemoryContextSwitchTo(oldcontext);
+	source->stats->chunks_decoded_late++;
+}
+
+/* A column's value in the current row, decoding its chunk if deferred. */
 static inline Datum
 row_source_value(RowSource *source, int column, bool *isnull)
 {
+	SegmentRowGroup *rows;
+	int			group;
+	int64		row;
+
 	if (source->sorted)
 	{
-		*isnull = source->rows.isnull[column][source->row];
-		return source->rows.values[column][source->row];
+		rows = &source->rows;
+		group = source->group;
+		row = source->row;
 	}
 	else
 	{
 		RowRef	   *ref = &source->order[source->cursor];
 
-		*isnull = source->groups[ref->group].isnull[column][ref->row];
-		return source->groups[ref->group].values[column][ref->row];
+		rows = &source->groups[ref->group];
+		group = ref->group;
+		row = ref->row;
 	}
+	if (unlikely(rows->deferred != NULL && rows->deferred[column] != NULL))
+		row_source_decode_deferred(source, rows, group, column);
+	*isnull = rows->isnull[column][row];
+	return rows->values[column][row];
+}
+
+/*
+ * One wanted column of the current row (the pushed-down conditions read
+ * them); a by-reference value points into the source's current rows.
+ */
+Datum
+row_source_column(RowSource *source, int column, bool *isnull)
+{
+	return row_source_value(source, column, isnull);
+}
+
+/*
+ * Is a wanted column of the current row NULL?  A deferred chunk whose row
+ * group has no NULL, or only NULLs, in it answers without being decoded.
+ */
+bool
+row_source_column_is_null(RowSource *source, int column)
+{
+	bool		isnull;
+
+	if (source->sorted && source->rows.deferred != NULL &&
+		source->rows.deferred[column] != NULL)
+	{
+		SegmentRowGroupInfo *group = &source->reader->row_groups[source->group];
+
+		if (group->chunks[column].null_count == 0)
+			return false;
+		if (group->chunks[column].null_count == group->row_count)
+			return true;
+	}
+	(void) row_source_value(source, column, &isnull);
+	return isnull;
 }
 
 Datum

@@ -45,6 +45,7 @@ struct RowSource
 	int64		prefetched_bytes;
 	const KeyRange *range;
 	bool	   *want;			/* requested + key + hidden columns */
+	bool	   *defer;			/* wanted columns decoded late */
 	MergeReadStats *stats;
 	MemoryContext context;		/* lives as long as the source */
 	MemoryContext group_context;	/* reset per row group (sorted mode) */
