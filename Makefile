@@ -42,6 +42,7 @@ OBJS = \
 	src/read/row_source.o \
 	src/read/prefetch.o \
 	src/read/merge_iterator.o \
+	src/read/row_filter.o \
 	src/lsm/ingest.o \
 	src/lsm/writer_epoch.o \
 	src/lsm/group_commit.o \
@@ -56,6 +57,7 @@ OBJS = \
 	src/fdw/options.o \
 	src/fdw/store_cache.o \
 	src/fdw/scan_plan.o \
+	src/fdw/scan_filter.o \
 	src/fdw/scan.o \
 	src/fdw/scan_explain.o \
 	src/fdw/scan_snapshot.o \

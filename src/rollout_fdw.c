@@ -48,6 +48,7 @@ _PG_init(void)
 	store_define_settings();
 	footer_cache_define_settings();
 	row_source_define_settings();
+	scan_filter_define_settings();
 	shard_define_settings();
 	wal_define_settings();
 	commit_define_settings();

@@ -50,6 +50,9 @@ extern void rollout_check_is_rollout_table(Oid relid);
 
 /* Callback groups (scan_plan.c, scan.c, modify.c). */
 extern void rollout_plan_routines(FdwRoutine *routine);
+
+/* Define rollout_fdw.push_down_conditions (fdw/scan_filter.c; _PG_init). */
+extern void scan_filter_define_settings(void);
 extern void rollout_scan_routines(FdwRoutine *routine);
 extern void rollout_modify_routines(FdwRoutine *routine);
 

@@ -10,6 +10,7 @@
 #define ROLLOUT_MERGE_READ_H
 
 #include "rollout/key_range.h"
+#include "rollout/row_filter.h"
 #include "rollout/row_source.h"
 #include "rollout/snapshot.h"
 
@@ -38,6 +39,12 @@ typedef struct MergeReadOptions
 	 * caller takes a fresh snapshot and tries again.
 	 */
 	bool	   *vanished;
+
+	/*
+	 * A query's pushed-down conditions, or NULL: a winning version that fails
+	 * them is not returned (row_filter.h).
+	 */
+	const		RowFilter *filter;
 } MergeReadOptions;
 
 /*

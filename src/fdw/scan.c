@@ -58,6 +58,7 @@ rollout_begin_foreign_scan(ForeignScanState *node, int eflags)
 	state->rel = node->ss.ss_currentRelation;
 	state->options = rollout_table_options(RelationGetRelid(state->rel));
 	state->key_quals = scan_plan_key_quals(plan);
+	state->pushed_conditions = scan_plan_pushed_conditions(plan);
 
 	/* plain EXPLAIN touches no storage */
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
@@ -96,7 +97,7 @@ rollout_begin_foreign_scan(ForeignScanState *node, int eflags)
 	}
 	state->values = palloc0(sizeof(Datum) * state->store->schema.ncolumns);
 	state->isnull = palloc0(sizeof(bool) * state->store->schema.ncolumns);
-	state->key_value_states = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
+	state->value_states = ExecInitExprList(plan->fdw_exprs, (PlanState *) node);
 }
 
 /*
@@ -113,7 +114,8 @@ rollout_build_key_range(ForeignScanState *node, RolloutScanState *state,
 	ListCell   *lc_value;
 
 	memset(range, 0, sizeof(KeyRange));
-	forboth(lc_qual, state->key_quals, lc_value, state->key_value_states)
+	/* the key conditions' values come first in fdw_exprs */
+	forboth(lc_qual, state->key_quals, lc_value, state->value_states)
 	{
 		KeyQual    *qual = lfirst(lc_qual);
 		ExprState  *value_state = lfirst(lc_value);
@@ -210,6 +212,9 @@ rollout_scan_accumulate_stats(RolloutScanState *state)
 	state->totals.row_groups_skipped += stats->row_groups_skipped;
 	state->totals.key_filter_skipped += stats->key_filter_skipped;
 	state->totals.versions_read += stats->versions_read;
+	state->totals.chunks_deferred += stats->chunks_deferred;
+	state->totals.chunks_decoded_late += stats->chunks_decoded_late;
+	state->totals.rows_filtered += stats->rows_filtered;
 	state->totals.transaction_rows_read += stats->transaction_rows_read;
 	state->totals.rows_returned += stats->rows_returned;
 	state->totals.prefetch_batches += stats->prefetch_batches;
@@ -264,11 +269,13 @@ rollout_iterate_foreign_scan(ForeignScanState *node)
 	if (state->read == NULL)
 	{
 		KeyRange	range;
+		RowFilter  *filter;
 
 		oldcontext = MemoryContextSwitchTo(state->rescan_context);
 		objstore_get_counters(&state->counters_mark);
 		footer_cache_get_counters(&state->footer_mark);
 		rollout_build_key_range(node, state, &range);
+		filter = scan_filter_build(state, node->ss.ps.ps_ExprContext);
 
 		/*
 		 * Rescans read the same snapshot.  If garbage collection removed an
@@ -289,6 +296,7 @@ rollout_iterate_foreign_scan(ForeignScanState *node)
 			}
 			options.keep_tombstones = false;
 			options.follow_ingest = true;
+			options.filter = filter;
 			options.vanished = attempt < SCAN_MAX_SNAPSHOT_ATTEMPTS - 1 ? &vanished : NULL;
 			state->read = merge_read_begin(state->store, state->snapshot,
 										   state->want, &range, &options);

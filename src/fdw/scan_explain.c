@@ -29,6 +29,9 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 	if (state->key_quals != NIL)
 		ExplainPropertyInteger("Key Conditions", NULL,
 							   list_length(state->key_quals), es);
+	if (state->pushed_conditions != NIL)
+		ExplainPropertyInteger("Pushed Conditions", NULL,
+							   list_length(state->pushed_conditions), es);
 
 	if (es->analyze && state->snapshot != NULL)
 	{
@@ -69,6 +72,27 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 			ExplainPropertyInteger("Skipped by Key Filter", NULL,
 								   t->key_filter_skipped, es);
 		ExplainPropertyInteger("Versions Read", NULL, t->versions_read, es);
+		if (state->pushed_conditions != NIL)
+			ExplainPropertyInteger("Rows Filtered by Store", NULL,
+								   t->rows_filtered, es);
+
+		/* chunks of columns only winners need, and how many were needed */
+		if (t->chunks_deferred > 0)
+		{
+			int64		skipped = t->chunks_deferred - t->chunks_decoded_late;
+
+			if (es->format == EXPLAIN_FORMAT_TEXT)
+				ExplainPropertyText("Late Chunks",
+									psprintf("decoded=%lld skipped=%lld",
+											 (long long) t->chunks_decoded_late,
+											 (long long) skipped), es);
+			else
+			{
+				ExplainPropertyInteger("Late Chunks Decoded", NULL,
+									   t->chunks_decoded_late, es);
+				ExplainPropertyInteger("Late Chunks Skipped", NULL, skipped, es);
+			}
+		}
 		if (t->transaction_rows_read > 0)
 			ExplainPropertyInteger("Transaction Rows Read", NULL,
 								   t->transaction_rows_read, es);

@@ -11,6 +11,7 @@
 
 #include "commands/explain.h"
 #include "nodes/execnodes.h"
+#include "nodes/pathnodes.h"
 
 #include "rollout/fdw.h"
 #include "rollout/footer_cache.h"
@@ -30,6 +31,21 @@ typedef struct KeyQual
 	Expr	   *value;
 } KeyQual;
 
+/*
+ * A condition pushed down into the merge read (scan_filter.c): at planning,
+ * the clause's parts; at execution it becomes a RowCondition.
+ */
+typedef struct PushedCondition
+{
+	RowConditionKind kind;
+	AttrNumber	attno;			/* of the scanned table's column */
+	Oid			function;		/* the operator's function, or InvalidOid */
+	Oid			collation;
+	bool		column_on_left;
+	bool		use_or;
+	Expr	   *value;			/* value or array expression, or NULL */
+}			PushedCondition;
+
 /* Executor state of one scan. */
 typedef struct RolloutScanState
 {
@@ -40,7 +56,9 @@ typedef struct RolloutScanState
 	int		   *attr_to_column; /* per attno-1: segment column, or -1 */
 	bool	   *want;			/* per segment column */
 	List	   *key_quals;		/* KeyQual * (value unused) */
-	List	   *key_value_states;	/* ExprState * */
+	List	   *pushed_conditions;	/* serialized PushedConditions */
+	List	   *value_states;	/* ExprState * of fdw_exprs: the key
+								 * conditions' values, then the pushed ones' */
 	MemoryContext scan_context; /* lives across rescans */
 	MemoryContext rescan_context;	/* key range and read: reset per rescan */
 	MemoryContext row_context;	/* decoded values of the current row */
@@ -68,9 +86,20 @@ typedef struct RolloutScanState
 	int64		footer_cache_misses;
 } RolloutScanState;
 
-/* The plan's retrieved attribute numbers and key conditions (scan_plan.c). */
+/*
+ * The plan's retrieved attribute numbers, key conditions and pushed
+ * conditions (scan_plan.c).
+ */
 extern List *scan_plan_retrieved_attrs(ForeignScan *plan);
 extern List *scan_plan_key_quals(ForeignScan *plan);
+extern List *scan_plan_pushed_conditions(ForeignScan *plan);
+
+/* Pushing down conditions (scan_filter.c). */
+extern PushedCondition * scan_filter_classify(RestrictInfo *rinfo,
+											  RelOptInfo *baserel, Oid relid);
+extern List *scan_filter_serialize(PushedCondition * condition, List **fdw_exprs);
+extern RowFilter * scan_filter_build(RolloutScanState *state,
+									 ExprContext *econtext);
 
 /* Fold the open read's statistics into the totals and end it (scan.c). */
 extern void rollout_scan_close_read(RolloutScanState *state);

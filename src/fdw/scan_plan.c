@@ -16,7 +16,10 @@
  *	  text), a range condition is used only when its collation is "C" (or
  *	  the type has none), and an equality only under a deterministic
  *	  collation, where equal means byte-equal.  Every condition is still
- *	  rechecked by the executor, so skipping never decides what matches.
+ *	  rechecked by the executor, so skipping never decides what matches;
+ *	- other simple conditions, on any column (scan_filter.c): the merge read
+ *	  checks them on each key's winning version before decoding the rest of
+ *	  its row.  They too stay in the executor's qual.
  *
  *-------------------------------------------------------------------------
  */
@@ -41,7 +44,8 @@
 enum RolloutScanPrivate
 {
 	ScanPrivateRetrievedAttrs,	/* Integer list of attnos the query uses */
-	ScanPrivateKeyQuals			/* list of KeyQual descriptions, see below */
+	ScanPrivateKeyQuals,		/* list of KeyQual descriptions, see below */
+	ScanPrivatePushedConditions /* list of serialized PushedConditions */
 };
 
 /* Planner state of one rollout relation. */
@@ -50,6 +54,7 @@ typedef struct RolloutPlanState
 	RolloutTableOptions *options;
 	AttrNumber	key_attno;
 	List	   *key_quals;		/* KeyQual * */
+	List	   *pushed_conditions;	/* PushedCondition *, none a key qual */
 } RolloutPlanState;
 
 /*
@@ -163,7 +168,7 @@ rollout_get_foreign_rel_size(PlannerInfo *root, RelOptInfo *baserel,
 							 Oid foreigntableid)
 {
 	RolloutPlanState *state = palloc0(sizeof(RolloutPlanState));
-	Oid			key_type;
+	Oid			key_type = InvalidOid;
 	Oid			key_opfamily;
 	ListCell   *lc;
 	bool		has_equality = false;
@@ -172,26 +177,32 @@ rollout_get_foreign_rel_size(PlannerInfo *root, RelOptInfo *baserel,
 	state->key_attno = get_attnum(foreigntableid, state->options->key_column);
 	baserel->fdw_private = state;
 
+	key_opfamily = InvalidOid;
 	if (state->key_attno != InvalidAttrNumber)
 	{
 		key_type = get_atttype(foreigntableid, state->key_attno);
 		key_opfamily = lookup_type_cache(key_type, TYPECACHE_BTREE_OPFAMILY)->btree_opf;
-		if (OidIsValid(key_opfamily))
-		{
-			foreach(lc, baserel->baserestrictinfo)
-			{
-				RestrictInfo *rinfo = lfirst(lc);
-				KeyQual    *qual = classify_key_qual(rinfo->clause, baserel,
-													 state->key_attno, key_type,
-													 key_opfamily);
+	}
+	foreach(lc, baserel->baserestrictinfo)
+	{
+		RestrictInfo *rinfo = lfirst(lc);
+		KeyQual    *qual = NULL;
+		PushedCondition *condition;
 
-				if (qual == NULL)
-					continue;
-				state->key_quals = lappend(state->key_quals, qual);
-				if (qual->strategy == BTEqualStrategyNumber)
-					has_equality = true;
-			}
+		if (OidIsValid(key_opfamily))
+			qual = classify_key_qual(rinfo->clause, baserel, state->key_attno,
+									 key_type, key_opfamily);
+		if (qual != NULL)
+		{
+			state->key_quals = lappend(state->key_quals, qual);
+			if (qual->strategy == BTEqualStrategyNumber)
+				has_equality = true;
+			continue;
 		}
+		condition = scan_filter_classify(rinfo, baserel, foreigntableid);
+		if (condition != NULL)
+			state->pushed_conditions = lappend(state->pushed_conditions,
+											   condition);
 	}
 
 	/*
@@ -235,11 +246,12 @@ rollout_get_foreign_paths(PlannerInfo *root, RelOptInfo *baserel,
 /*
  * GetForeignPlan: make the ForeignScan.  fdw_private holds the attribute
  * numbers the query uses (those of its target list and of every condition, or
- * all columns for a whole-row reference) and the key conditions flattened to
- * integer lists, since it must survive copyObject; their value expressions go
- * into fdw_exprs, so that setrefs.c fixes them up and the executor can
- * evaluate them.  Every clause stays a local qual: the key range only skips
- * data, it never decides what matches.
+ * all columns for a whole-row reference), the key conditions and the pushed
+ * conditions flattened to integer lists, since it must survive copyObject;
+ * their value expressions go into fdw_exprs (the key conditions' first), so
+ * that setrefs.c fixes them up and the executor can evaluate them.  Every
+ * clause stays a local qual: the key range and the pushed conditions only
+ * spare reading and decoding, they never decide what matches.
  */
 static ForeignScan *
 rollout_get_foreign_plan(PlannerInfo *root, RelOptInfo *baserel,
@@ -250,6 +262,7 @@ rollout_get_foreign_plan(PlannerInfo *root, RelOptInfo *baserel,
 	Bitmapset  *attrs = NULL;
 	List	   *retrieved_attrs = NIL;
 	List	   *key_qual_info = NIL;
+	List	   *pushed_info = NIL;
 	List	   *fdw_exprs = NIL;
 	ListCell   *lc;
 	bool		whole_row;
@@ -286,12 +299,16 @@ rollout_get_foreign_plan(PlannerInfo *root, RelOptInfo *baserel,
 										   makeInteger(qual->righttype)));
 		fdw_exprs = lappend(fdw_exprs, qual->value);
 	}
+	/* after the key conditions' values, which must come first */
+	foreach(lc, state->pushed_conditions)
+		pushed_info = lappend(pushed_info,
+							  scan_filter_serialize(lfirst(lc), &fdw_exprs));
 
 	/* every condition stays a local filter: skipping only saves reading */
 	scan_clauses = extract_actual_clauses(scan_clauses, false);
 
 	return make_foreignscan(tlist, scan_clauses, baserel->relid, fdw_exprs,
-							list_make2(retrieved_attrs, key_qual_info),
+							list_make3(retrieved_attrs, key_qual_info, pushed_info),
 							NIL, NIL, outer_plan);
 }
 
@@ -324,6 +341,12 @@ scan_plan_key_quals(ForeignScan *plan)
 		quals = lappend(quals, qual);
 	}
 	return quals;
+}
+
+List *
+scan_plan_pushed_conditions(ForeignScan *plan)
+{
+	return list_nth(plan->fdw_private, ScanPrivatePushedConditions);
 }
 
 void

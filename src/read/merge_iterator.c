@@ -8,7 +8,9 @@
  * (row_source.c).  A binary heap orders the sources by their current
  * key.  For each key the merge takes every source positioned on it and
  * keeps the newest version by (_ts, shard, WAL position); a tombstone
- * winner hides the key.  The sources that took part are advanced only at
+ * winner hides the key, and so does a winner that fails the query's
+ * pushed-down conditions (row_filter.h), checked before the winner's other
+ * columns are decoded.  The sources that took part are advanced only at
  * the start of the next call, so that the values returned (which point into
  * a source's current row group) stay valid until then.
  *
@@ -40,6 +42,7 @@ struct MergeRead
 	int			consumed_count;
 
 	bool		keep_tombstones;
+	const		RowFilter *filter;	/* or NULL */
 	MergeReadStats stats;
 };
 
@@ -233,6 +236,8 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 	read->store = store;
 	read->context = context;
 	read->keep_tombstones = options->keep_tombstones;
+	read->filter = options->filter != NULL && options->filter->count > 0 ?
+		options->filter : NULL;
 	read->want = palloc(sizeof(bool) * store->schema.ncolumns);
 	memcpy(read->want, want, sizeof(bool) * store->schema.ncolumns);
 	if (range != NULL)
@@ -298,7 +303,7 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
  * last point into their current row groups.  Every source on the smallest key
  * is then taken off the heap, the newest version among them wins
  * (merge_version_newer), and a tombstone winner hides the key unless the read
- * keeps tombstones.
+ * keeps tombstones; so does a winner the read's filter drops.
  */
 bool
 merge_read_next(MergeRead *read, Datum *values, bool *isnull)
@@ -341,6 +346,11 @@ merge_read_next(MergeRead *read, Datum *values, bool *isnull)
 
 		if (!read->keep_tombstones && row_source_op(winner) == ROLLOUT_OP_DELETE)
 			continue;			/* the newest version is a tombstone */
+		if (read->filter != NULL && !row_filter_matches(read->filter, winner))
+		{
+			read->stats.rows_filtered++;
+			continue;
+		}
 
 		row_source_values(winner, read->want, values, isnull);
 		read->stats.rows_returned++;

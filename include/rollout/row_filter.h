@@ -1,0 +1,62 @@
+/*-------------------------------------------------------------------------
+ *
+ * row_filter.h
+ *		Conditions on a row's columns that a merge read checks on the version
+ *		that wins, before it decodes the rest of the row (read/row_filter.c).
+ *
+ * The planner (fdw/scan_plan.c) pushes down simple conditions of a query:
+ * "column op value", "column op ANY/ALL (array)", "column IS [NOT] NULL",
+ * with value fixed for the scan.  The read evaluates each with the query's
+ * own operator function and collation, so a row it drops is one the query's
+ * WHERE clause drops too; PostgreSQL still checks every condition on the
+ * rows that pass.  Conditions are checked only on the newest version of a
+ * key, never to skip an older one: an old version that matches must not
+ * reappear because the new one does not.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ROLLOUT_ROW_FILTER_H
+#define ROLLOUT_ROW_FILTER_H
+
+#include "fmgr.h"
+
+#include "rollout/row_source.h"
+
+typedef enum RowConditionKind
+{
+	ROW_CONDITION_COMPARE,		/* column op value, or value op column */
+	ROW_CONDITION_ARRAY,		/* column op ANY/ALL (elements) */
+	ROW_CONDITION_IS_NULL,
+	ROW_CONDITION_IS_NOT_NULL
+} RowConditionKind;
+
+typedef struct RowCondition
+{
+	RowConditionKind kind;
+	int			column;			/* segment schema column */
+	FmgrInfo	proc;			/* the operator's (strict) function */
+	Oid			collation;		/* the operator's input collation */
+	bool		column_on_left; /* COMPARE: argument order */
+	bool		value_isnull;	/* COMPARE: the value (ARRAY: the array) */
+	Datum		value;
+	bool		use_or;			/* ARRAY: ANY (true) or ALL */
+	int			element_count;	/* ARRAY: the elements */
+	Datum	   *elements;
+	bool	   *element_nulls;
+} RowCondition;
+
+/* Conditions that must all hold (AND). */
+typedef struct RowFilter
+{
+	int			count;
+	RowCondition *conditions;
+} RowFilter;
+
+/*
+ * Do all conditions hold for the source's current row?  A condition whose
+ * result is NULL (a NULL column or value, under a strict operator) does not
+ * hold, as in a WHERE clause.
+ */
+extern bool row_filter_matches(const RowFilter *filter, RowSource *row);
+
+#endif							/* ROLLOUT_ROW_FILTER_H */
