@@ -76,8 +76,12 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 			ExplainPropertyInteger("Rows Filtered by Store", NULL,
 								   t->rows_filtered, es);
 
-		/* chunks of columns only winners need, and how many were needed */
-		if (t->chunks_deferred > 0)
+		/*
+		 * Chunks of columns only winners need, and how many were needed: a
+		 * figure of segments only (a memtable batch has no chunks), so it
+		 * differs with the writer's mode, and only VERBOSE shows it.
+		 */
+		if (es->verbose && t->chunks_deferred > 0)
 		{
 			int64		skipped = t->chunks_deferred - t->chunks_decoded_late;
 

@@ -189,7 +189,7 @@ like($node->safe_psql('postgres', 'EXPLAIN (COSTS OFF) ' . sprintf($correlated, 
 
 # (e) EXPLAIN
 my $plan = $node->safe_psql('postgres',
-	q{EXPLAIN (ANALYZE, FORMAT JSON) SELECT * FROM t WHERE grp = 7});
+	q{EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) SELECT * FROM t WHERE grp = 7});
 my %f = map { $_ => ($plan =~ /"$_": (\d+)/)[0] }
   ('Pushed Conditions', 'Rows Filtered by Store', 'Late Chunks Decoded', 'Late Chunks Skipped', 'Actual Rows');
 is($f{'Pushed Conditions'}, 1, '(e) EXPLAIN: one pushed condition');
