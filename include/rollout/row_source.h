@@ -29,6 +29,7 @@ typedef struct MergeReadStats
 	int64		versions_read;	/* rows read from all sources */
 	int64		chunks_deferred;	/* column chunks read, decoded late */
 	int64		chunks_decoded_late;	/* of those, decoded after all */
+	int64		pages_decoded_late; /* their pages decoded */
 	int64		rows_filtered;	/* winners the pushed-down conditions dropped */
 	int64		transaction_rows_read;	/* of the reading transaction's own */
 	int64		prefetch_batches;	/* batches of reads made ahead */

@@ -36,12 +36,14 @@
 #include "lib/stringinfo.h"
 
 /*
- * The format this release writes when a segment gets a key filter, and the
- * oldest it reads.  Version 1 is version 2 without the key filter section;
- * a segment written without a filter is written as version 1, byte for byte
- * what older releases write and read.
+ * The newest format this release writes and reads, and the oldest it reads.
+ * Version 1 is version 2 without the key filter section; version 3 is
+ * version 2 with a page directory in every chunk entry.  A segment is
+ * written as version 3 when it has pages, else as version 2 when it has a
+ * key filter, else as version 1, byte for byte what older releases write
+ * and read.
  */
-#define SEGMENT_FORMAT_VERSION		2
+#define SEGMENT_FORMAT_VERSION		3
 #define SEGMENT_FORMAT_VERSION_MIN	1
 
 /* How much of the tail segment_reader_open() reads first. */
@@ -116,14 +118,17 @@ typedef struct SegmentWriteSummary
  * If sorted is true the caller promises rows arrive in ascending key order
  * (generations, fragments); the flag is recorded in the footer.  With
  * key_filter_bits > 0 the footer gets a key filter of about that many bits
- * per row (format version 2).  The schema must stay valid until
- * segment_writer_finish().
+ * per row (format version 2).  With page_size > 0 each column chunk is cut
+ * into pages of about that many raw bytes, each decodable on its own (format
+ * version 3); 0 writes one page per chunk and version 1 or 2.  The schema
+ * must stay valid until segment_writer_finish().
  */
 extern SegmentWriter *segment_writer_begin(const SegmentSchema *schema,
 										   const char *local_path,
 										   bool sorted,
 										   int rows_per_group,
-										   int key_filter_bits);
+										   int key_filter_bits,
+										   int page_size);
 
 /* Append one row.  Varlena values may be toasted; they are stored flat. */
 extern void segment_writer_add_row(SegmentWriter *writer,
@@ -176,7 +181,24 @@ typedef struct SegmentSource
 	bool		(*known_footer) (void *arg, StringInfo out, int64 *object_size);
 	void		(*footer_read) (void *arg, const char *footer, int64 footer_length,
 								int64 object_size);
+
+	/*
+	 * Does another small read cost no round trip (a local file)?  Then a row
+	 * group's deferred columns are not read with it, but page by page when
+	 * decoded (segment_reader_read_row_group).
+	 */
+	bool		cheap_reads;
 } SegmentSource;
+
+/* One page of a chunk of format version 3 (segment_reader.c). */
+typedef struct SegmentPageInfo
+{
+	int64		first_row;
+	int64		row_count;
+	int64		offset;			/* of its zstd frame, from the chunk's start */
+	int64		compressed_size;
+	uint32		crc;			/* CRC32C of the frame */
+}			SegmentPageInfo;
 
 /* One column chunk's directory entry. */
 typedef struct SegmentChunkInfo
@@ -189,6 +211,15 @@ typedef struct SegmentChunkInfo
 	bool		has_stats;
 	Datum		min;			/* valid when has_stats */
 	Datum		max;
+
+	/*
+	 * Pages: 1 for chunks of format versions 1 and 2.  The page directory of
+	 * a chunk of more is decoded (into pages) when first needed, from its
+	 * bytes in the footer, which the reader keeps.
+	 */
+	int			page_count;
+	const unsigned char *page_entries;
+	SegmentPageInfo *pages;
 } SegmentChunkInfo;
 
 typedef struct SegmentRowGroupInfo
@@ -211,7 +242,8 @@ typedef struct SegmentReader
 	Datum		key_min;
 	Datum		key_max;
 	char	   *metadata;		/* writer's metadata (a string), or NULL */
-	uint8	   *key_filter;		/* the key filter's bits, or NULL: none */
+	const uint8 *key_filter;	/* the key filter's bits (in the footer's
+								 * bytes, which the reader keeps), or NULL */
 	uint64		key_filter_bits;
 	int			key_filter_probes;
 	MemoryContext context;		/* holds everything above */
@@ -227,11 +259,25 @@ typedef struct SegmentRowGroup
 
 	/*
 	 * Per schema column, or NULL: the compressed chunk of a column read but
-	 * not decoded yet (segment_row_group_decode_deferred), NULL once decoded.
+	 * not decoded yet (segment_row_group_decode_deferred), NULL once wholly
+	 * decoded.  A deferred column's values and isnull exist once one of its
+	 * pages is decoded; rows ready_start .. ready_end - 1 (the page decoded
+	 * last) are, and page_decoded says which other pages are.
 	 */
 	const char **deferred;
 	int			deferred_count; /* columns still deferred */
+	int64	   *ready_start;
+	int64	   *ready_end;
+	bool	  **page_decoded;
 } SegmentRowGroup;
+
+/* Is row `row` of column `column` decoded (not deferred, or its page is)? */
+static inline bool
+segment_row_group_row_ready(const SegmentRowGroup *rows, int column, int64 row)
+{
+	return rows->deferred == NULL || rows->deferred[column] == NULL ||
+		(row >= rows->ready_start[column] && row < rows->ready_end[column]);
+}
 
 /*
  * Read and validate the footer.  Returns NULL when the object does not exist;
@@ -254,18 +300,21 @@ typedef struct SegmentRange
 
 /*
  * The ranged reads segment_reader_read_row_group() will make for these
- * columns of this row group, in order (nearby chunks coalesced).  Returns
- * how many; *ranges is palloc'd in CurrentMemoryContext, NULL when none.
+ * columns of this row group (with the same want and defer), in order
+ * (nearby chunks coalesced).  Returns how many; *ranges is palloc'd in
+ * CurrentMemoryContext, NULL when none.
  */
 extern int	segment_reader_row_group_ranges(SegmentReader *reader, int row_group,
-											const bool *want,
+											const bool *want, const bool *defer,
 											SegmentRange **ranges);
 
 /*
  * Read the requested columns (want[i] for schema column i) of one row group
  * into *out and decode them, except those with defer[i] (defer may be NULL):
  * their compressed chunks are kept, checked and decoded only when
- * segment_row_group_decode_deferred asks for them, so that a reader that
+ * segment_row_group_decode_deferred asks for them (and from a source with
+ * cheap_reads they are not even read until then, page by page), so that a
+ * reader that
  * settles which rows it needs from a few columns never decompresses the
  * others for a row group it then does not need.  Everything lives in
  * CurrentMemoryContext (Datums point into its buffers), so a caller resets
@@ -277,14 +326,16 @@ extern void segment_reader_read_row_group(SegmentReader *reader, int row_group,
 										  SegmentRowGroup *out);
 
 /*
- * Decode a deferred column of a row group read by reader (no I/O), into
- * CurrentMemoryContext, which must be the one the row group was read in.
- * Raises the corrupt-segment ERROR for a corrupt chunk.
+ * Decode row `row` of a deferred column of a row group read by reader: the
+ * page holding it (all of the chunk, for one of a single page), with no
+ * I/O, into CurrentMemoryContext, which must be the one the row group was
+ * read in.  Returns how many pages it decoded (0 when its page already
+ * was).  Raises the corrupt-segment ERROR for a corrupt page.
  */
-extern void segment_row_group_decode_deferred(SegmentReader *reader,
+extern int	segment_row_group_decode_deferred(SegmentReader *reader,
 											  int row_group,
 											  SegmentRowGroup *rows,
-											  int column);
+											  int column, int64 row);
 
 extern void segment_reader_close(SegmentReader *reader);
 

@@ -18,7 +18,10 @@ extern int	store_rows_per_group;
 /* rollout_fdw.key_filter_bits: bits per key of their key filters (0: none) */
 extern int	store_key_filter_bits;
 
-/* Define rollout_fdw.rows_per_group (from _PG_init). */
+/* rollout_fdw.page_size: kB of raw values per page of a chunk (0: no pages) */
+extern int	store_page_size;
+
+/* Define rollout_fdw.rows_per_group and the others above (from _PG_init). */
 extern void store_define_settings(void);
 
 /* Open (and on first use create) a store.  Result lives in a new child

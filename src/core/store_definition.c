@@ -37,6 +37,7 @@
 
 int			store_rows_per_group = SEGMENT_DEFAULT_ROWS_PER_GROUP;
 int			store_key_filter_bits = 10;
+int			store_page_size = 64;
 
 static void store_init_schema_from_json(RolloutStore *store,
 										const RolloutStoreSpec *spec,
@@ -53,7 +54,10 @@ static void store_init_column(RolloutStore *store, int c, JsonDoc *doc,
  * ----------------------------------------------------------------
  */
 
-/* Define rollout_fdw.rows_per_group and .key_filter_bits; _PG_init calls it. */
+/*
+ * Define rollout_fdw.rows_per_group, .key_filter_bits and .page_size; _PG_init
+ * calls it.
+ */
 void
 store_define_settings(void)
 {
@@ -72,6 +76,14 @@ store_define_settings(void)
 							10, 0, 32,
 							PGC_USERSET,
 							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.page_size",
+							"Raw size of the pages column chunks are cut into in the segments this backend writes.",
+							"A read that needs a few rows of a row group decodes only their pages. 0 writes chunks of one page (segments of format version 1 or 2, which builds of rollout_fdw without pages read too).",
+							&store_page_size,
+							64, 0, 1024 * 1024,
+							PGC_USERSET,
+							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 }
 

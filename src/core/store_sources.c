@@ -205,6 +205,8 @@ rollout_segment_source(RolloutStore *store, const char *key, int64 size_hint)
 	source->arg = arg;
 	source->read_range = store_object_read_range;
 	source->read_tail = store_object_read_tail;
+	source->cheap_reads = store->location_is_default ||
+		objstore_location_is_local(store->location);
 	if (arg->cache_identity != NULL)
 	{
 		source->known_footer = store_object_known_footer;
@@ -314,6 +316,7 @@ rollout_local_segment_source(const char *path)
 	source->arg = copy;
 	source->read_range = local_file_read_range;
 	source->read_tail = local_file_read_tail;
+	source->cheap_reads = true;
 	return source;
 }
 

@@ -214,6 +214,7 @@ rollout_scan_accumulate_stats(RolloutScanState *state)
 	state->totals.versions_read += stats->versions_read;
 	state->totals.chunks_deferred += stats->chunks_deferred;
 	state->totals.chunks_decoded_late += stats->chunks_decoded_late;
+	state->totals.pages_decoded_late += stats->pages_decoded_late;
 	state->totals.rows_filtered += stats->rows_filtered;
 	state->totals.transaction_rows_read += stats->transaction_rows_read;
 	state->totals.rows_returned += stats->rows_returned;

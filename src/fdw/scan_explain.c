@@ -87,14 +87,17 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 
 			if (es->format == EXPLAIN_FORMAT_TEXT)
 				ExplainPropertyText("Late Chunks",
-									psprintf("decoded=%lld skipped=%lld",
+									psprintf("decoded=%lld skipped=%lld pages=%lld",
 											 (long long) t->chunks_decoded_late,
-											 (long long) skipped), es);
+											 (long long) skipped,
+											 (long long) t->pages_decoded_late), es);
 			else
 			{
 				ExplainPropertyInteger("Late Chunks Decoded", NULL,
 									   t->chunks_decoded_late, es);
 				ExplainPropertyInteger("Late Chunks Skipped", NULL, skipped, es);
+				ExplainPropertyInteger("Late Pages Decoded", NULL,
+									   t->pages_decoded_late, es);
 			}
 		}
 		if (t->transaction_rows_read > 0)

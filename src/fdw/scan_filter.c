@@ -213,7 +213,7 @@ scan_filter_classify(RestrictInfo *rinfo, RelOptInfo *baserel, Oid relid)
  * *fdw_exprs, where setrefs.c fixes it up for the executor.
  */
 List *
-scan_filter_serialize(PushedCondition *condition, List **fdw_exprs)
+scan_filter_serialize(PushedCondition * condition, List **fdw_exprs)
 {
 	int			value_index = -1;
 	Oid			value_type = InvalidOid;
@@ -247,7 +247,7 @@ pushed_field(List *info, enum PushedConditionField field)
  * CurrentMemoryContext; an array is split into its elements.
  */
 static void
-scan_filter_evaluate_value(RowCondition *condition, List *info,
+scan_filter_evaluate_value(RowCondition * condition, List *info,
 						   ExprState *value_state, ExprContext *econtext)
 {
 	Oid			value_type = (Oid) pushed_field(info, PushedValueType);
@@ -278,7 +278,7 @@ scan_filter_evaluate_value(RowCondition *condition, List *info,
  * one (a payload, perhaps) last.
  */
 static int
-scan_filter_rank(const RowCondition *condition, const RolloutStore *store)
+scan_filter_rank(const RowCondition * condition, const RolloutStore *store)
 {
 	if (condition->column == store->key_column)
 		return 0;
@@ -291,7 +291,7 @@ scan_filter_rank(const RowCondition *condition, const RolloutStore *store)
  * executor's order of the clauses is its own, and AND does not depend on it.
  */
 static void
-scan_filter_order(RowFilter *filter, const RolloutStore *store)
+scan_filter_order(RowFilter * filter, const RolloutStore *store)
 {
 	for (int i = 1; i < filter->count; i++)
 	{

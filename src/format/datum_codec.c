@@ -438,7 +438,7 @@ segment_chunk_decode(const SegmentColumn *column, const char *raw,
 		offset += length;
 	}
 
-	if (nulls != null_count)
+	if (null_count >= 0 && nulls != null_count)
 		segment_corrupt(segment_name,
 						"A chunk of column \"%s\" has %lld nulls, but the footer says %lld.",
 						column->name, (long long) nulls, (long long) null_count);

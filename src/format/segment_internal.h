@@ -73,6 +73,12 @@ extern bool segment_key_filter_test(const uint8 *bits, uint64 nbits,
 /* Min/max of a chunk are skipped when a value's image is larger than this. */
 #define SEGMENT_MAX_STATS_IMAGE_SIZE 256
 
+/*
+ * A page (format version 3) holds at most this many rows, so that reading
+ * one row of a small column decodes an eighth of a default row group.
+ */
+#define SEGMENT_PAGE_MAX_ROWS		512
+
 /* A row group is cut when its raw (uncompressed) size passes this. */
 #define SEGMENT_GROUP_RAW_SIZE_LIMIT (16 * 1024 * 1024)
 

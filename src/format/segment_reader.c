@@ -42,6 +42,9 @@ typedef struct FooterCursor
 #define MIN_COLUMN_ENCODING_SIZE	(4 + 4 + 4 + 4 + 2 + 1 + 1)
 #define MIN_CHUNK_ENCODING_SIZE		(8 + 8 + 8 + 4 + 8 + 1)
 
+/* A page directory entry (version 3): row count, frame size, frame CRC. */
+#define PAGE_ENTRY_SIZE				(4 + 4 + 4)
+
 /* The smallest footer: fixed fields of an empty segment plus its CRC. */
 #define MIN_FOOTER_LENGTH \
 	(4 + 4 + 4 + 4 + MIN_COLUMN_ENCODING_SIZE + 8 + 4 + 1 + 1 + \
@@ -331,6 +334,74 @@ decode_footer_chunk(FooterCursor *c, SegmentReader *reader,
 		segment_corrupt(name,
 						"The key column has nulls or lacks its range in row group %d.",
 						i);
+
+	/* version 3: the page directory, decoded when first needed */
+	chunk->page_count = 1;
+	chunk->page_entries = NULL;
+	chunk->pages = NULL;
+	if (reader->format_version >= 3)
+	{
+		uint32		page_count = cursor_uint32(c, "chunk's page count");
+
+		if (page_count < 1 || page_count > group->row_count ||
+			page_count > chunk->compressed_size)
+			segment_corrupt(name,
+							"Chunk %d of row group %d says %u pages for %lld rows.",
+							j, i, page_count, (long long) group->row_count);
+		chunk->page_count = (int) page_count;
+		if (page_count > 1)
+		{
+			cursor_need(c, (int64) page_count * PAGE_ENTRY_SIZE, "page directory");
+			chunk->page_entries = c->data + c->position;
+			c->position += (int64) page_count * PAGE_ENTRY_SIZE;
+		}
+	}
+}
+
+/*
+ * The pages of a chunk of more than one page, decoding its page directory
+ * the first time: row counts that add up to the row group's, frames that
+ * tile the chunk exactly.
+ */
+static SegmentPageInfo *
+chunk_pages(SegmentReader *reader, int row_group, int column)
+{
+	SegmentRowGroupInfo *group = &reader->row_groups[row_group];
+	SegmentChunkInfo *chunk = &group->chunks[column];
+	const unsigned char *entry = chunk->page_entries;
+	SegmentPageInfo *pages;
+	int64		first_row = 0;
+	int64		offset = 0;
+
+	if (chunk->pages != NULL)
+		return chunk->pages;
+	pages = MemoryContextAlloc(reader->context,
+							   sizeof(SegmentPageInfo) * chunk->page_count);
+	for (int p = 0; p < chunk->page_count; p++, entry += PAGE_ENTRY_SIZE)
+	{
+		pages[p].first_row = first_row;
+		pages[p].row_count = segment_get_uint32(entry);
+		pages[p].offset = offset;
+		pages[p].compressed_size = segment_get_uint32(entry + 4);
+		pages[p].crc = segment_get_uint32(entry + 8);
+		if (pages[p].row_count < 1 ||
+			pages[p].row_count > group->row_count - first_row ||
+			pages[p].compressed_size < 1 ||
+			pages[p].compressed_size > chunk->compressed_size - offset)
+			segment_corrupt(reader->source->name,
+							"Page %d of chunk %d of row group %d does not fit the chunk.",
+							p, column, row_group);
+		first_row += pages[p].row_count;
+		offset += pages[p].compressed_size;
+	}
+	if (first_row != group->row_count || offset != chunk->compressed_size)
+		segment_corrupt(reader->source->name,
+						"The pages of chunk %d of row group %d hold %lld rows in %lld bytes, not %lld in %lld.",
+						column, row_group, (long long) first_row,
+						(long long) offset, (long long) group->row_count,
+						(long long) chunk->compressed_size);
+	chunk->pages = pages;
+	return pages;
 }
 
 /*
@@ -403,8 +474,8 @@ decode_key_filter(FooterCursor *c, SegmentReader *reader)
 	if (reader->row_count == 0)
 		segment_corrupt(c->segment_name, "The footer has a key filter for no rows.");
 	cursor_need(c, nbits / 8, "key filter");
-	reader->key_filter = palloc_extended(nbits / 8, MCXT_ALLOC_HUGE);
-	memcpy(reader->key_filter, c->data + c->position, nbits / 8);
+	/* the footer's bytes stay with the reader: no copy of a large filter */
+	reader->key_filter = c->data + c->position;
 	c->position += nbits / 8;
 	reader->key_filter_bits = (uint64) nbits;
 	reader->key_filter_probes = (int) probes;
@@ -508,7 +579,11 @@ footer_start_in_object(const char *name, int64 footer_length, int64 object_size)
 	return object_size - SEGMENT_TRAILER_SIZE - footer_length;
 }
 
-/* Check a footer's checksum and decode it into reader. */
+/*
+ * Check a footer's checksum and decode it into reader.  The footer's bytes
+ * must stay as long as the reader (in its context): the key filter and the
+ * page directories, decoded when first needed, point into them.
+ */
 static void
 check_and_decode_footer(SegmentReader *reader, const char *footer,
 						int64 footer_length, int64 footer_start)
@@ -547,8 +622,8 @@ segment_reader_open_known(SegmentReader *reader)
 	}
 	footer_start = footer_start_in_object(source->name, footer.len, object_size);
 	reader->object_size = object_size;
+	/* footer.data stays: the reader points into it */
 	check_and_decode_footer(reader, footer.data, footer.len, footer_start);
-	pfree(footer.data);
 	return true;
 }
 
@@ -648,19 +723,126 @@ segment_reader_open(SegmentSource *source)
 	if (source->footer_read != NULL)
 		source->footer_read(source->arg, footer, footer_length, object_size);
 
-	/* the footer bytes are no longer needed */
-	pfree(tail.data);
+	/* the buffer holding the footer stays: the reader points into it */
 	if (!footer_in_tail)
-		pfree(extra.data);
+		pfree(tail.data);
 
 	MemoryContextSwitchTo(oldcontext);
 	return reader;
 }
 
 /*
- * Check, decompress and decode one chunk whose compressed bytes are at
- * compressed; the result goes into out->values[column]/out->isnull[column]
- * in CurrentMemoryContext.
+ * The backend's zstd decompression context, made at first use and kept: a
+ * lookup decompresses a few small pages, and making a context per frame (as
+ * ZSTD_decompress does) would cost more than decompressing them.  It is
+ * zstd's own memory, reset by every call, so an ERROR in between leaks
+ * nothing.
+ */
+static ZSTD_DCtx *
+decompression_context(void)
+{
+	static ZSTD_DCtx *context = NULL;
+
+	if (context == NULL)
+	{
+		context = ZSTD_createDCtx();
+		if (context == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory"),
+					 errdetail("Could not create a zstd decompression context.")));
+	}
+	return context;
+}
+
+/*
+ * Check and decompress one zstd frame of a chunk (all of it, or one page):
+ * its CRC32C must be crc and its content size exactly raw_size, or, when
+ * raw_size is -1, at most the chunk's raw size.  Returns the raw bytes in
+ * CurrentMemoryContext and their length in *length.  what names the frame
+ * in errors ("chunk 3 of row group 2", "page 5 of chunk 3 of row group 2").
+ */
+static char *
+decompress_frame(SegmentReader *reader, const SegmentChunkInfo *chunk,
+				 const char *frame, int64 frame_size, uint32 crc_expected,
+				 int64 raw_size, const char *what, int64 *length)
+{
+	const char *name = reader->source->name;
+	pg_crc32c	crc;
+	unsigned long long content_size;
+	char	   *raw;
+	size_t		decompressed;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, frame, frame_size);
+	FIN_CRC32C(crc);
+	if (crc != crc_expected)
+		segment_corrupt(name, "The checksum of %s does not match.", what);
+
+	content_size = ZSTD_getFrameContentSize(frame, frame_size);
+	if (content_size == ZSTD_CONTENTSIZE_ERROR ||
+		content_size == ZSTD_CONTENTSIZE_UNKNOWN ||
+		(raw_size >= 0 && content_size != (unsigned long long) raw_size) ||
+		(raw_size < 0 && content_size > (unsigned long long) chunk->raw_size))
+		segment_corrupt(name, "%s is not a zstd frame of %lld bytes%s.",
+						what, (long long) (raw_size >= 0 ? raw_size : chunk->raw_size),
+						raw_size >= 0 ? "" : " at most");
+
+	raw = palloc(Max(content_size, 1));
+	decompressed = ZSTD_decompressDCtx(decompression_context(), raw,
+									   content_size, frame, frame_size);
+	if (ZSTD_isError(decompressed))
+		segment_corrupt(name, "%s could not be decompressed: %s.",
+						what, ZSTD_getErrorName(decompressed));
+	if ((unsigned long long) decompressed != content_size)
+		segment_corrupt(name, "%s decompressed to %lld bytes instead of %lld.",
+						what, (long long) decompressed, (long long) content_size);
+	*length = (int64) content_size;
+	return raw;
+}
+
+/* Allocate a column's decoded arrays in out, for the whole row group. */
+static void
+allocate_column(SegmentRowGroupInfo *group, int column, SegmentRowGroup *out)
+{
+	if (out->values[column] != NULL)
+		return;
+	out->values[column] = palloc(sizeof(Datum) * group->row_count);
+	out->isnull[column] = palloc(sizeof(bool) * group->row_count);
+}
+
+/*
+ * Decode page p of a chunk of several pages, whose compressed bytes are at
+ * frame, into its rows of out's arrays (CurrentMemoryContext).
+ */
+static void
+read_page(SegmentReader *reader, int row_group, int column, int p,
+		  const char *frame, SegmentRowGroup *out)
+{
+	SegmentRowGroupInfo *group = &reader->row_groups[row_group];
+	SegmentChunkInfo *chunk = &group->chunks[column];
+	SegmentPageInfo *page = &chunk_pages(reader, row_group, column)[p];
+	char	   *what = psprintf("page %d of chunk %d of row group %d",
+								p, column, row_group);
+	int64		raw_size;
+	char	   *raw;
+
+	raw = decompress_frame(reader, chunk, frame, page->compressed_size,
+						   page->crc, -1, what, &raw_size);
+	allocate_column(group, column, out);
+	segment_chunk_decode(&reader->schema.columns[column], raw, raw_size,
+						 page->row_count, -1,
+						 out->values[column] + page->first_row,
+						 out->isnull[column] + page->first_row,
+						 reader->source->name);
+	pfree(what);
+}
+
+/*
+ * Check, decompress and decode one whole chunk whose compressed bytes are at
+ * compressed: its one frame, or each of its pages, whose raw sizes and nulls
+ * must then add up to the chunk's.  The result goes into
+ * out->values[column]/out->isnull[column] in CurrentMemoryContext.
  */
 static void
 read_chunk(SegmentReader *reader, int row_group, int column_index,
@@ -669,42 +851,33 @@ read_chunk(SegmentReader *reader, int row_group, int column_index,
 	const char *name = reader->source->name;
 	SegmentRowGroupInfo *group = &reader->row_groups[row_group];
 	SegmentChunkInfo *chunk = &group->chunks[column_index];
-	pg_crc32c	crc;
-	unsigned long long content_size;
+	char	   *what;
+	int64		raw_size;
 	char	   *raw;
-	size_t		decompressed;
+	int64		nulls = 0;
 
-	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, compressed, chunk->compressed_size);
-	FIN_CRC32C(crc);
-	if (crc != chunk->crc)
-		segment_corrupt(name,
-						"The checksum of chunk %d of row group %d does not match.",
-						column_index, row_group);
+	if (chunk->page_count > 1)
+	{
+		SegmentPageInfo *pages = chunk_pages(reader, row_group, column_index);
 
-	content_size = ZSTD_getFrameContentSize(compressed, chunk->compressed_size);
-	if (content_size == ZSTD_CONTENTSIZE_ERROR ||
-		content_size == ZSTD_CONTENTSIZE_UNKNOWN ||
-		content_size != (unsigned long long) chunk->raw_size)
-		segment_corrupt(name,
-						"Chunk %d of row group %d is not a zstd frame of %lld bytes.",
-						column_index, row_group, (long long) chunk->raw_size);
+		for (int p = 0; p < chunk->page_count; p++)
+			read_page(reader, row_group, column_index, p,
+					  compressed + pages[p].offset, out);
+		for (int64 r = 0; r < group->row_count; r++)
+			nulls += out->isnull[column_index][r] ? 1 : 0;
+		if (nulls != chunk->null_count)
+			segment_corrupt(name,
+							"Chunk %d of row group %d has %lld nulls, but the footer says %lld.",
+							column_index, row_group, (long long) nulls,
+							(long long) chunk->null_count);
+		return;
+	}
 
-	raw = palloc(chunk->raw_size);
-	decompressed = ZSTD_decompress(raw, chunk->raw_size, compressed,
-								   chunk->compressed_size);
-	if (ZSTD_isError(decompressed))
-		segment_corrupt(name,
-						"Chunk %d of row group %d could not be decompressed: %s.",
-						column_index, row_group, ZSTD_getErrorName(decompressed));
-	if ((int64) decompressed != chunk->raw_size)
-		segment_corrupt(name,
-						"Chunk %d of row group %d decompressed to %lld bytes instead of %lld.",
-						column_index, row_group, (long long) decompressed,
-						(long long) chunk->raw_size);
-
-	out->values[column_index] = palloc(sizeof(Datum) * group->row_count);
-	out->isnull[column_index] = palloc(sizeof(bool) * group->row_count);
+	what = psprintf("chunk %d of row group %d", column_index, row_group);
+	raw = decompress_frame(reader, chunk, compressed, chunk->compressed_size,
+						   chunk->crc, chunk->raw_size, what, &raw_size);
+	pfree(what);
+	allocate_column(group, column_index, out);
 	segment_chunk_decode(&reader->schema.columns[column_index], raw,
 						 chunk->raw_size, group->row_count, chunk->null_count,
 						 out->values[column_index], out->isnull[column_index],
@@ -720,12 +893,22 @@ read_chunk(SegmentReader *reader, int row_group, int column_index,
  */
 int
 segment_reader_row_group_ranges(SegmentReader *reader, int row_group,
-								const bool *want, SegmentRange **ranges)
+								const bool *want_arg, const bool *defer,
+								SegmentRange **ranges)
 {
 	int			ncolumns = reader->schema.ncolumns;
 	SegmentRowGroupInfo *group;
 	int			count = 0;
 	int			first = 0;
+	bool	   *want = (bool *) want_arg;
+
+	/* from a source of cheap reads, deferred columns are read when decoded */
+	if (defer != NULL && reader->source->cheap_reads)
+	{
+		want = palloc(sizeof(bool) * ncolumns);
+		for (int i = 0; i < ncolumns; i++)
+			want[i] = want_arg[i] && !defer[i];
+	}
 
 	if (row_group < 0 || row_group >= reader->row_group_count)
 		elog(ERROR, "row group %d of segment \"%s\" does not exist",
@@ -779,7 +962,38 @@ segment_reader_row_group_ranges(SegmentReader *reader, int row_group,
 		count++;
 		first = last + 1;
 	}
+	if (want != want_arg)
+		pfree(want);
 	return count;
+}
+
+/*
+ * A deferred chunk not read with its row group (from a source with cheap
+ * reads): its pages are read when decoded.
+ */
+static const char chunk_not_read[1];
+
+/*
+ * Read bytes [offset, offset + length) of the segment into a new buffer in
+ * CurrentMemoryContext; a missing object or a short read is an ERROR.
+ */
+static char *
+read_bytes(SegmentReader *reader, int64 offset, int64 length)
+{
+	const char *name = reader->source->name;
+	StringInfoData buffer;
+
+	CHECK_FOR_INTERRUPTS();
+	initStringInfo(&buffer);
+	if (!reader->source->read_range(reader->source->arg, offset, length, &buffer))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FILE),
+				 errmsg("segment \"%s\" vanished while being read", name)));
+	if (buffer.len != length)
+		segment_corrupt(name,
+						"Reading %lld bytes at offset %lld returned %d bytes.",
+						(long long) length, (long long) offset, buffer.len);
+	return buffer.data;
 }
 
 /*
@@ -801,7 +1015,7 @@ segment_reader_read_row_group(SegmentReader *reader, int row_group,
 	int			range_count;
 
 	range_count = segment_reader_row_group_ranges(reader, row_group, want,
-												  &ranges);
+												  defer, &ranges);
 	group = &reader->row_groups[row_group];
 
 	out->row_count = group->row_count;
@@ -809,6 +1023,25 @@ segment_reader_read_row_group(SegmentReader *reader, int row_group,
 	out->isnull = palloc0(sizeof(bool *) * ncolumns);
 	out->deferred = palloc0(sizeof(const char *) * ncolumns);
 	out->deferred_count = 0;
+	out->ready_start = NULL;
+	out->ready_end = NULL;
+	out->page_decoded = NULL;
+	if (defer != NULL)
+	{
+		out->ready_start = palloc0(sizeof(int64) * ncolumns);
+		out->ready_end = palloc0(sizeof(int64) * ncolumns);
+		out->page_decoded = palloc0(sizeof(bool *) * ncolumns);
+
+		/* deferred columns a source of cheap reads reads when decoded */
+		for (int i = 0; i < ncolumns && reader->source->cheap_reads; i++)
+		{
+			if (want[i] && defer[i])
+			{
+				out->deferred[i] = chunk_not_read;
+				out->deferred_count++;
+			}
+		}
+	}
 
 	for (int r = 0; r < range_count; r++)
 	{
@@ -853,20 +1086,88 @@ segment_reader_read_row_group(SegmentReader *reader, int row_group,
 		pfree(ranges);
 }
 
-/*
- * Decode a deferred column of a row group (segment.h): its chunk is checked
- * and decompressed only now.
- */
-void
-segment_row_group_decode_deferred(SegmentReader *reader, int row_group,
-								  SegmentRowGroup *rows, int column)
+/* The page of a chunk of several pages that holds row (binary search). */
+static int
+page_of_row(const SegmentPageInfo * pages, int page_count, int64 row)
 {
-	if (rows->deferred == NULL || rows->deferred[column] == NULL)
-		elog(ERROR, "column %d of row group %d of segment \"%s\" is not deferred",
-			 column, row_group, reader->source->name);
-	read_chunk(reader, row_group, column, rows->deferred[column], rows);
-	rows->deferred[column] = NULL;
+	int			low = 0;
+	int			high = page_count - 1;
+
+	while (low < high)
+	{
+		int			middle = (low + high + 1) / 2;
+
+		if (pages[middle].first_row <= row)
+			low = middle;
+		else
+			high = middle - 1;
+	}
+	return low;
+}
+
+/*
+ * Decode a row of a deferred column (segment.h): its page is checked and
+ * decompressed only now, or the whole chunk when it is one page.  Once
+ * every page is decoded the column is no longer deferred.
+ */
+int
+segment_row_group_decode_deferred(SegmentReader *reader, int row_group,
+								  SegmentRowGroup *rows, int column, int64 row)
+{
+	SegmentChunkInfo *chunk = &reader->row_groups[row_group].chunks[column];
+	SegmentPageInfo *pages;
+	bool	   *decoded;
+	int			p;
+	int			pages_decoded = 0;
+
+	if (rows->deferred == NULL || rows->deferred[column] == NULL ||
+		row < 0 || row >= rows->row_count)
+		elog(ERROR, "row %lld of column %d of row group %d of segment \"%s\" is not deferred",
+			 (long long) row, column, row_group, reader->source->name);
+	if (chunk->page_count == 1)
+	{
+		const char *compressed = rows->deferred[column];
+
+		if (compressed == chunk_not_read)
+			compressed = read_bytes(reader, chunk->offset, chunk->compressed_size);
+		read_chunk(reader, row_group, column, compressed, rows);
+		rows->deferred[column] = NULL;
+		rows->deferred_count--;
+		return 1;
+	}
+
+	pages = chunk_pages(reader, row_group, column);
+	if (rows->page_decoded[column] == NULL)
+		rows->page_decoded[column] = palloc0(sizeof(bool) * chunk->page_count);
+	decoded = rows->page_decoded[column];
+	p = page_of_row(pages, chunk->page_count, row);
+	if (!decoded[p])
+	{
+		if (rows->deferred[column] == chunk_not_read)
+		{
+			char	   *frame = read_bytes(reader, chunk->offset + pages[p].offset,
+										   pages[p].compressed_size);
+
+			read_page(reader, row_group, column, p, frame, rows);
+			pfree(frame);
+		}
+		else
+			read_page(reader, row_group, column, p,
+					  rows->deferred[column] + pages[p].offset, rows);
+		decoded[p] = true;
+		pages_decoded = 1;
+	}
+	rows->ready_start[column] = pages[p].first_row;
+	rows->ready_end[column] = pages[p].first_row + pages[p].row_count;
+
+	for (p = 0; p < chunk->page_count; p++)
+	{
+		if (!decoded[p])
+			return pages_decoded;
+	}
+	rows->deferred[column] = NULL;	/* every page decoded */
 	rows->deferred_count--;
+	return pages_decoded;
 }
 
 /* Free the reader and everything it holds. */
@@ -928,5 +1229,6 @@ segment_source_from_buffer(const char *name, const char *data, int64 size)
 	source->arg = buffer;
 	source->read_range = buffer_read_range;
 	source->read_tail = buffer_read_tail;
+	source->cheap_reads = true;
 	return source;
 }

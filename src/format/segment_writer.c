@@ -13,11 +13,16 @@
  * entry is appended to the footer under construction.  The footer is written
  * by segment_writer_finish().  docs/FORMAT.md describes the bytes.
  *
+ * Pages (format version 3).  With a page size, a column's values are cut
+ * into pages as they arrive: a page ends after the row that filled it to the
+ * page size, or after SEGMENT_PAGE_MAX_ROWS rows.  Each page is its own zstd frame of its rows' values and null
+ * bitmap, with its own CRC32C, so that a reader can decode one row's page of
+ * a large column without the rest of the chunk.
+ *
  * The file is opened with OpenTransientFile(), so an ERROR closes it at
  * transaction abort; the partially written file stays behind for the caller
- * (which writes into a scratch directory) to remove.  zstd is used through
- * its one-shot API, which allocates and frees its context inside the call,
- * so an ERROR can never leak one.
+ * (which writes into a scratch directory) to remove.  zstd compresses with
+ * one context per backend, kept across segments (compression_context).
  *
  *-------------------------------------------------------------------------
  */
@@ -38,8 +43,13 @@
 /* The statistics of one column of the row group being buffered. */
 typedef struct ColumnGroupState
 {
-	StringInfoData values;		/* encoded values of non-null rows */
-	unsigned char *bitmap;		/* bit set = value present */
+	StringInfoData values;		/* encoded values of the current page */
+	int64		page_first_row; /* the current page's first row */
+	int			closed_count;	/* pages before the current one */
+	int			closed_capacity;
+	StringInfoData *closed_values;	/* their values */
+	int64	   *closed_rows;	/* their row counts */
+	unsigned char *bitmap;		/* bit set = value present, whole group */
 	int64		null_count;
 	bool		stats_disabled; /* a value's image was too large */
 	bool		has_min_max;
@@ -64,6 +74,8 @@ struct SegmentWriter
 	int			fd;
 	bool		sorted;
 	int			rows_per_group;
+	int			page_size;		/* raw bytes per page; 0: one page per chunk */
+	uint32		version;		/* the format version written */
 	int64		file_offset;	/* bytes written so far */
 
 	MemoryContext context;		/* the writer and everything segment-wide */
@@ -196,7 +208,8 @@ start_row_group(SegmentWriter *writer)
  */
 SegmentWriter *
 segment_writer_begin(const SegmentSchema *schema, const char *local_path,
-					 bool sorted, int rows_per_group, int key_filter_bits)
+					 bool sorted, int rows_per_group, int key_filter_bits,
+					 int page_size)
 {
 	SegmentWriter *writer;
 	MemoryContext context;
@@ -242,6 +255,8 @@ segment_writer_begin(const SegmentSchema *schema, const char *local_path,
 	writer->sorted = sorted;
 	writer->rows_per_group = rows_per_group;
 	writer->key_filter_bits = Max(key_filter_bits, 0);
+	writer->page_size = Max(page_size, 0);
+	writer->version = writer->page_size > 0 ? 3 : 1;	/* 1 may become 2 */
 	writer->context = context;
 	writer->group_context = AllocSetContextCreate(context, "segment row group",
 												  ALLOCSET_DEFAULT_SIZES);
@@ -262,7 +277,7 @@ segment_writer_begin(const SegmentSchema *schema, const char *local_path,
 	header[1] = SEGMENT_MAGIC_1;
 	header[2] = SEGMENT_MAGIC_2;
 	header[3] = SEGMENT_MAGIC_3;
-	segment_put_uint32((unsigned char *) header + 4, 1);	/* see finish */
+	segment_put_uint32((unsigned char *) header + 4, writer->version);	/* see finish */
 	write_bytes(writer, header, SEGMENT_HEADER_SIZE);
 
 	start_row_group(writer);
@@ -305,6 +320,86 @@ update_min_max(bool *has_min_max, Datum *min, Datum *max, Datum value,
 }
 
 /*
+ * Append to a page's values the null bitmap of its rows: bits first_row ..
+ * first_row + rows - 1 of the row group's bitmap, as bits 0 .. rows - 1.
+ */
+static void
+append_bitmap_slice(StringInfo values, const unsigned char *bitmap,
+					int64 first_row, int64 rows)
+{
+	int64		size = (rows + 7) / 8;
+	unsigned char *dest;
+
+	enlargeStringInfo(values, size);
+	dest = (unsigned char *) values->data + values->len;
+	memset(dest, 0, size);
+	for (int64 r = 0; r < rows; r++)
+	{
+		int64		source = first_row + r;
+
+		if (bitmap[source / 8] & (1 << (source % 8)))
+			dest[r / 8] |= (1 << (r % 8));
+	}
+	values->len += size;
+	values->data[values->len] = '\0';
+}
+
+/*
+ * The backend's zstd compression context, made at first use and kept: pages
+ * are small, and making a context per frame (as ZSTD_compress does) costs
+ * more than compressing one.  It is zstd's own memory and every call starts
+ * a fresh frame, so an ERROR in between leaks nothing.
+ */
+static ZSTD_CCtx *
+compression_context(void)
+{
+	static ZSTD_CCtx *context = NULL;
+
+	if (context == NULL)
+	{
+		context = ZSTD_createCCtx();
+		if (context == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory"),
+					 errdetail("Could not create a zstd compression context.")));
+	}
+	return context;
+}
+
+/*
+ * Compress one page (values and bitmap) into a zstd frame and write it;
+ * *page_crc receives the frame's CRC32C, and the frame is added to the
+ * running CRC of its chunk.  Returns the frame's size.
+ */
+static int64
+write_page(SegmentWriter *writer, StringInfo raw, uint32 *page_crc,
+		   pg_crc32c *chunk_crc)
+{
+	size_t		bound = ZSTD_compressBound(raw->len);
+	char	   *compressed = palloc_extended(bound, MCXT_ALLOC_HUGE);
+	size_t		compressed_size;
+	pg_crc32c	crc;
+
+	compressed_size = ZSTD_compressCCtx(compression_context(), compressed,
+										bound, raw->data, raw->len,
+										SEGMENT_ZSTD_LEVEL);
+	if (ZSTD_isError(compressed_size))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not compress a chunk of segment \"%s\": %s",
+						writer->path, ZSTD_getErrorName(compressed_size))));
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, compressed, compressed_size);
+	FIN_CRC32C(crc);
+	*page_crc = crc;
+	COMP_CRC32C(*chunk_crc, compressed, compressed_size);
+	write_bytes(writer, compressed, compressed_size);
+	pfree(compressed);
+	return (int64) compressed_size;
+}
+
+/*
  * Compress, checksum and write the buffered row group, and append its
  * directory entry; fold its statistics into the segment's.  Then start the
  * next group.
@@ -315,7 +410,6 @@ flush_row_group(SegmentWriter *writer)
 	const SegmentSchema *schema = writer->schema;
 	StringInfo	directory = &writer->directory;
 	MemoryContext oldcontext;
-	int64		bitmap_size = (writer->group_rows + 7) / 8;
 	int			i;
 
 	if (writer->group_rows == 0)
@@ -329,42 +423,46 @@ flush_row_group(SegmentWriter *writer)
 		const SegmentColumn *column = &schema->columns[i];
 		ColumnGroupState *state = &writer->columns[i];
 		ColumnTotals *totals = &writer->totals[i];
-		StringInfo	raw = &state->values;
-		size_t		bound;
-		size_t		compressed_size;
-		char	   *compressed;
+		int64		compressed_size = 0;
+		int64		raw_size = 0;
 		pg_crc32c	crc;
 		int64		offset = writer->file_offset;
 		bool		has_stats;
+		int			page_count = state->closed_count + 1;
+		int64		first_row = 0;
+		StringInfoData pages;
 
 		CHECK_FOR_INTERRUPTS();
 
-		/* the chunk: values, then the null bitmap */
-		appendBinaryStringInfo(raw, (char *) state->bitmap, bitmap_size);
-
-		bound = ZSTD_compressBound(raw->len);
-		compressed = palloc_extended(bound, MCXT_ALLOC_HUGE);
-		compressed_size = ZSTD_compress(compressed, bound, raw->data, raw->len,
-										SEGMENT_ZSTD_LEVEL);
-		if (ZSTD_isError(compressed_size))
-			ereport(ERROR,
-					(errcode(ERRCODE_INTERNAL_ERROR),
-					 errmsg("could not compress a chunk of segment \"%s\": %s",
-							writer->path, ZSTD_getErrorName(compressed_size))));
-
+		/* the pages, each values then null bitmap; the chunk CRC spans them */
+		initStringInfo(&pages);
 		INIT_CRC32C(crc);
-		COMP_CRC32C(crc, compressed, compressed_size);
-		FIN_CRC32C(crc);
+		for (int p = 0; p < page_count; p++)
+		{
+			bool		current = (p == state->closed_count);
+			StringInfo	values = current ? &state->values : &state->closed_values[p];
+			int64		rows = current ? writer->group_rows - first_row
+			: state->closed_rows[p];
+			uint32		page_crc;
+			int64		page_compressed;
 
-		write_bytes(writer, compressed, compressed_size);
-		pfree(compressed);
+			append_bitmap_slice(values, state->bitmap, first_row, rows);
+			raw_size += values->len;
+			page_compressed = write_page(writer, values, &page_crc, &crc);
+			compressed_size += page_compressed;
+			append_uint32(&pages, (uint32) rows);
+			append_uint32(&pages, (uint32) page_compressed);
+			append_uint32(&pages, page_crc);
+			first_row += rows;
+		}
+		FIN_CRC32C(crc);
 
 		has_stats = column->has_order && !state->stats_disabled &&
 			state->has_min_max;
 
 		append_uint64(directory, (uint64) offset);
 		append_uint64(directory, (uint64) compressed_size);
-		append_uint64(directory, (uint64) raw->len);
+		append_uint64(directory, (uint64) raw_size);
 		append_uint32(directory, crc);
 		append_uint64(directory, (uint64) state->null_count);
 		append_uint8(directory, has_stats ? 1 : 0);
@@ -373,6 +471,14 @@ flush_row_group(SegmentWriter *writer)
 			append_image(directory, column, state->min);
 			append_image(directory, column, state->max);
 		}
+		if (writer->version >= 3)
+		{
+			/* the page directory, when there is more than the one page */
+			append_uint32(directory, (uint32) page_count);
+			if (page_count > 1)
+				appendBinaryStringInfo(directory, pages.data, pages.len);
+		}
+		pfree(pages.data);
 
 		/* segment-wide statistics */
 		totals->null_count += state->null_count;
@@ -392,6 +498,42 @@ flush_row_group(SegmentWriter *writer)
 	writer->row_group_count++;
 	MemoryContextReset(writer->group_context);
 	start_row_group(writer);
+}
+
+/*
+ * End a column's current page before `row`, its values kept until the row
+ * group is written, and begin the next one (in the group context, with its
+ * own offsets: values are aligned relative to their page).
+ */
+static void
+close_page(SegmentWriter *writer, ColumnGroupState *state, int64 row)
+{
+	MemoryContext oldcontext = MemoryContextSwitchTo(writer->group_context);
+
+	if (state->closed_count == state->closed_capacity)
+	{
+		int			capacity = Max(8, state->closed_capacity * 2);
+
+		if (state->closed_values == NULL)
+		{
+			state->closed_values = palloc(sizeof(StringInfoData) * capacity);
+			state->closed_rows = palloc(sizeof(int64) * capacity);
+		}
+		else
+		{
+			state->closed_values = repalloc(state->closed_values,
+											sizeof(StringInfoData) * capacity);
+			state->closed_rows = repalloc(state->closed_rows,
+										  sizeof(int64) * capacity);
+		}
+		state->closed_capacity = capacity;
+	}
+	state->closed_values[state->closed_count] = state->values;
+	state->closed_rows[state->closed_count] = row - state->page_first_row;
+	state->closed_count++;
+	initStringInfo(&state->values);
+	state->page_first_row = row;
+	MemoryContextSwitchTo(oldcontext);
 }
 
 /*
@@ -424,6 +566,10 @@ segment_writer_add_row(SegmentWriter *writer, const Datum *values,
 		Datum		flat;
 		int64		before;
 
+		if (writer->page_size > 0 && row > state->page_first_row &&
+			(state->values.len >= writer->page_size ||
+			 row - state->page_first_row >= SEGMENT_PAGE_MAX_ROWS))
+			close_page(writer, state, row);
 		if (isnull[i])
 		{
 			state->null_count++;
@@ -511,8 +657,8 @@ append_key_filter(SegmentWriter *writer, StringInfo footer)
 }
 
 /*
- * Overwrite the header's format version: a segment is begun as version 1 and
- * becomes version 2 only if its footer gets a key filter.
+ * Overwrite the header's format version: a segment without pages is begun as
+ * version 1 and becomes version 2 only if its footer gets a key filter.
  */
 static void
 rewrite_header_version(SegmentWriter *writer, uint32 version)
@@ -547,7 +693,9 @@ segment_writer_finish(SegmentWriter *writer, const char *metadata,
 	int			i;
 
 	flush_row_group(writer);
-	version = writer->key_filter_bits > 0 && writer->row_count > 0 ? 2 : 1;
+	version = writer->version;
+	if (version == 1 && writer->key_filter_bits > 0 && writer->row_count > 0)
+		version = 2;
 
 	MemoryContextSwitchTo(writer->context);
 	initStringInfo(&footer);
@@ -589,7 +737,12 @@ segment_writer_finish(SegmentWriter *writer, const char *metadata,
 	if (metadata != NULL)
 		append_bytes(&footer, metadata, strlen(metadata));
 	if (version >= 2)
-		append_key_filter(writer, &footer);
+	{
+		if (writer->key_filter_bits > 0 && writer->row_count > 0)
+			append_key_filter(writer, &footer);
+		else
+			append_uint8(&footer, 0);	/* no key filter */
+	}
 
 	if (footer.len + SEGMENT_FOOTER_CRC_SIZE > SEGMENT_MAX_FOOTER_LENGTH)
 		ereport(ERROR,
@@ -612,7 +765,7 @@ segment_writer_finish(SegmentWriter *writer, const char *metadata,
 	append_uint8(&footer, SEGMENT_MAGIC_3);
 
 	write_bytes(writer, footer.data, footer.len);
-	if (version != 1)
+	if (version != writer->version)
 		rewrite_header_version(writer, version);
 
 	if (CloseTransientFile(writer->fd) != 0)

@@ -116,7 +116,7 @@ ingest_write_sorted(RolloutStore *store, StoreRowReader next, void *arg,
 	tuplesort_performsort(sort);
 
 	writer = segment_writer_begin(&store->schema, path, true, store_rows_per_group,
-								  store_key_filter_bits);
+								  store_key_filter_bits, store_page_size * 1024);
 	out_values[store->ts_column] = Int64GetDatum(stamp);
 	out_values[store->shard_column] = Int64GetDatum(store->shard_hash);
 	out_values[store->op_column] = Int16GetDatum(ROLLOUT_OP_INSERT);

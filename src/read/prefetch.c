@@ -70,6 +70,7 @@ row_source_plan(RowSource *source, int group, SegmentPrefetch **prefetches,
 		SegmentRange *ranges;
 		int			nranges = segment_reader_row_group_ranges(source->reader, g,
 															  source->want,
+															  source->defer,
 															  &ranges);
 
 		for (int r = 0; r < nranges; r++)

@@ -16,10 +16,12 @@
  * them as a sorted segment in a local file instead).
  *
  * Late materialization.  A row group is read whole (one request per run of
- * chunks) but only its key and version columns are decoded at once; the
- * other wanted columns stay compressed until a row of theirs is asked for
- * (row_source_column), which the merge does only for the version that wins
- * and passes the pushed-down conditions.  A row group none of whose rows
+ * chunks; from a local store the deferred chunks are read page by page
+ * when needed instead) but only its key column is decoded at once; the
+ * others stay compressed until a row of theirs is asked for, and then only
+ * that row's page is decoded (format version 3): the version columns for
+ * the rows the merge compares, the others (row_source_column) only for the
+ * version that wins and passes the pushed-down conditions.  A row group none of whose rows
  * wins, or a lookup's row group of 4,096 rows of which one is wanted and
  * filtered out, never decompresses its payload.
  *
@@ -319,13 +321,15 @@ row_source_create(RolloutStore *store, SnapshotSource *meta, const bool *want,
 	source->want[store->shard_column] = true;
 	source->want[store->op_column] = true;
 
-	/* what only the merge's winners need is decoded late */
+	/*
+	 * All but the key is decoded late, page by page: the version columns only
+	 * for the rows in the key range that meet in the merge, the others only
+	 * for the winners.
+	 */
 	source->defer = MemoryContextAlloc(context, sizeof(bool) * store->schema.ncolumns);
 	for (int i = 0; i < store->schema.ncolumns; i++)
 		source->defer[i] = decode_late && source->want[i] &&
-			i != store->key_column &&
-			i != store->ts_column && i != store->shard_column &&
-			i != store->op_column;
+			i != store->key_column;
 	if (meta->stamp_fixed >= 0)
 	{
 		source->has_stamp = true;
@@ -734,15 +738,19 @@ row_source_next(RowSource *source)
  */
 static void
 row_source_decode_deferred(RowSource *source, SegmentRowGroup *rows,
-						   int group, int column)
+						   int group, int column, int64 row)
 {
 	MemoryContext oldcontext;
+	bool		first = rows->values[column] == NULL;
 
 	oldcontext = MemoryContextSwitchTo(source->sorted ? source->group_context
 									   : source->context);
-	segment_row_group_decode_deferred(source->reader, group, rows, column);
+	source->stats->pages_decoded_late +=
+		segment_row_group_decode_deferred(source->reader, group, rows,
+										  column, row);
 	MemoryContextSwitchTo(oldcontext);
-	source->stats->chunks_decoded_late++;
+	if (first)
+		source->stats->chunks_decoded_late++;
 }
 
 /* A column's value in the current row, decoding its chunk if deferred. */
@@ -767,8 +775,8 @@ row_source_value(RowSource *source, int column, bool *isnull)
 		group = ref->group;
 		row = ref->row;
 	}
-	if (unlikely(rows->deferred != NULL && rows->deferred[column] != NULL))
-		row_source_decode_deferred(source, rows, group, column);
+	if (unlikely(!segment_row_group_row_ready(rows, column, row)))
+		row_source_decode_deferred(source, rows, group, column, row);
 	*isnull = rows->isnull[column][row];
 	return rows->values[column][row];
 }

@@ -45,6 +45,7 @@ $node->safe_psql(
 CREATE FOREIGN TABLE t (id text, n int, f float8, ts timestamptz, payload jsonb, note text)
   SERVER s OPTIONS (store 'fuzzed');
 SET rollout_fdw.rows_per_group = 50;
+SET rollout_fdw.page_size = 1;  -- 1 kB: payload and note chunks of several pages
 INSERT INTO t SELECT 'k' || lpad(g::text, 4, '0'), g, g / 3.0, '2026-01-01'::timestamptz + g * interval '1 minute',
                      jsonb_build_object('g', g, 'tags', jsonb_build_array('a', g % 7)),
                      CASE WHEN g % 5 = 0 THEN NULL ELSE repeat('x', g % 40) END

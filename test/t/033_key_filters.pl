@@ -4,15 +4,16 @@
 # Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
 #
 # 033_key_filters.pl — every segment carries a Bloom filter of its keys
-# (format version 2, docs/FORMAT.md), and a lookup of one key skips the
+# (format versions 2 and 3, docs/FORMAT.md), and a lookup of one key skips the
 # segments whose filter rules the key out, without changing any result:
 #   (a) over 10 generations whose key ranges all overlap, a lookup of an
 #       absent key skips at least 9 of them by their filters, a present key
 #       at least 8, and a key every generation holds none;
 #   (b) lookups return the same rows with rollout_fdw.use_key_filters on
 #       and off, the newest version of each key;
-#   (c) rollout_fdw.key_filter_bits = 0 writes format version 1 segments
-#       (no filter), which are read alongside version 2 ones;
+#   (c) rollout_fdw.key_filter_bits = 0 with page_size = 0 writes format
+#       version 1 segments (no filter, no pages), page_size = 0 alone version
+#       2 (a filter, no pages), and all are read alongside version 3 ones;
 #   (d) keys whose equality is not byte equality (numeric: 1.0 = 1.00) and
 #       cross-type conditions (int4 key = bigint) never use the filter and
 #       find their rows.
@@ -48,7 +49,7 @@ is($node->safe_psql('postgres', q{SELECT generations FROM rollout_observe('k')})
 my @gens = sort grep { /\.seg$/ } $store->objects_in("kf/shards/$shard/gen");
 is(scalar(@gens), 10, '10 generation objects');
 is(join(',', map { unpack('V', substr($store->get($_), 4, 4)) } @gens),
-	join(',', (2) x 10), 'all of format version 2 (they have key filters)');
+	join(',', (3) x 10), 'all of format version 3 (key filters and pages)');
 
 # "skipped|row groups read|result" of a lookup
 sub lookup
@@ -87,20 +88,32 @@ is($on, $off, '(b) ' . scalar(@keys) . ' lookups answer the same with the filter
 like($on, qr/^g7-150\|7150$/m, '(b) a row of generation 7');
 like($on, qr/^g3-301\|-$/m, '(b) a key no generation holds');
 
-# (c) key_filter_bits = 0: a version 1 generation, read with the others
+# (c) page_size = 0: a version 2 generation; and with key_filter_bits = 0 a
+# version 1 one, read with the others
+$node->safe_psql('postgres', q{
+SET rollout_fdw.page_size = 0;
+INSERT INTO k VALUES ('v2-format', 12), ('common', 12);
+SELECT rollout_flush('k');});
+my @v2 = grep { my $g = $_; !grep { $_ eq $g } @gens } sort grep { /\.seg$/ } $store->objects_in("kf/shards/$shard/gen");
+is(scalar(@v2), 1, '(c) one more generation');
+is(unpack('V', substr($store->get($v2[0]), 4, 4)), 2, '(c) of format version 2');
+push @gens, @v2;
 $node->safe_psql('postgres', q{
 SET rollout_fdw.key_filter_bits = 0;
+SET rollout_fdw.page_size = 0;
 INSERT INTO k VALUES ('a-11', 11), ('old-format', 11), ('common', 11), ('z-11', 11);
 SELECT rollout_flush('k');});
 my @new = grep { my $g = $_; !grep { $_ eq $g } @gens } sort grep { /\.seg$/ } $store->objects_in("kf/shards/$shard/gen");
-is(scalar(@new), 1, '(c) one more generation');
+is(scalar(@new), 1, '(c) and one more');
 is(unpack('V', substr($store->get($new[0]), 4, 4)), 1, '(c) of format version 1');
+is($node->safe_psql('postgres', q{SELECT v FROM k WHERE id = 'v2-format'}), '12',
+	'(c) the version 2 generation is read');
 ($skipped, $groups, $result) = lookup('old-format');
 is($result, '11', '(c) its row is found');
-cmp_ok($skipped, '>=', 9, '(c) the version 2 generations are skipped by their filters');
+cmp_ok($skipped, '>=', 10, '(c) the version 2 and 3 generations are skipped by their filters');
 ($skipped, $groups, $result) = lookup('common');
 is("$skipped|$result", '0|11', '(c) the newest version of common is in the version 1 generation');
-is($node->safe_psql('postgres', q{SELECT count(*), count(DISTINCT id) FROM k}), '3024|3024',
+is($node->safe_psql('postgres', q{SELECT count(*), count(DISTINCT id) FROM k}), '3025|3025',
 	'(c) a full scan reads every key once');
 $node->safe_psql('postgres', q{SELECT 1 FROM rollout_merge('k')});
 ($skipped, $groups, $result) = lookup('g9-9');
