@@ -1069,6 +1069,13 @@ segment_reader_read_row_group(SegmentReader *reader, int row_group,
 
 			if (!want[i])
 				continue;		/* a small gap read along */
+			if (out->deferred[i] == chunk_not_read)
+			{
+				/* deferred and not planned, but read along in a gap: use it */
+				out->deferred[i] = compressed;
+				keep_buffer = true;
+				continue;
+			}
 			if (defer != NULL && defer[i])
 			{
 				out->deferred[i] = compressed;

@@ -549,6 +549,12 @@ EOF
 \set r random(0, $NROLL)
 SELECT * FROM $T WHERE rollout_id = md5('rollout-' || :r)::uuid;
 EOF
+	# 1 % of the rows by created_at (gen_rows.pl: 2025-01-01 + n * 50 ms),
+	# a column that follows insert order
+	cat >"$SCRIPTS/ctime_$kind.sql" <<EOF
+\set p random(0, 98)
+SELECT * FROM $T WHERE created_at >= timestamptz '2025-01-01 00:00+00' + (:p * $((ROWS / 100 * 50))) * interval '1 ms' AND created_at < timestamptz '2025-01-01 00:00+00' + ((:p + 1) * $((ROWS / 100 * 50))) * interval '1 ms';
+EOF
 	echo "SELECT exact_row_count FROM rollout_observe('scan_rollout', exact => true);" >"$SCRIPTS/exact_rollout.sql"
 	echo "SELECT row_count FROM rollout_observe('scan_rollout');" >"$SCRIPTS/cheap_rollout.sql"
 	echo "SELECT reltuples FROM pg_class WHERE oid = 'scan_heap'::regclass;" >"$SCRIPTS/cheap_heap.sql"
@@ -573,6 +579,7 @@ read_workloads() { # phase label
 	workload "lookup_$phase" "$sec" "key lookup (id = uuid), median of $LOOKUPS per run" ms lower
 	workload "range_$phase" "$sec" "key range, ~1,000 rows of $ROWS (uuid bounds)" ms lower
 	workload "filter_$phase" "$sec" "filter on a non-key column (rollout_id = x, 32 rows)" ms lower
+	workload "ctime_$phase" "$sec" "filter on created_at, 1 % of rows (follows insert order)" ms lower
 	workload "cheap_$phase" "$sec" "cheap count (rollout_observe; heap: pg_class.reltuples)" ms lower
 	workload "exact_$phase" "$sec" "exact count (rollout_observe exact; heap: count(*))" ms lower
 	for kind in heap rollout; do
@@ -584,6 +591,7 @@ read_workloads() { # phase label
 		latency_runs "lookup_$phase" "$kind" "$SCRIPTS/lookup_$kind.sql" $((LOOKUPS * RUNS))
 		latency_runs "range_$phase" "$kind" "$SCRIPTS/range_$kind.sql" $((LOOKUPS * RUNS / 5))
 		latency_runs "filter_$phase" "$kind" "$SCRIPTS/filter_$kind.sql" "$RUNS"
+		latency_runs "ctime_$phase" "$kind" "$SCRIPTS/ctime_$kind.sql" "$RUNS"
 		latency_runs "cheap_$phase" "$kind" "$SCRIPTS/cheap_$kind.sql" $((LOOKUPS * RUNS))
 		latency_runs "exact_$phase" "$kind" "$SCRIPTS/exact_$kind.sql" "$RUNS"
 	done
