@@ -1008,7 +1008,6 @@ segment_reader_read_row_group(SegmentReader *reader, int row_group,
 							  SegmentRowGroup *out)
 {
 	const char *name = reader->source->name;
-	SegmentSource *source = reader->source;
 	int			ncolumns = reader->schema.ncolumns;
 	SegmentRowGroupInfo *group;
 	SegmentRange *ranges;
@@ -1047,25 +1046,15 @@ segment_reader_read_row_group(SegmentReader *reader, int row_group,
 	{
 		int64		read_start = ranges[r].offset;
 		int64		length = ranges[r].length;
-		StringInfoData buffer;
+		char	   *buffer = read_bytes(reader, read_start, length);
 		bool		keep_buffer = false;
 
-		CHECK_FOR_INTERRUPTS();
-		initStringInfo(&buffer);
-		if (!source->read_range(source->arg, read_start, length, &buffer))
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_FILE),
-					 errmsg("segment \"%s\" vanished while being read", name)));
-		if (buffer.len != length)
-			segment_corrupt(name,
-							"Reading %lld bytes at offset %lld returned %d bytes.",
-							(long long) length, (long long) read_start, buffer.len);
 		if (read_start == 0)
-			check_versions_agree(reader, check_header(buffer.data, name));
+			check_versions_agree(reader, check_header(buffer, name));
 
 		for (int i = ranges[r].first_column; i <= ranges[r].last_column; i++)
 		{
-			const char *compressed = buffer.data + (group->chunks[i].offset - read_start);
+			const char *compressed = buffer + (group->chunks[i].offset - read_start);
 
 			if (!want[i])
 				continue;		/* a small gap read along */
@@ -1087,7 +1076,7 @@ segment_reader_read_row_group(SegmentReader *reader, int row_group,
 			read_chunk(reader, row_group, i, compressed, out);
 		}
 		if (!keep_buffer)
-			pfree(buffer.data);
+			pfree(buffer);
 	}
 	if (ranges != NULL)
 		pfree(ranges);
