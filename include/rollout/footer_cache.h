@@ -20,8 +20,14 @@ typedef struct FooterCacheCounters
 extern void footer_cache_define_settings(void);
 extern bool footer_cache_enabled(void);
 
-/* A known footer appended to out, with its object's size; false on a miss. */
-extern bool footer_cache_lookup(const char *identity, StringInfo out,
+/*
+ * The footer known for identity, lent: *footer points into the cache until
+ * CurrentMemoryContext is reset or deleted (the entry is pinned until then,
+ * so that no eviction frees it).  False on a miss, which a known footer of
+ * an object of another size than object_size_hint (when >= 0) counts as.
+ */
+extern bool footer_cache_borrow(const char *identity, int64 object_size_hint,
+								const char **footer, int64 *footer_length,
 								int64 *object_size);
 
 /* Is a footer known for identity (no counting)? */

@@ -164,11 +164,13 @@ extern void segment_writer_discard(SegmentWriter *writer);
  * and serve them from memory.
  *
  * A source may also know the footer already (a cache: segments never change
- * once written).  known_footer, when set, is asked first: it appends the
- * footer (footer_length bytes, its checksum included) to out, sets
- * *object_size and returns true, or returns false to have it read.  The
- * reader checks a known footer's checksum as it checks a read one, and hands
- * every footer it read and checked to footer_read, when set.
+ * once written).  known_footer, when set, is asked first: it points *footer
+ * at the footer (footer_length bytes, its checksum included), valid until
+ * CurrentMemoryContext (the reader's) goes, sets *object_size and returns
+ * true, or returns false to have it read.  Only footers the reader read and
+ * checked are known: it hands each to footer_read, when set, and does not
+ * check a known footer's checksum again (its structure it decodes as
+ * carefully as ever).
  */
 typedef struct SegmentSource
 {
@@ -178,7 +180,8 @@ typedef struct SegmentSource
 							   StringInfo out);
 	bool		(*read_tail) (void *arg, int64 length, StringInfo out,
 							  int64 *object_size);
-	bool		(*known_footer) (void *arg, StringInfo out, int64 *object_size);
+	bool		(*known_footer) (void *arg, const char **footer,
+								 int64 *footer_length, int64 *object_size);
 	void		(*footer_read) (void *arg, const char *footer, int64 footer_length,
 								int64 object_size);
 
@@ -198,7 +201,7 @@ typedef struct SegmentPageInfo
 	int64		offset;			/* of its zstd frame, from the chunk's start */
 	int64		compressed_size;
 	uint32		crc;			/* CRC32C of the frame */
-}			SegmentPageInfo;
+} SegmentPageInfo;
 
 /* One column chunk's directory entry. */
 typedef struct SegmentChunkInfo

@@ -12,8 +12,12 @@
  *
  * The cache is per backend, bounded by rollout_fdw.footer_cache_size and
  * emptied least recently used first.  Entries live in a memory context of
- * their own under TopMemoryContext; a lookup copies the footer out, so
- * nothing a reader holds points into the cache.
+ * their own under TopMemoryContext.  A footer is lent, not copied (a
+ * million-row fragment's footer, key filter included, is over a megabyte,
+ * and a lookup reads it every time): the borrower's memory context holds a
+ * pin on it, released by a reset callback when that context goes, on error
+ * as on success.  Evicting a pinned footer takes it out of the cache at
+ * once; its bytes are freed when the last pin goes.
  *
  *-------------------------------------------------------------------------
  */
@@ -32,11 +36,19 @@
 /* rollout_fdw.footer_cache_size (kB; 0 turns the cache off) */
 static int	footer_cache_kb = 16 * 1024;
 
+/* A cached footer's bytes, which may outlive their entry while lent. */
+typedef struct FooterBytes
+{
+	char	   *footer;
+	int			pins;			/* borrowers' contexts holding it */
+	bool		evicted;		/* no entry points to it any more */
+} FooterBytes;
+
 typedef struct FooterCacheEntry
 {
 	uint64		hash;			/* hash key: of identity */
 	char	   *identity;
-	char	   *footer;
+	FooterBytes *bytes;
 	int64		footer_length;
 	int64		object_size;
 	Size		charge;			/* what the entry counts against the limit */
@@ -93,7 +105,32 @@ footer_cache_init(void)
 							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 }
 
-/* Remove one entry and free what it holds. */
+/* Free a footer's bytes. */
+static void
+footer_bytes_free(FooterBytes *bytes)
+{
+	pfree(bytes->footer);
+	pfree(bytes);
+}
+
+/*
+ * A borrower's context goes: unpin its footer, and free it if it was
+ * evicted meanwhile and nobody else holds it.
+ */
+static void
+footer_bytes_unpin(void *arg)
+{
+	FooterBytes *bytes = arg;
+
+	Assert(bytes->pins > 0);
+	if (--bytes->pins == 0 && bytes->evicted)
+		footer_bytes_free(bytes);
+}
+
+/*
+ * Remove one entry; its bytes are freed now, or when the last borrower
+ * unpins them.
+ */
 static void
 footer_cache_remove(FooterCacheEntry *entry)
 {
@@ -102,7 +139,10 @@ footer_cache_remove(FooterCacheEntry *entry)
 	dlist_delete(&entry->lru);
 	footer_cache_bytes -= entry->charge;
 	pfree(entry->identity);
-	pfree(entry->footer);
+	if (entry->bytes->pins == 0)
+		footer_bytes_free(entry->bytes);
+	else
+		entry->bytes->evicted = true;
 	(void) hash_search(footer_cache, &hash, HASH_REMOVE, NULL);
 }
 
@@ -139,24 +179,36 @@ footer_cache_hash(const char *identity)
 }
 
 /*
- * Append the footer known for identity to out and set *object_size; false
- * (a miss) when it is not known or the cache is off.
+ * Lend the footer known for identity (footer_cache.h); false (a miss) when
+ * it is not known, belongs to an object of another size than the hint, or
+ * the cache is off.
  */
 bool
-footer_cache_lookup(const char *identity, StringInfo out, int64 *object_size)
+footer_cache_borrow(const char *identity, int64 object_size_hint,
+					const char **footer, int64 *footer_length,
+					int64 *object_size)
 {
 	FooterCacheEntry *entry;
+	MemoryContextCallback *pin;
 
 	if (!footer_cache_enabled())
 		return false;
 	entry = footer_cache_find(identity, footer_cache_hash(identity));
-	if (entry == NULL)
+	if (entry == NULL ||
+		(object_size_hint >= 0 && entry->object_size != object_size_hint))
 	{
 		footer_cache_counters.misses++;
 		return false;
 	}
+	pin = palloc(sizeof(MemoryContextCallback));
+	pin->func = footer_bytes_unpin;
+	pin->arg = entry->bytes;
+	MemoryContextRegisterResetCallback(CurrentMemoryContext, pin);
+	entry->bytes->pins++;
+
 	dlist_move_head(&footer_cache_lru, &entry->lru);
-	appendBinaryStringInfo(out, entry->footer, (int) entry->footer_length);
+	*footer = entry->bytes->footer;
+	*footer_length = entry->footer_length;
 	*object_size = entry->object_size;
 	footer_cache_counters.hits++;
 	return true;
@@ -199,8 +251,9 @@ footer_cache_remember(const char *identity, const char *footer,
 	Assert(!found);
 	entry->hash = hash;
 	entry->identity = MemoryContextStrdup(footer_cache_context, identity);
-	entry->footer = MemoryContextAlloc(footer_cache_context, footer_length);
-	memcpy(entry->footer, footer, footer_length);
+	entry->bytes = MemoryContextAllocZero(footer_cache_context, sizeof(FooterBytes));
+	entry->bytes->footer = MemoryContextAlloc(footer_cache_context, footer_length);
+	memcpy(entry->bytes->footer, footer, footer_length);
 	entry->footer_length = footer_length;
 	entry->object_size = object_size;
 	entry->charge = charge;

@@ -138,22 +138,17 @@ store_object_read_tail(void *arg, int64 length, StringInfo out,
 }
 
 /*
- * known_footer callback: the footer cache's copy, if it has one, and only if
- * it belongs to an object of the size the manifest gives (when it gives one).
+ * known_footer callback: the footer cache's, lent, if it has one of an
+ * object of the size the manifest gives (when it gives one).
  */
 static bool
-store_object_known_footer(void *arg, StringInfo out, int64 *object_size)
+store_object_known_footer(void *arg, const char **footer, int64 *footer_length,
+						  int64 *object_size)
 {
 	StoreObjectSource *source = arg;
 
-	if (!footer_cache_lookup(source->cache_identity, out, object_size))
-		return false;
-	if (source->size_hint >= 0 && *object_size != source->size_hint)
-	{
-		resetStringInfo(out);
-		return false;
-	}
-	return true;
+	return footer_cache_borrow(source->cache_identity, source->size_hint,
+							   footer, footer_length, object_size);
 }
 
 /* footer_read callback: keep what the reader read and checked. */

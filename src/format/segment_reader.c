@@ -586,44 +586,44 @@ footer_start_in_object(const char *name, int64 footer_length, int64 object_size)
  */
 static void
 check_and_decode_footer(SegmentReader *reader, const char *footer,
-						int64 footer_length, int64 footer_start)
+						int64 footer_length, int64 footer_start,
+						bool check_crc)
 {
 	int64		body_length = footer_length - SEGMENT_FOOTER_CRC_SIZE;
 	pg_crc32c	crc;
 
-	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, footer, body_length);
-	FIN_CRC32C(crc);
-	if (crc != segment_get_uint32((const unsigned char *) footer + body_length))
-		segment_corrupt(reader->source->name, "The footer checksum does not match.");
+	if (check_crc)
+	{
+		INIT_CRC32C(crc);
+		COMP_CRC32C(crc, footer, body_length);
+		FIN_CRC32C(crc);
+		if (crc != segment_get_uint32((const unsigned char *) footer + body_length))
+			segment_corrupt(reader->source->name, "The footer checksum does not match.");
+	}
 	decode_footer(reader, footer, body_length, footer_start);
 }
 
 /*
- * Open a segment whose footer the source knows already (known_footer):
- * checked and decoded like one read from the object.  Returns false when the
- * source does not know it.
+ * Open a segment whose footer the source knows already (known_footer): a
+ * footer this or an earlier reader read and checked, lent, decoded like one
+ * read from the object.  Returns false when the source does not know it.
  */
 static bool
 segment_reader_open_known(SegmentReader *reader)
 {
 	SegmentSource *source = reader->source;
-	StringInfoData footer;
+	const char *footer;
+	int64		footer_length;
 	int64		object_size = -1;
 	int64		footer_start;
 
-	if (source->known_footer == NULL)
+	if (source->known_footer == NULL ||
+		!source->known_footer(source->arg, &footer, &footer_length, &object_size))
 		return false;
-	initStringInfo(&footer);
-	if (!source->known_footer(source->arg, &footer, &object_size))
-	{
-		pfree(footer.data);
-		return false;
-	}
-	footer_start = footer_start_in_object(source->name, footer.len, object_size);
+	footer_start = footer_start_in_object(source->name, footer_length, object_size);
 	reader->object_size = object_size;
-	/* footer.data stays: the reader points into it */
-	check_and_decode_footer(reader, footer.data, footer.len, footer_start);
+	/* lent for as long as the reader's context lives; checked when read */
+	check_and_decode_footer(reader, footer, footer_length, footer_start, false);
 	return true;
 }
 
@@ -718,12 +718,12 @@ segment_reader_open(SegmentSource *source)
 		footer = extra.data;
 	}
 
-	check_and_decode_footer(reader, footer, footer_length, footer_start);
+	check_and_decode_footer(reader, footer, footer_length, footer_start, true);
 	check_versions_agree(reader, header_version);
 	if (source->footer_read != NULL)
 		source->footer_read(source->arg, footer, footer_length, object_size);
 
-	/* the buffer holding the footer stays: the reader points into it */
+	/* the footer's bytes stay: the reader points into them */
 	if (!footer_in_tail)
 		pfree(tail.data);
 

@@ -13,7 +13,11 @@
 #       = 0, which neither hits nor misses) return the same rows;
 #   (c) after a compaction and a gc that deleted the cached fragments, the
 #       same session reads the new fragment (a miss) and the right rows;
-#   (d) a footer larger than an eighth of the cache is not kept.
+#   (d) a footer larger than an eighth of the cache is not kept;
+#   (e) footers are lent, not copied: a scan of more fragments than the
+#       cache holds evicts footers that open readers still point into, and
+#       their bytes stay until those readers close (the rows are right, in
+#       two scans of one statement and in later statements).
 
 use strict;
 use warnings;
@@ -110,6 +114,40 @@ is($runs[0] =~ s/\|\d+$//r, '1|0', '(c) whose footer it cached at the first read
 @runs = explain_counters($node->safe_psql('postgres',
 		"SET rollout_fdw.footer_cache_size = '1kB';\n$explain\n$explain"));
 is(join(',', map { s/\|\d+$//r } @runs), '0|1,0|1', '(d) a footer over an eighth of the cache is not kept');
+
+# (e) 12 fragments, a cache of about 8 of their footers: the first scan of
+# the statement evicts footers it still reads, the second borrows some
+$node->safe_psql('postgres',
+	q{CREATE FOREIGN TABLE ev (id int, v int, pad text) SERVER s OPTIONS (store 'fc_evict')});
+for my $r (1 .. 12)
+{
+	$node->safe_psql('postgres',
+		"INSERT INTO ev SELECT g, g * 100 + $r, repeat('y', 20) FROM generate_series($r * 50, $r * 50 + 399) g;
+		 SELECT rollout_merge('ev');");
+}
+my @fragments = grep { /\.seg$/ } $store->objects_in('fc_evict/base/data');
+is(scalar(@fragments), 12, '(e) 12 base fragments');
+my $bytes = $store->get($fragments[0]);
+my $footer_length = unpack('V', substr($bytes, length($bytes) - 8, 4));
+my $cache_kb = int(($footer_length + 300) * 8 / 1024) + 1;
+my $evict_query = q{SELECT count(*), count(DISTINCT id), sum(v) FROM ev
+UNION ALL SELECT count(*), count(DISTINCT id), sum(v) FROM (SELECT * FROM ev WHERE id % 2 = 0 UNION ALL SELECT * FROM ev WHERE id % 2 = 1) both_halves};
+my $uncached = $node->safe_psql('postgres',
+	"SET rollout_fdw.footer_cache_size = 0;
+$evict_query");
+my $cached = $node->safe_psql('postgres',
+	"SET rollout_fdw.footer_cache_size = '${cache_kb}kB';
+$evict_query;
+$evict_query;
+$evict_query");
+is($cached, join("\n", ($uncached) x 3),
+	"(e) with a cache of $cache_kb kB (footers of $footer_length bytes), evicted while lent, the same rows");
+@runs = explain_counters($node->safe_psql('postgres', "SET rollout_fdw.footer_cache_size = '${cache_kb}kB';
+EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) SELECT count(*) FROM ev;
+EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) SELECT count(*) FROM ev;"));
+my ($hits, $misses) = split /\|/, $runs[1];
+cmp_ok($misses, '>', 0, "(e) the cache is too small for all 12 ($hits hits, $misses misses)");
+cmp_ok($hits + $misses, '==', 12, '(e) and every fragment was looked up');
 
 $node->stop;
 done_testing();
