@@ -44,7 +44,7 @@ typedef struct MergeReadOptions
 	 * A query's pushed-down conditions, or NULL: a winning version that fails
 	 * them is not returned (row_filter.h).
 	 */
-	const		RowFilter *filter;
+	const RowFilter *filter;
 } MergeReadOptions;
 
 /*

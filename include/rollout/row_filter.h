@@ -28,7 +28,7 @@ typedef enum RowConditionKind
 	ROW_CONDITION_ARRAY,		/* column op ANY/ALL (elements) */
 	ROW_CONDITION_IS_NULL,
 	ROW_CONDITION_IS_NOT_NULL
-}			RowConditionKind;
+} RowConditionKind;
 
 typedef struct RowCondition
 {
@@ -43,20 +43,20 @@ typedef struct RowCondition
 	int			element_count;	/* ARRAY: the elements */
 	Datum	   *elements;
 	bool	   *element_nulls;
-}			RowCondition;
+} RowCondition;
 
 /* Conditions that must all hold (AND). */
 typedef struct RowFilter
 {
 	int			count;
 	RowCondition *conditions;
-}			RowFilter;
+} RowFilter;
 
 /*
  * Do all conditions hold for the source's current row?  A condition whose
  * result is NULL (a NULL column or value, under a strict operator) does not
  * hold, as in a WHERE clause.
  */
-extern bool row_filter_matches(const RowFilter * filter, RowSource *row);
+extern bool row_filter_matches(const RowFilter *filter, RowSource *row);
 
 #endif							/* ROLLOUT_ROW_FILTER_H */

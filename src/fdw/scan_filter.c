@@ -12,8 +12,9 @@
  *	  "column IS [NOT] NULL", where column is a column of the scanned table
  *	  (perhaps under a binary-compatible relabeling) stored as its own type
  *	  (not one of the text-encoded types of portable_values.h), op's function
- *	  is strict, and value depends on no column of the row and calls nothing
- *	  volatile (a constant, a parameter, an expression of them);
+ *	  is strict and not volatile (the executor evaluates the clause again),
+ *	  and value depends on no column of the row and calls nothing volatile (a
+ *	  constant, a parameter, an expression of them);
  *	- and evaluating it before the other clauses leaks nothing: its security
  *	  level is the lowest of the relation's clauses, or it is leakproof
  *	  (security barrier views and row-level security order their clauses).
@@ -183,6 +184,9 @@ scan_filter_classify(RestrictInfo *rinfo, RelOptInfo *baserel, Oid relid)
 
 	if (!push_down_conditions)
 		return NULL;
+	/* the executor evaluates it again: a volatile operator must run once */
+	if (contain_volatile_functions(clause))
+		return NULL;
 	if (rinfo->security_level > baserel->baserestrict_min_security &&
 		!rinfo->leakproof)
 		return NULL;
@@ -213,7 +217,7 @@ scan_filter_classify(RestrictInfo *rinfo, RelOptInfo *baserel, Oid relid)
  * *fdw_exprs, where setrefs.c fixes it up for the executor.
  */
 List *
-scan_filter_serialize(PushedCondition * condition, List **fdw_exprs)
+scan_filter_serialize(PushedCondition *condition, List **fdw_exprs)
 {
 	int			value_index = -1;
 	Oid			value_type = InvalidOid;
@@ -247,7 +251,7 @@ pushed_field(List *info, enum PushedConditionField field)
  * CurrentMemoryContext; an array is split into its elements.
  */
 static void
-scan_filter_evaluate_value(RowCondition * condition, List *info,
+scan_filter_evaluate_value(RowCondition *condition, List *info,
 						   ExprState *value_state, ExprContext *econtext)
 {
 	Oid			value_type = (Oid) pushed_field(info, PushedValueType);
@@ -278,7 +282,7 @@ scan_filter_evaluate_value(RowCondition * condition, List *info,
  * one (a payload, perhaps) last.
  */
 static int
-scan_filter_rank(const RowCondition * condition, const RolloutStore *store)
+scan_filter_rank(const RowCondition *condition, const RolloutStore *store)
 {
 	if (condition->column == store->key_column)
 		return 0;
@@ -291,7 +295,7 @@ scan_filter_rank(const RowCondition * condition, const RolloutStore *store)
  * executor's order of the clauses is its own, and AND does not depend on it.
  */
 static void
-scan_filter_order(RowFilter * filter, const RolloutStore *store)
+scan_filter_order(RowFilter *filter, const RolloutStore *store)
 {
 	for (int i = 1; i < filter->count; i++)
 	{

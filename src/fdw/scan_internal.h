@@ -44,7 +44,7 @@ typedef struct PushedCondition
 	bool		column_on_left;
 	bool		use_or;
 	Expr	   *value;			/* value or array expression, or NULL */
-}			PushedCondition;
+} PushedCondition;
 
 /* Executor state of one scan. */
 typedef struct RolloutScanState
@@ -95,11 +95,11 @@ extern List *scan_plan_key_quals(ForeignScan *plan);
 extern List *scan_plan_pushed_conditions(ForeignScan *plan);
 
 /* Pushing down conditions (scan_filter.c). */
-extern PushedCondition * scan_filter_classify(RestrictInfo *rinfo,
-											  RelOptInfo *baserel, Oid relid);
-extern List *scan_filter_serialize(PushedCondition * condition, List **fdw_exprs);
-extern RowFilter * scan_filter_build(RolloutScanState *state,
-									 ExprContext *econtext);
+extern PushedCondition *scan_filter_classify(RestrictInfo *rinfo,
+											 RelOptInfo *baserel, Oid relid);
+extern List *scan_filter_serialize(PushedCondition *condition, List **fdw_exprs);
+extern RowFilter *scan_filter_build(RolloutScanState *state,
+									ExprContext *econtext);
 
 /* Fold the open read's statistics into the totals and end it (scan.c). */
 extern void rollout_scan_close_read(RolloutScanState *state);

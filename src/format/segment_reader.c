@@ -45,6 +45,13 @@ typedef struct FooterCursor
 /* A page directory entry (version 3): row count, frame size, frame CRC. */
 #define PAGE_ENTRY_SIZE				(4 + 4 + 4)
 
+/*
+ * What one more zstd frame may add to ZSTD_compressBound of the whole: its
+ * header and the margin ZSTD_compressBound gives inputs below 128 kB (at
+ * most 64 bytes), rounded up generously.
+ */
+#define PAGE_FRAME_OVERHEAD			128
+
 /* The smallest footer: fixed fields of an empty segment plus its CRC. */
 #define MIN_FOOTER_LENGTH \
 	(4 + 4 + 4 + 4 + MIN_COLUMN_ENCODING_SIZE + 8 + 4 + 1 + 1 + \
@@ -311,11 +318,6 @@ decode_footer_chunk(FooterCursor *c, SegmentReader *reader,
 	chunk->raw_size = cursor_int64(c, "chunk's raw size",
 								   (group->row_count + 7) / 8,
 								   SEGMENT_MAX_CHUNK_RAW_SIZE);
-	if (chunk->compressed_size > (int64) ZSTD_compressBound(chunk->raw_size))
-		segment_corrupt(name,
-						"Chunk %d of row group %d is %lld bytes compressed, more than zstd makes of %lld bytes.",
-						j, i, (long long) chunk->compressed_size,
-						(long long) chunk->raw_size);
 	chunk->crc = cursor_uint32(c, "chunk checksum");
 	chunk->null_count = cursor_int64(c, "chunk's null count", 0,
 									 group->row_count);
@@ -356,6 +358,17 @@ decode_footer_chunk(FooterCursor *c, SegmentReader *reader,
 			c->position += (int64) page_count * PAGE_ENTRY_SIZE;
 		}
 	}
+
+	/*
+	 * No more than zstd makes of raw_size bytes: in one frame, or in one per
+	 * page, each with its own header and small-input margin.
+	 */
+	if (chunk->compressed_size > (int64) ZSTD_compressBound(chunk->raw_size) +
+		(int64) (chunk->page_count - 1) * PAGE_FRAME_OVERHEAD)
+		segment_corrupt(name,
+						"Chunk %d of row group %d is %lld bytes compressed, more than zstd makes of %lld bytes.",
+						j, i, (long long) chunk->compressed_size,
+						(long long) chunk->raw_size);
 }
 
 /*
@@ -701,7 +714,17 @@ segment_reader_open(SegmentSource *source)
 	/* the footer, from the tail or with one more read */
 	footer_in_tail = (footer_length + SEGMENT_TRAILER_SIZE <= tail.len);
 	if (footer_in_tail)
-		footer = trailer - footer_length;
+	{
+		/*
+		 * The reader points into its footer's bytes for as long as it lives:
+		 * keep just those, not the whole tail (a scan holds many readers).
+		 */
+		char	   *copy = palloc_extended(footer_length, MCXT_ALLOC_HUGE);
+
+		memcpy(copy, trailer - footer_length, footer_length);
+		footer = copy;
+		pfree(tail.data);
+	}
 	else
 	{
 		CHECK_FOR_INTERRUPTS();
@@ -815,7 +838,7 @@ allocate_column(SegmentRowGroupInfo *group, int column, SegmentRowGroup *out)
  * Decode page p of a chunk of several pages, whose compressed bytes are at
  * frame, into its rows of out's arrays (CurrentMemoryContext).
  */
-static void
+static int64
 read_page(SegmentReader *reader, int row_group, int column, int p,
 		  const char *frame, SegmentRowGroup *out)
 {
@@ -836,6 +859,7 @@ read_page(SegmentReader *reader, int row_group, int column, int p,
 						 out->isnull[column] + page->first_row,
 						 reader->source->name);
 	pfree(what);
+	return raw_size;
 }
 
 /*
@@ -859,10 +883,16 @@ read_chunk(SegmentReader *reader, int row_group, int column_index,
 	if (chunk->page_count > 1)
 	{
 		SegmentPageInfo *pages = chunk_pages(reader, row_group, column_index);
+		int64		raw_total = 0;
 
 		for (int p = 0; p < chunk->page_count; p++)
-			read_page(reader, row_group, column_index, p,
-					  compressed + pages[p].offset, out);
+			raw_total += read_page(reader, row_group, column_index, p,
+								   compressed + pages[p].offset, out);
+		if (raw_total != chunk->raw_size)
+			segment_corrupt(name,
+							"The pages of chunk %d of row group %d decompress to %lld bytes, but the footer says %lld.",
+							column_index, row_group, (long long) raw_total,
+							(long long) chunk->raw_size);
 		for (int64 r = 0; r < group->row_count; r++)
 			nulls += out->isnull[column_index][r] ? 1 : 0;
 		if (nulls != chunk->null_count)
@@ -997,6 +1027,23 @@ read_bytes(SegmentReader *reader, int64 offset, int64 length)
 }
 
 /*
+ * Read bytes of a deferred chunk when it is decoded, into a new buffer
+ * (*buffer, to free) in CurrentMemoryContext, returning where they start in
+ * it.  A read of the segment's first chunk is extended back over the header,
+ * which is checked on the way, as a row group read starting there is.
+ */
+static const char *
+read_deferred_bytes(SegmentReader *reader, int64 offset, int64 length,
+					char **buffer)
+{
+	if (offset != SEGMENT_HEADER_SIZE)
+		return *buffer = read_bytes(reader, offset, length);
+	*buffer = read_bytes(reader, 0, length + SEGMENT_HEADER_SIZE);
+	check_versions_agree(reader, check_header(*buffer, reader->source->name));
+	return *buffer + SEGMENT_HEADER_SIZE;
+}
+
+/*
  * Read the wanted columns of one row group into *out, in CurrentMemoryContext,
  * with the ranges segment_reader_row_group_ranges() names, and decode those
  * not deferred.  A read buffer holding a deferred chunk is kept (in the same
@@ -1084,7 +1131,7 @@ segment_reader_read_row_group(SegmentReader *reader, int row_group,
 
 /* The page of a chunk of several pages that holds row (binary search). */
 static int
-page_of_row(const SegmentPageInfo * pages, int page_count, int64 row)
+page_of_row(const SegmentPageInfo *pages, int page_count, int64 row)
 {
 	int			low = 0;
 	int			high = page_count - 1;
@@ -1123,9 +1170,11 @@ segment_row_group_decode_deferred(SegmentReader *reader, int row_group,
 	if (chunk->page_count == 1)
 	{
 		const char *compressed = rows->deferred[column];
+		char	   *buffer;
 
 		if (compressed == chunk_not_read)
-			compressed = read_bytes(reader, chunk->offset, chunk->compressed_size);
+			compressed = read_deferred_bytes(reader, chunk->offset,
+											 chunk->compressed_size, &buffer);
 		read_chunk(reader, row_group, column, compressed, rows);
 		rows->deferred[column] = NULL;
 		rows->deferred_count--;
@@ -1141,11 +1190,14 @@ segment_row_group_decode_deferred(SegmentReader *reader, int row_group,
 	{
 		if (rows->deferred[column] == chunk_not_read)
 		{
-			char	   *frame = read_bytes(reader, chunk->offset + pages[p].offset,
-										   pages[p].compressed_size);
+			char	   *buffer;
+			const char *frame = read_deferred_bytes(reader,
+													chunk->offset + pages[p].offset,
+													pages[p].compressed_size,
+													&buffer);
 
 			read_page(reader, row_group, column, p, frame, rows);
-			pfree(frame);
+			pfree(buffer);
 		}
 		else
 			read_page(reader, row_group, column, p,

@@ -14,8 +14,8 @@
  * by segment_writer_finish().  docs/FORMAT.md describes the bytes.
  *
  * Pages (format version 3).  With a page size, a column's values are cut
- * into pages as they arrive: a page ends after the row that filled it to the
- * page size, or after SEGMENT_PAGE_MAX_ROWS rows.  Each page is its own zstd frame of its rows' values and null
+ * into pages as they arrive: a page ends before the row that would take it
+ * past the page size, or after SEGMENT_PAGE_MAX_ROWS rows.  Each page is its own zstd frame of its rows' values and null
  * bitmap, with its own CRC32C, so that a reader can decode one row's page of
  * a large column without the rest of the chunk.
  *
@@ -563,11 +563,23 @@ segment_writer_add_row(SegmentWriter *writer, const Datum *values,
 		const SegmentColumn *column = &schema->columns[i];
 		ColumnGroupState *state = &writer->columns[i];
 		bool		is_key = (i == schema->key_column);
-		Datum		flat;
+		Datum		flat = (Datum) 0;
+		Size		incoming = 0;
 		int64		before;
 
+		if (!isnull[i])
+		{
+			flat = segment_datum_flatten(column, values[i]);
+			incoming = segment_datum_image_size(column, flat);
+		}
+
+		/*
+		 * A page ends before the row that would take it past the page size
+		 * (so a value larger than a page gets one of its own) or past
+		 * SEGMENT_PAGE_MAX_ROWS rows.
+		 */
 		if (writer->page_size > 0 && row > state->page_first_row &&
-			(state->values.len >= writer->page_size ||
+			(state->values.len + incoming > (Size) writer->page_size ||
 			 row - state->page_first_row >= SEGMENT_PAGE_MAX_ROWS))
 			close_page(writer, state, row);
 		if (isnull[i])
@@ -577,7 +589,6 @@ segment_writer_add_row(SegmentWriter *writer, const Datum *values,
 		}
 		state->bitmap[row / 8] |= (1 << (row % 8));
 
-		flat = segment_datum_flatten(column, values[i]);
 		before = state->values.len;
 		segment_chunk_append_value(column, &state->values, flat);
 		writer->group_raw_size += state->values.len - before;

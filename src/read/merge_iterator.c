@@ -42,7 +42,9 @@ struct MergeRead
 	int			consumed_count;
 
 	bool		keep_tombstones;
-	const		RowFilter *filter;	/* or NULL */
+	const RowFilter *filter;	/* or NULL */
+	MemoryContext filter_context;	/* what the filter's functions allocate,
+									 * reset per row checked */
 	MergeReadStats stats;
 };
 
@@ -238,6 +240,10 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 	read->keep_tombstones = options->keep_tombstones;
 	read->filter = options->filter != NULL && options->filter->count > 0 ?
 		options->filter : NULL;
+	if (read->filter != NULL)
+		read->filter_context = AllocSetContextCreate(context,
+													 "rollout merge filter",
+													 ALLOCSET_SMALL_SIZES);
 	read->want = palloc(sizeof(bool) * store->schema.ncolumns);
 	memcpy(read->want, want, sizeof(bool) * store->schema.ncolumns);
 	if (range != NULL)
@@ -346,10 +352,23 @@ merge_read_next(MergeRead *read, Datum *values, bool *isnull)
 
 		if (!read->keep_tombstones && row_source_op(winner) == ROLLOUT_OP_DELETE)
 			continue;			/* the newest version is a tombstone */
-		if (read->filter != NULL && !row_filter_matches(read->filter, winner))
+		if (read->filter != NULL)
 		{
-			read->stats.rows_filtered++;
-			continue;
+			/*
+			 * The operators allocate as they like (a jsonb argument is
+			 * detoasted, say); the executor resets its per-tuple memory for
+			 * every row, and so does this for every row it checks.
+			 */
+			MemoryContext oldcontext = MemoryContextSwitchTo(read->filter_context);
+			bool		matches = row_filter_matches(read->filter, winner);
+
+			MemoryContextSwitchTo(oldcontext);
+			MemoryContextReset(read->filter_context);
+			if (!matches)
+			{
+				read->stats.rows_filtered++;
+				continue;
+			}
 		}
 
 		row_source_values(winner, read->want, values, isnull);

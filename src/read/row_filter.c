@@ -23,7 +23,7 @@
  * an error although a WHERE clause only drops the row.
  */
 static bool
-row_condition_call(const RowCondition * condition, Datum left, Datum right,
+row_condition_call(const RowCondition *condition, Datum left, Datum right,
 				   bool *isnull)
 {
 	LOCAL_FCINFO(fcinfo, 2);
@@ -46,7 +46,7 @@ row_condition_call(const RowCondition * condition, Datum left, Datum right,
  * NULL element makes the answer NULL, which does not hold.
  */
 static bool
-row_condition_array(const RowCondition * condition, Datum column_value)
+row_condition_array(const RowCondition *condition, Datum column_value)
 {
 	bool		saw_null = false;
 
@@ -68,7 +68,7 @@ row_condition_array(const RowCondition * condition, Datum column_value)
 
 /* Does one condition hold for the current row? */
 static bool
-row_condition_holds(const RowCondition * condition, RowSource *row)
+row_condition_holds(const RowCondition *condition, RowSource *row)
 {
 	bool		isnull;
 	Datum		value;
@@ -112,7 +112,7 @@ row_condition_holds(const RowCondition * condition, RowSource *row)
 
 /* Do all conditions hold for the current row (row_filter.h)? */
 bool
-row_filter_matches(const RowFilter * filter, RowSource *row)
+row_filter_matches(const RowFilter *filter, RowSource *row)
 {
 	for (int i = 0; i < filter->count; i++)
 	{

@@ -25,7 +25,9 @@
 #       the chunks it never decoded, and a key lookup decodes one page of
 #       each column it returns; volatile values, text-encoded (enum)
 #       columns and non-leakproof operators under a security barrier are
-#       not pushed down, and such a view leaks no row it hides.
+#       not pushed down, and such a view leaks no row it hides;
+#   (f) incompressible values in pages of 1 kB (a frame per page costs more
+#       than one per chunk) are written and read back.
 
 use strict;
 use warnings;
@@ -241,6 +243,24 @@ $node->psql('postgres', q{SELECT count(*) FROM only7 WHERE grp <<< 0},
 is($stdout, '5', '(e) the view returns its rows');
 my @seen = $stderr =~ /saw (\d+)/g;
 is(join(',', sort { $a <=> $b } @seen), '7,7,7,7,7', '(e) and the operator saw only the rows the view shows');
+
+# (f) 4,096 rows of 48 random-looking bytes per row group: ~190 pages a chunk
+my $random_rows = q{SELECT g AS id,
+  decode(md5(g || 'a') || md5(g || 'b') || md5(g || 'c'), 'hex') AS b,
+  CASE WHEN g % 3 = 0 THEN NULL ELSE ((g::bigint * 2654435761) % 2147483647)::int END AS n
+FROM generate_series(1, 9000) g};
+my $random_digest = q{SELECT count(*), count(n), sum(n), md5(string_agg(b::text, ',' ORDER BY id)) FROM %s};
+$node->safe_psql('postgres', qq{
+CREATE FOREIGN TABLE rnd (id int, b bytea, n int) SERVER s OPTIONS (store 'pd_random');
+SET rollout_fdw.rows_per_group = 4096;
+INSERT INTO rnd $random_rows;
+SELECT rollout_flush('rnd');});
+is($node->safe_psql('postgres', sprintf($random_digest, 'rnd')),
+	$node->safe_psql('postgres', sprintf($random_digest, "($random_rows) r")),
+	'(f) incompressible values in many pages read back');
+is($node->safe_psql('postgres', q{SELECT n FROM rnd WHERE id = 4097}),
+	$node->safe_psql('postgres', qq{SELECT n FROM ($random_rows) r WHERE id = 4097}),
+	'(f) and a lookup finds its row');
 
 $node->stop;
 done_testing();
