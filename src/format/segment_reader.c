@@ -641,6 +641,29 @@ segment_reader_open_known(SegmentReader *reader)
 }
 
 /*
+ * Read bytes [offset, offset + length) of the segment into a new buffer in
+ * CurrentMemoryContext; a missing object or a short read is an ERROR.
+ */
+static char *
+read_bytes(SegmentReader *reader, int64 offset, int64 length)
+{
+	const char *name = reader->source->name;
+	StringInfoData buffer;
+
+	CHECK_FOR_INTERRUPTS();
+	initStringInfo(&buffer);
+	if (!reader->source->read_range(reader->source->arg, offset, length, &buffer))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FILE),
+				 errmsg("segment \"%s\" vanished while being read", name)));
+	if (buffer.len != length)
+		segment_corrupt(name,
+						"Reading %lld bytes at offset %lld returned %d bytes.",
+						(long long) length, (long long) offset, buffer.len);
+	return buffer.data;
+}
+
+/*
  * Read and validate the footer: one read of the tail (SEGMENT_TAIL_READ_SIZE
  * bytes), and one more ranged read if the footer is larger, unless the source
  * knows the footer already.  Returns NULL if the object does not exist.  The
@@ -660,7 +683,6 @@ segment_reader_open(SegmentSource *source)
 	int64		footer_length;
 	int64		footer_start;
 	const char *footer;
-	StringInfoData extra;
 	bool		footer_in_tail;
 	uint32		header_version = 0;
 
@@ -726,20 +748,7 @@ segment_reader_open(SegmentSource *source)
 		pfree(tail.data);
 	}
 	else
-	{
-		CHECK_FOR_INTERRUPTS();
-		initStringInfo(&extra);
-		if (!source->read_range(source->arg, footer_start, footer_length,
-								&extra))
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_FILE),
-					 errmsg("segment \"%s\" vanished while being read", name)));
-		if (extra.len != footer_length)
-			segment_corrupt(name,
-							"Reading the %lld-byte footer returned %d bytes.",
-							(long long) footer_length, extra.len);
-		footer = extra.data;
-	}
+		footer = read_bytes(reader, footer_start, footer_length);
 
 	check_and_decode_footer(reader, footer, footer_length, footer_start, true);
 	check_versions_agree(reader, header_version);
@@ -1002,29 +1011,6 @@ segment_reader_row_group_ranges(SegmentReader *reader, int row_group,
  * reads): its pages are read when decoded.
  */
 static const char chunk_not_read[1];
-
-/*
- * Read bytes [offset, offset + length) of the segment into a new buffer in
- * CurrentMemoryContext; a missing object or a short read is an ERROR.
- */
-static char *
-read_bytes(SegmentReader *reader, int64 offset, int64 length)
-{
-	const char *name = reader->source->name;
-	StringInfoData buffer;
-
-	CHECK_FOR_INTERRUPTS();
-	initStringInfo(&buffer);
-	if (!reader->source->read_range(reader->source->arg, offset, length, &buffer))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_FILE),
-				 errmsg("segment \"%s\" vanished while being read", name)));
-	if (buffer.len != length)
-		segment_corrupt(name,
-						"Reading %lld bytes at offset %lld returned %d bytes.",
-						(long long) length, (long long) offset, buffer.len);
-	return buffer.data;
-}
 
 /*
  * Read bytes of a deferred chunk when it is decoded, into a new buffer
