@@ -21,9 +21,9 @@
  * others stay compressed until a row of theirs is asked for, and then only
  * that row's page is decoded (format version 3): the version columns for
  * the rows the merge compares, the others (row_source_column) only for the
- * version that wins and passes the pushed-down conditions.  A row group none of whose rows
- * wins, or a lookup's row group of 4,096 rows of which one is wanted and
- * filtered out, never decompresses its payload.
+ * version that wins and passes the pushed-down conditions.  A row group none
+ * of whose rows wins, or a lookup's row group of 4,096 rows of which one is
+ * wanted and filtered out, never decompresses its payload.
  *
  * Only the key range may skip data.  A zone map on another column must not:
  * skipping the row group that holds the newest version of a key would let
