@@ -16,6 +16,7 @@ OBJS = \
 	src/objstore/http_session.o \
 	src/objstore/s3_store.o \
 	src/objstore/azure_store.o \
+	src/objstore/read_cache.o \
 	src/format/segment_writer.o \
 	src/format/segment_reader.o \
 	src/format/datum_codec.o \

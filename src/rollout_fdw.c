@@ -25,6 +25,7 @@
 #include "rollout/memtable.h"
 #include "rollout/merge.h"
 #include "rollout/objstore.h"
+#include "rollout/read_cache.h"
 #include "rollout/row_source.h"
 #include "rollout/shard.h"
 #include "rollout/shared_store.h"
@@ -44,6 +45,7 @@ _PG_init(void)
 {
 	/* settings, from the bottom layer up */
 	objstore_define_settings();
+	read_cache_define_settings();
 	fault_define_settings();
 	store_define_settings();
 	footer_cache_define_settings();

@@ -24,6 +24,7 @@
 #include "utils/memutils.h"
 
 #include "rollout/footer_cache.h"
+#include "rollout/read_cache.h"
 #include "rollout/store_keys.h"
 #include "rollout/store_sources.h"
 
@@ -44,7 +45,9 @@ typedef struct StoreObjectSource
 	ObjectStore *objstore;
 	char	   *key;
 	int64		size_hint;		/* the object's size if known, else -1 */
-	char	   *cache_identity; /* in the footer cache, or NULL: not cached */
+	char	   *cache_identity; /* names the object for good, or NULL */
+	bool		footer_cached;	/* its footer goes to the footer cache */
+	bool		disk_cached;	/* its bytes go through the disk cache */
 	List	   *prefetched;		/* PrefetchedRead * */
 	MemoryContext context;		/* where the source and its reads live */
 } StoreObjectSource;
@@ -103,6 +106,35 @@ store_object_serve_prefetched(PrefetchedRead *read, StringInfo out,
 }
 
 /*
+ * One read of source's object from the store, through the disk cache when
+ * the object may be kept there.
+ */
+static bool
+store_object_read(StoreObjectSource *source, bool tail, int64 offset,
+				  int64 length, StringInfo out, int64 *object_size)
+{
+	ObjectStoreRead read = {0};
+	const char *cache_id = source->cache_identity;
+
+	if (!source->disk_cached)
+		return tail ?
+			objstore_get_tail(source->objstore, source->key, length, out,
+							  object_size) :
+			objstore_get_range(source->objstore, source->key, offset, length,
+							   out, object_size);
+	read.key = source->key;
+	read.offset = tail ? 0 : offset;
+	read.length = length;
+	read.tail = tail;
+	read.size_hint = source->size_hint;
+	read.out = out;
+	read_cache_get_many(source->objstore, &read, &cache_id, 1);
+	if (read.found && object_size != NULL)
+		*object_size = read.object_size;
+	return read.found;
+}
+
+/*
  * read_range callback of rollout_segment_source: served from a prefetched read
  * of exactly this range when there is one, else read from the object store.
  */
@@ -115,8 +147,7 @@ store_object_read_range(void *arg, int64 offset, int64 length, StringInfo out)
 
 	if (read != NULL)
 		return store_object_serve_prefetched(read, out, NULL);
-	return objstore_get_range(source->objstore, source->key, offset, length,
-							  out, NULL);
+	return store_object_read(source, false, offset, length, out, NULL);
 }
 
 /*
@@ -133,8 +164,7 @@ store_object_read_tail(void *arg, int64 length, StringInfo out,
 
 	if (read != NULL)
 		return store_object_serve_prefetched(read, out, object_size);
-	return objstore_get_tail(source->objstore, source->key, length, out,
-							 object_size);
+	return store_object_read(source, true, 0, length, out, object_size);
 }
 
 /*
@@ -163,17 +193,17 @@ store_object_footer_read(void *arg, const char *footer, int64 footer_length,
 }
 
 /*
- * The footer cache identity of key: the store's access fingerprint (the
- * location and the credentials, so that one role never reads what only
- * another's credentials fetched), its incarnation and the key.  NULL when
- * the object is not cached: the cache is off, the store has no incarnation
- * yet, or the name may be reused (rollout_key_is_unique).
+ * The cache identity of key, for the footer cache and the disk cache: the
+ * store's access fingerprint (the location and the credentials, so that one
+ * role never reads what only another's credentials fetched), its
+ * incarnation and the key.  NULL when no cache may keep the object: the
+ * store has no incarnation yet, or the name may be reused
+ * (rollout_key_is_unique).
  */
 static char *
 store_object_cache_identity(RolloutStore *store, const char *key)
 {
-	if (!footer_cache_enabled() || store->incarnation == NULL ||
-		!rollout_key_is_unique(store, key))
+	if (store->incarnation == NULL || !rollout_key_is_unique(store, key))
 		return NULL;
 	return psprintf("%s/%s/%s", store->objstore->access_fingerprint,
 					store->incarnation, key);
@@ -202,7 +232,10 @@ rollout_segment_source(RolloutStore *store, const char *key, int64 size_hint)
 	source->read_tail = store_object_read_tail;
 	source->cheap_reads = store->location_is_default ||
 		objstore_location_is_local(store->location);
-	if (arg->cache_identity != NULL)
+	arg->footer_cached = arg->cache_identity != NULL && footer_cache_enabled();
+	arg->disk_cached = arg->cache_identity != NULL && !source->cheap_reads &&
+		read_cache_enabled();
+	if (arg->footer_cached)
 	{
 		source->known_footer = store_object_known_footer;
 		source->footer_read = store_object_footer_read;
@@ -332,6 +365,7 @@ rollout_segment_sources_prefetch(RolloutStore *store,
 								 SegmentPrefetch *prefetches, int count)
 {
 	ObjectStoreRead *reads;
+	const char **cache_ids;
 	PrefetchedRead **results;
 	SegmentPrefetch *wanted = NULL;
 	int			nwanted = 0;
@@ -340,7 +374,7 @@ rollout_segment_sources_prefetch(RolloutStore *store,
 	{
 		StoreObjectSource *source = prefetches[i].source->arg;
 
-		if (prefetches[i].tail && source->cache_identity != NULL &&
+		if (prefetches[i].tail && source->footer_cached &&
 			footer_cache_contains(source->cache_identity))
 			continue;
 		if (wanted == NULL)
@@ -352,6 +386,7 @@ rollout_segment_sources_prefetch(RolloutStore *store,
 	if (count <= 0)
 		return;
 	reads = palloc0(sizeof(ObjectStoreRead) * count);
+	cache_ids = palloc0(sizeof(char *) * count);
 	results = palloc(sizeof(PrefetchedRead *) * count);
 	for (int i = 0; i < count; i++)
 	{
@@ -375,9 +410,11 @@ rollout_segment_sources_prefetch(RolloutStore *store,
 		reads[i].tail = result->tail;
 		reads[i].size_hint = source->size_hint;
 		reads[i].out = &result->data;
+		if (source->disk_cached)
+			cache_ids[i] = source->cache_identity;
 	}
 
-	objstore_get_many(store->objstore, reads, count);
+	read_cache_get_many(store->objstore, reads, cache_ids, count);
 
 	for (int i = 0; i < count; i++)
 	{
@@ -390,6 +427,7 @@ rollout_segment_sources_prefetch(RolloutStore *store,
 		MemoryContextSwitchTo(oldcontext);
 	}
 	pfree(reads);
+	pfree(cache_ids);
 	pfree(results);
 	pfree(wanted);
 }

@@ -182,7 +182,8 @@ rollout_build_key_range(ForeignScanState *node, RolloutScanState *state,
 
 /*
  * Add the statistics of the read about to end, and the object-store requests
- * made and footers looked up in the footer cache since the marks, to the
+ * made and footers and blocks looked up in the footer and disk caches since
+ * the marks, to the
  * node's totals for EXPLAIN ANALYZE; the marks move on, so that the next read
  * counts only its own.
  */
@@ -192,6 +193,7 @@ rollout_scan_accumulate_stats(RolloutScanState *state)
 	const MergeReadStats *stats = merge_read_stats(state->read);
 	ObjectStoreCounters now;
 	FooterCacheCounters footers;
+	ReadCacheCounters disk;
 
 	objstore_get_counters(&now);
 	state->remote_requests += now.requests - state->counters_mark.requests;
@@ -201,6 +203,10 @@ rollout_scan_accumulate_stats(RolloutScanState *state)
 	state->footer_cache_hits += footers.hits - state->footer_mark.hits;
 	state->footer_cache_misses += footers.misses - state->footer_mark.misses;
 	state->footer_mark = footers;
+	read_cache_get_counters(&disk);
+	state->disk_cache_hits += disk.hits - state->disk_cache_mark.hits;
+	state->disk_cache_misses += disk.misses - state->disk_cache_mark.misses;
+	state->disk_cache_mark = disk;
 
 	state->totals.fragments_read += stats->fragments_read;
 	state->totals.fragments_skipped += stats->fragments_skipped;
@@ -275,6 +281,7 @@ rollout_iterate_foreign_scan(ForeignScanState *node)
 		oldcontext = MemoryContextSwitchTo(state->rescan_context);
 		objstore_get_counters(&state->counters_mark);
 		footer_cache_get_counters(&state->footer_mark);
+		read_cache_get_counters(&state->disk_cache_mark);
 		rollout_build_key_range(node, state, &range);
 		filter = scan_filter_build(state, node->ss.ps.ps_ExprContext);
 

@@ -136,6 +136,22 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 				ExplainPropertyInteger("Footer Cache Misses", NULL,
 									   state->footer_cache_misses, es);
 			}
+			if (read_cache_enabled() ||
+				state->disk_cache_hits + state->disk_cache_misses > 0)
+			{
+				if (es->format == EXPLAIN_FORMAT_TEXT)
+					ExplainPropertyText("Disk Cache",
+										psprintf("hits=%lld misses=%lld",
+												 (long long) state->disk_cache_hits,
+												 (long long) state->disk_cache_misses), es);
+				else
+				{
+					ExplainPropertyInteger("Disk Cache Hits", NULL,
+										   state->disk_cache_hits, es);
+					ExplainPropertyInteger("Disk Cache Misses", NULL,
+										   state->disk_cache_misses, es);
+				}
+			}
 		}
 	}
 }

@@ -15,6 +15,7 @@
 
 #include "rollout/fdw.h"
 #include "rollout/footer_cache.h"
+#include "rollout/read_cache.h"
 #include "rollout/merge_read.h"
 
 /*
@@ -84,6 +85,14 @@ typedef struct RolloutScanState
 	FooterCacheCounters footer_mark;
 	int64		footer_cache_hits;
 	int64		footer_cache_misses;
+
+	/*
+	 * blocks read from the disk cache and fetched into it, from
+	 * disk_cache_mark
+	 */
+	ReadCacheCounters disk_cache_mark;
+	int64		disk_cache_hits;
+	int64		disk_cache_misses;
 } RolloutScanState;
 
 /*
