@@ -72,7 +72,8 @@ OBJS = \
 	src/sql/stat_view.o
 
 EXTENSION = rollout_fdw
-DATA = rollout_fdw--0.1.sql rollout_fdw--0.2.sql rollout_fdw--0.1--0.2.sql
+DATA = rollout_fdw--0.1.sql rollout_fdw--0.2.sql rollout_fdw--0.1--0.2.sql \
+	rollout_fdw--0.2--0.3.sql
 
 REGRESS = $(notdir $(basename $(sort $(wildcard sql/*.sql))))
 REGRESS_OPTS = --inputdir=. --outputdir=. --load-extension=rollout_fdw

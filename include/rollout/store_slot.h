@@ -132,6 +132,10 @@ typedef struct SharedStoreSlot
 	int64		errors;
 	char		last_error[SLOT_ERROR_LEN];
 	TimestampTz last_error_at;
+	int64		cache_hits;		/* disk cache blocks scans read and fetched */
+	int64		cache_misses;
+	int64		cache_hit_bytes;
+	int64		cache_miss_bytes;
 } SharedStoreSlot;
 
 #endif							/* ROLLOUT_STORE_SLOT_H */

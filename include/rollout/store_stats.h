@@ -9,6 +9,7 @@
 #ifndef ROLLOUT_STORE_STATS_H
 #define ROLLOUT_STORE_STATS_H
 
+#include "rollout/read_cache.h"
 #include "rollout/shared_store.h"
 
 /* Counters for rollout_stat_stores. */
@@ -23,6 +24,14 @@ typedef enum SharedStoreEvent
 extern void shared_store_note_event(SharedStoreSlot *slot, SharedStoreEvent event,
 									int64 duration_us);
 extern void shared_store_note_error(SharedStoreSlot *slot, const char *message);
+
+/*
+ * Count what a scan of the slot's store found in the disk cache (the
+ * difference of two ReadCacheCounters).  A NULL slot counts nothing.
+ */
+extern void shared_store_note_cache_reads(SharedStoreSlot *slot,
+										  const ReadCacheCounters *before,
+										  const ReadCacheCounters *after);
 
 /* The same for a store that could not even be opened. */
 extern void shared_store_note_error_by_name(const char *location,
@@ -60,6 +69,10 @@ typedef struct SharedStoreStats
 	int64		errors;
 	char		last_error[256];
 	TimestampTz last_error_at;
+	int64		cache_hits;
+	int64		cache_misses;
+	int64		cache_hit_bytes;
+	int64		cache_miss_bytes;
 } SharedStoreStats;
 
 /* Copy the stats of every slot in use; returns the count. */

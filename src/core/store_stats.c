@@ -52,6 +52,22 @@ shared_store_note_error(SharedStoreSlot *slot, const char *message)
 	LWLockRelease(&slot->lock);
 }
 
+void
+shared_store_note_cache_reads(SharedStoreSlot *slot,
+							  const ReadCacheCounters *before,
+							  const ReadCacheCounters *after)
+{
+	if (slot == NULL || (after->hits == before->hits &&
+						 after->misses == before->misses))
+		return;
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	slot->cache_hits += after->hits - before->hits;
+	slot->cache_misses += after->misses - before->misses;
+	slot->cache_hit_bytes += after->hit_bytes - before->hit_bytes;
+	slot->cache_miss_bytes += after->miss_bytes - before->miss_bytes;
+	LWLockRelease(&slot->lock);
+}
+
 static void
 store_stats_note_error_callback(SharedStoreSlot *slot, void *arg)
 {
@@ -128,6 +144,10 @@ shared_store_stats(SharedStoreStats **stats_out)
 			s->errors = slot->errors;
 			strlcpy(s->last_error, slot->last_error, sizeof(s->last_error));
 			s->last_error_at = slot->last_error_at;
+			s->cache_hits = slot->cache_hits;
+			s->cache_misses = slot->cache_misses;
+			s->cache_hit_bytes = slot->cache_hit_bytes;
+			s->cache_miss_bytes = slot->cache_miss_bytes;
 			count++;
 		}
 		LWLockRelease(&slot->lock);

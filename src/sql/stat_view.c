@@ -20,7 +20,11 @@
 
 PG_FUNCTION_INFO_V1(rollout_stat_stores);
 
-#define STAT_STORES_COLUMNS 28
+/*
+ * Version 0.3 of the SQL definitions has the last four (the disk cache);
+ * a database still at 0.2 declares 28, and gets the first 28.
+ */
+#define STAT_STORES_COLUMNS 32
 
 /*
  * The set-returning function behind the rollout_stat_stores view: one row per
@@ -85,6 +89,10 @@ rollout_stat_stores(PG_FUNCTION_ARGS)
 		}
 		values[c++] = BoolGetDatum(rollout_shared_available());
 		values[c++] = Int64GetDatum(s->errors);
+		values[c++] = Int64GetDatum(s->cache_hits);
+		values[c++] = Int64GetDatum(s->cache_misses);
+		values[c++] = Int64GetDatum(s->cache_hit_bytes);
+		values[c++] = Int64GetDatum(s->cache_miss_bytes);
 		Assert(c == STAT_STORES_COLUMNS);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

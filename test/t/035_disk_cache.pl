@@ -145,6 +145,16 @@ my $snapshot_only = counters(q{SELECT * FROM t WHERE id = -5});
 cmp_ok($lookup->{requests}, '<=', $snapshot_only->{requests},
 	"(b) ... and no more requests than a lookup of a key no object holds ($lookup->{requests} <= $snapshot_only->{requests})");
 
+SKIP:
+{
+	skip 'rollout_stat_stores needs shared_preload_libraries', 2
+	  unless RolloutTest::preload();
+	my ($hits, $misses) = split /\|/, $node->safe_psql('postgres',
+		q{SELECT cache_hits, cache_misses FROM rollout_stat_stores WHERE store = 'dc'});
+	cmp_ok($hits, '>=', $warm->{hits} + $lookup->{hits}, "(b) rollout_stat_stores counts the hits ($hits)");
+	cmp_ok($misses, '>=', $cold->{misses}, "(b) ... and the misses ($misses)");
+}
+
 # (c) corrupt cache files
 my @files = cache_files();
 my %corrupted;
