@@ -29,7 +29,6 @@
 #include "rollout/fault.h"
 #include "rollout/scan_snapshot.h"
 #include "rollout/store_definition.h"
-#include "rollout/store_stats.h"
 #include "rollout/xact_buffer.h"
 
 #include "scan_internal.h"
@@ -207,8 +206,6 @@ rollout_scan_accumulate_stats(RolloutScanState *state)
 	read_cache_get_counters(&disk);
 	state->disk_cache_hits += disk.hits - state->disk_cache_mark.hits;
 	state->disk_cache_misses += disk.misses - state->disk_cache_mark.misses;
-	shared_store_note_cache_reads(shared_store_lookup(state->store),
-								  &state->disk_cache_mark, &disk);
 	state->disk_cache_mark = disk;
 
 	state->totals.fragments_read += stats->fragments_read;

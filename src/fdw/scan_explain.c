@@ -136,8 +136,7 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 				ExplainPropertyInteger("Footer Cache Misses", NULL,
 									   state->footer_cache_misses, es);
 			}
-			if (read_cache_enabled() ||
-				state->disk_cache_hits + state->disk_cache_misses > 0)
+			if (state->disk_cache_hits + state->disk_cache_misses > 0)
 			{
 				if (es->format == EXPLAIN_FORMAT_TEXT)
 					ExplainPropertyText("Disk Cache",

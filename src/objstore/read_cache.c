@@ -30,13 +30,17 @@
  *
  * Bound.  rollout_fdw.cache_size, without shared memory, so that the cache
  * works the same with and without shared_preload_libraries: every backend
- * trims the directory itself at its first write to it and after each
- * sixteenth of the bound it writes.  Trimming lists the directory and
- * removes the least recently used files (a hit touches a file's mtime at
- * most once a minute) until the cache is at seven eighths of the bound, and
- * temporary files an hour old, left by a backend that died writing.
- * Between trims the cache may exceed the bound by a sixteenth of it per
- * writing backend.
+ * trims the directory itself after each sixteenth of the bound it writes,
+ * and at its first write unless another backend trimmed in the last
+ * TRIM_FRESH_SECS (the mtime of the file "trimmed" says when), so that short
+ * sessions neither all list the directory nor together escape trimming.
+ * Trimming lists the directory and removes the least recently used files (a
+ * hit touches a file's mtime at most once a minute) until the cache is at
+ * seven eighths of the bound, and temporary files an hour old, left by a
+ * backend that died writing.  Between trims the cache may exceed the bound
+ * by a sixteenth of it per writing backend, plus what new sessions write in
+ * TRIM_FRESH_SECS.  Independently of the bound, nothing is written while the
+ * file system is nearly full (read_cache_space_left).
  *
  * Errors.  The cache never makes a read fail: a file that cannot be read is
  * a miss, one that cannot be written is not kept, and a directory that
@@ -51,6 +55,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -88,6 +93,9 @@ static bool checked_dir_usable = false;
 #define TEMP_FILE_PREFIX		"tmp."
 #define TEMP_FILE_MAX_AGE_SECS	3600
 #define HIT_TOUCH_INTERVAL_SECS 60
+#define TRIM_STATE_FILE			"trimmed"
+#define TRIM_FRESH_SECS			10
+#define SPACE_CHECK_SECS		10
 
 /*
  * The start of a cache file, followed by the cache id (id_length bytes,
@@ -151,14 +159,16 @@ read_cache_get_counters(ReadCacheCounters *counters)
 
 /*
  * Can the directory of rollout_fdw.cache_dir be used?  It is created if
- * missing; one that other users may write to is refused, since whoever
- * writes there decides what scans read.  Checked again only when the
- * setting changes.
+ * missing; one that other users may write to, or a symbolic link another
+ * user made, is refused, since whoever writes there decides what scans read
+ * (the checksums guard against accidents, not against a forger).  Checked
+ * again only when the setting changes.
  */
 static bool
 read_cache_directory_ready(void)
 {
 	struct stat st;
+	struct stat link;
 	char	   *path;
 
 	if (!read_cache_enabled())
@@ -178,13 +188,14 @@ read_cache_directory_ready(void)
 				(errcode_for_file_access(),
 				 errmsg("rollout_fdw.cache_dir \"%s\" could not be created, the read cache is off: %m",
 						read_cache_dir)));
-	else if (stat(read_cache_dir, &st) != 0)
+	else if (lstat(read_cache_dir, &link) != 0 || stat(read_cache_dir, &st) != 0)
 		ereport(LOG_SERVER_ONLY,
 				(errcode_for_file_access(),
 				 errmsg("could not stat rollout_fdw.cache_dir \"%s\", the read cache is off: %m",
 						read_cache_dir)));
 	else if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
-			 (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+			 (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 ||
+			 (S_ISLNK(link.st_mode) && link.st_uid != geteuid()))
 		ereport(LOG_SERVER_ONLY,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("rollout_fdw.cache_dir \"%s\" is not a directory of the server's own that only it can write to, the read cache is off",
@@ -214,6 +225,16 @@ cache_file_path(const char *id, int64 block, char *path)
 			 (unsigned long long) first, (unsigned long long) second);
 }
 
+/* The bytes block holds in an object of object_size (a size record: none). */
+static int64
+cache_block_length(int64 block, int64 object_size)
+{
+	if (block == SIZE_RECORD_BLOCK)
+		return 0;
+	return Max(0, Min(READ_CACHE_BLOCK_SIZE,
+					  object_size - block * READ_CACHE_BLOCK_SIZE));
+}
+
 static pg_crc32c
 cache_header_crc(const ReadCacheFileHeader *header, const char *id)
 {
@@ -241,7 +262,8 @@ cache_file_valid(const char *content, off_t file_size, const char *id,
 		return false;
 	memcpy(&header, content, sizeof(header));
 	if (header.magic != READ_CACHE_MAGIC || header.id_length != id_length ||
-		header.block != block ||
+		header.block != block || header.object_size < 0 ||
+		header.data_length != cache_block_length(block, header.object_size) ||
 		(off_t) (sizeof(header) + id_length + header.data_length) != file_size ||
 		memcmp(content + sizeof(header), id, id_length) != 0 ||
 		header.header_crc != cache_header_crc(&header, id))
@@ -320,6 +342,65 @@ cache_file_age_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
+/* Say when the cache was last trimmed: the trim state file's mtime. */
+static void
+read_cache_note_trim(void)
+{
+	char		path[MAXPGPATH];
+	int			fd;
+
+	snprintf(path, sizeof(path), "%s/" TRIM_STATE_FILE, read_cache_dir);
+	fd = OpenTransientFilePerm(path, O_WRONLY | O_CREAT | PG_BINARY,
+							   pg_file_create_mode);
+	if (fd >= 0)
+	{
+		(void) futimens(fd, NULL);
+		CloseTransientFile(fd);
+	}
+}
+
+/* Was the cache trimmed, by any backend, less than TRIM_FRESH_SECS ago? */
+static bool
+read_cache_trimmed_lately(void)
+{
+	char		path[MAXPGPATH];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/" TRIM_STATE_FILE, read_cache_dir);
+	return stat(path, &st) == 0 && time(NULL) - st.st_mtime < TRIM_FRESH_SECS;
+}
+
+/*
+ * Is there room on the cache's file system?  The cache gives way when less
+ * than 1 GB or a tenth of the file system (the smaller) is free: the
+ * directory may share a disk with the data directory and its WAL, which
+ * must never run out because of a cache.  Asked at most every
+ * SPACE_CHECK_SECS.
+ */
+static bool
+read_cache_space_left(void)
+{
+	static time_t checked_at = 0;
+	static bool space_left = true;
+	struct statvfs fs;
+	time_t		now = time(NULL);
+
+	if (now - checked_at < SPACE_CHECK_SECS)
+		return space_left;
+	checked_at = now;
+	if (statvfs(read_cache_dir, &fs) != 0)
+		space_left = false;
+	else
+	{
+		uint64		free_bytes = (uint64) fs.f_bavail * fs.f_frsize;
+		uint64		floor_bytes = Min((uint64) 1024 * 1024 * 1024,
+									  (uint64) fs.f_blocks * fs.f_frsize / 10);
+
+		space_left = free_bytes >= floor_bytes;
+	}
+	return space_left;
+}
+
 /*
  * Bring the cache under its bound: remove the least recently used files
  * until it holds seven eighths of it, and old temporary files.
@@ -372,6 +453,7 @@ read_cache_trim(void)
 		total += st.st_size;
 	}
 	FreeDir(dir);
+	read_cache_note_trim();
 
 	if (total > limit)
 	{
@@ -415,22 +497,36 @@ cache_file_save(const char *id, int64 block, const char *data, uint32 length,
 	FIN_CRC32C(header.data_crc);
 	header.header_crc = cache_header_crc(&header, id);
 
+	if (!read_cache_space_left())
+		return;
+	if (written_since_trim < 0 && read_cache_trimmed_lately())
+		written_since_trim = 0;
+	if (written_since_trim < 0 ||
+		written_since_trim + (int64) sizeof(header) + header.id_length + length >
+		Max((int64) read_cache_size_kb * 1024 / 16, READ_CACHE_BLOCK_SIZE))
+		read_cache_trim();
+
 	initStringInfo(&content);
 	appendBinaryStringInfo(&content, (const char *) &header, sizeof(header));
 	appendBinaryStringInfo(&content, id, header.id_length);
 	appendBinaryStringInfo(&content, data, length);
-
-	if (written_since_trim < 0 ||
-		written_since_trim + content.len >
-		Max((int64) read_cache_size_kb * 1024 / 16, READ_CACHE_BLOCK_SIZE))
-		read_cache_trim();
 
 	cache_file_path(id, block, path);
 	snprintf(temp, sizeof(temp), "%s/" TEMP_FILE_PREFIX "%d.%u",
 			 read_cache_dir, MyProcPid, temp_counter++);
 	fd = OpenTransientFilePerm(temp, O_WRONLY | O_CREAT | O_EXCL | PG_BINARY,
 							   pg_file_create_mode);
+	if (fd < 0 && errno == EEXIST)
+	{
+		/* left by a backend that died with our process id */
+		(void) unlink(temp);
+		fd = OpenTransientFilePerm(temp, O_WRONLY | O_CREAT | O_EXCL | PG_BINARY,
+								   pg_file_create_mode);
+	}
+	errno = 0;
 	written = fd >= 0 && write(fd, content.data, content.len) == content.len;
+	if (fd >= 0 && !written && errno == 0)
+		errno = ENOSPC;			/* a short write sets none */
 	if (fd >= 0 && CloseTransientFile(fd) != 0)
 		written = false;
 	if (written && rename(temp, path) != 0)
@@ -530,8 +626,11 @@ plan_read(PlannedRead *plan)
 
 	plan->object_size = -1;
 	plan->kind = READ_UNCACHED;
-	if (plan->id == NULL || read->length == 0)
-		return 1;
+	if (plan->id == NULL || read->length == 0 ||
+		(!read->tail && (read->offset < 0 ||
+						 read->offset > PG_INT64_MAX - (int64) MaxAllocSize)) ||
+		read->length > (int64) MaxAllocSize)
+		return 1;				/* as asked: the store says what (or errs) */
 
 	initStringInfo(&none);
 	plan->size_recorded = cache_file_load(plan->id, SIZE_RECORD_BLOCK, &none,
@@ -660,8 +759,9 @@ plan_take_fetched_blocks(PlannedRead *plan, ObjectStoreRead *fetches)
 			const char *bytes = fetch->out->data + (start - fetch->offset);
 
 			cache_file_save(plan->id, plan->first_block + j, bytes, length, size);
-			initStringInfo(&plan->blocks[j]);
-			appendBinaryStringInfo(&plan->blocks[j], bytes, length);
+			/* the block points into the run: the batch holds its bytes once */
+			plan->blocks[j].data = (char *) bytes;
+			plan->blocks[j].len = length;
 			read_cache_counters.misses++;
 		}
 	}
@@ -736,6 +836,7 @@ plan_finish(PlannedRead *plan, ObjectStoreRead *fetches)
 		if (!fetch[k].found)
 		{
 			read->found = false;
+			read->object_size = -1;
 			return true;
 		}
 	if (!plan->size_recorded)

@@ -25,6 +25,8 @@
 #include "rollout/merge_read.h"
 #include "rollout/store_sources.h"
 
+#include "row_source_internal.h"
+
 struct MergeRead
 {
 	RolloutStore *store;
@@ -258,6 +260,9 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 	if (read->range == NULL || !read->range->empty)
 	{
 		List	   *ingest = NIL;
+		ReadCacheCounters cache_before;
+
+		read_cache_get_counters(&cache_before);
 
 		/* the snapshot's objects, then the ingest segments they name */
 		if (!merge_read_open_sources(read, snapshot->sources, &running_stamp,
@@ -272,6 +277,7 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 
 		/* the first row groups of all of them, in one batch */
 		row_source_prefetch(read->prefetcher, NULL, 0);
+		row_source_count_cache_reads(store, &cache_before);
 
 		/*
 		 * An object whose footer came from the footer cache was not read when

@@ -43,6 +43,7 @@
 
 #include "rollout/key_range.h"
 #include "rollout/row_blob.h"
+#include "rollout/store_stats.h"
 #include "rollout/store_sources.h"
 #include "rollout/wal.h"
 
@@ -591,6 +592,21 @@ row_source_upcoming_group(RowSource *source, int after)
 	return -1;
 }
 
+/*
+ * Counted here, around the calls that read objects (opening, the first
+ * batch, each next row group), where the store is known: a process-wide
+ * difference taken by the scan node would also give a nested scan's reads
+ * of another store to the outer one.
+ */
+void
+row_source_count_cache_reads(RolloutStore *store, const ReadCacheCounters *before)
+{
+	ReadCacheCounters after;
+
+	read_cache_get_counters(&after);
+	shared_store_note_cache_reads(shared_store_lookup(store), before, &after);
+}
+
 /* Load the next row group of a sorted source that can hold keys in range. */
 static bool
 row_source_next_group(RowSource *source)
@@ -602,6 +618,7 @@ row_source_next_group(RowSource *source)
 	{
 		SegmentChunkInfo *chunk = &reader->row_groups[source->group].chunks[key];
 		MemoryContext oldcontext;
+		ReadCacheCounters cache_before;
 
 		if (chunk->has_stats)
 		{
@@ -636,11 +653,13 @@ row_source_next_group(RowSource *source)
 			}
 		}
 		MemoryContextReset(source->group_context);
+		read_cache_get_counters(&cache_before);
 		row_source_take_prefetched(source, source->group);
 		oldcontext = MemoryContextSwitchTo(source->group_context);
 		segment_reader_read_row_group(reader, source->group, source->want,
 									  source->defer, &source->rows);
 		MemoryContextSwitchTo(oldcontext);
+		row_source_count_cache_reads(source->store, &cache_before);
 		source->stats->row_groups_read++;
 		source->stats->chunks_deferred += source->rows.deferred_count;
 		source->stats->versions_read += source->rows.row_count;

@@ -9,6 +9,7 @@
 #ifndef ROLLOUT_ROW_SOURCE_INTERNAL_H
 #define ROLLOUT_ROW_SOURCE_INTERNAL_H
 
+#include "rollout/read_cache.h"
 #include "rollout/row_source.h"
 
 typedef struct RowRef
@@ -87,5 +88,12 @@ extern int	row_source_upcoming_group(RowSource *source, int after);
  * with what the other sources need next (prefetch.c).
  */
 extern void row_source_take_prefetched(RowSource *source, int group);
+
+/*
+ * Add what the disk cache served and fetched since *before to the store's
+ * rollout_stat_stores row (row_source.c).
+ */
+extern void row_source_count_cache_reads(RolloutStore *store,
+										 const ReadCacheCounters *before);
 
 #endif							/* ROLLOUT_ROW_SOURCE_INTERNAL_H */

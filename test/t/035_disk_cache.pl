@@ -200,6 +200,10 @@ $node->append_conf('postgresql.conf', "rollout_fdw.cache_size = '256kB'\n");
 $node->reload;
 $node->safe_psql('postgres', "SET rollout_fdw.disk_cache = off; SELECT 1");    # wait for the reload
 unlink "$cache_dir/$_" for (cache_files())[0 .. 2];    # misses, so the session writes
+# the last trim long ago, so that the session's first write trims (a trim
+# less than 10 s old spares a new session's first write the listing)
+ok(-e "$cache_dir/trimmed", '(d) earlier sessions said when they trimmed');
+utime(time - 3600, time - 3600, "$cache_dir/trimmed");
 my $before_trim = cache_bytes();
 cmp_ok($before_trim, '>', 2 * $bound, "(d) the cache holds more than twice the new bound ($before_trim bytes)");
 is($node->safe_psql('postgres', "$all"), $uncached, '(d) reads under a small bound give the same rows');
