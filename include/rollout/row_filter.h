@@ -40,6 +40,15 @@ typedef struct RowCondition
 	bool		value_isnull;	/* COMPARE: the value (ARRAY: the array) */
 	Datum		value;
 	bool		use_or;			/* ARRAY: ANY (true) or ALL */
+
+	/*
+	 * COMPARE, ARRAY: the operator's btree strategy (BTLessStrategyNumber
+	 * ... BTGreaterStrategyNumber) with the column on the left, when it
+	 * orders values as the segments' statistics do (segment.h: the type's
+	 * default btree order, "C" for text), so that a chunk's min and max can
+	 * rule the condition out; 0 when it does not.
+	 */
+	int			zone_strategy;
 	int			element_count;	/* ARRAY: the elements */
 	Datum	   *elements;
 	bool	   *element_nulls;
@@ -58,5 +67,18 @@ typedef struct RowFilter
  * hold, as in a WHERE clause.
  */
 extern bool row_filter_matches(const RowFilter *filter, RowSource *row);
+
+/*
+ * Do the statistics of a row group's chunks (one per schema column, of
+ * row_count rows) prove that no row of it meets all conditions?  Checks
+ * min/max against the conditions with a zone_strategy, and null counts
+ * against all.  Whether a row group may then be skipped is the caller's to
+ * decide: only when no other source holds an older version of its keys
+ * (row_source.c).
+ */
+extern bool row_filter_excludes_group(const RowFilter *filter,
+									  const SegmentSchema *schema,
+									  const SegmentChunkInfo *chunks,
+									  int64 row_count);
 
 #endif							/* ROLLOUT_ROW_FILTER_H */

@@ -26,6 +26,8 @@ typedef struct MergeReadStats
 	int64		row_groups_skipped;
 	int			key_filter_skipped; /* objects, of those skipped, by their key
 									 * filter */
+	int64		zone_map_skipped;	/* row groups, of those skipped, by zone
+									 * maps */
 	int64		versions_read;	/* rows read from all sources */
 	int64		chunks_deferred;	/* column chunks read, decoded late */
 	int64		chunks_decoded_late;	/* of those, decoded after all */

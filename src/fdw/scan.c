@@ -217,6 +217,7 @@ rollout_scan_accumulate_stats(RolloutScanState *state)
 	state->totals.row_groups_read += stats->row_groups_read;
 	state->totals.row_groups_skipped += stats->row_groups_skipped;
 	state->totals.key_filter_skipped += stats->key_filter_skipped;
+	state->totals.zone_map_skipped += stats->zone_map_skipped;
 	state->totals.versions_read += stats->versions_read;
 	state->totals.chunks_deferred += stats->chunks_deferred;
 	state->totals.chunks_decoded_late += stats->chunks_decoded_late;

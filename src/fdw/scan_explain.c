@@ -73,8 +73,12 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 								   t->key_filter_skipped, es);
 		ExplainPropertyInteger("Versions Read", NULL, t->versions_read, es);
 		if (state->pushed_conditions != NIL)
+		{
+			ExplainPropertyInteger("Skipped by Zone Map", NULL,
+								   t->zone_map_skipped, es);
 			ExplainPropertyInteger("Rows Filtered by Store", NULL,
 								   t->rows_filtered, es);
+		}
 
 		/*
 		 * Chunks of columns only winners need, and how many were needed: a

@@ -26,6 +26,9 @@
  */
 #include "postgres.h"
 
+#include "access/nbtree.h"
+#include "catalog/pg_am_d.h"
+#include "commands/defrem.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/clauses.h"
 #include "optimizer/optimizer.h"
@@ -33,6 +36,7 @@
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/guc.h"
+#include "utils/pg_locale.h"
 #include "utils/rel.h"
 
 #include "rollout/portable_values.h"
@@ -66,7 +70,8 @@ enum PushedConditionField
 	PushedColumnOnLeft,
 	PushedUseOr,
 	PushedValueIndex,			/* into fdw_exprs, -1 for none */
-	PushedValueType
+	PushedValueType,
+	PushedZoneStrategy
 };
 
 /*
@@ -109,6 +114,40 @@ pushable_function(Oid funcid)
 	return OidIsValid(funcid) && func_strict(funcid);
 }
 
+/*
+ * The btree strategy of opno (with the column on the left) when it compares
+ * two values of the column's type in the order the segments' statistics
+ * use: a member of the type's default btree operator family, and, for a
+ * collatable type, under the "C" collation, or equality under a
+ * deterministic collation (which is equality of bytes).  0 otherwise: the
+ * condition is still pushed down, but no min/max rules it out.
+ */
+static int
+zone_strategy(Oid opno, Oid column_type, Oid collation, bool column_on_left)
+{
+	Oid			opclass = GetDefaultOpClass(column_type, BTREE_AM_OID);
+	Oid			opfamily;
+	Oid			lefttype;
+	Oid			righttype;
+	int			strategy;
+
+	if (!OidIsValid(opclass))
+		return 0;
+	opfamily = get_opclass_family(opclass);
+	if (!op_in_opfamily(opno, opfamily))
+		return 0;
+	get_op_opfamily_properties(opno, opfamily, false, &strategy, &lefttype,
+							   &righttype);
+	if (lefttype != column_type || righttype != column_type)
+		return 0;
+	if (type_is_collatable(column_type) &&
+		!(OidIsValid(collation) && lc_collate_is_c(collation)) &&
+		!(strategy == BTEqualStrategyNumber && OidIsValid(collation) &&
+		  get_collation_isdeterministic(collation)))
+		return 0;
+	return column_on_left ? strategy : BTCommuteStrategyNumber(strategy);
+}
+
 /* "column op value" or "value op column" */
 static PushedCondition *
 classify_comparison(OpExpr *op, RelOptInfo *baserel, Oid relid)
@@ -142,6 +181,8 @@ classify_comparison(OpExpr *op, RelOptInfo *baserel, Oid relid)
 	condition->collation = op->inputcollid;
 	condition->column_on_left = column_on_left;
 	condition->value = (Expr *) (column_on_left ? right : left);
+	condition->zone_strategy = zone_strategy(op->opno, get_atttype(relid, attno),
+											 op->inputcollid, column_on_left);
 	return condition;
 }
 
@@ -169,6 +210,8 @@ classify_array_comparison(ScalarArrayOpExpr *op, RelOptInfo *baserel, Oid relid)
 	condition->column_on_left = true;
 	condition->use_or = op->useOr;
 	condition->value = (Expr *) lsecond(op->args);
+	condition->zone_strategy = zone_strategy(op->opno, get_atttype(relid, attno),
+											 op->inputcollid, true);
 	return condition;
 }
 
@@ -233,10 +276,11 @@ scan_filter_serialize(PushedCondition *condition, List **fdw_exprs)
 								  makeInteger(condition->attno),
 								  makeInteger(condition->function),
 								  makeInteger(condition->collation)),
-					   list_make4(makeInteger(condition->column_on_left),
+					   list_make5(makeInteger(condition->column_on_left),
 								  makeInteger(condition->use_or),
 								  makeInteger(value_index),
-								  makeInteger(value_type)));
+								  makeInteger(value_type),
+								  makeInteger(condition->zone_strategy)));
 }
 
 /* Field `field` of a serialized condition. */
@@ -349,6 +393,7 @@ scan_filter_build(RolloutScanState *state, ExprContext *econtext)
 		condition->collation = (Oid) pushed_field(info, PushedCollation);
 		condition->column_on_left = pushed_field(info, PushedColumnOnLeft);
 		condition->use_or = pushed_field(info, PushedUseOr);
+		condition->zone_strategy = pushed_field(info, PushedZoneStrategy);
 		if (condition->kind == ROW_CONDITION_COMPARE ||
 			condition->kind == ROW_CONDITION_ARRAY)
 			fmgr_info((Oid) pushed_field(info, PushedFunction), &condition->proc);

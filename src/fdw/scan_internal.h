@@ -45,6 +45,7 @@ typedef struct PushedCondition
 	bool		column_on_left;
 	bool		use_or;
 	Expr	   *value;			/* value or array expression, or NULL */
+	int			zone_strategy;	/* RowCondition.zone_strategy */
 } PushedCondition;
 
 /* Executor state of one scan. */

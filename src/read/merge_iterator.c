@@ -201,6 +201,129 @@ merge_read_open_sources(MergeRead *read, List *metas, int64 *running_stamp,
 	return true;
 }
 
+/* ----------------------------------------------------------------
+ * Zone maps
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * A stamp no version of source is older than: PG_INT64_MAX for the reading
+ * transaction's own rows (newer than anything committed), the effective
+ * stamp of a source that has one (a WAL entry, a memtable batch, an ingest
+ * segment), else the least _ts of its row groups' statistics, or
+ * PG_INT64_MIN when it has none.
+ */
+static int64
+merge_source_oldest_stamp(RowSource *source)
+{
+	int			ts = source->store->ts_column;
+	int64		oldest = PG_INT64_MAX;
+
+	if (source->meta->kind == SNAPSHOT_TRANSACTION ||
+		source->meta->kind == SNAPSHOT_TRANSACTION_SEGMENT)
+		return PG_INT64_MAX;
+	if (source->has_stamp)
+		return source->stamp;
+	if (source->reader == NULL)
+		return PG_INT64_MIN;
+	for (int g = 0; g < source->reader->row_group_count; g++)
+	{
+		SegmentChunkInfo *chunk = &source->reader->row_groups[g].chunks[ts];
+
+		if (!chunk->has_stats)
+			return PG_INT64_MIN;
+		oldest = Min(oldest, DatumGetInt64(chunk->min));
+	}
+	return oldest;
+}
+
+/* May two sources hold a common key?  Without key ranges to tell: yes. */
+static bool
+merge_sources_may_overlap(RolloutStore *store, RowSource *a, RowSource *b)
+{
+	const SegmentColumn *key = &store->schema.columns[store->key_column];
+
+	if (a->reader == NULL || b->reader == NULL ||
+		!a->reader->has_key_range || !b->reader->has_key_range)
+		return true;
+	return segment_column_compare(key, a->reader->key_max, b->reader->key_min) >= 0 &&
+		segment_column_compare(key, b->reader->key_max, a->reader->key_min) >= 0;
+}
+
+/*
+ * Mark the row groups the read's filter lets it skip by their zone maps
+ * (the chunks' min, max and null counts, row_filter_excludes_group).
+ *
+ * Skipping a row group G drops its versions from the merge.  For a key whose
+ * newest version is not in G nothing changes.  For a key whose newest
+ * version v is in G, v fails the filter (G's statistics say every row of G
+ * does), so the right answer is no row, and dropping G gives exactly that
+ * unless another source holds an older version of the key, which would then
+ * win and might pass.  So G is skipped only when every other source that may
+ * share a key with G's source is strictly newer than G: its oldest stamp
+ * (merge_source_oldest_stamp) is above G's newest _ts.  Ties are not
+ * skipped (the merge breaks them by shard and position).  Within one source
+ * a key appears once.  The transaction's own rows are newer than all, never
+ * an obstacle and never skipped.  Sources opened at all are the only ones
+ * that can hold a key of the read's range (the others were skipped by key
+ * range or key filter).  docs/FORMAT.md, "Zone maps", gives the argument
+ * with an example.
+ */
+static void
+merge_read_plan_zone_maps(MergeRead *read)
+{
+	RolloutStore *store = read->store;
+	int			ts = store->ts_column;
+	int64	   *oldest;
+
+	if (read->filter == NULL || !row_source_zone_maps_enabled() ||
+		read->source_count == 0)
+		return;
+	oldest = palloc(sizeof(int64) * read->source_count);
+	for (int i = 0; i < read->source_count; i++)
+		oldest[i] = merge_source_oldest_stamp(read->sources[i]);
+
+	for (int i = 0; i < read->source_count; i++)
+	{
+		RowSource  *source = read->sources[i];
+		SegmentReader *reader = source->reader;
+		int64		limit = PG_INT64_MAX;
+
+		if (!source->sorted || reader == NULL ||
+			source->meta->kind == SNAPSHOT_TRANSACTION_SEGMENT)
+			continue;
+		for (int j = 0; j < read->source_count; j++)
+			if (j != i && oldest[j] != PG_INT64_MAX &&
+				merge_sources_may_overlap(store, source, read->sources[j]))
+				limit = Min(limit, oldest[j]);
+
+		for (int g = 0; g < reader->row_group_count; g++)
+		{
+			SegmentRowGroupInfo *group = &reader->row_groups[g];
+			SegmentChunkInfo *stamps = &group->chunks[ts];
+			int64		newest;
+
+			CHECK_FOR_INTERRUPTS();
+			if (source->has_stamp)
+				newest = source->stamp;
+			else if (stamps->has_stats)
+				newest = DatumGetInt64(stamps->max);
+			else
+				continue;
+			if (newest >= limit ||
+				!row_filter_excludes_group(read->filter, &store->schema,
+										   group->chunks, group->row_count))
+				continue;
+			if (source->zone_skipped == NULL)
+				source->zone_skipped =
+					MemoryContextAllocZero(source->context,
+										   sizeof(bool) * reader->row_group_count);
+			source->zone_skipped[g] = true;
+		}
+	}
+	pfree(oldest);
+}
+
 /* Did the reads made ahead for any source find its object gone? */
 static bool
 merge_read_found_missing(MergeRead *read)
@@ -274,6 +397,9 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 			merge_read_end(read);
 			return NULL;
 		}
+
+		/* before the first batch, which must not fetch what is skipped */
+		merge_read_plan_zone_maps(read);
 
 		/* the first row groups of all of them, in one batch */
 		row_source_prefetch(read->prefetcher, NULL, 0);

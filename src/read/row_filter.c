@@ -15,6 +15,8 @@
  */
 #include "postgres.h"
 
+#include "access/stratnum.h"
+
 #include "rollout/row_filter.h"
 
 /*
@@ -120,4 +122,100 @@ row_filter_matches(const RowFilter *filter, RowSource *row)
 			return false;
 	}
 	return true;
+}
+
+/* ----------------------------------------------------------------
+ * Zone maps
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Can a value in [min, max] (the segment's order) stand in relation
+ * strategy to value?  False only when none can.
+ */
+static bool
+zone_may_hold(const SegmentColumn *column, int strategy, Datum min, Datum max,
+			  Datum value)
+{
+	switch (strategy)
+	{
+		case BTLessStrategyNumber:
+			return segment_column_compare(column, min, value) < 0;
+		case BTLessEqualStrategyNumber:
+			return segment_column_compare(column, min, value) <= 0;
+		case BTEqualStrategyNumber:
+			return segment_column_compare(column, min, value) <= 0 &&
+				segment_column_compare(column, max, value) >= 0;
+		case BTGreaterEqualStrategyNumber:
+			return segment_column_compare(column, max, value) >= 0;
+		case BTGreaterStrategyNumber:
+			return segment_column_compare(column, max, value) > 0;
+	}
+	return true;
+}
+
+/*
+ * Does chunk (of row_count rows) prove that condition holds for none of its
+ * rows?  Under a strict operator a NULL column or value never holds, so an
+ * all-NULL chunk rules out every comparison; min/max rule one out only for
+ * an operator with a zone_strategy.  column op ANY (elements) holds for
+ * none when no element can, ALL when one element cannot (or is NULL);
+ * ALL over no element holds for every row.
+ */
+static bool
+row_condition_excludes(const RowCondition *condition, const SegmentColumn *column,
+					   const SegmentChunkInfo *chunk, int64 row_count)
+{
+	bool		all_null = chunk->null_count >= row_count;
+
+	switch (condition->kind)
+	{
+		case ROW_CONDITION_IS_NULL:
+			return chunk->null_count == 0;
+		case ROW_CONDITION_IS_NOT_NULL:
+			return all_null;
+		case ROW_CONDITION_COMPARE:
+			if (condition->value_isnull || all_null)
+				return true;
+			return condition->zone_strategy != 0 && chunk->has_stats &&
+				!zone_may_hold(column, condition->zone_strategy, chunk->min,
+							   chunk->max, condition->value);
+		case ROW_CONDITION_ARRAY:
+			if (condition->value_isnull)
+				return true;
+			if (!condition->use_or && condition->element_count == 0)
+				return false;
+			if (all_null)
+				return true;
+			if (condition->zone_strategy == 0 || !chunk->has_stats)
+				return false;
+			for (int i = 0; i < condition->element_count; i++)
+			{
+				bool		may = !condition->element_nulls[i] &&
+					zone_may_hold(column, condition->zone_strategy, chunk->min,
+								  chunk->max, condition->elements[i]);
+
+				if (condition->use_or && may)
+					return false;
+				if (!condition->use_or && !may)
+					return true;
+			}
+			return condition->use_or;
+	}
+	return false;
+}
+
+bool
+row_filter_excludes_group(const RowFilter *filter, const SegmentSchema *schema,
+						  const SegmentChunkInfo *chunks, int64 row_count)
+{
+	for (int i = 0; i < filter->count; i++)
+	{
+		const RowCondition *condition = &filter->conditions[i];
+
+		if (row_condition_excludes(condition, &schema->columns[condition->column],
+								   &chunks[condition->column], row_count))
+			return true;
+	}
+	return false;
 }

@@ -25,9 +25,10 @@
  * of whose rows wins, or a lookup's row group of 4,096 rows of which one is
  * wanted and filtered out, never decompresses its payload.
  *
- * Only the key range may skip data.  A zone map on another column must not:
- * skipping the row group that holds the newest version of a key would let
- * an older version, in another object, win the merge.
+ * Zone maps on other columns skip a row group only where the merge
+ * (merge_iterator.c, merge_read_plan_zone_maps) proved it safe: skipping the
+ * row group that holds the newest version of a key would let an older
+ * version, in another object, win the merge.
  *
  * Row groups are read through the merge's prefetcher (prefetch.c), which
  * fetches them in batches with the other sources' next reads.
@@ -49,9 +50,16 @@
 
 #include "row_source_internal.h"
 
-/* rollout_fdw.use_key_filters, rollout_fdw.decode_late */
+/* rollout_fdw.use_key_filters, rollout_fdw.decode_late, use_zone_maps */
 static bool use_key_filters = true;
 static bool decode_late = true;
+static bool use_zone_maps = true;
+
+bool
+row_source_zone_maps_enabled(void)
+{
+	return use_zone_maps;
+}
 
 /* ----------------------------------------------------------------
  * Opening
@@ -430,6 +438,14 @@ row_source_define_settings(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("rollout_fdw.use_zone_maps",
+							 "Lets a scan skip row groups whose column statistics rule out its pushed conditions, where no older version elsewhere could then win.",
+							 "Off reads every row group in the key range; results are the same either way.",
+							 &use_zone_maps,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 	DefineCustomBoolVariable("rollout_fdw.use_key_filters",
 							 "Lets a lookup of one key skip the segments whose key filter rules it out.",
 							 "Off reads them as releases without key filters did; results are the same either way.",
@@ -586,7 +602,8 @@ row_source_upcoming_group(RowSource *source, int after)
 			return g;
 		if (key_range_past_upper(source->range, chunk->min))
 			return -1;
-		if (key_range_overlaps(source->range, chunk->min, chunk->max))
+		if (key_range_overlaps(source->range, chunk->min, chunk->max) &&
+			(source->zone_skipped == NULL || !source->zone_skipped[g]))
 			return g;
 	}
 	return -1;
@@ -629,6 +646,12 @@ row_source_next_group(RowSource *source)
 				source->stats->row_groups_skipped++;
 				continue;
 			}
+		}
+		if (source->zone_skipped != NULL && source->zone_skipped[source->group])
+		{
+			source->stats->row_groups_skipped++;
+			source->stats->zone_map_skipped++;
+			continue;
 		}
 		CHECK_FOR_INTERRUPTS();
 

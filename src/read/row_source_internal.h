@@ -74,6 +74,12 @@ struct RowSource
 	bool		has_previous_key;
 	Datum		previous_key;	/* in the current group, or previous_key_copy */
 	void	   *previous_key_copy;
+
+	/*
+	 * Sorted mode: the row groups the merge's zone maps rule out
+	 * (merge_iterator.c), or NULL for none.
+	 */
+	bool	   *zone_skipped;
 };
 
 /*
@@ -88,6 +94,9 @@ extern int	row_source_upcoming_group(RowSource *source, int after);
  * with what the other sources need next (prefetch.c).
  */
 extern void row_source_take_prefetched(RowSource *source, int group);
+
+/* rollout_fdw.use_zone_maps (row_source.c) */
+extern bool row_source_zone_maps_enabled(void);
 
 /*
  * Add what the disk cache served and fetched since *before to the store's

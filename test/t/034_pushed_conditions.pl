@@ -18,7 +18,7 @@
 #   (b) with old versions matching and new ones not, and the reverse, at
 #       every step between those layers, only the newest version decides;
 #   (c) the same answers with push_down_conditions, decode_late and
-#       use_key_filters all off;
+#       use_key_filters all off, and with use_zone_maps off;
 #   (d) parameters: a generic plan's $1 and a correlated subquery's outer
 #       value (a rescan per outer row) are pushed down and evaluated anew;
 #   (e) EXPLAIN shows the pushed conditions, the rows the store filtered and
@@ -177,6 +177,8 @@ is(answers('t', '', 0), $oracle, '(a) and again after the commit');
 is(answers('t', q{SET rollout_fdw.push_down_conditions = off;
 SET rollout_fdw.decode_late = off; SET rollout_fdw.use_key_filters = off;}, 0),
 	answers('o', '', 0), '(c) the same with pushing down, late decoding and key filters off');
+is(answers('t', 'SET rollout_fdw.use_zone_maps = off;', 1), $oracle,
+	'(c) the same with zone maps off');
 
 # (d) parameters
 my $grp7 = $node->safe_psql('postgres', q{SELECT string_agg(id::text, ',' ORDER BY id) FROM o WHERE grp = 7});
