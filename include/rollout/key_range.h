@@ -42,6 +42,9 @@ extern bool key_range_contains(const KeyRange *range, Datum key);
 /* Can [min, max] hold a key of range? */
 extern bool key_range_overlaps(const KeyRange *range, Datum min, Datum max);
 
+/* Is key below the range's lower bound (so every earlier key is too)? */
+extern bool key_range_below_lower(const KeyRange *range, Datum key);
+
 /* Is key above the range's upper bound? */
 extern bool key_range_past_upper(const KeyRange *range, Datum key);
 

@@ -42,11 +42,11 @@ typedef struct RowCondition
 	bool		use_or;			/* ARRAY: ANY (true) or ALL */
 
 	/*
-	 * COMPARE, ARRAY: the operator's btree strategy (BTLessStrategyNumber
-	 * ... BTGreaterStrategyNumber) with the column on the left, when it
-	 * orders values as the segments' statistics do (segment.h: the type's
-	 * default btree order, "C" for text), so that a chunk's min and max can
-	 * rule the condition out; 0 when it does not.
+	 * COMPARE, ARRAY: the operator's btree strategy (BTLessStrategyNumber ...
+	 * BTGreaterStrategyNumber) with the column on the left, when it orders
+	 * values as the segments' statistics do (segment.h: the type's default
+	 * btree order, "C" for text), so that a chunk's min and max can rule the
+	 * condition out; 0 when it does not.
 	 */
 	int			zone_strategy;
 	int			element_count;	/* ARRAY: the elements */

@@ -35,7 +35,7 @@ key_range_past_upper(const KeyRange *range, Datum key)
 }
 
 /* Is key below the range's lower bound? */
-static bool
+bool
 key_range_below_lower(const KeyRange *range, Datum key)
 {
 	int			cmp;

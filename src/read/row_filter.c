@@ -192,8 +192,8 @@ row_condition_excludes(const RowCondition *condition, const SegmentColumn *colum
 			for (int i = 0; i < condition->element_count; i++)
 			{
 				bool		may = !condition->element_nulls[i] &&
-					zone_may_hold(column, condition->zone_strategy, chunk->min,
-								  chunk->max, condition->elements[i]);
+				zone_may_hold(column, condition->zone_strategy, chunk->min,
+							  chunk->max, condition->elements[i]);
 
 				if (condition->use_or && may)
 					return false;

@@ -693,6 +693,39 @@ row_source_next_group(RowSource *source)
 }
 
 /*
+ * Position a sorted source that has just loaded a row group before its first
+ * row not below the range, by binary search over the group's (ascending)
+ * keys: a lookup compares a dozen keys of 4,096 instead of half of them.
+ * Rows skipped so are never returned, so the ascending check below does
+ * not need them.
+ */
+static void
+row_source_seek_lower(RowSource *source)
+{
+	int			key = source->store->key_column;
+	int64		low = 0;
+	int64		high = source->rows.row_count;
+
+	if (source->range == NULL || !source->range->lower.present)
+		return;
+	while (low < high)
+	{
+		int64		middle = low + (high - low) / 2;
+
+		if (source->rows.isnull[key][middle])
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("segment \"%s\" is corrupt", source->meta->key),
+					 errdetail("A row has a NULL key.")));
+		if (key_range_below_lower(source->range, source->rows.values[key][middle]))
+			low = middle + 1;
+		else
+			high = middle;
+	}
+	source->row = low - 1;
+}
+
+/*
  * Advance to the next row (row_source.h).  A WAL entry is loaded, filtered by
  * the key range, sorted and deduplicated whole at its first call (an in-memory
  * source was at open), so that opening it reads only its footer.  A sorted
@@ -740,6 +773,7 @@ row_source_next(RowSource *source)
 			}
 			if (source->rows.row_count == 0)
 				continue;
+			row_source_seek_lower(source);
 		}
 		source->row++;
 		if (source->rows.isnull[key][source->row])
