@@ -31,6 +31,7 @@ OBJS = \
 	src/core/store_keys.o \
 	src/core/store_sources.o \
 	src/core/footer_cache.o \
+	src/core/shared_footer_cache.o \
 	src/core/shard.o \
 	src/core/manifest.o \
 	src/core/wal.o \

@@ -28,6 +28,7 @@
 #include "rollout/read_cache.h"
 #include "rollout/row_source.h"
 #include "rollout/shard.h"
+#include "rollout/shared_footer_cache.h"
 #include "rollout/shared_store.h"
 #include "rollout/shmem.h"
 #include "rollout/store_definition.h"
@@ -69,6 +70,7 @@ _PG_init(void)
 	{
 		memtable_define_settings();
 		shared_store_define_settings();
+		shared_footer_cache_define_settings();
 		rollout_shmem_register();
 		rollout_sweeper_register();
 	}

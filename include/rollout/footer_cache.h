@@ -13,7 +13,8 @@
 
 typedef struct FooterCacheCounters
 {
-	int64		hits;
+	int64		hits;			/* in this backend's cache */
+	int64		shared_hits;	/* not there, but in the shared cache */
 	int64		misses;
 } FooterCacheCounters;
 

@@ -32,6 +32,7 @@
 #include "utils/memutils.h"
 
 #include "rollout/footer_cache.h"
+#include "rollout/shared_footer_cache.h"
 
 /* rollout_fdw.footer_cache_size (kB; 0 turns the cache off) */
 static int	footer_cache_kb = 16 * 1024;
@@ -52,6 +53,7 @@ typedef struct FooterCacheEntry
 	int64		footer_length;
 	int64		object_size;
 	Size		charge;			/* what the entry counts against the limit */
+	bool		from_shared;	/* copied from the shared cache, not yet lent */
 	dlist_node	lru;			/* most recently used at the head */
 } FooterCacheEntry;
 
@@ -60,6 +62,9 @@ static MemoryContext footer_cache_context = NULL;
 static dlist_head footer_cache_lru = DLIST_STATIC_INIT(footer_cache_lru);
 static Size footer_cache_bytes = 0;
 static FooterCacheCounters footer_cache_counters;
+
+static bool footer_cache_fetch_shared(const char *identity,
+									  int64 object_size_hint);
 
 /* Define rollout_fdw.footer_cache_size; _PG_init calls this. */
 void
@@ -194,12 +199,21 @@ footer_cache_borrow(const char *identity, int64 object_size_hint,
 	if (!footer_cache_enabled())
 		return false;
 	entry = footer_cache_find(identity, footer_cache_hash(identity));
-	if (entry == NULL ||
-		(object_size_hint >= 0 && entry->object_size != object_size_hint))
+	if (entry != NULL && object_size_hint >= 0 &&
+		entry->object_size != object_size_hint)
+		entry = NULL;
+	if (entry == NULL && footer_cache_fetch_shared(identity, object_size_hint))
+		entry = footer_cache_find(identity, footer_cache_hash(identity));
+	if (entry == NULL)
 	{
 		footer_cache_counters.misses++;
 		return false;
 	}
+	if (entry->from_shared)
+		footer_cache_counters.shared_hits++;
+	else
+		footer_cache_counters.hits++;
+	entry->from_shared = false;
 	pin = palloc(sizeof(MemoryContextCallback));
 	pin->func = footer_bytes_unpin;
 	pin->arg = entry->bytes;
@@ -210,25 +224,29 @@ footer_cache_borrow(const char *identity, int64 object_size_hint,
 	*footer = entry->bytes->footer;
 	*footer_length = entry->footer_length;
 	*object_size = entry->object_size;
-	footer_cache_counters.hits++;
 	return true;
 }
 
-/* Is a footer known for identity?  Neither counts nor reorders. */
+/*
+ * Is a footer known for identity, here or in the shared cache (then brought
+ * here)?  Neither counts nor reorders: the borrow that follows does.
+ */
 bool
 footer_cache_contains(const char *identity)
 {
 	return footer_cache_enabled() &&
-		footer_cache_find(identity, footer_cache_hash(identity)) != NULL;
+		(footer_cache_find(identity, footer_cache_hash(identity)) != NULL ||
+		 footer_cache_fetch_shared(identity, -1));
 }
 
 /*
- * Keep the footer of identity.  A footer larger than an eighth of the limit
- * is not kept: it would push out many small ones for one object.
+ * Keep the footer of identity in this backend.  A footer larger than an
+ * eighth of the limit is not kept: it would push out many small ones for
+ * one object.
  */
-void
-footer_cache_remember(const char *identity, const char *footer,
-					  int64 footer_length, int64 object_size)
+static void
+footer_cache_keep(const char *identity, const char *footer,
+				  int64 footer_length, int64 object_size)
 {
 	uint64		hash = footer_cache_hash(identity);
 	FooterCacheEntry *entry;
@@ -257,9 +275,45 @@ footer_cache_remember(const char *identity, const char *footer,
 	entry->footer_length = footer_length;
 	entry->object_size = object_size;
 	entry->charge = charge;
+	entry->from_shared = false;
 	dlist_push_head(&footer_cache_lru, &entry->lru);
 	footer_cache_bytes += charge;
 	footer_cache_shrink();
+}
+
+/* Keep a footer read and checked, here and in the shared cache. */
+void
+footer_cache_remember(const char *identity, const char *footer,
+					  int64 footer_length, int64 object_size)
+{
+	if (!footer_cache_enabled())
+		return;
+	footer_cache_keep(identity, footer, footer_length, object_size);
+	shared_footer_cache_put(identity, footer, footer_length, object_size);
+}
+
+/*
+ * This backend does not know identity's footer: bring it from the shared
+ * cache, if that knows it, into this backend's, and say whether it did.
+ */
+static bool
+footer_cache_fetch_shared(const char *identity, int64 object_size_hint)
+{
+	char	   *footer;
+	int64		footer_length;
+	int64		object_size;
+	FooterCacheEntry *entry;
+
+	if (!shared_footer_cache_copy(identity, object_size_hint, &footer,
+								  &footer_length, &object_size))
+		return false;
+	footer_cache_keep(identity, footer, footer_length, object_size);
+	pfree(footer);
+	entry = footer_cache_find(identity, footer_cache_hash(identity));
+	if (entry == NULL)
+		return false;			/* too large for this backend's cache */
+	entry->from_shared = true;
+	return true;
 }
 
 /* This backend's hits and misses so far. */

@@ -202,6 +202,8 @@ rollout_scan_accumulate_stats(RolloutScanState *state)
 	footer_cache_get_counters(&footers);
 	state->footer_cache_hits += footers.hits - state->footer_mark.hits;
 	state->footer_cache_misses += footers.misses - state->footer_mark.misses;
+	state->footer_cache_shared_hits +=
+		footers.shared_hits - state->footer_mark.shared_hits;
 	state->footer_mark = footers;
 	read_cache_get_counters(&disk);
 	state->disk_cache_hits += disk.hits - state->disk_cache_mark.hits;

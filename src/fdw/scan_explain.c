@@ -130,13 +130,16 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 			}
 			if (es->format == EXPLAIN_FORMAT_TEXT)
 				ExplainPropertyText("Footer Cache",
-									psprintf("hits=%lld misses=%lld",
+									psprintf("hits=%lld shared=%lld misses=%lld",
 											 (long long) state->footer_cache_hits,
+											 (long long) state->footer_cache_shared_hits,
 											 (long long) state->footer_cache_misses), es);
 			else
 			{
 				ExplainPropertyInteger("Footer Cache Hits", NULL,
 									   state->footer_cache_hits, es);
+				ExplainPropertyInteger("Footer Cache Shared Hits", NULL,
+									   state->footer_cache_shared_hits, es);
 				ExplainPropertyInteger("Footer Cache Misses", NULL,
 									   state->footer_cache_misses, es);
 			}

@@ -86,6 +86,8 @@ typedef struct RolloutScanState
 	FooterCacheCounters footer_mark;
 	int64		footer_cache_hits;
 	int64		footer_cache_misses;
+	int64		footer_cache_shared_hits;	/* of the misses here, found in
+											 * the shared cache */
 
 	/*
 	 * blocks read from the disk cache and fetched into it, from

@@ -19,6 +19,7 @@
 #include "storage/shmem.h"
 
 #include "rollout/memtable.h"
+#include "rollout/shared_footer_cache.h"
 #include "rollout/shared_store.h"
 #include "rollout/shmem.h"
 
@@ -31,8 +32,9 @@ rollout_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(add_size(shared_store_shmem_size(),
-									memtable_shmem_size()));
+	RequestAddinShmemSpace(add_size(add_size(shared_store_shmem_size(),
+											 memtable_shmem_size()),
+									shared_footer_cache_shmem_size()));
 }
 
 /*
@@ -48,6 +50,7 @@ rollout_shmem_startup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	shared_store_shmem_init();
 	memtable_shmem_init();
+	shared_footer_cache_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -163,12 +163,14 @@ sub check_queries
 		"$what: a key range");
 }
 
-# EXPLAIN (ANALYZE, VERBOSE) counters of a scan of $table.
+# EXPLAIN (ANALYZE, VERBOSE) counters of a scan of $table, without footer
+# caches (preloaded, the shared one would spare a later session the footer
+# requests of an earlier one, and the counts would differ by that).
 sub scan_counters
 {
 	my ($table, $width) = @_;
 	my $json = $node->safe_psql('postgres',
-		"SET rollout_fdw.max_concurrent_requests = $width; "
+		"SET rollout_fdw.max_concurrent_requests = $width; SET rollout_fdw.footer_cache_size = 0; "
 		  . "EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) SELECT count(*), sum(v) FROM $table");
 	my $plan = decode_json($json)->[0]{Plan};
 	$plan = $plan->{Plans}[0] while $plan->{'Node Type'} ne 'Foreign Scan';

@@ -17,7 +17,10 @@
 #   (e) footers are lent, not copied: a scan of more fragments than the
 #       cache holds evicts footers that open readers still point into, and
 #       their bytes stay until those readers close (the rows are right, in
-#       two scans of one statement and in later statements).
+#       two scans of one statement and in later statements);
+#   (f) preloaded, the shared footer cache (core/shared_footer_cache.c):
+#       a new session finds the footers another session read, with fewer
+#       requests, and the same rows.
 
 use strict;
 use warnings;
@@ -50,14 +53,27 @@ is($node->safe_psql('postgres', q{SELECT fragments, generations FROM rollout_obs
 my $fingerprint = q{SELECT count(*), count(DISTINCT id), sum(v), sum(length(pad)) FROM t};
 my $explain = "EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) $fingerprint;";
 
-# "hits|misses|requests" of each EXPLAIN in a psql output
+# "hits|misses|requests" of each EXPLAIN in a psql output: footers found in
+# this backend's cache, and not found there (a footer the shared cache
+# supplied, when preloaded, is a miss of this backend's)
 sub explain_counters
 {
 	my ($out) = @_;
 	my @hits = $out =~ /"Footer Cache Hits": (\d+)/g;
+	my @shared = $out =~ /"Footer Cache Shared Hits": (\d+)/g;
 	my @misses = $out =~ /"Footer Cache Misses": (\d+)/g;
 	my @requests = $out =~ /"Remote Requests": (\d+)/g;
-	return map { "$hits[$_]|$misses[$_]|$requests[$_]" } 0 .. $#hits;
+	return map { "$hits[$_]|" . ($misses[$_] + $shared[$_]) . "|$requests[$_]" } 0 .. $#hits;
+}
+
+# "shared hits|misses|requests" of an EXPLAIN
+sub shared_counters
+{
+	my ($out) = @_;
+	my ($shared) = $out =~ /"Footer Cache Shared Hits": (\d+)/;
+	my ($misses) = $out =~ /"Footer Cache Misses": (\d+)/;
+	my ($requests) = $out =~ /"Remote Requests": (\d+)/;
+	return "$shared|$misses|$requests";
 }
 
 # (a) one session, the same scan twice
@@ -148,6 +164,40 @@ EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) SELECT count(*) FROM ev;"));
 my ($hits, $misses) = split /\|/, $runs[1];
 cmp_ok($misses, '>', 0, "(e) the cache is too small for all 12 ($hits hits, $misses misses)");
 cmp_ok($hits + $misses, '==', 12, '(e) and every fragment was looked up');
+
+# (f) the shared cache (preloaded): a new session finds the footers another
+# read, with no request for them, and reads the same rows
+SKIP:
+{
+	skip 'the shared footer cache needs shared_preload_libraries', 4
+	  unless RolloutTest::preload();
+	$node->safe_psql('postgres',
+		q{CREATE FOREIGN TABLE sh (id int, v int, pad text) SERVER s OPTIONS (store 'fc_shared')});
+	for my $r (1 .. 3)
+	{
+		$node->safe_psql('postgres',
+			"INSERT INTO sh SELECT g, g * 10 + $r, 'z' FROM generate_series($r * 100, $r * 100 + 499) g;
+			 SELECT rollout_merge('sh');");
+	}
+	my $query = q{SELECT count(*), count(DISTINCT id), sum(v) FROM sh};
+	my $first = $node->safe_psql('postgres', "EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) $query");
+	my ($s1, $m1, $r1) = split /\|/, shared_counters($first);
+	is("$s1|$m1", '0|3', '(f) the first session reads the 3 footers');
+	my $second = $node->safe_psql('postgres', "EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) $query");
+	my ($s2, $m2, $r2) = split /\|/, shared_counters($second);
+	is("$s2|$m2", '3|0', '(f) a new session finds all 3 in the shared cache');
+	if (RolloutStore::remote())
+	{
+		cmp_ok($r2, '<=', $r1 - 3, "(f) and makes 3 requests fewer ($r1 -> $r2)");
+	}
+	else
+	{
+		pass('(f) (the file:// store makes no remote requests to compare)');
+	}
+	is($node->safe_psql('postgres', $query),
+		$node->safe_psql('postgres', "SET rollout_fdw.footer_cache_size = 0; $query"),
+		'(f) the same rows as without any footer cache');
+}
 
 $node->stop;
 done_testing();
