@@ -15,6 +15,31 @@
 
 #include "scan_internal.h"
 
+/*
+ * A cache's counts: "<label>: hits=N [shared=S] misses=M" in text, and
+ * "<label> Hits", "<label> Shared Hits", "<label> Misses" otherwise.
+ */
+static void
+explain_cache_counts(ExplainState *es, const char *label, int64 hits,
+					 const int64 *shared_hits, int64 misses)
+{
+	if (es->format == EXPLAIN_FORMAT_TEXT)
+	{
+		char	   *shared = shared_hits == NULL ? "" :
+		psprintf(" shared=%lld", (long long) *shared_hits);
+
+		ExplainPropertyText(label,
+							psprintf("hits=%lld%s misses=%lld", (long long) hits,
+									 shared, (long long) misses), es);
+		return;
+	}
+	ExplainPropertyInteger(psprintf("%s Hits", label), NULL, hits, es);
+	if (shared_hits != NULL)
+		ExplainPropertyInteger(psprintf("%s Shared Hits", label), NULL,
+							   *shared_hits, es);
+	ExplainPropertyInteger(psprintf("%s Misses", label), NULL, misses, es);
+}
+
 /* What ExplainForeignScan shows (docs in README, "EXPLAIN"). */
 void
 rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
@@ -128,36 +153,12 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 				ExplainPropertyInteger("Remote Request Rounds", NULL,
 									   state->remote_rounds, es);
 			}
-			if (es->format == EXPLAIN_FORMAT_TEXT)
-				ExplainPropertyText("Footer Cache",
-									psprintf("hits=%lld shared=%lld misses=%lld",
-											 (long long) state->footer_cache_hits,
-											 (long long) state->footer_cache_shared_hits,
-											 (long long) state->footer_cache_misses), es);
-			else
-			{
-				ExplainPropertyInteger("Footer Cache Hits", NULL,
-									   state->footer_cache_hits, es);
-				ExplainPropertyInteger("Footer Cache Shared Hits", NULL,
-									   state->footer_cache_shared_hits, es);
-				ExplainPropertyInteger("Footer Cache Misses", NULL,
-									   state->footer_cache_misses, es);
-			}
+			explain_cache_counts(es, "Footer Cache", state->footer_cache_hits,
+								 &state->footer_cache_shared_hits,
+								 state->footer_cache_misses);
 			if (state->disk_cache_hits + state->disk_cache_misses > 0)
-			{
-				if (es->format == EXPLAIN_FORMAT_TEXT)
-					ExplainPropertyText("Disk Cache",
-										psprintf("hits=%lld misses=%lld",
-												 (long long) state->disk_cache_hits,
-												 (long long) state->disk_cache_misses), es);
-				else
-				{
-					ExplainPropertyInteger("Disk Cache Hits", NULL,
-										   state->disk_cache_hits, es);
-					ExplainPropertyInteger("Disk Cache Misses", NULL,
-										   state->disk_cache_misses, es);
-				}
-			}
+				explain_cache_counts(es, "Disk Cache", state->disk_cache_hits,
+									 NULL, state->disk_cache_misses);
 		}
 	}
 }
