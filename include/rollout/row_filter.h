@@ -74,7 +74,7 @@ extern bool row_filter_matches(const RowFilter *filter, RowSource *row);
  * min/max against the conditions with a zone_strategy, and null counts
  * against all.  Whether a row group may then be skipped is the caller's to
  * decide: only when no other source holds an older version of its keys
- * (row_source.c).
+ * (merge_iterator.c, merge_read_plan_zone_maps).
  */
 extern bool row_filter_excludes_group(const RowFilter *filter,
 									  const SegmentSchema *schema,

@@ -20,12 +20,12 @@ extern void shared_footer_cache_shmem_init(void);
 
 /*
  * A copy, palloc'd in CurrentMemoryContext, of the footer kept for identity
- * (of an object of object_size_hint bytes, when >= 0).  False when there is
- * none, or no shared cache.
+ * (of an object of object_size_hint bytes, when >= 0), if it is at most
+ * max_length bytes.  False when there is none, or no shared cache.
  */
 extern bool shared_footer_cache_copy(const char *identity, int64 object_size_hint,
-									 char **footer, int64 *footer_length,
-									 int64 *object_size);
+									 int64 max_length, char **footer,
+									 int64 *footer_length, int64 *object_size);
 
 /* Keep a footer read and checked for identity. */
 extern void shared_footer_cache_put(const char *identity, const char *footer,

@@ -229,7 +229,8 @@ footer_cache_borrow(const char *identity, int64 object_size_hint,
 
 /*
  * Is a footer known for identity, here or in the shared cache (then brought
- * here)?  Neither counts nor reorders: the borrow that follows does.
+ * here, which may evict others)?  Counts nothing: the borrow that follows
+ * does.
  */
 bool
 footer_cache_contains(const char *identity)
@@ -240,9 +241,19 @@ footer_cache_contains(const char *identity)
 }
 
 /*
- * Keep the footer of identity in this backend.  A footer larger than an
- * eighth of the limit is not kept: it would push out many small ones for
- * one object.
+ * The largest footer of identity this backend keeps: its entry may take an
+ * eighth of the limit, so that one object does not push out many small ones.
+ */
+static int64
+footer_cache_max_footer(const char *identity)
+{
+	return (int64) (footer_cache_limit() / 8) -
+		(int64) (strlen(identity) + 1 + sizeof(FooterCacheEntry));
+}
+
+/*
+ * Keep the footer of identity in this backend, unless it is larger than
+ * footer_cache_max_footer.
  */
 static void
 footer_cache_keep(const char *identity, const char *footer,
@@ -286,8 +297,10 @@ void
 footer_cache_remember(const char *identity, const char *footer,
 					  int64 footer_length, int64 object_size)
 {
-	if (!footer_cache_enabled())
-		return;
+	if (!footer_cache_enabled() ||
+		footer_length > footer_cache_max_footer(identity))
+		return;					/* no backend with these settings would keep
+								 * it */
 	footer_cache_keep(identity, footer, footer_length, object_size);
 	shared_footer_cache_put(identity, footer, footer_length, object_size);
 }
@@ -304,7 +317,8 @@ footer_cache_fetch_shared(const char *identity, int64 object_size_hint)
 	int64		object_size;
 	FooterCacheEntry *entry;
 
-	if (!shared_footer_cache_copy(identity, object_size_hint, &footer,
+	if (!shared_footer_cache_copy(identity, object_size_hint,
+								  footer_cache_max_footer(identity), &footer,
 								  &footer_length, &object_size))
 		return false;
 	footer_cache_keep(identity, footer, footer_length, object_size);

@@ -78,7 +78,7 @@ shared_footer_cache_define_settings(void)
 {
 	DefineCustomIntVariable("rollout_fdw.shared_footer_cache_size",
 							"Shared memory for the footers of segments any backend read, so that other backends need no request for them.",
-							"Only objects whose names are never reused are kept. 0 turns the shared cache off; each backend still has its own (rollout_fdw.footer_cache_size).",
+							"Only objects whose names are never reused are kept. 0 turns the shared cache off; each backend still has its own (rollout_fdw.footer_cache_size), and a session whose own is 0 uses neither.",
 							&shared_footer_cache_kb,
 							64 * 1024, 0, MAX_KILOBYTES,
 							PGC_POSTMASTER,
@@ -188,7 +188,8 @@ cache_find(const char *identity, uint64 hash)
 
 bool
 shared_footer_cache_copy(const char *identity, int64 object_size_hint,
-						 char **footer, int64 *footer_length, int64 *object_size)
+						 int64 max_length, char **footer, int64 *footer_length,
+						 int64 *object_size)
 {
 	uint64		hash;
 	SharedFooterRecord *record;
@@ -199,7 +200,7 @@ shared_footer_cache_copy(const char *identity, int64 object_size_hint,
 	hash = identity_hash(identity);
 	LWLockAcquire(&cache->lock, LW_SHARED);
 	record = cache_find(identity, hash);
-	if (record != NULL &&
+	if (record != NULL && record->footer_length <= max_length &&
 		(object_size_hint < 0 || record->object_size == object_size_hint))
 	{
 		*footer_length = record->footer_length;

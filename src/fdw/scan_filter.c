@@ -118,9 +118,11 @@ pushable_function(Oid funcid)
  * The btree strategy of opno (with the column on the left) when it compares
  * two values of the column's type in the order the segments' statistics
  * use: a member of the type's default btree operator family, and, for a
- * collatable type, under the "C" collation, or equality under a
- * deterministic collation (which is equality of bytes).  0 otherwise: the
- * condition is still pushed down, but no min/max rules it out.
+ * collatable type, under the "C" collation, or, for the built-in string
+ * types, equality under a deterministic collation (which agrees with their
+ * comparison under "C": text and name compare bytes, bpchar ignores
+ * trailing spaces in both).  0 otherwise: the condition is still pushed
+ * down, but no min/max rules it out.
  */
 static int
 zone_strategy(Oid opno, Oid column_type, Oid collation, bool column_on_left)
@@ -143,6 +145,8 @@ zone_strategy(Oid opno, Oid column_type, Oid collation, bool column_on_left)
 	if (type_is_collatable(column_type) &&
 		!(OidIsValid(collation) && lc_collate_is_c(collation)) &&
 		!(strategy == BTEqualStrategyNumber && OidIsValid(collation) &&
+		  (column_type == TEXTOID || column_type == BPCHAROID ||
+		   column_type == NAMEOID) &&
 		  get_collation_isdeterministic(collation)))
 		return 0;
 	return column_on_left ? strategy : BTCommuteStrategyNumber(strategy);

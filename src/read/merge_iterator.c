@@ -230,7 +230,8 @@ merge_source_oldest_stamp(RowSource *source)
 	{
 		SegmentChunkInfo *chunk = &source->reader->row_groups[g].chunks[ts];
 
-		if (!chunk->has_stats)
+		/* a NULL _ts sorts as 0 in the merge, and statistics omit it */
+		if (!chunk->has_stats || chunk->null_count > 0)
 			return PG_INT64_MIN;
 		oldest = Min(oldest, DatumGetInt64(chunk->min));
 	}
@@ -301,9 +302,17 @@ merge_read_plan_zone_maps(MergeRead *read)
 		{
 			SegmentRowGroupInfo *group = &reader->row_groups[g];
 			SegmentChunkInfo *stamps = &group->chunks[ts];
+			SegmentChunkInfo *keys = &group->chunks[store->key_column];
 			int64		newest;
 
 			CHECK_FOR_INTERRUPTS();
+			/* groups outside the key range are skipped anyway */
+			if (keys->has_stats &&
+				key_range_past_upper(read->range, keys->min))
+				break;
+			if (keys->has_stats &&
+				!key_range_overlaps(read->range, keys->min, keys->max))
+				continue;
 			if (source->has_stamp)
 				newest = source->stamp;
 			else if (stamps->has_stats)

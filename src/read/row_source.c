@@ -598,12 +598,12 @@ row_source_upcoming_group(RowSource *source, int after)
 	{
 		SegmentChunkInfo *chunk = &reader->row_groups[g].chunks[key];
 
-		if (!chunk->has_stats)
-			return g;
-		if (key_range_past_upper(source->range, chunk->min))
+		if (chunk->has_stats && key_range_past_upper(source->range, chunk->min))
 			return -1;
-		if (key_range_overlaps(source->range, chunk->min, chunk->max) &&
-			(source->zone_skipped == NULL || !source->zone_skipped[g]))
+		if (source->zone_skipped != NULL && source->zone_skipped[g])
+			continue;
+		if (!chunk->has_stats ||
+			key_range_overlaps(source->range, chunk->min, chunk->max))
 			return g;
 	}
 	return -1;
@@ -774,6 +774,8 @@ row_source_next(RowSource *source)
 			if (source->rows.row_count == 0)
 				continue;
 			row_source_seek_lower(source);
+			if (source->row + 1 >= source->rows.row_count)
+				continue;		/* every row is below the range */
 		}
 		source->row++;
 		if (source->rows.isnull[key][source->row])
