@@ -445,6 +445,46 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 }
 
 /*
+ * Advance the sources that produced the previous key, then take every source
+ * positioned on the smallest key off the heap (into read->consumed) and
+ * return the one with the newest version; NULL when every source is done.
+ */
+static RowSource *
+merge_read_take_smallest(MergeRead *read, const SegmentColumn *key_column)
+{
+	RowSource  *winner;
+	Datum		key;
+
+	for (int i = 0; i < read->consumed_count; i++)
+	{
+		if (row_source_next(read->consumed[i]))
+			binaryheap_add(read->heap, PointerGetDatum(read->consumed[i]));
+	}
+	read->consumed_count = 0;
+
+	if (binaryheap_empty(read->heap))
+		return NULL;
+
+	CHECK_FOR_INTERRUPTS();
+
+	winner = (RowSource *) DatumGetPointer(binaryheap_remove_first(read->heap));
+	key = row_source_key(winner);
+	read->consumed[read->consumed_count++] = winner;
+	while (!binaryheap_empty(read->heap))
+	{
+		RowSource  *next = (RowSource *) DatumGetPointer(binaryheap_first(read->heap));
+
+		if (segment_column_compare(key_column, row_source_key(next), key) != 0)
+			break;
+		(void) binaryheap_remove_first(read->heap);
+		read->consumed[read->consumed_count++] = next;
+		if (merge_version_newer(next, winner))
+			winner = next;
+	}
+	return winner;
+}
+
+/*
  * Return the newest version of the next key (merge_read.h).  The sources that
  * produced the previous key are advanced only now, since the values returned
  * last point into their current row groups.  Every source on the smallest key
@@ -460,36 +500,25 @@ merge_read_next(MergeRead *read, Datum *values, bool *isnull)
 	for (;;)
 	{
 		RowSource  *winner;
-		Datum		key;
 
-		/* advance the sources that produced the previous key */
-		for (int i = 0; i < read->consumed_count; i++)
+		if (read->consumed_count == 1 && binaryheap_empty(read->heap))
 		{
-			if (row_source_next(read->consumed[i]))
-				binaryheap_add(read->heap, PointerGetDatum(read->consumed[i]));
+			/*
+			 * The only source left (a compacted store, say): each of its keys
+			 * is there once, so its next row wins without the heap.
+			 */
+			winner = read->consumed[0];
+			if (!row_source_next(winner))
+			{
+				read->consumed_count = 0;
+				return false;
+			}
+			CHECK_FOR_INTERRUPTS();
 		}
-		read->consumed_count = 0;
-
-		if (binaryheap_empty(read->heap))
+		else
+			winner = merge_read_take_smallest(read, key_column);
+		if (winner == NULL)
 			return false;
-
-		CHECK_FOR_INTERRUPTS();
-
-		/* take every source positioned on the smallest key */
-		winner = (RowSource *) DatumGetPointer(binaryheap_remove_first(read->heap));
-		key = row_source_key(winner);
-		read->consumed[read->consumed_count++] = winner;
-		while (!binaryheap_empty(read->heap))
-		{
-			RowSource  *next = (RowSource *) DatumGetPointer(binaryheap_first(read->heap));
-
-			if (segment_column_compare(key_column, row_source_key(next), key) != 0)
-				break;
-			(void) binaryheap_remove_first(read->heap);
-			read->consumed[read->consumed_count++] = next;
-			if (merge_version_newer(next, winner))
-				winner = next;
-		}
 
 		if (!read->keep_tombstones && row_source_op(winner) == ROLLOUT_OP_DELETE)
 			continue;			/* the newest version is a tombstone */

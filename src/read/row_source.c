@@ -921,8 +921,24 @@ int16
 row_source_op(RowSource *source)
 {
 	bool		isnull;
-	Datum		value = row_source_value(source, source->store->op_column, &isnull);
+	Datum		value;
 
+	/*
+	 * A row group without tombstones says so in its _op chunk's statistics:
+	 * then no page of that chunk needs decoding for the merge to know.
+	 */
+	if (source->sorted && source->reader != NULL)
+	{
+		const SegmentChunkInfo *chunk =
+		&source->reader->row_groups[source->group].chunks[source->store->op_column];
+
+		if (chunk->null_count >= source->rows.row_count ||
+			(chunk->has_stats &&
+			 DatumGetInt16(chunk->min) == ROLLOUT_OP_INSERT &&
+			 DatumGetInt16(chunk->max) == ROLLOUT_OP_INSERT))
+			return ROLLOUT_OP_INSERT;
+	}
+	value = row_source_value(source, source->store->op_column, &isnull);
 	return isnull ? ROLLOUT_OP_INSERT : DatumGetInt16(value);
 }
 
