@@ -14,13 +14,15 @@
 # rgw.sh for that.
 #
 # moto 5.2.1 is preinstalled on the CI machines (pyenv, `moto_server`); it
-# cannot be installed here (no PyPI).  It runs as the user calling this script
+# cannot be installed here (no PyPI).  It runs through moto_atomic.py, which
+# makes moto's conditional writes atomic as S3's are (see that file: without
+# it two racing If-None-Match creates of one key can both succeed).  It runs as the user calling this script
 # (root in CI: the pyenv under /root is not reachable by other users) and is
 # reached by the tests (running as postgres) over TCP only.
 #
 # Environment: ROLLOUT_MOTO_PORT (default 5000), ROLLOUT_MOTO_DIR (state: pid
-# file and log; default /tmp/rollout_moto), MOTO_SERVER (the moto_server
-# program; default: found on PATH or in /root/.pyenv/shims).
+# file and log; default /tmp/rollout_moto), MOTO_PYTHON (a Python that can
+# import moto; default: python3 on PATH or in /root/.pyenv/shims).
 set -euo pipefail
 
 PORT=${ROLLOUT_MOTO_PORT:-5000}
@@ -30,13 +32,16 @@ ENDPOINT=http://127.0.0.1:$PORT
 
 die() { echo "moto.sh: $*" >&2; exit 1; }
 
-find_moto() {
-	if [ -n "${MOTO_SERVER:-}" ]; then echo "$MOTO_SERVER"; return; fi
-	if command -v moto_server >/dev/null 2>&1; then command -v moto_server; return; fi
-	for c in "${PYENV_ROOT:-/root/.pyenv}/shims/moto_server" /usr/local/bin/moto_server; do
-		[ -x "$c" ] && { echo "$c"; return; }
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# A Python interpreter with moto installed.
+find_moto_python() {
+	local c
+	for c in "${MOTO_PYTHON:-}" "$(command -v python3 || true)" \
+		"${PYENV_ROOT:-/root/.pyenv}/shims/python3" /usr/local/bin/python3; do
+		[ -n "$c" ] && [ -x "$c" ] && "$c" -c 'import moto.server' 2>/dev/null && { echo "$c"; return; }
 	done
-	die "moto_server not found (moto is preinstalled on the CI machines; set MOTO_SERVER)"
+	die "no python3 that can import moto (moto is preinstalled on the CI machines; set MOTO_PYTHON)"
 }
 
 answers() { curl -s -o /dev/null -m 2 "$ENDPOINT/moto-api/" 2>/dev/null; }
@@ -62,17 +67,17 @@ start() {
 	mkdir -p "$DIR"
 	if [ -z "$(running_pid)" ] || ! answers; then
 		[ -z "$(running_pid)" ] || stop
-		local moto
-		moto=$(find_moto)
+		local python
+		python=$(find_moto_python)
 		# its own session, so that stop can end the whole process group
-		setsid "$moto" -H 127.0.0.1 -p "$PORT" >"$DIR/moto.log" 2>&1 </dev/null &
+		setsid "$python" "$HERE/moto_atomic.py" -H 127.0.0.1 -p "$PORT" >"$DIR/moto.log" 2>&1 </dev/null &
 		echo $! >"$DIR/moto.pid"
 		for _ in $(seq 1 100); do
 			answers && break
-			kill -0 "$(cat "$DIR/moto.pid")" 2>/dev/null || { tail -n 20 "$DIR/moto.log" >&2; die "moto_server exited"; }
+			kill -0 "$(cat "$DIR/moto.pid")" 2>/dev/null || { tail -n 20 "$DIR/moto.log" >&2; die "moto exited"; }
 			sleep 0.1
 		done
-		answers || die "moto_server did not answer on $ENDPOINT within 10 s (log: $DIR/moto.log)"
+		answers || die "moto did not answer on $ENDPOINT within 10 s (log: $DIR/moto.log)"
 	fi
 	# the test bucket (creating an existing one of ours is a no-op)
 	curl -s -o /dev/null -m 5 -X PUT "$ENDPOINT/$BUCKET" || die "could not create bucket $BUCKET"
