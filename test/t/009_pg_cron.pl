@@ -68,9 +68,10 @@ SELECT cron.schedule('rollout-compact', '* * * * *', \$\$
   WHERE rollout_should_compact('steps', 2, quiet_hours => '$quiet')\$\$);
 });
 
-# wait for the first run (at the next minute boundary)
+# wait for the first run (at the next minute boundary) to end; on a loaded
+# CI machine compacting through a remote test server has taken two minutes
 my $status = '';
-for (my $i = 0; $i < 150; $i++)
+for (my $i = 0; $i < 360; $i++)
 {
 	$status = $node->safe_psql('postgres',
 		"SELECT status FROM cron.job_run_details ORDER BY runid LIMIT 1");
