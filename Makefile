@@ -58,6 +58,9 @@ OBJS = \
 	src/fdw/handler.o \
 	src/fdw/options.o \
 	src/fdw/store_cache.o \
+	src/fdw/analyze.o \
+	src/fdw/import.o \
+	src/fdw/scan_estimate.o \
 	src/fdw/scan_plan.o \
 	src/fdw/scan_filter.o \
 	src/fdw/scan.o \

@@ -9,10 +9,12 @@
 #ifndef ROLLOUT_FDW_LAYER_H
 #define ROLLOUT_FDW_LAYER_H
 
+#include "datatype/timestamp.h"
 #include "foreign/fdwapi.h"
 #include "nodes/execnodes.h"
 #include "utils/relcache.h"
 
+#include "rollout/snapshot.h"
 #include "rollout/store.h"
 
 /* A foreign table's effective options (defaults applied). */
@@ -26,6 +28,15 @@ typedef struct RolloutTableOptions
 } RolloutTableOptions;
 
 extern RolloutTableOptions *rollout_table_options(Oid relid);
+
+/* Why name cannot be a store name (a message), or NULL when it can. */
+extern char *rollout_check_store_name(const char *name);
+
+/*
+ * The options an object-store backend gets for server serverid: the
+ * server's, then those of userid's user mapping (or PUBLIC's).
+ */
+extern List *rollout_location_options(Oid serverid, Oid userid);
 
 /*
  * The opened store of a rollout foreign table, cached for the backend's
@@ -45,11 +56,32 @@ extern RolloutStore *rollout_store_for_relation_as(Relation rel, Oid userid);
  */
 extern Oid	rollout_user_for_range_table_entry(EState *estate, Index rtindex);
 
+/*
+ * The planner's count of a store's rows, from metadata only
+ * (scan_estimate.c): versions in the sources of a snapshot, WAL entries
+ * counted by a sample of their footers.
+ */
+typedef struct StoreEstimate
+{
+	int64		rows;			/* versions of rows, an upper bound */
+	int			sources;		/* objects and memtable batches */
+	double		wal_entry_rows; /* mean rows per WAL entry, -1 unknown */
+	TimestampTz wal_sampled_at; /* when that mean was sampled */
+	TimestampTz counted_at;
+} StoreEstimate;
+
+extern StoreEstimate scan_estimate_get(RolloutStore *store, bool all_wal_tails);
+extern void scan_estimate_note_snapshot(RolloutStore *store, bool all_wal_tails,
+										const RolloutSnapshot *snapshot);
+extern void scan_estimate_forget(RolloutStore *store);
+
 /* ERROR unless relid is a foreign table of this wrapper. */
 extern void rollout_check_is_rollout_table(Oid relid);
 
-/* Callback groups (scan_plan.c, scan.c, modify.c). */
+/* Callback groups (scan_plan.c, analyze.c, scan.c, modify.c). */
 extern void rollout_plan_routines(FdwRoutine *routine);
+extern void rollout_analyze_routines(FdwRoutine *routine);
+extern void rollout_import_routines(FdwRoutine *routine);
 
 /* Define rollout_fdw.push_down_conditions (fdw/scan_filter.c; _PG_init). */
 extern void scan_filter_define_settings(void);

@@ -45,7 +45,21 @@ typedef struct MergeReadOptions
 	 * them is not returned (row_filter.h).
 	 */
 	const RowFilter *filter;
+
+	/*
+	 * A sample of the rows (ANALYZE), or NULL for all of them: a live winner
+	 * is returned only when sample(sample_arg, cluster) says so, asked before
+	 * any column but its key and version columns is decoded.  A cluster
+	 * identifies a run of MERGE_READ_SAMPLE_CLUSTER_ROWS rows of one row
+	 * group of one source, which share their pages, so a sample of clusters
+	 * decodes few of them.  Every live winner is offered, so the callback
+	 * also learns how many rows the read saw.
+	 */
+	bool		(*sample) (void *sample_arg, uint64 cluster);
+	void	   *sample_arg;
 } MergeReadOptions;
+
+#define MERGE_READ_SAMPLE_CLUSTER_ROWS	64
 
 /*
  * Begin a read.  want[i] says whether segment schema column i is needed;

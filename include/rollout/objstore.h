@@ -152,6 +152,15 @@ typedef struct ObjectStoreOps
 								 const char *start_after, int max_keys,
 								 const char *continuation);
 
+	/*
+	 * Does a listing with start_after begin there (S3's start-after, a
+	 * directory walk that skips what sorts before it), or does the backend
+	 * list from the start of the prefix and drop what it is sent before it
+	 * (Azure, whose markers are opaque)?  Callers that skip ahead by
+	 * start_after repeatedly need to know which costs what.
+	 */
+	bool		list_starts_after;
+
 	/* Delete key.  Returns false when it did not exist. */
 	bool		(*delete_object) (ObjectStore *store, const char *key);
 

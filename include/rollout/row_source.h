@@ -97,6 +97,12 @@ extern RowSource *row_source_open(RolloutStore *store, SnapshotSource *meta,
 /* Advance to the next row; false at the end. */
 extern bool row_source_next(RowSource *source);
 
+/*
+ * Where the current row sits in its source: its row group in the high 32
+ * bits, its row divided by rows_per_cluster in the low ones.
+ */
+extern uint64 row_source_cluster(RowSource *source, int rows_per_cluster);
+
 /* The current row. */
 extern Datum row_source_key(RowSource *source);
 extern int64 row_source_ts(RowSource *source);

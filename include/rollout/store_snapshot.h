@@ -19,4 +19,13 @@
 extern RolloutSnapshot *rollout_snapshot_take(RolloutStore *store,
 											  bool all_wal_tails);
 
+/*
+ * The same sources for counting only (the planner's estimate): this
+ * cluster's memtable is one SNAPSHOT_MEMTABLE source that knows its row
+ * count but holds no rows, so nothing is copied out of shared memory.  Not
+ * for reading.
+ */
+extern RolloutSnapshot *rollout_snapshot_take_for_counting(RolloutStore *store,
+														   bool all_wal_tails);
+
 #endif							/* ROLLOUT_STORE_SNAPSHOT_H */

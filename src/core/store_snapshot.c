@@ -38,10 +38,11 @@
  * from the store is cut at its first hole; and each shard's first WAL entry
  * gets the manifest's last_stamp as its stamp floor, so that the readers'
  * running maximum of stamps goes on from where the last flush left it.
+ * With count_only the memtable is only counted (store_snapshot.h).
  * Everything is allocated in CurrentMemoryContext.
  */
-RolloutSnapshot *
-rollout_snapshot_take(RolloutStore *store, bool all_wal_tails)
+static RolloutSnapshot *
+snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 {
 	RolloutSnapshot *snapshot = palloc0(sizeof(RolloutSnapshot));
 	List	   *shards = rollout_store_list_shards(store);
@@ -59,7 +60,15 @@ rollout_snapshot_take(RolloutStore *store, bool all_wal_tails)
 	 * manifest read next (read twice at worst, deduplicated).  Copied after
 	 * the manifest, a flush in between could hide them from both.
 	 */
-	if (slot != NULL)
+	if (slot != NULL && count_only)
+	{
+		SnapshotSource *rows = snapshot_source_new(SNAPSHOT_MEMTABLE);
+
+		have_memtable = memtable_rows(slot, &rows->rows);
+		rows->position = PG_INT64_MAX;	/* after any replay_after */
+		memtable = list_make1(rows);
+	}
+	else if (slot != NULL)
 		have_memtable = memtable_sources(store, slot, &memtable);
 
 	/* the own shard may not be registered yet; it then has nothing to read */
@@ -167,4 +176,16 @@ rollout_snapshot_take(RolloutStore *store, bool all_wal_tails)
 		}
 	}
 	return snapshot;
+}
+
+RolloutSnapshot *
+rollout_snapshot_take(RolloutStore *store, bool all_wal_tails)
+{
+	return snapshot_take(store, all_wal_tails, false);
+}
+
+RolloutSnapshot *
+rollout_snapshot_take_for_counting(RolloutStore *store, bool all_wal_tails)
+{
+	return snapshot_take(store, all_wal_tails, true);
 }

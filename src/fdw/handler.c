@@ -2,7 +2,8 @@
  *
  * handler.c
  *		The foreign-data wrapper handler: assembles the callback groups of
- *		scan_plan.c, scan.c and modify.c into one FdwRoutine.
+ *		scan_plan.c, analyze.c, import.c, scan.c and modify.c into one
+ *		FdwRoutine.
  *
  *-------------------------------------------------------------------------
  */
@@ -17,8 +18,9 @@ PG_FUNCTION_INFO_V1(rollout_fdw_handler);
 
 /*
  * Foreign-data wrapper handler function: returns the FdwRoutine of rollout
- * tables.  Each part fills in its own callbacks (planning in scan_plan.c, scan
- * execution in scan.c, INSERT in modify.c); those left NULL, UPDATE and DELETE
+ * tables.  Each part fills in its own callbacks (planning in scan_plan.c,
+ * ANALYZE in analyze.c, IMPORT FOREIGN SCHEMA in import.c, scan execution in
+ * scan.c, INSERT in modify.c); those left NULL, UPDATE and DELETE
  * among them, make the core code refuse the operation.
  */
 Datum
@@ -27,6 +29,8 @@ rollout_fdw_handler(PG_FUNCTION_ARGS)
 	FdwRoutine *routine = makeNode(FdwRoutine);
 
 	rollout_plan_routines(routine);
+	rollout_analyze_routines(routine);
+	rollout_import_routines(routine);
 	rollout_scan_routines(routine);
 	rollout_modify_routines(routine);
 	PG_RETURN_POINTER(routine);

@@ -82,7 +82,7 @@ rollout_option_is_valid(const char *name, Oid catalog)
  * A store name becomes one component of every object key, so it must not be
  * able to walk out of the location or into another store.
  */
-static char *
+char *
 rollout_check_store_name(const char *name)
 {
 	size_t		len = strlen(name);

@@ -38,8 +38,9 @@
 
 /*
  * BeginForeignScan: set up the scan's state.  The options and key conditions
- * are kept even for plain EXPLAIN, which shows them but must not touch
- * storage.  Otherwise the store is opened with the user mapping of the role
+ * are kept even for plain EXPLAIN, which shows them but reads nothing here
+ * (its planning may have read metadata for the estimate, scan_estimate.c).
+ * Otherwise the store is opened with the user mapping of the role
  * the range table entry names, the table's columns are mapped to the store's
  * by name, and the columns the plan retrieves are marked wanted, so that the
  * read decodes only those.  The snapshot is not taken here but at the first
@@ -60,7 +61,7 @@ rollout_begin_foreign_scan(ForeignScanState *node, int eflags)
 	state->key_quals = scan_plan_key_quals(plan);
 	state->pushed_conditions = scan_plan_pushed_conditions(plan);
 
-	/* plain EXPLAIN touches no storage */
+	/* plain EXPLAIN executes nothing */
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
 

@@ -28,17 +28,27 @@
 #include "access/nbtree.h"
 #include "access/table.h"
 #include "nodes/makefuncs.h"
+#include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
+#include "optimizer/paths.h"
 #include "optimizer/pathnode.h"
 #include "optimizer/planmain.h"
 #include "optimizer/restrictinfo.h"
 #include "parser/parse_coerce.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/lsyscache.h"
 #include "utils/pg_locale.h"
 #include "utils/rel.h"
 #include "utils/typcache.h"
 
 #include "scan_internal.h"
+
+/* the planner's row count when the store is not asked (no SELECT privilege) */
+#define ROLLOUT_UNKNOWN_ROWS	1000
+
+/* rows of a row group a lookup looks at per source, for its cost */
+#define ROLLOUT_LOOKUP_ROWS		64
 
 /* Index of items in a ForeignScan's fdw_private list. */
 enum RolloutScanPrivate
@@ -55,6 +65,11 @@ typedef struct RolloutPlanState
 	AttrNumber	key_attno;
 	List	   *key_quals;		/* KeyQual * */
 	List	   *pushed_conditions;	/* PushedCondition *, none a key qual */
+	List	   *key_clauses;	/* the RestrictInfos of key_quals */
+	bool		has_key_equality;
+	Oid			key_type;		/* InvalidOid without a key column */
+	Oid			key_opfamily;	/* its default btree family, or InvalidOid */
+	StoreEstimate estimate;
 } RolloutPlanState;
 
 /*
@@ -75,11 +90,14 @@ is_key_var(Node *node, RelOptInfo *baserel, AttrNumber key_attno)
 
 /*
  * Recognise "key op value" (or "value op key") as a key condition the scan
- * may use to skip data, under the collation rules in the file header.
+ * may use to skip data, under the collation rules in the file header.  The
+ * value may use other relations' columns (a join clause of a parameterized
+ * path, a lateral reference): the planner turns those into parameters,
+ * fixed for each rescan.
  */
 static KeyQual *
-classify_key_qual(Expr *clause, RelOptInfo *baserel, AttrNumber key_attno,
-				  Oid key_type, Oid key_opfamily)
+classify_key_qual(PlannerInfo *root, Expr *clause, RelOptInfo *baserel,
+				  AttrNumber key_attno, Oid key_type, Oid key_opfamily)
 {
 	OpExpr	   *op;
 	Node	   *left;
@@ -111,8 +129,9 @@ classify_key_qual(Expr *clause, RelOptInfo *baserel, AttrNumber key_attno,
 	else
 		return NULL;
 
-	/* the value must be fixed for the whole scan */
-	if (contain_var_clause(value) || contain_volatile_functions(value))
+	/* the value must be fixed for the whole scan (or rescan) */
+	if (bms_is_member(baserel->relid, pull_varnos(root, value)) ||
+		contain_volatile_functions(value))
 		return NULL;
 	if (!op_in_opfamily(op->opno, key_opfamily))
 		return NULL;
@@ -157,6 +176,33 @@ classify_key_qual(Expr *clause, RelOptInfo *baserel, AttrNumber key_attno,
 }
 
 /*
+ * The store's row count for baserel, opened with the credentials its scan
+ * will use (the checkAsUser of a view's owner, else the current user).
+ * This reads metadata, never data; plain EXPLAIN does so too, which is what
+ * makes its estimates worth reading.
+ */
+static StoreEstimate
+rollout_plan_estimate(RelOptInfo *baserel, Oid foreigntableid,
+					  RolloutTableOptions *options)
+{
+	Oid			userid = OidIsValid(baserel->userid) ? baserel->userid : GetUserId();
+	Relation	rel;
+	RolloutStore *store;
+	StoreEstimate unknown = {ROLLOUT_UNKNOWN_ROWS, 1, -1, 0, 0};
+
+	/*
+	 * A role that may not read the table gets no request sent on its behalf:
+	 * its query fails the permission check before it runs.
+	 */
+	if (pg_class_aclcheck(foreigntableid, userid, ACL_SELECT) != ACLCHECK_OK)
+		return unknown;
+	rel = table_open(foreigntableid, NoLock);
+	store = rollout_store_for_relation_as(rel, userid);
+	table_close(rel, NoLock);
+	return scan_estimate_get(store, options->read_wal_tail);
+}
+
+/*
  * GetForeignRelSize: find the key conditions among the restriction clauses and
  * estimate the rows.  The plan state (options, key column, key conditions) is
  * kept in baserel->fdw_private for GetForeignPaths and GetForeignPlan.  A key
@@ -176,6 +222,8 @@ rollout_get_foreign_rel_size(PlannerInfo *root, RelOptInfo *baserel,
 	state->options = rollout_table_options(foreigntableid);
 	state->key_attno = get_attnum(foreigntableid, state->options->key_column);
 	baserel->fdw_private = state;
+	state->estimate = rollout_plan_estimate(baserel, foreigntableid,
+											state->options);
 
 	key_opfamily = InvalidOid;
 	if (state->key_attno != InvalidAttrNumber)
@@ -183,6 +231,8 @@ rollout_get_foreign_rel_size(PlannerInfo *root, RelOptInfo *baserel,
 		key_type = get_atttype(foreigntableid, state->key_attno);
 		key_opfamily = lookup_type_cache(key_type, TYPECACHE_BTREE_OPFAMILY)->btree_opf;
 	}
+	state->key_type = key_type;
+	state->key_opfamily = key_opfamily;
 	foreach(lc, baserel->baserestrictinfo)
 	{
 		RestrictInfo *rinfo = lfirst(lc);
@@ -190,11 +240,12 @@ rollout_get_foreign_rel_size(PlannerInfo *root, RelOptInfo *baserel,
 		PushedCondition *condition;
 
 		if (OidIsValid(key_opfamily))
-			qual = classify_key_qual(rinfo->clause, baserel, state->key_attno,
+			qual = classify_key_qual(root, rinfo->clause, baserel, state->key_attno,
 									 key_type, key_opfamily);
 		if (qual != NULL)
 		{
 			state->key_quals = lappend(state->key_quals, qual);
+			state->key_clauses = lappend(state->key_clauses, rinfo);
 			if (qual->strategy == BTEqualStrategyNumber)
 				has_equality = true;
 			continue;
@@ -206,10 +257,13 @@ rollout_get_foreign_rel_size(PlannerInfo *root, RelOptInfo *baserel,
 	}
 
 	/*
-	 * Without statistics the planner gets a modest default; a key equality
-	 * returns at most one row, since the scan deduplicates by key.
+	 * The rows are the store's count from metadata (scan_estimate.c), the
+	 * selectivity the conditions' (from ANALYZE's statistics when there are
+	 * any); a key equality returns at most one row, since the scan
+	 * deduplicates by key.
 	 */
-	baserel->tuples = 1000;
+	state->has_key_equality = has_equality;
+	baserel->tuples = Max(state->estimate.rows, 1);
 	baserel->rows = has_equality ? 1 :
 		clamp_row_est(baserel->tuples *
 					  clauselist_selectivity(root, baserel->baserestrictinfo,
@@ -217,30 +271,203 @@ rollout_get_foreign_rel_size(PlannerInfo *root, RelOptInfo *baserel,
 }
 
 /*
- * GetForeignPaths: offer the one access path, a merge read of the store.  Its
- * cost charges every stored row several times over, a tenth of that when key
- * conditions let the read skip objects and row groups, plus the rows returned.
- * Like postgres_fdw's, the path is parameterized only by the relation's
- * lateral references.
+ * The pathkeys of the merged read's output, or NIL.  The read emits rows in
+ * ascending key order by the key type's default btree comparison, under the
+ * "C" collation for a collatable type (segment.h).  That is the order of
+ * the key column's own ORDER BY only when the type is not collatable or the
+ * column's collation is "C"; otherwise (text under en_US, say) nothing is
+ * claimed and the planner sorts.  Only a pathkey the query already has an
+ * equivalence class for (ORDER BY, a merge join) is built, so claiming the
+ * order never changes a plan that does not use it.
+ */
+static List *
+rollout_key_pathkeys(PlannerInfo *root, RelOptInfo *baserel,
+					 Oid foreigntableid, AttrNumber key_attno)
+{
+	Oid			key_type;
+	int32		typmod;
+	Oid			collation;
+	TypeCacheEntry *typentry;
+	Var		   *var;
+
+	if (key_attno == InvalidAttrNumber)
+		return NIL;
+	get_atttypetypmodcoll(foreigntableid, key_attno, &key_type, &typmod,
+						  &collation);
+	if (type_is_collatable(key_type) &&
+		(!OidIsValid(collation) || !lc_collate_is_c(collation)))
+		return NIL;
+	typentry = lookup_type_cache(key_type, TYPECACHE_LT_OPR | TYPECACHE_CMP_PROC);
+	if (!OidIsValid(typentry->lt_opr) || !OidIsValid(typentry->cmp_proc))
+		return NIL;
+
+	var = makeVar(baserel->relid, key_attno, key_type, typmod, collation, 0);
+	return build_expression_pathkey(root, (Expr *) var, NULL,
+									typentry->lt_opr, baserel->relids, false);
+}
+
+/*
+ * The cost of one key lookup: opening each source (a cached footer, its key
+ * filter asked) and a binary search in one row group's keys, then one
+ * page of each column for the row found.
+ */
+static Cost
+rollout_lookup_cost(RolloutPlanState *state)
+{
+	return 10 + Max(state->estimate.sources, 1) *
+		(seq_page_cost + ROLLOUT_LOOKUP_ROWS * cpu_tuple_cost);
+}
+
+/* generate_implied_equalities_for_column's test: the key column's classes */
+typedef struct KeyClassSearch
+{
+	AttrNumber	key_attno;
+	List	   *already_used;	/* EquivalenceClass * tried before */
+	EquivalenceClass *current;
+} KeyClassSearch;
+
+static bool
+key_class_member(PlannerInfo *root, RelOptInfo *rel, EquivalenceClass *ec,
+				 EquivalenceMember *em, void *arg)
+{
+	KeyClassSearch *search = arg;
+
+	if (!is_key_var((Node *) em->em_expr, rel, search->key_attno) ||
+		list_member_ptr(search->already_used, ec))
+		return false;
+	if (search->current == NULL)
+		search->current = ec;
+	return search->current == ec;
+}
+
+/*
+ * The join clauses "key = expression of other relations" that could make
+ * this scan a key lookup per outer row: those written as such (joininfo)
+ * and those the equivalence classes of the key column imply (a.id = b.id),
+ * found one class at a time as postgres_fdw does.
+ */
+static List *
+rollout_key_join_clauses(PlannerInfo *root, RelOptInfo *baserel,
+						 RolloutPlanState *state)
+{
+	List	   *candidates = list_copy(baserel->joininfo);
+	List	   *clauses = NIL;
+	ListCell   *lc;
+
+	if (baserel->has_eclass_joins)
+	{
+		KeyClassSearch search = {state->key_attno, NIL, NULL};
+
+		for (;;)
+		{
+			List	   *implied;
+
+			search.current = NULL;
+			implied = generate_implied_equalities_for_column(root, baserel,
+															 key_class_member,
+															 &search,
+															 baserel->lateral_referencers);
+			if (search.current == NULL)
+				break;
+			candidates = list_concat(candidates, implied);
+			search.already_used = lappend(search.already_used, search.current);
+		}
+	}
+
+	foreach(lc, candidates)
+	{
+		RestrictInfo *rinfo = lfirst(lc);
+		KeyQual    *qual;
+
+		if (!join_clause_is_movable_to(rinfo, baserel))
+			continue;
+		qual = classify_key_qual(root, rinfo->clause, baserel, state->key_attno,
+								 state->key_type, state->key_opfamily);
+		if (qual != NULL && qual->strategy == BTEqualStrategyNumber)
+			clauses = lappend(clauses, rinfo);
+	}
+	return clauses;
+}
+
+/*
+ * Parameterized paths: one key lookup per outer row, for each set of outer
+ * relations a key join clause needs.  The executor's nested loop sets the
+ * parameters and rescans; a rescan evaluates the key range anew over the
+ * same snapshot (scan.c).
+ */
+static void
+rollout_add_key_join_paths(PlannerInfo *root, RelOptInfo *baserel,
+						   RolloutPlanState *state)
+{
+	List	   *done = NIL;		/* Relids already given a path */
+	ListCell   *lc;
+
+	if (!OidIsValid(state->key_opfamily))
+		return;
+	foreach(lc, rollout_key_join_clauses(root, baserel, state))
+	{
+		RestrictInfo *rinfo = lfirst(lc);
+		Relids		required_outer;
+		ListCell   *dc;
+		bool		seen = false;
+		Cost		cost = rollout_lookup_cost(state);
+
+		required_outer = bms_union(bms_difference(rinfo->clause_relids,
+												  baserel->relids),
+								   baserel->lateral_relids);
+		if (bms_is_empty(required_outer))
+			continue;
+		foreach(dc, done)
+			seen |= bms_equal(lfirst(dc), required_outer);
+		if (seen)
+			continue;
+		done = lappend(done, required_outer);
+		(void) get_baserel_parampathinfo(root, baserel, required_outer);
+		add_path(baserel, (Path *)
+				 create_foreignscan_path(root, baserel, NULL, 1, cost,
+										 cost + cpu_tuple_cost, NIL,
+										 required_outer, NULL, NIL));
+	}
+}
+
+/*
+ * GetForeignPaths: offer the one access path, a merge read of the store, in
+ * key order (rollout_key_pathkeys).  Its cost: opening each source; then
+ * every stored version read several times over (its key and version
+ * columns decoded, the merge's comparisons) in the part of the key space
+ * the key conditions leave, about a row group per source for a key
+ * equality; then the rows returned.  Like postgres_fdw's, the path is
+ * parameterized only by the relation's lateral references.
  */
 static void
 rollout_get_foreign_paths(PlannerInfo *root, RelOptInfo *baserel,
 						  Oid foreigntableid)
 {
 	RolloutPlanState *state = baserel->fdw_private;
-	Cost		startup_cost = 10;
+	Cost		startup_cost;
 	Cost		run_cost;
+	double		versions_read = baserel->tuples;
 
-	/* objects are read whole per row group: key ranges make it much cheaper */
-	run_cost = baserel->tuples * cpu_tuple_cost * 4;
-	if (state->key_quals != NIL)
-		run_cost /= 10;
-	run_cost += baserel->rows * cpu_tuple_cost;
+	if (state->key_clauses != NIL)
+		versions_read *= clauselist_selectivity(root, state->key_clauses,
+												baserel->relid, JOIN_INNER,
+												NULL);
+	startup_cost = 10 + state->estimate.sources * seq_page_cost;
+	run_cost = versions_read * cpu_tuple_cost * 4 + baserel->rows * cpu_tuple_cost;
+	if (state->has_key_equality)
+	{
+		startup_cost = rollout_lookup_cost(state);
+		run_cost = cpu_tuple_cost;
+	}
 
 	add_path(baserel, (Path *)
 			 create_foreignscan_path(root, baserel, NULL, baserel->rows,
 									 startup_cost, startup_cost + run_cost,
-									 NIL, baserel->lateral_relids, NULL, NIL));
+									 rollout_key_pathkeys(root, baserel,
+														  foreigntableid,
+														  state->key_attno),
+									 baserel->lateral_relids, NULL, NIL));
+	rollout_add_key_join_paths(root, baserel, state);
 }
 
 /*
@@ -262,6 +489,9 @@ rollout_get_foreign_plan(PlannerInfo *root, RelOptInfo *baserel,
 	Bitmapset  *attrs = NULL;
 	List	   *retrieved_attrs = NIL;
 	List	   *key_qual_info = NIL;
+	List	   *key_quals;
+	List	   *equalities;
+	List	   *others;
 	List	   *pushed_info = NIL;
 	List	   *fdw_exprs = NIL;
 	ListCell   *lc;
@@ -269,7 +499,7 @@ rollout_get_foreign_plan(PlannerInfo *root, RelOptInfo *baserel,
 
 	/* the columns the query needs: its target list and all conditions */
 	pull_varattnos((Node *) baserel->reltarget->exprs, baserel->relid, &attrs);
-	foreach(lc, baserel->baserestrictinfo)
+	foreach(lc, scan_clauses)	/* with a lookup path's join clauses */
 		pull_varattnos((Node *) ((RestrictInfo *) lfirst(lc))->clause,
 					   baserel->relid, &attrs);
 	whole_row = bms_is_member(0 - FirstLowInvalidHeapAttributeNumber, attrs);
@@ -288,7 +518,42 @@ rollout_get_foreign_plan(PlannerInfo *root, RelOptInfo *baserel,
 		table_close(rel, NoLock);
 	}
 
-	foreach(lc, state->key_quals)
+	/* a lookup path's join clauses are key conditions too */
+	key_quals = list_copy(state->key_quals);
+	if (best_path->path.param_info != NULL)
+		foreach(lc, best_path->path.param_info->ppi_clauses)
+	{
+		RestrictInfo *rinfo = lfirst(lc);
+		KeyQual    *qual = NULL;
+
+		if (OidIsValid(state->key_opfamily) &&
+			!list_member_ptr(baserel->baserestrictinfo, rinfo))
+			qual = classify_key_qual(root, rinfo->clause, baserel,
+									 state->key_attno, state->key_type,
+									 state->key_opfamily);
+		if (qual != NULL)
+			key_quals = lappend(key_quals, qual);
+	}
+
+	/*
+	 * Equalities first: the key range keeps the first bound of each side
+	 * (scan.c), and a lookup's equality must be it, not a range condition
+	 * that happens to come earlier (a join's key plus the query's id > 0).
+	 */
+	equalities = NIL;
+	others = NIL;
+	foreach(lc, key_quals)
+	{
+		KeyQual    *qual = lfirst(lc);
+
+		if (qual->strategy == BTEqualStrategyNumber)
+			equalities = lappend(equalities, qual);
+		else
+			others = lappend(others, qual);
+	}
+	key_quals = list_concat(equalities, others);
+
+	foreach(lc, key_quals)
 	{
 		KeyQual    *qual = lfirst(lc);
 

@@ -38,6 +38,7 @@
 #include "lib/ilist.h"
 #include "utils/memutils.h"
 
+#include "rollout/fdw.h"
 #include "rollout/scan_snapshot.h"
 #include "rollout/store_snapshot.h"
 
@@ -129,6 +130,8 @@ rollout_scan_snapshot(RolloutStore *store, bool all_wal_tails, EState *estate)
 	}
 	entry->snapshot = rollout_snapshot_take(store, all_wal_tails);
 	MemoryContextSwitchTo(oldcontext);
+	/* the planner's count of the store, renewed for free */
+	scan_estimate_note_snapshot(store, all_wal_tails, entry->snapshot);
 	return entry->snapshot;
 }
 

@@ -129,7 +129,7 @@ rollout_store_cache_init(void)
  * missing mapping is no error: a file:// store needs none, and a remote
  * backend reports missing credentials itself.
  */
-static List *
+List *
 rollout_location_options(Oid serverid, Oid userid)
 {
 	List	   *options = list_copy(GetForeignServer(serverid)->options);

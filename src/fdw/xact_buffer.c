@@ -45,6 +45,7 @@
 #include "utils/resowner.h"
 
 #include "rollout/commit.h"
+#include "rollout/fdw.h"
 #include "rollout/store_definition.h"
 #include "rollout/xact_buffer.h"
 
@@ -476,6 +477,8 @@ xact_buffer_commit(XactBuffer *buffer)
 	buffered_row_reader_init(&reader, buffer);
 	rollout_commit_rows(buffer->store, buffered_row_reader_next, &reader,
 						buffer->length, buffer->file != NULL);
+	/* the next plan of this backend counts them */
+	scan_estimate_forget(buffer->store);
 }
 
 /*

@@ -206,6 +206,7 @@ static const ObjectStoreOps azure_store_ops = {
 	.get_tail = NULL,
 	.get_put_id = azure_get_put_id,
 	.list = azure_list,
+	.list_starts_after = false,
 	.delete_object = azure_delete_object,
 	.get_many = azure_get_many,
 	.close = NULL,

@@ -163,6 +163,7 @@ static const ObjectStoreOps file_store_ops = {
 	.get_tail = file_store_get_tail,
 	.get_put_id = file_store_get_put_id,
 	.list = file_store_list,
+	.list_starts_after = true,
 	.delete_object = file_store_delete_object,
 	.remove_abandoned_uploads = file_store_remove_abandoned_uploads,
 	.close = file_store_close

@@ -846,6 +846,7 @@ static const ObjectStoreOps s3_store_ops = {
 	.get_tail = NULL,
 	.get_put_id = s3_get_put_id,
 	.list = s3_list,
+	.list_starts_after = true,
 	.delete_object = s3_delete_object,
 	.get_many = s3_get_many,
 	.close = s3_close,

@@ -18,6 +18,7 @@
  */
 #include "postgres.h"
 
+#include "common/hashfn.h"
 #include "lib/binaryheap.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
@@ -36,6 +37,8 @@ struct MergeRead
 
 	RowSource **sources;
 	int			source_count;
+	bool		(*sample) (void *sample_arg, uint64 cluster);
+	void	   *sample_arg;
 	binaryheap *heap;			/* sources with a current row, by key */
 	RowSourcePrefetcher *prefetcher;	/* batches the sources' reads */
 
@@ -372,6 +375,8 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 	read->store = store;
 	read->context = context;
 	read->keep_tombstones = options->keep_tombstones;
+	read->sample = options->sample;
+	read->sample_arg = options->sample_arg;
 	read->filter = options->filter != NULL && options->filter->count > 0 ?
 		options->filter : NULL;
 	if (read->filter != NULL)
@@ -522,6 +527,12 @@ merge_read_next(MergeRead *read, Datum *values, bool *isnull)
 
 		if (!read->keep_tombstones && row_source_op(winner) == ROLLOUT_OP_DELETE)
 			continue;			/* the newest version is a tombstone */
+		/* a cluster is its source (the pointer, fixed for the read) and place */
+		if (read->sample != NULL &&
+			!read->sample(read->sample_arg,
+						  hash_combine64((uint64) (uintptr_t) winner,
+										 row_source_cluster(winner, MERGE_READ_SAMPLE_CLUSTER_ROWS))))
+			continue;
 		if (read->filter != NULL)
 		{
 			/*

@@ -833,6 +833,21 @@ row_source_decode_deferred(RowSource *source, SegmentRowGroup *rows,
 		source->stats->chunks_decoded_late++;
 }
 
+/* See row_source.h. */
+uint64
+row_source_cluster(RowSource *source, int rows_per_cluster)
+{
+	int			group = source->group;
+	int64		row = source->row;
+
+	if (!source->sorted)
+	{
+		group = source->order[source->cursor].group;
+		row = source->order[source->cursor].row;
+	}
+	return ((uint64) (uint32) group << 32) | (uint32) (row / rows_per_cluster);
+}
+
 /* A column's value in the current row, decoding its chunk if deferred. */
 static inline Datum
 row_source_value(RowSource *source, int column, bool *isnull)
