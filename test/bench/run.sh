@@ -529,11 +529,17 @@ W=$((ROWS / 1000))
 STEP=$((4294967296 / W))
 RANGE_HI=$((W - 2))
 NROLL=$(((ROWS - 1) / 32))
+# 1,000 keys of the data set (a few absent ones when ROWS is smaller), for the key join
+psql_q -c "DROP TABLE IF EXISTS join_ids" \
+	-c "CREATE TABLE join_ids AS SELECT md5('row-' || (i * 7919 % $ROWS + 1))::uuid AS id FROM generate_series(1, 1000) i" \
+	-c "ANALYZE join_ids"
 for kind in heap rollout; do
 	T=scan_$kind
 	echo "SELECT count(*) FROM $T;" >"$SCRIPTS/count_$kind.sql"
 	echo "COPY (SELECT * FROM $T) TO '/dev/null';" >"$SCRIPTS/full_$kind.sql"
 	echo "SELECT sum(reward) FROM $T;" >"$SCRIPTS/onecol_$kind.sql"
+	echo "SELECT * FROM $T ORDER BY id LIMIT 10;" >"$SCRIPTS/orderlimit_$kind.sql"
+	echo "SELECT count(*), sum(t.reward) FROM join_ids i JOIN $T t ON t.id = i.id;" >"$SCRIPTS/keyjoin_$kind.sql"
 	cat >"$SCRIPTS/lookup_$kind.sql" <<EOF
 \set n random(1, $ROWS)
 SELECT * FROM $T WHERE id = md5('row-' || :n)::uuid;
@@ -571,6 +577,12 @@ check_same() {
 	[ "${h%%|*}" = "$ROWS" ] || die "expected $ROWS rows, found ${h%%|*}"
 }
 
+# the planner's row estimate for SELECT * from table, divided by the true count
+estimate_ratio() { # table
+	psql_q -c "EXPLAIN (FORMAT JSON) SELECT * FROM $1" |
+		ROWS=$ROWS perl -MJSON::PP -0777 -e 'printf "%.3f\n", decode_json(<STDIN>)->[0]{Plan}{"Plan Rows"} / $ENV{ROWS}'
+}
+
 read_workloads() { # phase label
 	local phase=$1 label=$2 sec="Reads, $2"
 	workload "count_$phase" "$sec" "SELECT count(*)" ms lower
@@ -582,6 +594,9 @@ read_workloads() { # phase label
 	workload "ctime_$phase" "$sec" "filter on created_at, 1 % of rows (follows insert order)" ms lower
 	workload "cheap_$phase" "$sec" "cheap count (rollout_observe; heap: pg_class.reltuples)" ms lower
 	workload "exact_$phase" "$sec" "exact count (rollout_observe exact; heap: count(*))" ms lower
+	workload "orderlimit_$phase" "$sec" "ORDER BY id LIMIT 10 (heap: its primary key index)" ms lower
+	workload "estimate_$phase" "$sec" "planner row estimate of SELECT * / true row count" ratio none
+	workload "keyjoin_$phase" "$sec" "join of 1,000 keys from a heap table (the planner's choice of plan)" ms lower
 	for kind in heap rollout; do
 		CURRENT="reads $label: $kind"
 		say "reads $label: $kind"
@@ -594,6 +609,9 @@ read_workloads() { # phase label
 		latency_runs "ctime_$phase" "$kind" "$SCRIPTS/ctime_$kind.sql" "$RUNS"
 		latency_runs "cheap_$phase" "$kind" "$SCRIPTS/cheap_$kind.sql" $((LOOKUPS * RUNS))
 		latency_runs "exact_$phase" "$kind" "$SCRIPTS/exact_$kind.sql" "$RUNS"
+		latency_runs "orderlimit_$phase" "$kind" "$SCRIPTS/orderlimit_$kind.sql" $((LOOKUPS * RUNS / 5))
+		record "estimate_$phase" "$kind" 1 "$(estimate_ratio "scan_$kind")"
+		latency_runs "keyjoin_$phase" "$kind" "$SCRIPTS/keyjoin_$kind.sql" "$RUNS"
 	done
 }
 
@@ -630,6 +648,13 @@ psql_q -c "SELECT * FROM rollout_observe('scan_rollout')" >"$LOGS/observe_after.
 check_same
 sizes after "after merge + compaction + gc (heap: after VACUUM ANALYZE)"
 read_workloads after "after merge + full compaction (heap: after VACUUM ANALYZE)"
+
+CURRENT="analyze"
+say "ANALYZE"
+workload analyze "Maintenance" "ANALYZE (a sample of the live rows; compare the full scan above)" ms lower
+for kind in heap rollout; do
+	record analyze "$kind" 1 "$(sql_ms "ANALYZE scan_$kind")"
+done
 
 # ---------------------------------------------------------------- report
 CURRENT="report"
