@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # demo.sh — see rollout_fdw work on a fresh Debian 12 machine. Run as root.
 #
-#   scripts/demo.sh [--no-deps] [--preload]    install, build, start a demo cluster, run the demo
+#   scripts/demo.sh [--no-deps] [--plain]      install, build, start a demo cluster, run the demo
 #   scripts/demo.sh --stop                     stop the demo cluster and remove its directory
 #
 # What it does:
@@ -15,13 +15,17 @@
 #      extension, a server with the default (embedded) store location and the
 #      rollout_steps foreign table, writes 5000 agent-rollout steps in three
 #      transactions (one of them a COPY FROM STDIN), rolls one back, upserts 20
-#      existing ids, queries, and flushes;
+#      existing ids, queries, flushes and merges, and shows the planner at work
+#      (estimates from metadata, ANALYZE, ORDER BY key without a Sort) and the
+#      store's counters;
 #   5. shows the store's files on disk and how to connect and stop. The cluster
 #      keeps running so that you can look around.
 #
 # Environment: ROLLOUT_DEMO_DIR (default /tmp/rollout_demo), ROLLOUT_DEMO_PORT
-# (default 5499), ROLLOUT_DEMO_PRELOAD (shared_preload_libraries; default empty,
-# --preload sets rollout_fdw), MAKE_JOBS (default 2).
+# (default 5499), ROLLOUT_DEMO_PRELOAD (shared_preload_libraries; default
+# rollout_fdw, the recommended configuration: the shared-memory writer with
+# group commit, the memtable and the sweeper; --plain sets it empty),
+# MAKE_JOBS (default 2).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -29,7 +33,7 @@ PG_BIN=/usr/lib/postgresql/15/bin
 PG_CONFIG=$PG_BIN/pg_config
 DIR=${ROLLOUT_DEMO_DIR:-/tmp/rollout_demo}
 PORT=${ROLLOUT_DEMO_PORT:-5499}
-PRELOAD=${ROLLOUT_DEMO_PRELOAD:-}
+PRELOAD=${ROLLOUT_DEMO_PRELOAD-rollout_fdw}
 DEMO_SQL=$ROOT/scripts/demo.sql
 DATA=$DIR/data
 LOG=$DIR/postgresql.log
@@ -40,7 +44,8 @@ stop_only=0
 for arg in "$@"; do
 	case $arg in
 	--no-deps) run_deps=0 ;;
-	--preload) PRELOAD=rollout_fdw ;;
+	--preload) PRELOAD=rollout_fdw ;; # the default; kept for old command lines
+	--plain) PRELOAD= ;;
 	--stop) stop_only=1 ;;
 	-h | --help)
 		sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
@@ -171,6 +176,8 @@ What the demo did:
     (newest version wins, so the count stays 5000)
   - queried: count(*), average reward per role, a key lookup, one rollout's trajectory,
     EXPLAIN of a key lookup; then rollout_flush('rollout_steps') and counted again
+  - merged into the base, counted with rollout_observe, ran ANALYZE, showed estimates
+    and ORDER BY id LIMIT 5 without a Sort, and the counters of rollout_stat_stores
 EOF
 echo
 if [ -n "$store_dirs" ]; then

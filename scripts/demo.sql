@@ -12,7 +12,7 @@
 CREATE EXTENSION rollout_fdw;
 CREATE SERVER rollout_local FOREIGN DATA WRAPPER rollout_fdw;
 CREATE FOREIGN TABLE rollout_steps (
-    id          text,
+    id          text COLLATE "C",  -- the store's order: ORDER BY id and id ranges use it
     rollout_id  uuid,
     step        int,
     role        text,
@@ -134,3 +134,29 @@ SELECT count(*) AS rows_after_flush FROM rollout_steps;
 SELECT id, reward, payload->>'rescored_by' AS rescored_by
 FROM rollout_steps
 WHERE id = 'r0007-s02';
+
+\echo
+\echo '=== 11. merge the generation into the base; what the store holds (cheap counts from'
+\echo '===     metadata, the exact one by reading the key columns)'
+SELECT * FROM rollout_merge('rollout_steps');
+SELECT row_count, exact_row_count, base_rows, fragments, generations
+FROM rollout_observe('rollout_steps', exact => true);
+
+\echo
+\echo '=== 12. the planner: row estimates come from the store metadata, column statistics from ANALYZE'
+EXPLAIN SELECT * FROM rollout_steps;
+ANALYZE rollout_steps;
+EXPLAIN SELECT * FROM rollout_steps WHERE role = 'tool';
+SELECT attname, n_distinct, most_common_vals
+FROM pg_stats WHERE tablename = 'rollout_steps' AND attname IN ('role', 'step') ORDER BY attname;
+
+\echo
+\echo '=== 13. the merged read returns rows in key order: ORDER BY id LIMIT needs no Sort'
+\echo '===     and reads only the first row group'
+EXPLAIN (COSTS OFF) SELECT id, reward FROM rollout_steps ORDER BY id LIMIT 5;
+SELECT id, role, reward FROM rollout_steps ORDER BY id LIMIT 5;
+
+\echo
+\echo '=== 14. what this cluster did with the store (preloaded: group commit, memtable, sweeper)'
+SELECT store, transactions_committed, wal_puts, rows_appended, memtable_rows, flushes, merges
+FROM rollout_stat_stores;
