@@ -87,7 +87,11 @@ estimate_count_wal_entry(SegmentReader *reader, int index, void *arg)
 		return;					/* flushed and collected since: nothing */
 	*rows += reader->row_count;
 	foreach(lc, wal_metadata_from_json(reader->metadata, reader->source->name)->ingest)
-		*rows += ((WalIngestRef *) lfirst(lc))->rows;
+	{
+		WalIngestRef *ingest = lfirst(lc);
+
+		*rows += ingest->rows;
+	}
 }
 
 /*
@@ -203,11 +207,13 @@ scan_estimate_note_snapshot(RolloutStore *store, bool all_wal_tails,
 								   GetCurrentTimestamp(), ESTIMATE_MAX_AGE_MS))
 		wal_entry_rows = -1;
 	if (wal_entry_rows < 0)
+	{
 		foreach(lc, snapshot->sources)
 		{
 			if (((SnapshotSource *) lfirst(lc))->kind == SNAPSHOT_WAL_ENTRY)
 				return;
 		}
+	}
 	estimate = estimate_from_snapshot(store, snapshot, wal_entry_rows);
 	if (entry != NULL)
 		estimate.wal_sampled_at = entry->estimate.wal_sampled_at;
