@@ -34,6 +34,15 @@ typedef struct KeyRange
 	bool		single_key;		/* both bounds are one key = condition */
 	KeyBound	lower;
 	KeyBound	upper;
+
+	/*
+	 * A parallel scan's part of the key space (fdw/scan_parallel.c), on top
+	 * of the bounds above: keys >= slice_lower and < slice_upper, either
+	 * possibly absent, both of the key's own type.  Parts are disjoint, so
+	 * that every key is merged by exactly one participant.
+	 */
+	KeyBound	slice_lower;
+	KeyBound	slice_upper;
 } KeyRange;
 
 /* Is key inside range? */
@@ -47,6 +56,9 @@ extern bool key_range_below_lower(const KeyRange *range, Datum key);
 
 /* Is key above the range's upper bound? */
 extern bool key_range_past_upper(const KeyRange *range, Datum key);
+
+/* Does the range have a lower bound at all (so that seeking it helps)? */
+extern bool key_range_has_lower(const KeyRange *range);
 
 /*
  * The one key a range of a key = condition stands for, when key filters may

@@ -8,6 +8,8 @@
 #ifndef ROLLOUT_SNAPSHOT_H
 #define ROLLOUT_SNAPSHOT_H
 
+#include "lib/stringinfo.h"
+
 #include "rollout/manifest.h"
 
 typedef enum SnapshotSourceKind
@@ -86,5 +88,18 @@ typedef struct RolloutSnapshot
  * unknown size.
  */
 extern SnapshotSource *snapshot_source_new(SnapshotSourceKind kind);
+
+/*
+ * A snapshot flattened into bytes and back (core/snapshot_serial.c), so that
+ * a parallel scan's workers read exactly the leader's snapshot.  key_len and
+ * key_byval describe the key type of min_key and max_key.  Rows held in
+ * memory (memtable batches, the transaction's own rows) are copied into the
+ * bytes, and a restored snapshot points into them: data must be MAXALIGNed
+ * and outlive the snapshot.
+ */
+extern void snapshot_serialize(const RolloutSnapshot *snapshot, int16 key_len,
+							   bool key_byval, StringInfo out);
+extern RolloutSnapshot *snapshot_restore(const char *data, int16 key_len,
+										 bool key_byval);
 
 #endif							/* ROLLOUT_SNAPSHOT_H */

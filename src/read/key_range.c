@@ -22,28 +22,55 @@ key_bound_compare(const KeyBound *bound, Datum key)
 										   bound->collation, key, bound->value));
 }
 
-/* Is key above the range's upper bound (so every later key is too)? */
+/* Is key above an upper bound (so every later key is too)? */
+static bool
+key_above_bound(const KeyBound *bound, Datum key)
+{
+	int			cmp;
+
+	if (!bound->present)
+		return false;
+	cmp = key_bound_compare(bound, key);
+	return cmp > 0 || (cmp == 0 && !bound->inclusive);
+}
+
+/* Is key below a lower bound? */
+static bool
+key_below_bound(const KeyBound *bound, Datum key)
+{
+	int			cmp;
+
+	if (!bound->present)
+		return false;
+	cmp = key_bound_compare(bound, key);
+	return cmp < 0 || (cmp == 0 && !bound->inclusive);
+}
+
+/* Is key above the range's upper bound or its slice's? */
 bool
 key_range_past_upper(const KeyRange *range, Datum key)
 {
-	int			cmp;
-
-	if (range == NULL || !range->upper.present)
+	if (range == NULL)
 		return false;
-	cmp = key_bound_compare(&range->upper, key);
-	return cmp > 0 || (cmp == 0 && !range->upper.inclusive);
+	return key_above_bound(&range->upper, key) ||
+		key_above_bound(&range->slice_upper, key);
 }
 
-/* Is key below the range's lower bound? */
+/* Is key below the range's lower bound or its slice's? */
 bool
 key_range_below_lower(const KeyRange *range, Datum key)
 {
-	int			cmp;
-
-	if (range == NULL || !range->lower.present)
+	if (range == NULL)
 		return false;
-	cmp = key_bound_compare(&range->lower, key);
-	return cmp < 0 || (cmp == 0 && !range->lower.inclusive);
+	return key_below_bound(&range->lower, key) ||
+		key_below_bound(&range->slice_lower, key);
+}
+
+bool
+key_range_has_lower(const KeyRange *range)
+{
+	return range != NULL &&
+		(range->lower.present || range->slice_lower.present);
 }
 
 /* Is key inside the range? */

@@ -708,7 +708,7 @@ row_source_seek_lower(RowSource *source)
 	int64		low = 0;
 	int64		high = source->rows.row_count;
 
-	if (source->range == NULL || !source->range->lower.present)
+	if (!key_range_has_lower(source->range))
 		return;
 	while (low < high)
 	{
