@@ -39,8 +39,10 @@ OBJS = \
 	src/core/memtable.o \
 	src/core/store_stats.o \
 	src/core/snapshot.o \
+	src/core/snapshot_serial.o \
 	src/core/store_snapshot.o \
 	src/read/key_range.o \
+	src/read/key_split.o \
 	src/read/row_source.o \
 	src/read/prefetch.o \
 	src/read/merge_iterator.o \
@@ -66,6 +68,7 @@ OBJS = \
 	src/fdw/scan.o \
 	src/fdw/scan_explain.o \
 	src/fdw/scan_snapshot.o \
+	src/fdw/scan_parallel.o \
 	src/fdw/modify.o \
 	src/fdw/xact_buffer.o \
 	src/worker/shmem.o \

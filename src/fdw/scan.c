@@ -181,54 +181,70 @@ rollout_build_key_range(ForeignScanState *node, RolloutScanState *state,
 	}
 }
 
+/* See scan_internal.h. */
+void
+scan_counters_add(ScanCounters *into, const ScanCounters *add)
+{
+	MergeReadStats *t = &into->reads;
+	const MergeReadStats *s = &add->reads;
+
+	t->fragments_read += s->fragments_read;
+	t->fragments_skipped += s->fragments_skipped;
+	t->generations_read += s->generations_read;
+	t->generations_skipped += s->generations_skipped;
+	t->wal_entries_read += s->wal_entries_read;
+	t->wal_entries_skipped += s->wal_entries_skipped;
+	t->row_groups_read += s->row_groups_read;
+	t->row_groups_skipped += s->row_groups_skipped;
+	t->key_filter_skipped += s->key_filter_skipped;
+	t->zone_map_skipped += s->zone_map_skipped;
+	t->versions_read += s->versions_read;
+	t->chunks_deferred += s->chunks_deferred;
+	t->chunks_decoded_late += s->chunks_decoded_late;
+	t->pages_decoded_late += s->pages_decoded_late;
+	t->rows_filtered += s->rows_filtered;
+	t->transaction_rows_read += s->transaction_rows_read;
+	t->rows_returned += s->rows_returned;
+	t->prefetch_batches += s->prefetch_batches;
+	into->remote_requests += add->remote_requests;
+	into->remote_rounds += add->remote_rounds;
+	into->footer_cache_hits += add->footer_cache_hits;
+	into->footer_cache_misses += add->footer_cache_misses;
+	into->footer_cache_shared_hits += add->footer_cache_shared_hits;
+	into->disk_cache_hits += add->disk_cache_hits;
+	into->disk_cache_misses += add->disk_cache_misses;
+}
+
 /*
  * Add the statistics of the read about to end, and the object-store requests
  * made and footers and blocks looked up in the footer and disk caches since
- * the marks, to the
- * node's totals for EXPLAIN ANALYZE; the marks move on, so that the next read
- * counts only its own.
+ * the marks, to the node's counters for EXPLAIN ANALYZE; the marks move on,
+ * so that the next read counts only its own.
  */
 static void
 rollout_scan_accumulate_stats(RolloutScanState *state)
 {
-	const MergeReadStats *stats = merge_read_stats(state->read);
+	ScanCounters read = {0};
 	ObjectStoreCounters now;
 	FooterCacheCounters footers;
 	ReadCacheCounters disk;
 
+	read.reads = *merge_read_stats(state->read);
 	objstore_get_counters(&now);
-	state->remote_requests += now.requests - state->counters_mark.requests;
-	state->remote_rounds += now.rounds - state->counters_mark.rounds;
+	read.remote_requests = now.requests - state->counters_mark.requests;
+	read.remote_rounds = now.rounds - state->counters_mark.rounds;
 	state->counters_mark = now;
 	footer_cache_get_counters(&footers);
-	state->footer_cache_hits += footers.hits - state->footer_mark.hits;
-	state->footer_cache_misses += footers.misses - state->footer_mark.misses;
-	state->footer_cache_shared_hits +=
+	read.footer_cache_hits = footers.hits - state->footer_mark.hits;
+	read.footer_cache_misses = footers.misses - state->footer_mark.misses;
+	read.footer_cache_shared_hits =
 		footers.shared_hits - state->footer_mark.shared_hits;
 	state->footer_mark = footers;
 	read_cache_get_counters(&disk);
-	state->disk_cache_hits += disk.hits - state->disk_cache_mark.hits;
-	state->disk_cache_misses += disk.misses - state->disk_cache_mark.misses;
+	read.disk_cache_hits = disk.hits - state->disk_cache_mark.hits;
+	read.disk_cache_misses = disk.misses - state->disk_cache_mark.misses;
 	state->disk_cache_mark = disk;
-
-	state->totals.fragments_read += stats->fragments_read;
-	state->totals.fragments_skipped += stats->fragments_skipped;
-	state->totals.generations_read += stats->generations_read;
-	state->totals.generations_skipped += stats->generations_skipped;
-	state->totals.wal_entries_read += stats->wal_entries_read;
-	state->totals.wal_entries_skipped += stats->wal_entries_skipped;
-	state->totals.row_groups_read += stats->row_groups_read;
-	state->totals.row_groups_skipped += stats->row_groups_skipped;
-	state->totals.key_filter_skipped += stats->key_filter_skipped;
-	state->totals.zone_map_skipped += stats->zone_map_skipped;
-	state->totals.versions_read += stats->versions_read;
-	state->totals.chunks_deferred += stats->chunks_deferred;
-	state->totals.chunks_decoded_late += stats->chunks_decoded_late;
-	state->totals.pages_decoded_late += stats->pages_decoded_late;
-	state->totals.rows_filtered += stats->rows_filtered;
-	state->totals.transaction_rows_read += stats->transaction_rows_read;
-	state->totals.rows_returned += stats->rows_returned;
-	state->totals.prefetch_batches += stats->prefetch_batches;
+	scan_counters_add(&state->counters, &read);
 }
 
 /*
@@ -236,7 +252,7 @@ rollout_scan_accumulate_stats(RolloutScanState *state)
  * transaction's store snapshot, with the transaction's own rows as the
  * newest source when it inserted into the table before this command.
  */
-static RolloutSnapshot *
+RolloutSnapshot *
 rollout_scan_take_snapshot(RolloutScanState *state)
 {
 	RolloutSnapshot *shared = rollout_scan_snapshot(state->store,
@@ -260,15 +276,80 @@ rollout_scan_take_snapshot(RolloutScanState *state)
 }
 
 /*
- * IterateForeignScan: return the next row, or an empty slot at the end.  The
- * first call after BeginForeignScan or a rescan evaluates the key range and
- * begins the merge read.  The snapshot is taken at the node's first read and
- * kept, so that rescans read the same data; only when garbage collection
- * removed an object of it is a fresh one taken, up to
- * SCAN_MAX_SNAPSHOT_ATTEMPTS times (the last attempt reports a vanished object
- * as an error), and a transaction-wide snapshot fails the scan at once.
- * Columns the query does not use are returned as nulls, and text-encoded ones
- * are decoded in row_context, which is reset for every row.
+ * Begin the merge read of the node's key range: after BeginForeignScan or a
+ * rescan, and in a parallel scan for each part of the key space this
+ * participant claims (false when none is left).  The snapshot is taken at
+ * the node's first read and kept, so that rescans read the same data; only
+ * when garbage collection removed an object of it is a fresh one taken, up
+ * to SCAN_MAX_SNAPSHOT_ATTEMPTS times (the last attempt reports a vanished
+ * object as an error), and a transaction-wide snapshot fails the scan at
+ * once.  A parallel scan's participants read the leader's snapshot, which
+ * none of them may retake alone: there, a vanished object is an error.
+ */
+static bool
+rollout_scan_open_read(ForeignScanState *node, RolloutScanState *state)
+{
+	KeyRange	range;
+	RowFilter  *filter;
+	MemoryContext oldcontext;
+
+	if (state->parts_done)
+		return false;
+	oldcontext = MemoryContextSwitchTo(state->rescan_context);
+	objstore_get_counters(&state->counters_mark);
+	footer_cache_get_counters(&state->footer_mark);
+	read_cache_get_counters(&state->disk_cache_mark);
+	rollout_build_key_range(node, state, &range);
+	if (state->parallel != NULL && !scan_parallel_next_part(state, &range))
+	{
+		state->parts_done = true;
+		MemoryContextSwitchTo(oldcontext);
+		return false;
+	}
+	filter = scan_filter_build(state, node->ss.ps.ps_ExprContext);
+
+	/*
+	 * Rescans read the same snapshot.  If garbage collection removed an
+	 * object of it before we opened that, the snapshot is stale: a statement
+	 * takes a fresh one (DESIGN.md §5), a transaction-wide snapshot fails
+	 * the scan (scan_snapshot.c).
+	 */
+	for (int attempt = 0;; attempt++)
+	{
+		bool		vanished = false;
+		bool		may_retake = state->parallel == NULL &&
+		attempt < SCAN_MAX_SNAPSHOT_ATTEMPTS - 1;
+		MergeReadOptions options = {0};
+
+		if (state->snapshot == NULL)
+		{
+			MemoryContextSwitchTo(state->scan_context);
+			state->snapshot = rollout_scan_take_snapshot(state);
+			MemoryContextSwitchTo(state->rescan_context);
+		}
+		options.keep_tombstones = false;
+		options.follow_ingest = true;
+		options.filter = filter;
+		options.vanished = may_retake ? &vanished : NULL;
+		state->read = merge_read_begin(state->store, state->snapshot,
+									   state->want, &range, &options);
+		if (state->read != NULL)
+			break;
+		rollout_scan_snapshot_vanished(state->store,
+									   state->options->read_wal_tail,
+									   state->estate);
+		state->snapshot = NULL;
+	}
+	MemoryContextSwitchTo(oldcontext);
+	return true;
+}
+
+/*
+ * IterateForeignScan: return the next row, or an empty slot at the end.  A
+ * parallel scan's participant moves on to its next part of the key space
+ * when one ends, freeing what the finished one used.  Columns the query
+ * does not use are returned as nulls, and text-encoded ones are decoded in
+ * row_context, which is reset for every row.
  */
 static TupleTableSlot *
 rollout_iterate_foreign_scan(ForeignScanState *node)
@@ -277,55 +358,19 @@ rollout_iterate_foreign_scan(ForeignScanState *node)
 	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
 	MemoryContext oldcontext;
 
-	if (state->read == NULL)
-	{
-		KeyRange	range;
-		RowFilter  *filter;
-
-		oldcontext = MemoryContextSwitchTo(state->rescan_context);
-		objstore_get_counters(&state->counters_mark);
-		footer_cache_get_counters(&state->footer_mark);
-		read_cache_get_counters(&state->disk_cache_mark);
-		rollout_build_key_range(node, state, &range);
-		filter = scan_filter_build(state, node->ss.ps.ps_ExprContext);
-
-		/*
-		 * Rescans read the same snapshot.  If garbage collection removed an
-		 * object of it before we opened that, the snapshot is stale: a
-		 * statement takes a fresh one (DESIGN.md §5), a transaction-wide
-		 * snapshot fails the scan (scan_snapshot.c).
-		 */
-		for (int attempt = 0;; attempt++)
-		{
-			bool		vanished = false;
-			MergeReadOptions options = {0};
-
-			if (state->snapshot == NULL)
-			{
-				MemoryContextSwitchTo(state->scan_context);
-				state->snapshot = rollout_scan_take_snapshot(state);
-				MemoryContextSwitchTo(state->rescan_context);
-			}
-			options.keep_tombstones = false;
-			options.follow_ingest = true;
-			options.filter = filter;
-			options.vanished = attempt < SCAN_MAX_SNAPSHOT_ATTEMPTS - 1 ? &vanished : NULL;
-			state->read = merge_read_begin(state->store, state->snapshot,
-										   state->want, &range, &options);
-			if (state->read != NULL)
-				break;
-			rollout_scan_snapshot_vanished(state->store,
-										   state->options->read_wal_tail,
-										   state->estate);
-			state->snapshot = NULL;
-		}
-		MemoryContextSwitchTo(oldcontext);
-	}
-
 	ExecClearTuple(slot);
 	MemoryContextReset(state->row_context);
-	if (!merge_read_next(state->read, state->values, state->isnull))
-		return slot;
+	for (;;)
+	{
+		if (state->read == NULL && !rollout_scan_open_read(node, state))
+			return slot;
+		if (merge_read_next(state->read, state->values, state->isnull))
+			break;
+		if (state->parallel == NULL)
+			return slot;
+		rollout_scan_close_read(state);
+		MemoryContextReset(state->rescan_context);
+	}
 
 	oldcontext = MemoryContextSwitchTo(state->row_context);
 	for (int i = 0; i < state->natts; i++)
@@ -383,6 +428,7 @@ rollout_rescan_foreign_scan(ForeignScanState *node)
 	rollout_scan_close_read(state);
 	if (state->rescan_context != NULL)
 		MemoryContextReset(state->rescan_context);
+	state->parts_done = false;
 }
 
 static void
@@ -392,6 +438,8 @@ rollout_end_foreign_scan(ForeignScanState *node)
 
 	if (state != NULL)
 		rollout_scan_close_read(state);
+	if (state != NULL && state->is_worker)
+		scan_parallel_report(state);
 }
 
 /*
@@ -406,4 +454,5 @@ rollout_scan_routines(FdwRoutine *routine)
 	routine->ReScanForeignScan = rollout_rescan_foreign_scan;
 	routine->EndForeignScan = rollout_end_foreign_scan;
 	routine->ExplainForeignScan = rollout_explain_foreign_scan;
+	rollout_parallel_routines(routine);
 }

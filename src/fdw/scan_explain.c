@@ -58,13 +58,17 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 		ExplainPropertyInteger("Pushed Conditions", NULL,
 							   list_length(state->pushed_conditions), es);
 
+	/* a parallel scan's leader knows how the key space was cut */
+	if (es->analyze && state->parallel_bytes != NULL)
+		ExplainPropertyInteger("Key Space Parts", NULL,
+							   state->part_boundary_count + 1, es);
 	if (es->analyze && state->snapshot != NULL)
 	{
 		MergeReadStats *t;
 
 		/* EXPLAIN runs before EndForeignScan: fold in the open read */
 		rollout_scan_close_read(state);
-		t = &state->totals;
+		t = &state->counters.reads;
 
 		if (es->format == EXPLAIN_FORMAT_TEXT)
 		{
@@ -144,21 +148,21 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 			if (es->format == EXPLAIN_FORMAT_TEXT)
 				ExplainPropertyText("Remote Requests",
 									psprintf("%lld in %lld rounds",
-											 (long long) state->remote_requests,
-											 (long long) state->remote_rounds), es);
+											 (long long) state->counters.remote_requests,
+											 (long long) state->counters.remote_rounds), es);
 			else
 			{
 				ExplainPropertyInteger("Remote Requests", NULL,
-									   state->remote_requests, es);
+									   state->counters.remote_requests, es);
 				ExplainPropertyInteger("Remote Request Rounds", NULL,
-									   state->remote_rounds, es);
+									   state->counters.remote_rounds, es);
 			}
-			explain_cache_counts(es, "Footer Cache", state->footer_cache_hits,
-								 &state->footer_cache_shared_hits,
-								 state->footer_cache_misses);
-			if (state->disk_cache_hits + state->disk_cache_misses > 0)
-				explain_cache_counts(es, "Disk Cache", state->disk_cache_hits,
-									 NULL, state->disk_cache_misses);
+			explain_cache_counts(es, "Footer Cache", state->counters.footer_cache_hits,
+								 &state->counters.footer_cache_shared_hits,
+								 state->counters.footer_cache_misses);
+			if (state->counters.disk_cache_hits + state->counters.disk_cache_misses > 0)
+				explain_cache_counts(es, "Disk Cache", state->counters.disk_cache_hits,
+									 NULL, state->counters.disk_cache_misses);
 		}
 	}
 }

@@ -48,6 +48,27 @@ typedef struct PushedCondition
 	int			zone_strategy;	/* RowCondition.zone_strategy */
 } PushedCondition;
 
+/*
+ * What a scan read, for EXPLAIN ANALYZE: the merge reads' statistics, the
+ * requests to a remote store (and the sequential rounds they took), and the
+ * footers and blocks looked up in the footer and disk caches.  Summed over
+ * rescans, and in a parallel scan's leader over its workers.
+ */
+typedef struct ScanCounters
+{
+	MergeReadStats reads;
+	int64		remote_requests;
+	int64		remote_rounds;
+	int64		footer_cache_hits;
+	int64		footer_cache_misses;
+	int64		footer_cache_shared_hits;	/* of the misses, found in the
+											 * shared cache */
+	int64		disk_cache_hits;
+	int64		disk_cache_misses;
+} ScanCounters;
+
+typedef struct ParallelScanShared ParallelScanShared;
+
 /* Executor state of one scan. */
 typedef struct RolloutScanState
 {
@@ -72,30 +93,27 @@ typedef struct RolloutScanState
 	MergeRead  *read;
 	Datum	   *values;
 	bool	   *isnull;
-	MergeReadStats totals;		/* summed over rescans */
+	ScanCounters counters;
 
-	/*
-	 * Requests to a remote store while this node read (snapshot and merge),
-	 * and the sequential rounds they took; counted from counters_mark.
-	 */
+	/* where the process-wide counters stood when the current read began */
 	ObjectStoreCounters counters_mark;
-	int64		remote_requests;
-	int64		remote_rounds;
-
-	/* footers found in and missing from the footer cache, from footer_mark */
 	FooterCacheCounters footer_mark;
-	int64		footer_cache_hits;
-	int64		footer_cache_misses;
-	int64		footer_cache_shared_hits;	/* of the misses here, found in
-											 * the shared cache */
+	ReadCacheCounters disk_cache_mark;
 
 	/*
-	 * blocks read from the disk cache and fetched into it, from
-	 * disk_cache_mark
+	 * A parallel scan (scan_parallel.c): the state its participants share,
+	 * NULL for a serial scan, and the key-space parts they take in turn.
 	 */
-	ReadCacheCounters disk_cache_mark;
-	int64		disk_cache_hits;
-	int64		disk_cache_misses;
+	ParallelScanShared *parallel;
+	bool		is_worker;
+	Datum	   *part_boundaries;
+	int			part_boundary_count;	/* parts - 1 */
+	int			part;			/* the part being read */
+	bool		parts_done;		/* no part left for this participant */
+	int			parts_read;		/* by this participant, for EXPLAIN */
+	StringInfo	parallel_bytes; /* the leader's, Estimate to Initialize */
+	Size		parallel_snapshot_offset;	/* of the snapshot in them */
+	bool		worker_reported;	/* a worker's counters are in shared */
 } RolloutScanState;
 
 /*
@@ -115,6 +133,20 @@ extern RowFilter *scan_filter_build(RolloutScanState *state,
 
 /* Fold the open read's statistics into the totals and end it (scan.c). */
 extern void rollout_scan_close_read(RolloutScanState *state);
+
+/* The snapshot a scan reads, its own rows included (scan.c). */
+extern RolloutSnapshot *rollout_scan_take_snapshot(RolloutScanState *state);
+
+/* Add one scan's counters to another's (scan.c). */
+extern void scan_counters_add(ScanCounters *into, const ScanCounters *add);
+
+/*
+ * A parallel scan (scan_parallel.c): claim the next part of the key space
+ * for this participant and limit range to it; false when none is left.
+ */
+extern bool scan_parallel_next_part(RolloutScanState *state, KeyRange *range);
+extern void scan_parallel_report(RolloutScanState *state);
+extern void rollout_parallel_routines(FdwRoutine *routine);
 
 /* ExplainForeignScan (scan_explain.c). */
 extern void rollout_explain_foreign_scan(ForeignScanState *node,

@@ -307,6 +307,18 @@ rollout_key_pathkeys(PlannerInfo *root, RelOptInfo *baserel,
 }
 
 /*
+ * Add a path that is not parallel-aware, and so must not run in a parallel
+ * worker: there it would take a snapshot of its own, not the leader's, and
+ * miss the rows the transaction wrote (scan_parallel.c).
+ */
+static void
+add_serial_path(RelOptInfo *baserel, ForeignPath *path)
+{
+	path->path.parallel_safe = false;
+	add_path(baserel, (Path *) path);
+}
+
+/*
  * The cost of one key lookup: opening each source (a cached footer, its key
  * filter asked) and a binary search in one row group's keys, then one
  * page of each column for the row found.
@@ -423,11 +435,63 @@ rollout_add_key_join_paths(PlannerInfo *root, RelOptInfo *baserel,
 			continue;
 		done = lappend(done, required_outer);
 		(void) get_baserel_parampathinfo(root, baserel, required_outer);
-		add_path(baserel, (Path *)
-				 create_foreignscan_path(root, baserel, NULL, 1, cost,
-										 cost + cpu_tuple_cost, NIL,
-										 required_outer, NULL, NIL));
+		add_serial_path(baserel,
+						create_foreignscan_path(root, baserel, NULL, 1, cost,
+												cost + cpu_tuple_cost, NIL,
+												required_outer, NULL, NIL));
 	}
+}
+
+/*
+ * The share of a parallel path's rows and run cost each participant takes:
+ * the workers', plus what the leader does besides gathering (costsize.c's
+ * rule: it reads less the more workers it must serve).
+ */
+static double
+rollout_parallel_divisor(int workers)
+{
+	double		leader = 1.0 - 0.3 * workers;
+
+	return workers + (parallel_leader_participation && leader > 0 ? leader : 0);
+}
+
+/*
+ * A partial path: the participants of a parallel scan split the key space
+ * (scan_parallel.c).  Offered for a scan of the whole store or of a key
+ * range, not for a lookup or a lateral scan.  The workers are PostgreSQL's
+ * choice for a heap of the bytes the scan decodes, so that the settings
+ * that govern parallel heap scans (min_parallel_table_scan_size,
+ * max_parallel_workers_per_gather) govern this one alike.  Each
+ * participant's rows come out in key order, so the path keeps the pathkeys.
+ */
+static void
+rollout_add_partial_path(PlannerInfo *root, RelOptInfo *baserel,
+						 RolloutPlanState *state, Cost startup_cost,
+						 Cost run_cost, List *pathkeys)
+{
+	double		pages;
+	int			workers;
+	double		divisor;
+	ForeignPath *path;
+
+	if (!baserel->consider_parallel || state->has_key_equality ||
+		!bms_is_empty(baserel->lateral_relids))
+		return;
+	pages = baserel->tuples * (baserel->reltarget->width + 24) / BLCKSZ;
+	workers = compute_parallel_worker(baserel, pages, -1,
+									  max_parallel_workers_per_gather);
+	if (workers <= 0)
+		return;
+	divisor = rollout_parallel_divisor(workers);
+	path = create_foreignscan_path(root, baserel, NULL,
+								   clamp_row_est(baserel->rows / divisor),
+								   startup_cost,
+								   startup_cost + run_cost / divisor,
+								   pathkeys, NULL, NULL, NIL);
+	path->path.parallel_aware = true;
+	path->path.parallel_safe = true;
+	path->path.parallel_workers = workers;
+	add_partial_path(baserel, (Path *) path);
 }
 
 /*
@@ -447,6 +511,7 @@ rollout_get_foreign_paths(PlannerInfo *root, RelOptInfo *baserel,
 	Cost		startup_cost;
 	Cost		run_cost;
 	double		versions_read = baserel->tuples;
+	List	   *pathkeys;
 
 	if (state->key_clauses != NIL)
 		versions_read *= clauselist_selectivity(root, state->key_clauses,
@@ -460,14 +525,16 @@ rollout_get_foreign_paths(PlannerInfo *root, RelOptInfo *baserel,
 		run_cost = cpu_tuple_cost;
 	}
 
-	add_path(baserel, (Path *)
-			 create_foreignscan_path(root, baserel, NULL, baserel->rows,
-									 startup_cost, startup_cost + run_cost,
-									 rollout_key_pathkeys(root, baserel,
-														  foreigntableid,
-														  state->key_attno),
-									 baserel->lateral_relids, NULL, NIL));
+	pathkeys = rollout_key_pathkeys(root, baserel, foreigntableid,
+									state->key_attno);
+	add_serial_path(baserel,
+					create_foreignscan_path(root, baserel, NULL, baserel->rows,
+											startup_cost, startup_cost + run_cost,
+											pathkeys, baserel->lateral_relids,
+											NULL, NIL));
 	rollout_add_key_join_paths(root, baserel, state);
+	rollout_add_partial_path(root, baserel, state, startup_cost, run_cost,
+							 pathkeys);
 }
 
 /*
