@@ -538,6 +538,7 @@ for kind in heap rollout; do
 	echo "SELECT count(*) FROM $T;" >"$SCRIPTS/count_$kind.sql"
 	echo "COPY (SELECT * FROM $T) TO '/dev/null';" >"$SCRIPTS/full_$kind.sql"
 	echo "SELECT sum(reward) FROM $T;" >"$SCRIPTS/onecol_$kind.sql"
+	printf '%s\n' "SET max_parallel_workers_per_gather = 0;" "SELECT sum(reward) FROM $T;" >"$SCRIPTS/onecol_serial_$kind.sql"
 	echo "SELECT * FROM $T ORDER BY id LIMIT 10;" >"$SCRIPTS/orderlimit_$kind.sql"
 	echo "SELECT count(*), sum(t.reward) FROM join_ids i JOIN $T t ON t.id = i.id;" >"$SCRIPTS/keyjoin_$kind.sql"
 	cat >"$SCRIPTS/lookup_$kind.sql" <<EOF
@@ -587,7 +588,8 @@ read_workloads() { # phase label
 	local phase=$1 label=$2 sec="Reads, $2"
 	workload "count_$phase" "$sec" "SELECT count(*)" ms lower
 	workload "full_$phase" "$sec" "full scan, every column (COPY (SELECT *) TO /dev/null)" ms lower
-	workload "onecol_$phase" "$sec" "scan projecting one small column (sum(reward))" ms lower
+	workload "onecol_$phase" "$sec" "scan projecting one small column (sum(reward)), parallel workers as the planner chooses" ms lower
+	workload "onecol_serial_$phase" "$sec" "the same without parallel workers (max_parallel_workers_per_gather = 0)" ms lower
 	workload "lookup_$phase" "$sec" "key lookup (id = uuid), median of $LOOKUPS per run" ms lower
 	workload "range_$phase" "$sec" "key range, ~1,000 rows of $ROWS (uuid bounds)" ms lower
 	workload "filter_$phase" "$sec" "filter on a non-key column (rollout_id = x, 32 rows)" ms lower
@@ -603,6 +605,7 @@ read_workloads() { # phase label
 		latency_runs "count_$phase" "$kind" "$SCRIPTS/count_$kind.sql" "$RUNS"
 		latency_runs "full_$phase" "$kind" "$SCRIPTS/full_$kind.sql" "$RUNS"
 		latency_runs "onecol_$phase" "$kind" "$SCRIPTS/onecol_$kind.sql" "$RUNS"
+		latency_runs "onecol_serial_$phase" "$kind" "$SCRIPTS/onecol_serial_$kind.sql" "$RUNS"
 		latency_runs "lookup_$phase" "$kind" "$SCRIPTS/lookup_$kind.sql" $((LOOKUPS * RUNS))
 		latency_runs "range_$phase" "$kind" "$SCRIPTS/range_$kind.sql" $((LOOKUPS * RUNS / 5))
 		latency_runs "filter_$phase" "$kind" "$SCRIPTS/filter_$kind.sql" "$RUNS"
