@@ -97,6 +97,14 @@ extern char *wal_metadata_to_json(const WalEntryMetadata *metadata);
 extern WalEntryMetadata *wal_metadata_from_json(const char *json, const char *key);
 
 /*
+ * A SegmentFooterCallback (store_sources.h) counting WAL entries' rows:
+ * adds to *(int64 *) arg the rows of the entry whose reader it gets, its
+ * own and those of the ingest segments it references.  An entry gone since
+ * (flushed and collected) adds nothing.
+ */
+extern void wal_entry_count_rows(SegmentReader *reader, int index, void *arg);
+
+/*
  * The metadata of the WAL entry at position (object key).  Anything there
  * that is not a WAL entry of this shard is an ERROR naming the shard and
  * saying that nothing was overwritten.

@@ -159,6 +159,22 @@ wal_metadata_from_json(const char *json, const char *key)
 	return metadata;
 }
 
+/* See wal.h. */
+void
+wal_entry_count_rows(SegmentReader *reader, int index, void *arg)
+{
+	int64	   *rows = arg;
+	ListCell   *lc;
+
+	if (reader == NULL)
+		return;
+	*rows += reader->row_count;
+	foreach(lc, wal_metadata_from_json(reader->metadata, reader->source->name)->ingest)
+	{
+		*rows += ((WalIngestRef *) lfirst(lc))->rows;
+	}
+}
+
 /*
  * Rows are decoded one at a time into a memory context reset after each, so
  * that memory stays flat however many rows the entry holds; the hidden columns

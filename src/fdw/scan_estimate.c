@@ -76,24 +76,6 @@ estimate_find(RolloutStore *store, bool all_wal_tails)
 	return NULL;
 }
 
-/* The rows of one sampled WAL entry: its own and its ingest segments'. */
-static void
-estimate_count_wal_entry(SegmentReader *reader, int index, void *arg)
-{
-	int64	   *rows = arg;
-	ListCell   *lc;
-
-	if (reader == NULL)
-		return;					/* flushed and collected since: nothing */
-	*rows += reader->row_count;
-	foreach(lc, wal_metadata_from_json(reader->metadata, reader->source->name)->ingest)
-	{
-		WalIngestRef *ingest = lfirst(lc);
-
-		*rows += ingest->rows;
-	}
-}
-
 /*
  * Count snapshot's rows (see the file header).  WAL entries count
  * wal_entry_rows each when that is >= 0; otherwise a sample of their footers
@@ -142,7 +124,7 @@ estimate_from_snapshot(RolloutStore *store, const RolloutSnapshot *snapshot,
 			}
 		}
 		rollout_segment_footers(store, keys, sizes, sampled,
-								estimate_count_wal_entry, &sampled_rows);
+								wal_entry_count_rows, &sampled_rows);
 		estimate.wal_entry_rows = (double) sampled_rows / sampled;
 		estimate.wal_sampled_at = GetCurrentTimestamp();
 	}

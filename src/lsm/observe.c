@@ -33,24 +33,6 @@
 #include "rollout/wal.h"
 
 /*
- * The rows of one unflushed WAL entry: its own and those of the ingest
- * segments it names (a large transaction's).  An entry flushed and
- * collected since the snapshot counts nothing.
- */
-static void
-observe_count_wal_entry(SegmentReader *reader, int index, void *arg)
-{
-	ObserveResult *result = arg;
-	ListCell   *ic;
-
-	if (reader == NULL)
-		return;
-	result->unflushed_rows += reader->row_count;
-	foreach(ic, wal_metadata_from_json(reader->metadata, reader->source->name)->ingest)
-		result->unflushed_rows += ((WalIngestRef *) lfirst(ic))->rows;
-}
-
-/*
  * Observe store (observe.h).  The cheap count reads in a snapshot's order, the
  * memtable first, then the shard manifests, then the base, so that a
  * concurrent flush or merge can make rows count twice but never vanish.  The
@@ -156,7 +138,7 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 	 */
 	if (!exact)
 		rollout_segment_footers(store, wal_keys, wal_sizes, wal_count,
-								observe_count_wal_entry, &result);
+								wal_entry_count_rows, &result.unflushed_rows);
 	result.unflushed_known = true;
 
 	if (exact)
@@ -200,7 +182,7 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 		}
 		/* their footers, fetched in batches of concurrent requests */
 		rollout_segment_footers(store, wal_keys, wal_sizes, wal_count,
-								observe_count_wal_entry, &result);
+								wal_entry_count_rows, &result.unflushed_rows);
 	}
 	result.row_count = result.base_rows + result.generation_rows +
 		result.unflushed_rows;
