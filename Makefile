@@ -28,6 +28,7 @@ OBJS = \
 	src/core/scratch.o \
 	src/core/grace.o \
 	src/core/store_definition.o \
+	src/core/store_catalog.o \
 	src/core/store_keys.o \
 	src/core/store_sources.o \
 	src/core/footer_cache.o \
@@ -62,6 +63,7 @@ OBJS = \
 	src/fdw/store_cache.o \
 	src/fdw/analyze.o \
 	src/fdw/import.o \
+	src/fdw/server_location.o \
 	src/fdw/scan_estimate.o \
 	src/fdw/scan_plan.o \
 	src/fdw/scan_filter.o \
@@ -76,11 +78,12 @@ OBJS = \
 	src/sql/sql_common.o \
 	src/sql/maintenance.o \
 	src/sql/inspection.o \
+	src/sql/store_list.o \
 	src/sql/stat_view.o
 
 EXTENSION = rollout_fdw
 DATA = rollout_fdw--0.1.sql rollout_fdw--0.2.sql rollout_fdw--0.1--0.2.sql \
-	rollout_fdw--0.2--0.3.sql
+	rollout_fdw--0.2--0.3.sql rollout_fdw--0.3--0.4.sql
 
 REGRESS = $(notdir $(basename $(sort $(wildcard sql/*.sql))))
 REGRESS_OPTS = --inputdir=. --outputdir=. --load-extension=rollout_fdw

@@ -16,6 +16,7 @@
 
 #include "rollout/snapshot.h"
 #include "rollout/store.h"
+#include "rollout/store_catalog.h"
 
 /* A foreign table's effective options (defaults applied). */
 typedef struct RolloutTableOptions
@@ -37,6 +38,16 @@ extern char *rollout_check_store_name(const char *name);
  * server's, then those of userid's user mapping (or PUBLIC's).
  */
 extern List *rollout_location_options(Oid serverid, Oid userid);
+
+/*
+ * A server's location without a table (fdw/server_location.c), with the
+ * current user's mapping: the object store, to close with objstore_close,
+ * and the spec of one of its stores from the store's own definition, NULL
+ * when a column type of it does not exist in this database.
+ */
+extern ObjectStore *rollout_open_server_location(Oid serverid);
+extern RolloutStoreSpec *rollout_server_store_spec(Oid serverid,
+												   const StoredDefinition *definition);
 
 /*
  * The opened store of a rollout foreign table, cached for the backend's

@@ -13,7 +13,10 @@
 #   (c) the imported tables read the same rows, of every type, and accept
 #       inserts that the original table sees;
 #   (d) a column type missing in the importing database is an error naming
-#       it, and EXCEPT leaves that store out.
+#       it, and EXCEPT leaves that store out;
+#   (e) rollout_stores(server) lists the same stores with their key, column
+#       count and cheap counts (NULL counts where a type is missing), needs
+#       USAGE on the server, and refuses a server of another wrapper.
 
 use strict;
 use warnings;
@@ -90,5 +93,45 @@ like($err, qr/cannot import store "feelings": type public\.mood of its column "m
 	'with an error naming the store, the type and the column');
 $node->safe_psql('other', 'IMPORT FOREIGN SCHEMA x EXCEPT (feelings) FROM SERVER s INTO public');
 is($node->safe_psql('other', q{SELECT count(*) FROM big}), '151', 'EXCEPT leaves it out; the rest imports');
+
+# (e) rollout_stores
+my $listing = q{SELECT string_agg(concat_ws('|', store, key, columns, row_count, fragments, generations, unflushed_rows),
+  ',' ORDER BY store) FROM rollout_stores('s')};
+is($node->safe_psql('postgres', $listing),
+	'big|id|2|151|0|0|151,feelings|id|2|1|0|0|1,typed|code|4|1|0|0|1',
+	'rollout_stores: the stores written, with key, columns and cheap counts');
+$node->safe_psql('postgres', q{SELECT rollout_flush('big'); SELECT rollout_merge('big');});
+is($node->safe_psql('postgres', q{SELECT concat_ws('|', row_count, base_rows, fragments, generations, unflushed_rows, bytes > 0)
+  FROM rollout_stores('s') WHERE store = 'big'}), '151|151|1|0|0|t', 'after a merge: the rows in one fragment');
+is($node->safe_psql('other', q{SELECT concat_ws('|', store, key, columns, row_count IS NULL, problem) FROM rollout_stores('s') WHERE store = 'feelings'}),
+	'feelings|id|2|t|a column type of the store does not exist in this database',
+	'a store with a type this database lacks is listed without counts, saying why');
+is($node->safe_psql('postgres', q{SELECT count(*) FILTER (WHERE problem IS NULL), count(*) FROM rollout_stores('s')}),
+	'3|3', 'here no store has a problem');
+$node->safe_psql('postgres', q{CREATE ROLE lister LOGIN});
+($ret, $out, $err) = $node->psql('postgres', q{SET ROLE lister; SELECT * FROM rollout_stores('s')});
+like($err, qr/permission denied for foreign server s/, 'rollout_stores needs USAGE on the server');
+if (!RolloutStore::remote())
+{
+	# a store folder whose _store.json is not JSON: listed with the reason,
+	# the others still counted
+	mkdir($store->path('broken'));
+	open(my $fh, '>', $store->path('broken/_store.json')) or die $!;
+	print $fh '{"columns": [';
+	close $fh;
+	is($node->safe_psql('postgres', q{SELECT string_agg(store || ':' || coalesce(row_count::text, '-') || ':' || (problem IS NOT NULL), ',' ORDER BY store) FROM rollout_stores('s')}),
+		'big:151:false,broken:-:true,feelings:1:false,typed:1:false',
+		'a malformed _store.json is listed with its problem; the listing goes on');
+	like($node->safe_psql('postgres', q{SELECT problem FROM rollout_stores('s') WHERE store = 'broken'}),
+		qr/_store\.json/, '... and the problem names the object');
+	$node->safe_psql('postgres', q{GRANT USAGE ON FOREIGN SERVER s TO lister});
+	is($node->safe_psql('postgres', q{SET ROLE lister; SELECT count(*) FROM rollout_stores('s')}), '4',
+		'with USAGE on the server a role lists the stores');
+}
+$node->safe_psql('postgres', q{CREATE FOREIGN DATA WRAPPER other_wrapper; CREATE SERVER elsewhere FOREIGN DATA WRAPPER other_wrapper});
+($ret, $out, $err) = $node->psql('postgres', q{SELECT * FROM rollout_stores('elsewhere')});
+like($err, qr/server "elsewhere" is not a rollout_fdw server/, 'and refuses a server of another wrapper');
+($ret, $out, $err) = $node->psql('postgres', q{SELECT * FROM rollout_stores('nowhere')});
+like($err, qr/server "nowhere" does not exist/, 'and names a server that does not exist');
 
 done_testing();
