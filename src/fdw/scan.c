@@ -19,6 +19,7 @@
 #include "postgres.h"
 
 #include "access/nbtree.h"
+#include "access/parallel.h"
 #include "catalog/pg_collation.h"
 #include "executor/executor.h"
 #include "utils/datum.h"
@@ -295,6 +296,18 @@ rollout_scan_open_read(ForeignScanState *node, RolloutScanState *state)
 
 	if (state->parts_done)
 		return false;
+
+	/*
+	 * Only a parallel-aware scan may run in a worker (scan_parallel.c); a
+	 * plain one could get there inside a function wrongly marked PARALLEL
+	 * SAFE, and would read its own snapshot without the transaction's rows.
+	 */
+	if (IsParallelWorker() && state->parallel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("rollout table \"%s\" cannot be scanned by a parallel worker outside a parallel scan",
+						RelationGetRelationName(state->rel)),
+				 errhint("Mark the function that reads it PARALLEL RESTRICTED.")));
 	oldcontext = MemoryContextSwitchTo(state->rescan_context);
 	objstore_get_counters(&state->counters_mark);
 	footer_cache_get_counters(&state->footer_mark);

@@ -59,9 +59,9 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 							   list_length(state->pushed_conditions), es);
 
 	/* a parallel scan's leader knows how the key space was cut */
-	if (es->analyze && state->parallel_bytes != NULL)
+	if (es->analyze && state->part_count_shown > 0)
 		ExplainPropertyInteger("Key Space Parts", NULL,
-							   state->part_boundary_count + 1, es);
+							   state->part_count_shown, es);
 	if (es->analyze && state->snapshot != NULL)
 	{
 		MergeReadStats *t;

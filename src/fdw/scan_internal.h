@@ -110,7 +110,7 @@ typedef struct RolloutScanState
 	int			part_boundary_count;	/* parts - 1 */
 	int			part;			/* the part being read */
 	bool		parts_done;		/* no part left for this participant */
-	int			parts_read;		/* by this participant, for EXPLAIN */
+	int			part_count_shown;	/* the leader's parts, for EXPLAIN */
 	StringInfo	parallel_bytes; /* the leader's, Estimate to Initialize */
 	Size		parallel_snapshot_offset;	/* of the snapshot in them */
 	bool		worker_reported;	/* a worker's counters are in shared */

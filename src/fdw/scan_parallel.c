@@ -29,6 +29,8 @@
  *
  * The shared memory holds, after ParallelScanShared, the part boundaries
  * (datumSerialize'd keys) and then the snapshot (core/snapshot_serial.c).
+ * Its size is the snapshot's, memtable rows included (at most
+ * rollout_fdw.memtable_size), as a serial scan copies them too.
  *
  *-------------------------------------------------------------------------
  */
@@ -57,11 +59,30 @@ struct ParallelScanShared
 {
 	pg_atomic_uint32 next_part; /* the next part to hand out */
 	int			boundary_count; /* parts - 1 */
-	Size		snapshot_offset;	/* of the snapshot, from data */
+	Size		snapshot_offset;	/* of the snapshot, from the data */
 	slock_t		mutex;			/* protects workers */
 	ScanCounters workers;		/* what the workers read, for EXPLAIN */
-	char		data[FLEXIBLE_ARRAY_MEMBER];
+	/* then, at SHARED_DATA_OFFSET, the boundaries and the snapshot */
 };
+
+/* where the data starts: MAXALIGNed, as snapshot_restore needs */
+#define SHARED_DATA_OFFSET	MAXALIGN(sizeof(ParallelScanShared))
+#define SHARED_DATA(shared)	((char *) (shared) + SHARED_DATA_OFFSET)
+
+/* WAL entries in the snapshot: the sources each part reads again */
+static int
+snapshot_wal_entries(const RolloutSnapshot *snapshot)
+{
+	ListCell   *lc;
+	int			count = 0;
+
+	foreach(lc, snapshot->sources)
+	{
+		if (((SnapshotSource *) lfirst(lc))->kind == SNAPSHOT_WAL_ENTRY)
+			count++;
+	}
+	return count;
+}
 
 /* The store's key type, which boundaries and key ranges are values of. */
 static const SegmentColumn *
@@ -102,7 +123,7 @@ rollout_estimate_dsm_foreign_scan(ForeignScanState *node,
 	state->part_boundary_count =
 		key_space_split(state->store, state->snapshot,
 						(pcxt->nworkers + 1) *
-						(state->snapshot->wal_entry_count > 0 ? 1 : PARTS_PER_PARTICIPANT),
+						(snapshot_wal_entries(state->snapshot) > 0 ? 1 : PARTS_PER_PARTICIPANT),
 						&state->part_boundaries);
 	for (int i = 0; i < state->part_boundary_count; i++)
 	{
@@ -122,7 +143,7 @@ rollout_estimate_dsm_foreign_scan(ForeignScanState *node,
 	snapshot_serialize(state->snapshot, key->typlen, key->typbyval, bytes);
 	state->parallel_bytes = bytes;
 	MemoryContextSwitchTo(oldcontext);
-	return add_size(offsetof(ParallelScanShared, data), bytes->len);
+	return add_size(SHARED_DATA_OFFSET, bytes->len);
 }
 
 /* InitializeDSMForeignScan: the leader fills in the shared state. */
@@ -138,8 +159,14 @@ rollout_initialize_dsm_foreign_scan(ForeignScanState *node,
 	shared->snapshot_offset = state->parallel_snapshot_offset;
 	SpinLockInit(&shared->mutex);
 	memset(&shared->workers, 0, sizeof(ScanCounters));
-	memcpy(shared->data, state->parallel_bytes->data, state->parallel_bytes->len);
+	memcpy(SHARED_DATA(shared), state->parallel_bytes->data,
+		   state->parallel_bytes->len);
 	state->parallel = shared;
+	state->part_count_shown = state->part_boundary_count + 1;
+	/* the bytes are in shared memory now: this copy would only take room */
+	pfree(state->parallel_bytes->data);
+	pfree(state->parallel_bytes);
+	state->parallel_bytes = NULL;
 }
 
 /*
@@ -168,7 +195,7 @@ rollout_initialize_worker_foreign_scan(ForeignScanState *node,
 	ParallelScanShared *shared = coordinate;
 	const SegmentColumn *key = scan_key_column(state);
 	MemoryContext oldcontext = MemoryContextSwitchTo(state->scan_context);
-	char	   *cursor = shared->data;
+	char	   *cursor = SHARED_DATA(shared);
 
 	state->parallel = shared;
 	state->is_worker = true;
@@ -180,7 +207,7 @@ rollout_initialize_worker_foreign_scan(ForeignScanState *node,
 
 		state->part_boundaries[i] = datumRestore(&cursor, &isnull);
 	}
-	state->snapshot = snapshot_restore(shared->data + shared->snapshot_offset,
+	state->snapshot = snapshot_restore(SHARED_DATA(shared) + shared->snapshot_offset,
 									   key->typlen, key->typbyval);
 	state->own_rows_taken = true;
 	MemoryContextSwitchTo(oldcontext);
@@ -195,7 +222,6 @@ scan_parallel_next_part(RolloutScanState *state, KeyRange *range)
 	if (part > (uint32) state->part_boundary_count)
 		return false;
 	state->part = part;
-	state->parts_read++;
 	key_range_set_slice(range, state->store, state->part_boundaries,
 						state->part_boundary_count, part);
 	return true;

@@ -67,14 +67,11 @@ split_collect_footer(SegmentReader *reader, int index, void *arg)
 	}
 }
 
-static RolloutStore *sort_store;	/* the store of the array being sorted */
-
+/* qsort_arg comparison of KeyWeights by key; arg is the key column */
 static int
-key_weight_compare(const void *a, const void *b)
+key_weight_compare(const void *a, const void *b, void *arg)
 {
-	const SegmentColumn *column = &sort_store->schema.columns[sort_store->key_column];
-
-	return segment_column_compare(column, ((const KeyWeight *) a)->key,
+	return segment_column_compare(arg, ((const KeyWeight *) a)->key,
 								  ((const KeyWeight *) b)->key);
 }
 
@@ -115,8 +112,8 @@ key_space_split(RolloutStore *store, const RolloutSnapshot *snapshot,
 	if (state.count == 0)
 		return 0;
 
-	sort_store = store;
-	qsort(state.weights, state.count, sizeof(KeyWeight), key_weight_compare);
+	qsort_arg(state.weights, state.count, sizeof(KeyWeight), key_weight_compare,
+			  (void *) column);
 
 	/*
 	 * Boundary p (1 .. max_parts - 1) is the smallest key at which the rows

@@ -40,7 +40,7 @@ use Time::HiRes ();
 our @EXPORT_OK = qw(preload configure_node mode_node writer_node shard_of
   slurp_bin write_bin segment_metadata contiguous poll_until store_stats
   observe still_running wait_for_fault count_in_log create_mapping try_sql
-  restart_after_crash);
+  restart_after_crash plan_node_types find_plan_node);
 
 # True when the suite runs with the shared-memory writer.
 sub preload
@@ -296,6 +296,26 @@ sub try_sql
 	my $rc = $node->psql('postgres', $sql, stdout => \$out, stderr => \$err);
 	push @$stderr_seen, $err if $stderr_seen;
 	return ($rc == 0, $out, $err, Time::HiRes::time() - $t0);
+}
+
+# The node types of a decoded EXPLAIN (FORMAT JSON) plan tree, depth first.
+sub plan_node_types
+{
+	my ($plan) = @_;
+	return ($plan->{'Node Type'}, map { plan_node_types($_) } @{ $plan->{Plans} // [] });
+}
+
+# The first node of a decoded plan tree of type $type, or undef.
+sub find_plan_node
+{
+	my ($plan, $type) = @_;
+	return $plan if $plan->{'Node Type'} eq $type;
+	for my $child (@{ $plan->{Plans} // [] })
+	{
+		my $found = find_plan_node($child, $type);
+		return $found if $found;
+	}
+	return undef;
 }
 
 1;

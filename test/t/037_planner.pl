@@ -32,7 +32,7 @@ use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(mode_node);
+use RolloutTest qw(mode_node plan_node_types find_plan_node);
 use Test::More;
 
 my $node = mode_node('planner', conf => ['rollout_fdw.rows_per_group = 500']);
@@ -48,25 +48,7 @@ sub plan_of
 	return decode_json($json)->[0]{Plan};
 }
 
-# The node types of a plan tree, depth first.
-sub node_types
-{
-	my ($plan) = @_;
-	return ($plan->{'Node Type'}, map { node_types($_) } @{ $plan->{Plans} // [] });
-}
 
-# The first node of a plan tree of type $type.
-sub find_node
-{
-	my ($plan, $type) = @_;
-	return $plan if $plan->{'Node Type'} eq $type;
-	for my $child (@{ $plan->{Plans} // [] })
-	{
-		my $found = find_node($child, $type);
-		return $found if $found;
-	}
-	return undef;
-}
 
 sub within_2x
 {
@@ -181,12 +163,12 @@ for my $case (
 	[ 'tc', 'id', 'text COLLATE "C"' ])
 {
 	my ($table, $key, $type) = @$case;
-	my @types = node_types(plan_of("SELECT * FROM $table ORDER BY $key LIMIT 10"));
+	my @types = plan_node_types(plan_of("SELECT * FROM $table ORDER BY $key LIMIT 10"));
 	ok(!grep({ $_ eq 'Sort' } @types), "$type key: ORDER BY key LIMIT 10 has no Sort (@types)");
-	@types = node_types(plan_of("SELECT * FROM $table ORDER BY $key DESC LIMIT 10"));
+	@types = plan_node_types(plan_of("SELECT * FROM $table ORDER BY $key DESC LIMIT 10"));
 	ok(grep({ $_ eq 'Sort' } @types), "$type key: ORDER BY key DESC is sorted");
 }
-my @types = node_types(plan_of('SELECT * FROM tl ORDER BY id LIMIT 10'));
+my @types = plan_node_types(plan_of('SELECT * FROM tl ORDER BY id LIMIT 10'));
 ok(grep({ $_ eq 'Sort' } @types), 'text key under a non-"C" collation: ORDER BY key is sorted');
 
 is($node->safe_psql('postgres', q{SELECT string_agg(id || ':' || v, ',') FROM (SELECT * FROM tc ORDER BY id) s}),
@@ -202,7 +184,7 @@ is($node->safe_psql('postgres', q{SELECT string_agg(id::text, ',') FROM (SELECT 
 
 # ORDER BY key LIMIT reads the first row groups only (e holds 200 of 500 rows)
 my $limit = plan_of('SELECT * FROM e ORDER BY id LIMIT 10', 'ANALYZE, VERBOSE');
-my $scan = find_node($limit, 'Foreign Scan');
+my $scan = find_plan_node($limit, 'Foreign Scan');
 cmp_ok($scan->{'Row Groups Read'}, '<=', 2,
 	"ORDER BY id LIMIT 10 over 200 row groups reads $scan->{'Row Groups Read'} of them");
 is($node->safe_psql('postgres', 'SELECT string_agg(id::text, \',\') FROM (SELECT id FROM e ORDER BY id LIMIT 5) s'),
@@ -238,7 +220,7 @@ for my $join (
 {
 	my ($kind, $sql) = @$join;
 	my $plan = plan_of($sql, 'ANALYZE, VERBOSE');
-	my $scan = find_node($plan, 'Foreign Scan');
+	my $scan = find_plan_node($plan, 'Foreign Scan');
 	is($plan->{'Node Type'}, 'Nested Loop', "$kind: the planner picks a nested loop");
 	is($scan->{'Key Conditions'}, $kind =~ /range/ ? 2 : 1,
 		"$kind: the join clause is a key condition of the inner scan");

@@ -32,7 +32,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(mode_node);
+use RolloutTest qw(mode_node plan_node_types find_plan_node);
 use Test::More;
 use Time::HiRes qw(time);
 
@@ -59,23 +59,7 @@ sub plan_json
 	return decode_json($out)->[0]{Plan};
 }
 
-sub find_node
-{
-	my ($plan, $type) = @_;
-	return $plan if $plan->{'Node Type'} eq $type;
-	for my $child (@{ $plan->{Plans} // [] })
-	{
-		my $found = find_node($child, $type);
-		return $found if $found;
-	}
-	return undef;
-}
 
-sub node_types
-{
-	my ($plan) = @_;
-	return ($plan->{'Node Type'}, map { node_types($_) } @{ $plan->{Plans} // [] });
-}
 
 # $sql's result with the parallel and the serial settings
 sub both
@@ -119,15 +103,18 @@ $node->safe_psql('postgres', join("\n", map {
 
 my $aggregate = q{SELECT count(*), count(DISTINCT id), sum(v), sum(hashtext(pad)::bigint) FROM};
 my $plan = plan_json($parallel, "$aggregate p");
-my $scan = find_node($plan, 'Foreign Scan');
+my $scan = find_plan_node($plan, 'Foreign Scan');
 ok($scan && $scan->{'Parallel Aware'}, 'the aggregate runs a parallel foreign scan');
-my $gather = find_node($plan, 'Gather');
+my $gather = find_plan_node($plan, 'Gather');
 is($gather && $gather->{'Workers Launched'}, 2, 'two workers were launched');
-my @workers = @{ $scan->{Workers} // [] };
-is(scalar(grep { ($_->{'Actual Rows'} // 0) > 0 } @workers), 2,
-	'each worker returned rows: the key space was split ('
-	  . join(', ', map { $_->{'Actual Rows'} // 0 } @workers) . ')');
-cmp_ok($scan->{'Key Space Parts'} // 0, '>', 2, 'the key space was cut into parts');
+cmp_ok($scan->{'Key Space Parts'} // 0, '>=', 3, 'the key space was cut into parts');
+# without the leader reading, the workers returned every row between them
+$scan = find_plan_node(plan_json("$parallel SET parallel_leader_participation = off;", "$aggregate p"),
+	'Foreign Scan');
+my $worker_rows = 0;
+$worker_rows += ($_->{'Actual Rows'} // 0) for @{ $scan->{Workers} // [] };
+is($worker_rows, $node->safe_psql('postgres', 'SELECT count(*) FROM h'),
+	'parallel_leader_participation = off: the workers returned all rows');
 
 my $heap = $node->safe_psql('postgres', "$aggregate h");
 my ($par, $ser) = both("$aggregate p");
@@ -137,7 +124,7 @@ is($ser, $heap, 'serial aggregate equals the heap oracle');
 my $ordered = q{SELECT md5(string_agg(id || ':' || v || pad, ',' ORDER BY ord)) FROM
   (SELECT id, v, pad, row_number() OVER () AS ord FROM (SELECT * FROM %s ORDER BY id) o) s};
 $plan = plan_json($parallel, 'SELECT * FROM p ORDER BY id');
-my @types = node_types($plan);
+my @types = plan_node_types($plan);
 ok((grep { $_ eq 'Gather Merge' } @types) && !(grep { $_ eq 'Sort' } @types),
 	"ORDER BY key: a Gather Merge of the workers' key-ordered rows, no Sort (@types)");
 ($par, $ser) = both(sprintf($ordered, 'p'));
@@ -145,13 +132,48 @@ is($par, $node->safe_psql('postgres', sprintf($ordered, 'h')),
 	'parallel ORDER BY key returns the heap\'s rows in its order');
 
 my $range = "$aggregate %s WHERE id BETWEEN 5000 AND 15000";
-$scan = find_node(plan_json($parallel, sprintf($range, 'p')), 'Foreign Scan');
+$scan = find_plan_node(plan_json($parallel, sprintf($range, 'p')), 'Foreign Scan');
 ok($scan && $scan->{'Parallel Aware'}, 'a key range runs in parallel too');
 ($par, $ser) = both(sprintf($range, 'p'));
 is($par, $node->safe_psql('postgres', sprintf($range, 'h')),
 	'parallel key range equals the heap oracle');
-$scan = find_node(plan_json($parallel, 'SELECT * FROM p WHERE id = 77'), 'Foreign Scan');
+$scan = find_plan_node(plan_json($parallel, 'SELECT * FROM p WHERE id = 77'), 'Foreign Scan');
 ok(!$scan->{'Parallel Aware'}, 'a key lookup is not parallel');
+
+# no worker at all: the leader reads every part alone
+$plan = plan_json("$parallel SET max_parallel_workers = 0;", "$aggregate p");
+is(find_plan_node($plan, 'Gather')->{'Workers Launched'}, 0, 'max_parallel_workers = 0: no worker launched');
+is($node->safe_psql('postgres', "$parallel SET max_parallel_workers = 0; $aggregate p"), $heap,
+	'... and the leader alone returns every row once');
+
+# a Gather rescanned: the parallel scan under a correlated subquery
+my $rescan = q{SELECT string_agg(c::text, ',' ORDER BY x) FROM (SELECT x, (SELECT count(*) FROM %s t
+  WHERE t.v > x) AS c FROM (VALUES (0), (10000), (20000)) o(x)) s};
+($par, $ser) = both(sprintf($rescan, 'p'));
+is($par, $node->safe_psql('postgres', sprintf($rescan, 'h')), 'a rescanned parallel scan: each rescan equals the heap');
+
+# a text key (values passed by reference) in a merged store: no WAL entry,
+# so each participant gets several parts
+$node->safe_psql('postgres', q{
+CREATE FOREIGN TABLE tk (id text COLLATE "C", v int) SERVER s OPTIONS (store 'par_text');
+CREATE TABLE tkh (id text COLLATE "C" PRIMARY KEY, v int);
+INSERT INTO tk SELECT md5(i::text), i FROM generate_series(1, 12000) i;
+SELECT rollout_flush('tk'); SELECT rollout_merge('tk');
+INSERT INTO tk SELECT md5(i::text), -i FROM generate_series(1, 12000, 4) i;
+SELECT rollout_flush('tk');
+INSERT INTO tkh SELECT md5(i::text), CASE WHEN i % 4 = 1 THEN -i ELSE i END FROM generate_series(1, 12000) i;});
+$scan = find_plan_node(plan_json($parallel, 'SELECT count(*), sum(v) FROM tk'), 'Foreign Scan');
+is($scan->{'Key Space Parts'}, 12, 'text key, flushed: 4 parts per participant');
+($par, $ser) = both('SELECT count(*), count(DISTINCT id), sum(v) FROM tk');
+is($par, $node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id), sum(v) FROM tkh'),
+	'text key: the parallel aggregate equals the heap');
+my $ordered_tk = q{SELECT md5(string_agg(id || ':' || v, ',' ORDER BY ord)) FROM
+  (SELECT id, v, row_number() OVER () AS ord FROM (SELECT * FROM %s ORDER BY id) o) s};
+($par, $ser) = both(sprintf($ordered_tk, 'tk'));
+is($par, $node->safe_psql('postgres', sprintf($ordered_tk, 'tkh')), 'text key: ORDER BY key across 12 parts');
+is($node->safe_psql('postgres', "$parallel SELECT string_agg(id, ',') FROM (SELECT id FROM tk ORDER BY id LIMIT 7) s"),
+	$node->safe_psql('postgres', "SELECT string_agg(id, ',') FROM (SELECT id FROM tkh ORDER BY id LIMIT 7) s"),
+	'text key: ORDER BY key LIMIT 7');
 
 section_took('(a)');
 
