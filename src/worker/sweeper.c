@@ -17,7 +17,11 @@
  *	  (after a restart this is what flushes the durable WAL tail unprompted);
  *	- merges when this cluster's shard has rollout_fdw.merge_after_generations
  *	  pending generations;
- *	- collects garbage every rollout_fdw.gc_interval with rollout_fdw.gc_grace.
+ *	- collects garbage every rollout_fdw.gc_interval with rollout_fdw.gc_grace;
+ *	- with rollout_fdw.analyze_after_compaction, runs ANALYZE on the table
+ *	  when it finds that the store's base was compacted since it last
+ *	  looked (autovacuum never analyzes foreign tables, and a compaction is
+ *	  when the rows' versions, so the statistics, change most).
  * Every store is handled in its own transaction; an error is caught, logged,
  * recorded in rollout_stat_stores, and the store is tried again next pass.
  * SIGHUP reloads the settings, SIGTERM ends the worker at once, and the
@@ -40,7 +44,9 @@
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
@@ -49,6 +55,7 @@
 #include "rollout/fdw.h"
 #include "rollout/flush.h"
 #include "rollout/gc.h"
+#include "rollout/manifest.h"
 #include "rollout/grace.h"
 #include "rollout/memtable.h"
 #include "rollout/merge.h"
@@ -67,6 +74,7 @@ static int	flush_interval_s = 30;
 static int	merge_after_generations = 8;
 static int	gc_interval_s = 3600;
 static int	gc_grace_s = 3600;
+static bool analyze_after_compaction = false;
 static char *worker_databases = NULL;
 
 PGDLLEXPORT void rollout_sweeper_main(Datum main_arg);
@@ -79,6 +87,8 @@ typedef struct SweptStore
 	char	   *store_name;
 	TimestampTz last_flush;
 	TimestampTz last_gc;
+	int64		compactions_seen;	/* the base's compaction count, -1 before
+									 * the first look */
 } SweptStore;
 
 static MemoryContext sweeper_context = NULL;
@@ -135,6 +145,14 @@ sweeper_define_settings(void)
 							PGC_SIGHUP,
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
+	DefineCustomBoolVariable("rollout_fdw.analyze_after_compaction",
+							 "Whether the sweeper runs ANALYZE on a rollout table after a compaction of its store.",
+							 "It looks for compactions when it looks for merges; the first look after a start only takes note.",
+							 &analyze_after_compaction,
+							 false,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
 }
 
 /*
@@ -224,6 +242,7 @@ sweeper_remember(Oid relid, const char *location, const char *store_name)
 		swept->relid = relid;
 		swept->last_flush = GetCurrentTimestamp();
 		swept->last_gc = GetCurrentTimestamp();
+		swept->compactions_seen = -1;
 		swept_stores = lappend(swept_stores, swept);
 	}
 	else
@@ -312,6 +331,30 @@ sweeper_merge_due(RolloutStore *store)
 }
 
 /*
+ * ANALYZE relid when its store's base was compacted since the sweeper last
+ * looked (the base manifest counts compactions, whoever ran them).  The
+ * first look only takes note: the sweeper cannot know what happened before.
+ */
+static void
+sweeper_analyze_if_compacted(Relation rel, RolloutStore *store,
+							 SweptStore *swept)
+{
+	int64		compactions = base_manifest_read_latest(store)->total_compactions;
+	bool		due = swept->compactions_seen >= 0 &&
+	compactions > swept->compactions_seen;
+
+	swept->compactions_seen = compactions;
+	if (!due)
+		return;
+	SPI_connect();
+	SPI_execute(psprintf("ANALYZE %s",
+						 quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+													RelationGetRelationName(rel))),
+				false, 0);
+	SPI_finish();
+}
+
+/*
  * Flush, merge and collect one store, in the current transaction, acting as
  * the table's owner: with the owner's user mapping (never the server's
  * environment credentials for a table a non-superuser owns), and, like
@@ -365,6 +408,8 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 			(void) rollout_flush_shard(store);
 		if (merge_after_generations > 0 && sweeper_merge_due(store))
 			(void) rollout_merge_shard(store, 0, false);
+		if (analyze_after_compaction)
+			sweeper_analyze_if_compacted(rel, store, swept);
 	}
 	if (gc_interval_s > 0 &&
 		TimestampDifferenceExceeds(swept->last_gc, now, gc_interval_s * 1000))
