@@ -689,6 +689,9 @@ row_source_next_group(RowSource *source)
 		source->stats->chunks_deferred += source->rows.deferred_count;
 		source->stats->versions_read += source->rows.row_count;
 		source->row = -1;
+		source->group_in_range = chunk->has_stats &&
+			!key_range_below_lower(source->range, chunk->min) &&
+			!key_range_past_upper(source->range, chunk->max);
 		return true;
 	}
 	return false;
@@ -775,7 +778,8 @@ row_source_next(RowSource *source)
 			}
 			if (source->rows.row_count == 0)
 				continue;
-			row_source_seek_lower(source);
+			if (!source->group_in_range)
+				row_source_seek_lower(source);
 			if (source->row + 1 >= source->rows.row_count)
 				continue;		/* every row is below the range */
 		}
@@ -786,13 +790,16 @@ row_source_next(RowSource *source)
 					 errmsg("segment \"%s\" is corrupt", source->meta->key),
 					 errdetail("A row has a NULL key.")));
 		current = source->rows.values[key][source->row];
-		if (key_range_past_upper(source->range, current))
+		if (!source->group_in_range)
 		{
-			source->exhausted = true;
-			return false;
+			if (key_range_past_upper(source->range, current))
+			{
+				source->exhausted = true;
+				return false;
+			}
+			if (!key_range_contains(source->range, current))
+				continue;
 		}
-		if (!key_range_contains(source->range, current))
-			continue;
 
 		/*
 		 * The merge relies on each source being strictly ascending; a segment

@@ -58,6 +58,8 @@ struct RowSource
 	int			group;
 	SegmentRowGroup rows;
 	int64		row;
+	bool		group_in_range; /* its zone map lies inside the key range: no
+								 * row needs the range checked */
 
 	/* unsorted mode: every row group, and the surviving rows in key order */
 	bool		loaded;			/* loaded at the first row_source_next */
