@@ -157,6 +157,31 @@ EXPLAIN (COSTS OFF) SELECT id, reward FROM rollout_steps ORDER BY id LIMIT 5;
 SELECT id, role, reward FROM rollout_steps ORDER BY id LIMIT 5;
 
 \echo
-\echo '=== 14. what this cluster did with the store (preloaded: group commit, memtable, sweeper)'
+\echo '=== 14. a join on the key: a few ids from a heap table, one key lookup each'
+CREATE TEMP TABLE picked AS SELECT 'r0042-s' || lpad(s::text, 2, '0') AS id FROM generate_series(1, 5) s;
+ANALYZE picked;
+EXPLAIN (COSTS OFF) SELECT s.id, s.reward FROM picked p JOIN rollout_steps s ON s.id = p.id;
+SELECT s.id, s.role, s.reward FROM picked p JOIN rollout_steps s ON s.id = p.id ORDER BY s.id;
+
+\echo
+\echo '=== 15. parallel workers split the key space (these settings let a table this small qualify)'
+SET max_parallel_workers_per_gather = 2;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+EXPLAIN (COSTS OFF) SELECT role, count(*), avg(reward) FROM rollout_steps GROUP BY role;
+SELECT role, count(*), round(avg(reward)::numeric, 3) AS avg_reward
+FROM rollout_steps GROUP BY role ORDER BY role;
+RESET max_parallel_workers_per_gather;
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+RESET min_parallel_table_scan_size;
+
+\echo
+\echo '=== 16. the stores at the server's location (what IMPORT FOREIGN SCHEMA would import)'
+SELECT store, key, columns, row_count FROM rollout_stores('rollout_local');
+
+\echo
+\echo '=== 17. what this cluster did with the store (preloaded: group commit, memtable, sweeper)'
 SELECT store, transactions_committed, wal_puts, rows_appended, memtable_rows, flushes, merges
 FROM rollout_stat_stores;
