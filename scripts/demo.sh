@@ -177,7 +177,8 @@ What the demo did:
   - queried: count(*), average reward per role, a key lookup, one rollout's trajectory,
     EXPLAIN of a key lookup; then rollout_flush('rollout_steps') and counted again
   - merged into the base, counted with rollout_observe, ran ANALYZE, showed estimates
-    and ORDER BY id LIMIT 5 without a Sort, and the counters of rollout_stat_stores
+    and ORDER BY id LIMIT 5 without a Sort, a key join as lookups, a parallel aggregate,
+    the stores at the location (rollout_stores), and the counters of rollout_stat_stores
 EOF
 echo
 if [ -n "$store_dirs" ]; then
