@@ -247,6 +247,11 @@ sweeper_remember(Oid relid, const char *location, const char *store_name)
 	}
 	else
 	{
+		/* moved to another store: its compactions are not the old one's */
+		if (strcmp(swept->store_name, store_name) != 0 ||
+			(swept->location == NULL) != (location == NULL) ||
+			(location != NULL && strcmp(swept->location, location) != 0))
+			swept->compactions_seen = -1;
 		if (swept->location)
 			pfree(swept->location);
 		pfree(swept->store_name);
@@ -331,27 +336,34 @@ sweeper_merge_due(RolloutStore *store)
 }
 
 /*
- * ANALYZE relid when its store's base was compacted since the sweeper last
- * looked (the base manifest counts compactions, whoever ran them).  The
+ * ANALYZE the table when its store's base was compacted since the sweeper
+ * last looked (the base manifest counts compactions, whoever ran them).  The
  * first look only takes note: the sweeper cannot know what happened before.
+ * The count is remembered only once the ANALYZE is through, so that one
+ * that failed is tried again at the next look.  SKIP_LOCKED: a table some
+ * session is altering or analyzing must not hold up the sweeper's flushes.
  */
 static void
 sweeper_analyze_if_compacted(Relation rel, RolloutStore *store,
 							 SweptStore *swept)
 {
 	int64		compactions = base_manifest_read_latest(store)->total_compactions;
-	bool		due = swept->compactions_seen >= 0 &&
-	compactions > swept->compactions_seen;
+	char	   *command;
 
-	swept->compactions_seen = compactions;
-	if (!due)
+	if (swept->compactions_seen < 0 || compactions <= swept->compactions_seen)
+	{
+		swept->compactions_seen = compactions;
 		return;
-	SPI_connect();
-	SPI_execute(psprintf("ANALYZE %s",
-						 quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-													RelationGetRelationName(rel))),
-				false, 0);
+	}
+	command = psprintf("ANALYZE (SKIP_LOCKED) %s",
+					   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+												  RelationGetRelationName(rel)));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "rollout_fdw sweeper: SPI_connect failed");
+	if (SPI_execute(command, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "rollout_fdw sweeper: \"%s\" failed", command);
 	SPI_finish();
+	swept->compactions_seen = compactions;
 }
 
 /*
@@ -371,6 +383,7 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 	RolloutStore *store;
 	TimestampTz now = GetCurrentTimestamp();
 	bool		flush_due;
+	bool		analyze_due = false;
 	SharedStoreSlot *slot;
 	int64		memtable_bytes = 0;
 
@@ -408,8 +421,7 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 			(void) rollout_flush_shard(store);
 		if (merge_after_generations > 0 && sweeper_merge_due(store))
 			(void) rollout_merge_shard(store, 0, false);
-		if (analyze_after_compaction)
-			sweeper_analyze_if_compacted(rel, store, swept);
+		analyze_due = analyze_after_compaction;
 	}
 	if (gc_interval_s > 0 &&
 		TimestampDifferenceExceeds(swept->last_gc, now, gc_interval_s * 1000))
@@ -417,6 +429,9 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 		swept->last_gc = now;
 		(void) rollout_gc_store(store, Max(gc_grace_s, gc_min_grace_seconds()));
 	}
+	/* last: nothing after it may abort the transaction its statistics are in */
+	if (analyze_due)
+		sweeper_analyze_if_compacted(rel, store, swept);
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 	table_close(rel, AccessShareLock);
 }
