@@ -39,6 +39,7 @@ store_catalog_list(ObjectStore *objstore,
 	for (;;)
 	{
 		ObjectStoreListing *page;
+		char	   *name_before = last_name;
 
 		CHECK_FOR_INTERRUPTS();
 		page = objstore_list_page(objstore, "", after, CATALOG_LISTING_PAGE,
@@ -59,7 +60,13 @@ store_catalog_list(ObjectStore *objstore,
 		}
 		if (page->continuation == NULL)
 			break;
-		if (objstore->ops->list_starts_after && last_name != NULL)
+
+		/*
+		 * A page that named no new store (top-level objects only) gives no
+		 * key to skip to: go on from where it ended.
+		 */
+		if (objstore->ops->list_starts_after && last_name != NULL &&
+			last_name != name_before)
 		{
 			/* skip the rest of the last store: '0' follows '/' */
 			after = psprintf("%s0", last_name);

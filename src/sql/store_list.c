@@ -132,12 +132,13 @@ store_list_visit(const char *name, void *arg)
 
 		MemoryContextSwitchTo(oldcontext);
 		edata = CopyErrorData();
-		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
-			PG_RE_THROW();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
+		/* a cancel ends the listing, once this subtransaction is gone */
+		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+			ReThrowError(edata);
 		for (int i = 1; i < STORE_LIST_COLUMNS; i++)
 			nulls[i] = true;
 		values[9] = CStringGetTextDatum(edata->message);

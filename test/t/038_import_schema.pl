@@ -124,6 +124,15 @@ if (!RolloutStore::remote())
 		'a malformed _store.json is listed with its problem; the listing goes on');
 	like($node->safe_psql('postgres', q{SELECT problem FROM rollout_stores('s') WHERE store = 'broken'}),
 		qr/_store\.json/, '... and the problem names the object');
+	# a full listing page of objects at the top between two stores, which
+	# name no store to skip to: the listing goes on past them
+	for my $i (1 .. 120)
+	{
+		open(my $top, '>', $store->path(sprintf('bz%03d', $i))) or die $!;
+		close $top;
+	}
+	is($node->safe_psql('postgres', q{SELECT string_agg(store, ',' ORDER BY store) FROM rollout_stores('s')}),
+		'big,broken,feelings,typed', 'objects at the top of the location, more than a page, are passed over');
 	$node->safe_psql('postgres', q{GRANT USAGE ON FOREIGN SERVER s TO lister});
 	is($node->safe_psql('postgres', q{SET ROLE lister; SELECT count(*) FROM rollout_stores('s')}), '4',
 		'with USAGE on the server a role lists the stores');
