@@ -26,6 +26,7 @@ OBJS = \
 	src/core/json_doc.o \
 	src/core/portable_values.o \
 	src/core/scratch.o \
+	src/core/subtransaction.o \
 	src/core/grace.o \
 	src/core/store_definition.o \
 	src/core/store_catalog.o \

@@ -48,6 +48,7 @@
 #include "rollout/shared_store.h"
 #include "rollout/store_keys.h"
 #include "rollout/store_stats.h"
+#include "rollout/subtransaction.h"
 
 #define MANIFEST_COMMIT_ATTEMPTS	100
 
@@ -294,6 +295,28 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 	return result;
 }
 
+/* rollout_compaction_record_error's step */
+typedef struct RecordedError
+{
+	RolloutStore *store;
+	const char *message;
+} RecordedError;
+
+static void
+record_error_step(void *arg)
+{
+	RecordedError *recorded = arg;
+
+	for (int attempt = 0; attempt < MANIFEST_COMMIT_ATTEMPTS; attempt++)
+	{
+		BaseManifest *base = base_manifest_read_latest(recorded->store);
+
+		base->last_compaction_error = pnstrdup(recorded->message, 1000);
+		if (base_manifest_commit(recorded->store, base) == MANIFEST_COMMITTED)
+			break;
+	}
+}
+
 /*
  * Record a failed compaction in the base manifest, so that
  * rollout_compaction_stats() shows it on every cluster.  Best effort: a
@@ -302,40 +325,15 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 void
 rollout_compaction_record_error(RolloutStore *store, const char *message)
 {
-	MemoryContext oldcontext = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
+	RecordedError recorded = {store, message};
+	ErrorData  *error;
 
 	/* a standby records nothing: it writes nothing */
 	if (RecoveryInProgress())
 		return;
-
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcontext);
-	PG_TRY();
-	{
-		for (int attempt = 0; attempt < MANIFEST_COMMIT_ATTEMPTS; attempt++)
-		{
-			BaseManifest *base = base_manifest_read_latest(store);
-
-			base->last_compaction_error = pnstrdup(message, 1000);
-			if (base_manifest_commit(store, base) == MANIFEST_COMMITTED)
-				break;
-		}
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcontext);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
+	error = rollout_try_in_subtransaction(record_error_step, &recorded);
+	if (error != NULL)
 		ereport(WARNING,
 				(errmsg("could not record the compaction error of store \"%s\": %s",
-						store->name, edata->message)));
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(oldcontext);
-	CurrentResourceOwner = oldowner;
+						store->name, error->message)));
 }

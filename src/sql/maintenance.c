@@ -33,6 +33,7 @@
 #include "rollout/merge.h"
 #include "rollout/observe.h"
 #include "rollout/sql_common.h"
+#include "rollout/subtransaction.h"
 
 PG_FUNCTION_INFO_V1(rollout_flush);
 PG_FUNCTION_INFO_V1(rollout_merge);
@@ -98,47 +99,52 @@ rollout_merge(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(rollout_sql_result_row(fcinfo, values, nulls));
 }
 
+/* rollout_compact_recording_errors's step and its result */
+typedef struct CompactCall
+{
+	RolloutStore *store;
+	int			min_fragments;
+	int64		target_rows;
+	int			max_source_fragments;
+	CompactResult result;
+} CompactCall;
+
+static void
+compact_step(void *arg)
+{
+	CompactCall *call = arg;
+
+	call->result = rollout_compact_store(call->store, call->min_fragments,
+										 call->target_rows,
+										 call->max_source_fragments);
+}
+
 /*
  * Run a compaction in a subtransaction, so that a failure can be recorded in
  * the base manifest (rollout_compaction_stats().last_error, which every
- * cluster sees) before it is re-raised.
+ * cluster sees) before it is re-raised.  A cancel is not a compaction error
+ * worth keeping.
  */
 static CompactResult
 rollout_compact_recording_errors(RolloutStore *store, int min_fragments,
 								 int64 target_rows, int max_source_fragments)
 {
-	MemoryContext oldcontext = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	CompactResult result;
+	CompactCall call = {0};
+	ErrorData  *error;
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcontext);
-	PG_TRY();
+	call.store = store;
+	call.min_fragments = min_fragments;
+	call.target_rows = target_rows;
+	call.max_source_fragments = max_source_fragments;
+	error = rollout_try_in_subtransaction(compact_step, &call);
+
+	if (error != NULL)
 	{
-		result = rollout_compact_store(store, min_fragments, target_rows,
-									   max_source_fragments);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
+		if (error->sqlerrcode != ERRCODE_QUERY_CANCELED)
+			rollout_compaction_record_error(store, error->message);
+		ReThrowError(error);
 	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcontext);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-
-		/* a cancel is not a compaction error worth keeping */
-		if (edata->sqlerrcode != ERRCODE_QUERY_CANCELED)
-			rollout_compaction_record_error(store, edata->message);
-		ReThrowError(edata);
-	}
-	PG_END_TRY();
-	return result;
+	return call.result;
 }
 
 /*

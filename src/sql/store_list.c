@@ -17,20 +17,19 @@
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "foreign/foreign.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
-#include "utils/resowner.h"
 
 #include "rollout/fdw.h"
 #include "rollout/observe.h"
 #include "rollout/sql_common.h"
 #include "rollout/store_catalog.h"
 #include "rollout/store_definition.h"
+#include "rollout/subtransaction.h"
 
 PG_FUNCTION_INFO_V1(rollout_stores);
 
@@ -92,63 +91,64 @@ store_list_describe(StoreListState *state, const char *name, Datum *values,
 	return true;
 }
 
+/* One store's row, being made (store_list_visit). */
+typedef struct StoreRow
+{
+	StoreListState *state;
+	const char *name;
+	Datum		values[STORE_LIST_COLUMNS];
+	bool		nulls[STORE_LIST_COLUMNS];
+} StoreRow;
+
+/* store_list_visit's step: describe the store, and add its row if it is one */
+static void
+store_row_step(void *arg)
+{
+	StoreRow   *row = arg;
+	MemoryContext oldcontext = MemoryContextSwitchTo(row->state->store_context);
+	bool		is_store = store_list_describe(row->state, row->name,
+											   row->values, row->nulls);
+
+	MemoryContextSwitchTo(oldcontext);
+	if (is_store)
+		tuplestore_putvalues(row->state->rsinfo->setResult,
+							 row->state->rsinfo->setDesc, row->values, row->nulls);
+}
+
 /*
  * store_catalog_list's visit: one row per store.  Each store is read in a
  * subtransaction, so that one that cannot be read (a malformed _store.json,
  * a column type that means something else here) is listed with the reason
- * in "problem" instead of failing the listing; a query cancel still ends
- * it.
+ * in "problem" instead of failing the listing; a cancel still ends it.
  */
 static void
 store_list_visit(const char *name, void *arg)
 {
 	StoreListState *state = arg;
-	Datum		values[STORE_LIST_COLUMNS] = {0};
-	bool		nulls[STORE_LIST_COLUMNS];
-	MemoryContext oldcontext = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
+	StoreRow	row = {0};
+	ErrorData  *error;
 
 	if (rollout_check_store_name(name) != NULL)
 		return;
+	row.state = state;
+	row.name = name;
 	for (int i = 0; i < STORE_LIST_COLUMNS; i++)
-		nulls[i] = true;
-	values[0] = CStringGetTextDatum(name);
-	nulls[0] = false;
-
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(state->store_context);
-	PG_TRY();
-	{
-		if (store_list_describe(state, name, values, nulls))
-			tuplestore_putvalues(state->rsinfo->setResult, state->rsinfo->setDesc,
-								 values, nulls);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcontext);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcontext);
-		CurrentResourceOwner = oldowner;
-		/* a cancel ends the listing, once this subtransaction is gone */
-		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
-			ReThrowError(edata);
-		for (int i = 1; i < STORE_LIST_COLUMNS; i++)
-			nulls[i] = true;
-		values[9] = CStringGetTextDatum(edata->message);
-		nulls[9] = false;
-		tuplestore_putvalues(state->rsinfo->setResult, state->rsinfo->setDesc,
-							 values, nulls);
-		FreeErrorData(edata);
-	}
-	PG_END_TRY();
+		row.nulls[i] = true;
+	row.values[0] = CStringGetTextDatum(name);
+	row.nulls[0] = false;
+	error = rollout_try_in_subtransaction(store_row_step, &row);
 	MemoryContextReset(state->store_context);
+	if (error == NULL)
+		return;
+	if (error->sqlerrcode == ERRCODE_QUERY_CANCELED)
+		ReThrowError(error);
+	for (int i = 1; i < STORE_LIST_COLUMNS; i++)
+		row.nulls[i] = true;
+	row.values[9] = CStringGetTextDatum(error->message);
+	row.nulls[9] = false;
+	tuplestore_putvalues(state->rsinfo->setResult, state->rsinfo->setDesc,
+						 row.values, row.nulls);
+	FreeErrorData(error);
 }
 
 /*
