@@ -79,7 +79,8 @@ typedef struct RolloutSnapshot
 	int64		base_version;
 	int			fragment_count;
 	int			generation_count;
-	int			wal_entry_count;
+	int			wal_entry_count;	/* memtable batches included */
+	int			wal_object_count;	/* of those, entries read from the store */
 	int			shard_count;
 } RolloutSnapshot;
 
@@ -101,5 +102,15 @@ extern void snapshot_serialize(const RolloutSnapshot *snapshot, int16 key_len,
 							   bool key_byval, StringInfo out);
 extern RolloutSnapshot *snapshot_restore(const char *data, int16 key_len,
 										 bool key_byval);
+
+/*
+ * Key values flattened the same way (count of them, then padding to a
+ * MAXALIGNed length), for what travels beside a snapshot.  The restored
+ * array is palloc'd; by-reference values point into data.
+ */
+extern void snapshot_serialize_keys(const Datum *keys, int count,
+									int16 key_len, bool key_byval,
+									StringInfo out);
+extern Datum *snapshot_restore_keys(const char **cursor, int count);
 
 #endif							/* ROLLOUT_SNAPSHOT_H */

@@ -99,6 +99,7 @@ snapshot_serialize(const RolloutSnapshot *snapshot, int16 key_len,
 	put_int64(out, snapshot->fragment_count);
 	put_int64(out, snapshot->generation_count);
 	put_int64(out, snapshot->wal_entry_count);
+	put_int64(out, snapshot->wal_object_count);
 	put_int64(out, snapshot->shard_count);
 	put_int64(out, list_length(snapshot->sources));
 	foreach(lc, snapshot->sources)
@@ -129,6 +130,25 @@ snapshot_serialize(const RolloutSnapshot *snapshot, int16 key_len,
 	}
 }
 
+void
+snapshot_serialize_keys(const Datum *keys, int count, int16 key_len,
+						bool key_byval, StringInfo out)
+{
+	for (int i = 0; i < count; i++)
+		put_key(out, keys[i], key_len, key_byval);
+	put_padding(out);
+}
+
+Datum *
+snapshot_restore_keys(const char **cursor, int count)
+{
+	Datum	   *keys = palloc(sizeof(Datum) * Max(count, 1));
+
+	for (int i = 0; i < count; i++)
+		keys[i] = get_key(cursor);
+	return keys;
+}
+
 RolloutSnapshot *
 snapshot_restore(const char *data, int16 key_len, bool key_byval)
 {
@@ -141,6 +161,7 @@ snapshot_restore(const char *data, int16 key_len, bool key_byval)
 	snapshot->fragment_count = get_int64(&cursor);
 	snapshot->generation_count = get_int64(&cursor);
 	snapshot->wal_entry_count = get_int64(&cursor);
+	snapshot->wal_object_count = get_int64(&cursor);
 	snapshot->shard_count = get_int64(&cursor);
 	count = get_int64(&cursor);
 	for (int64 i = 0; i < count; i++)

@@ -173,6 +173,7 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 			source->stamp_floor = foreach_current_index(ec) == 0 ? manifest->last_stamp : -1;
 			snapshot->sources = lappend(snapshot->sources, source);
 			snapshot->wal_entry_count++;
+			snapshot->wal_object_count++;
 		}
 	}
 	return snapshot;

@@ -28,7 +28,7 @@
  * of another moment and miss the transaction's own rows.
  *
  * The shared memory holds, after ParallelScanShared, the part boundaries
- * (datumSerialize'd keys) and then the snapshot (core/snapshot_serial.c).
+ * (snapshot_serialize_keys) and then the snapshot (core/snapshot_serial.c).
  * Its size is the snapshot's, memtable rows included (at most
  * rollout_fdw.memtable_size), as a serial scan copies them too.
  *
@@ -69,21 +69,6 @@ struct ParallelScanShared
 #define SHARED_DATA_OFFSET	MAXALIGN(sizeof(ParallelScanShared))
 #define SHARED_DATA(shared)	((char *) (shared) + SHARED_DATA_OFFSET)
 
-/* WAL entries in the snapshot: the sources each part reads again */
-static int
-snapshot_wal_entries(const RolloutSnapshot *snapshot)
-{
-	ListCell   *lc;
-	int			count = 0;
-
-	foreach(lc, snapshot->sources)
-	{
-		if (((SnapshotSource *) lfirst(lc))->kind == SNAPSHOT_WAL_ENTRY)
-			count++;
-	}
-	return count;
-}
-
 /* The store's key type, which boundaries and key ranges are values of. */
 static const SegmentColumn *
 scan_key_column(RolloutScanState *state)
@@ -123,22 +108,10 @@ rollout_estimate_dsm_foreign_scan(ForeignScanState *node,
 	state->part_boundary_count =
 		key_space_split(state->store, state->snapshot,
 						(pcxt->nworkers + 1) *
-						(snapshot_wal_entries(state->snapshot) > 0 ? 1 : PARTS_PER_PARTICIPANT),
+						(state->snapshot->wal_object_count > 0 ? 1 : PARTS_PER_PARTICIPANT),
 						&state->part_boundaries);
-	for (int i = 0; i < state->part_boundary_count; i++)
-	{
-		Size		size = datumEstimateSpace(state->part_boundaries[i], false,
-											  key->typbyval, key->typlen);
-		char	   *start;
-
-		enlargeStringInfo(bytes, size);
-		start = bytes->data + bytes->len;
-		datumSerialize(state->part_boundaries[i], false, key->typbyval,
-					   key->typlen, &start);
-		bytes->len += size;
-	}
-	while ((Size) bytes->len != MAXALIGN(bytes->len))
-		appendStringInfoChar(bytes, '\0');
+	snapshot_serialize_keys(state->part_boundaries, state->part_boundary_count,
+							key->typlen, key->typbyval, bytes);
 	state->parallel_snapshot_offset = bytes->len;
 	snapshot_serialize(state->snapshot, key->typlen, key->typbyval, bytes);
 	state->parallel_bytes = bytes;
@@ -195,18 +168,12 @@ rollout_initialize_worker_foreign_scan(ForeignScanState *node,
 	ParallelScanShared *shared = coordinate;
 	const SegmentColumn *key = scan_key_column(state);
 	MemoryContext oldcontext = MemoryContextSwitchTo(state->scan_context);
-	char	   *cursor = SHARED_DATA(shared);
+	const char *cursor = SHARED_DATA(shared);
 
 	state->parallel = shared;
 	state->is_worker = true;
 	state->part_boundary_count = shared->boundary_count;
-	state->part_boundaries = palloc(sizeof(Datum) * Max(shared->boundary_count, 1));
-	for (int i = 0; i < shared->boundary_count; i++)
-	{
-		bool		isnull;
-
-		state->part_boundaries[i] = datumRestore(&cursor, &isnull);
-	}
+	state->part_boundaries = snapshot_restore_keys(&cursor, shared->boundary_count);
 	state->snapshot = snapshot_restore(SHARED_DATA(shared) + shared->snapshot_offset,
 									   key->typlen, key->typbyval);
 	state->own_rows_taken = true;

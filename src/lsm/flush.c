@@ -110,6 +110,7 @@ flush_sources(RolloutStore *store, List *sealed, int64 stamp_floor)
 		source->stamp_floor = foreach_current_index(lc) == 0 ? stamp_floor : -1;
 		snapshot->sources = lappend(snapshot->sources, source);
 		snapshot->wal_entry_count++;
+		snapshot->wal_object_count++;
 	}
 	return snapshot;
 }
