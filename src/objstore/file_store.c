@@ -1105,6 +1105,42 @@ file_store_list_directory(FileStoreListing *listing,
 }
 
 /*
+ * The length of the directory part of prefix (up to and including its last
+ * '/') where a listing may start instead of at the root, or 0 to walk from
+ * the root.  Every key under the prefix lies in that directory's subtree,
+ * and the walk from the root would descend exactly along it, so starting
+ * there lists the same keys without reading the directories above it (the
+ * root holds every store of the location).  Only plain names qualify: the
+ * walk from the root never produces a key with an empty, "." or ".."
+ * component, nor one under the temporary folder.  A symbolic link among the
+ * prefix's own directories is followed, as reading an object by its key
+ * follows it; below the start the walk skips links as before.
+ */
+static size_t
+file_store_list_start_length(const char *prefix)
+{
+	const char *last_slash = strrchr(prefix, '/');
+	const char *component = prefix;
+
+	if (last_slash == NULL)
+		return 0;
+	while (component <= last_slash)
+	{
+		const char *end = strchr(component, '/');
+		size_t		length = end - component;
+
+		if (length == 0 ||
+			(length == 1 && component[0] == '.') ||
+			(length == 2 && component[0] == '.' && component[1] == '.') ||
+			(component == prefix && length == strlen(FILE_STORE_TEMP_FOLDER) &&
+			 strncmp(component, FILE_STORE_TEMP_FOLDER, length) == 0))
+			return 0;
+		component = end + 1;
+	}
+	return last_slash - prefix + 1;
+}
+
+/*
  * file_store_list
  *		One page of the keys starting with prefix, after start_after and the
  *		continuation token, in byte order.
@@ -1127,6 +1163,7 @@ file_store_list(ObjectStore *store, const char *prefix,
 	ObjectStoreListing *page;
 	int			page_keys;
 	int			i;
+	size_t		start_length;
 
 	file_store_check_prefix(store, prefix);
 	if (max_keys <= 0)
@@ -1153,7 +1190,19 @@ file_store_list(ObjectStore *store, const char *prefix,
 
 	listing.key_capacity = 64;
 	listing.keys = palloc(listing.key_capacity * sizeof(char *));
-	file_store_list_directory(&listing, file_store->root, "");
+	start_length = file_store_list_start_length(listing.prefix);
+	if (start_length == 0)
+		file_store_list_directory(&listing, file_store->root, "");
+	else
+	{
+		char	   *start_key = pnstrdup(listing.prefix, start_length);
+
+		/* the directory's path without the key's trailing '/' */
+		file_store_list_directory(&listing,
+								  psprintf("%s/%.*s", file_store->root,
+										   (int) start_length - 1, start_key),
+								  start_key);
+	}
 
 	qsort(listing.keys, listing.key_count, sizeof(char *), pg_qsort_strcmp);
 
