@@ -171,7 +171,18 @@ extern void segment_writer_discard(SegmentWriter *writer);
  * checked are known: it hands each to footer_read, when set, and does not
  * check a known footer's checksum again (its structure it decodes as
  * carefully as ever).
+ *
+ * Decoding a footer costs as much as it is long (a million-row fragment's
+ * has thousands of chunk entries, and a lookup needs one), so a source
+ * with known footers may also keep them decoded.  known_footer then sets
+ * *decoded to the decoded form kept with that footer, or NULL; the reader
+ * copies it instead of decoding.  When there is none and footer_decoded is
+ * set, the reader decodes into a new context and hands the decoded form
+ * over, context and all, to be kept with the footer it came from (it
+ * points into those bytes) and lent the same way.
  */
+struct SegmentReader;
+
 typedef struct SegmentSource
 {
 	const char *name;			/* object key, for error messages */
@@ -181,7 +192,10 @@ typedef struct SegmentSource
 	bool		(*read_tail) (void *arg, int64 length, StringInfo out,
 							  int64 *object_size);
 	bool		(*known_footer) (void *arg, const char **footer,
-								 int64 *footer_length, int64 *object_size);
+								 int64 *footer_length, int64 *object_size,
+								 const struct SegmentReader **decoded);
+	void		(*footer_decoded) (void *arg, struct SegmentReader *decoded,
+								   MemoryContext context);
 	void		(*footer_read) (void *arg, const char *footer, int64 footer_length,
 								int64 object_size);
 
@@ -249,7 +263,15 @@ typedef struct SegmentReader
 								 * bytes, which the reader keeps), or NULL */
 	uint64		key_filter_bits;
 	int			key_filter_probes;
-	MemoryContext context;		/* holds everything above */
+	MemoryContext context;		/* the reader's: freed with it */
+
+	/*
+	 * Holds the decoded footer (schema, row groups, the page directories
+	 * decoded later): context, or a kept decoded footer's (see
+	 * SegmentSource), which the reader shares and must not change but by
+	 * decoding page directories into this context.
+	 */
+	MemoryContext footer_context;
 } SegmentReader;
 
 /* Decoded columns of one row group. */

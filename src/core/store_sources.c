@@ -47,6 +47,7 @@ typedef struct StoreObjectSource
 	int64		size_hint;		/* the object's size if known, else -1 */
 	char	   *cache_identity; /* names the object for good, or NULL */
 	bool		footer_cached;	/* its footer goes to the footer cache */
+	FooterLoan *loan;			/* the footer the cache lent last, or NULL */
 	bool		disk_cached;	/* its bytes go through the disk cache */
 	List	   *prefetched;		/* PrefetchedRead * */
 	MemoryContext context;		/* where the source and its reads live */
@@ -173,12 +174,27 @@ store_object_read_tail(void *arg, int64 length, StringInfo out,
  */
 static bool
 store_object_known_footer(void *arg, const char **footer, int64 *footer_length,
-						  int64 *object_size)
+						  int64 *object_size, const SegmentReader **decoded)
 {
 	StoreObjectSource *source = arg;
 
-	return footer_cache_borrow(source->cache_identity, source->size_hint,
-							   footer, footer_length, object_size);
+	source->loan = NULL;
+	if (!footer_cache_borrow(source->cache_identity, source->size_hint,
+							 footer, footer_length, object_size, &source->loan))
+		return false;
+	*decoded = footer_cache_loan_decoded(source->loan);
+	return true;
+}
+
+/* footer_decoded callback: keep it with the footer it was decoded from. */
+static void
+store_object_footer_decoded(void *arg, SegmentReader *decoded,
+							MemoryContext context)
+{
+	StoreObjectSource *source = arg;
+
+	Assert(source->loan != NULL);
+	footer_cache_loan_keep_decoded(source->loan, decoded, context);
 }
 
 /* footer_read callback: keep what the reader read and checked. */
@@ -238,6 +254,7 @@ rollout_segment_source(RolloutStore *store, const char *key, int64 size_hint)
 	if (arg->footer_cached)
 	{
 		source->known_footer = store_object_known_footer;
+		source->footer_decoded = store_object_footer_decoded;
 		source->footer_read = store_object_footer_read;
 	}
 	return source;

@@ -388,7 +388,7 @@ chunk_pages(SegmentReader *reader, int row_group, int column)
 
 	if (chunk->pages != NULL)
 		return chunk->pages;
-	pages = MemoryContextAlloc(reader->context,
+	pages = MemoryContextAlloc(reader->footer_context,
 							   sizeof(SegmentPageInfo) * chunk->page_count);
 	for (int p = 0; p < chunk->page_count; p++, entry += PAGE_ENTRY_SIZE)
 	{
@@ -619,7 +619,8 @@ check_and_decode_footer(SegmentReader *reader, const char *footer,
 /*
  * Open a segment whose footer the source knows already (known_footer): a
  * footer this or an earlier reader read and checked, lent, decoded like one
- * read from the object.  Returns false when the source does not know it.
+ * read from the object, or its decoded form lent and copied.  Returns false
+ * when the source does not know it.
  */
 static bool
 segment_reader_open_known(SegmentReader *reader)
@@ -629,14 +630,49 @@ segment_reader_open_known(SegmentReader *reader)
 	int64		footer_length;
 	int64		object_size = -1;
 	int64		footer_start;
+	const SegmentReader *decoded = NULL;
+	SegmentReader *kept;
+	MemoryContext footer_context;
+	MemoryContext oldcontext;
 
 	if (source->known_footer == NULL ||
-		!source->known_footer(source->arg, &footer, &footer_length, &object_size))
+		!source->known_footer(source->arg, &footer, &footer_length, &object_size,
+							  &decoded))
 		return false;
+	if (decoded != NULL)
+	{
+		/* lent like the footer, for as long as the reader's context lives */
+		MemoryContext context = reader->context;
+
+		*reader = *decoded;
+		reader->source = source;
+		reader->context = context;
+		return true;
+	}
 	footer_start = footer_start_in_object(source->name, footer_length, object_size);
 	reader->object_size = object_size;
-	/* lent for as long as the reader's context lives; checked when read */
+	if (source->footer_decoded == NULL)
+	{
+		/* lent for as long as the reader's context lives; checked when read */
+		check_and_decode_footer(reader, footer, footer_length, footer_start, false);
+		return true;
+	}
+
+	/*
+	 * Decode into a context of its own, a child of the reader's until it is
+	 * handed over (an ERROR on a corrupt footer frees it with the reader).
+	 */
+	footer_context = AllocSetContextCreate(reader->context, "decoded segment footer",
+										   ALLOCSET_SMALL_SIZES);
+	oldcontext = MemoryContextSwitchTo(footer_context);
+	reader->footer_context = footer_context;
 	check_and_decode_footer(reader, footer, footer_length, footer_start, false);
+	kept = palloc(sizeof(SegmentReader));
+	*kept = *reader;
+	kept->source = NULL;
+	kept->context = NULL;
+	MemoryContextSwitchTo(oldcontext);
+	source->footer_decoded(source->arg, kept, footer_context);
 	return true;
 }
 
@@ -693,6 +729,7 @@ segment_reader_open(SegmentSource *source)
 	reader = palloc0(sizeof(SegmentReader));
 	reader->source = source;
 	reader->context = context;
+	reader->footer_context = context;
 
 	if (segment_reader_open_known(reader))
 	{
