@@ -33,15 +33,15 @@ typedef struct FooterLoan FooterLoan;
  */
 extern bool footer_cache_borrow(const char *identity, int64 object_size_hint,
 								const char **footer, int64 *footer_length,
-								int64 *object_size, FooterLoan * *loan);
+								int64 *object_size, FooterLoan **loan);
 
 /*
  * The lent footer's decoded form (opaque here: the format layer's), lent
  * with it, or NULL; and keeping one, decoded from exactly those bytes, in
  * context, which the cache adopts (and frees with the bytes).
  */
-extern const void *footer_cache_loan_decoded(FooterLoan * loan);
-extern void footer_cache_loan_keep_decoded(FooterLoan * loan, void *decoded,
+extern const void *footer_cache_loan_decoded(FooterLoan *loan);
+extern void footer_cache_loan_keep_decoded(FooterLoan *loan, void *decoded,
 										   MemoryContext context);
 
 /* Is a footer known for identity (no counting)? */

@@ -151,6 +151,8 @@ extern void segment_writer_discard(SegmentWriter *writer);
  * ---------------------------------------------------------------------
  */
 
+struct SegmentReader;			/* below; a SegmentSource may hand one out */
+
 /*
  * Where the reader's bytes come from: the lsm layer wraps an object-store
  * object, tests and fuzzers wrap a memory buffer.  Both callbacks append to
@@ -181,8 +183,6 @@ extern void segment_writer_discard(SegmentWriter *writer);
  * over, context and all, to be kept with the footer it came from (it
  * points into those bytes) and lent the same way.
  */
-struct SegmentReader;
-
 typedef struct SegmentSource
 {
 	const char *name;			/* object key, for error messages */

@@ -79,8 +79,9 @@ typedef struct RolloutSnapshot
 	int64		base_version;
 	int			fragment_count;
 	int			generation_count;
-	int			wal_entry_count;	/* memtable batches included */
-	int			wal_object_count;	/* of those, entries read from the store */
+	int			wal_entry_count;	/* the memtable's sources included */
+	int			wal_object_count;	/* of those, WAL entries read from the
+									 * store */
 	int			shard_count;
 } RolloutSnapshot;
 
@@ -106,7 +107,7 @@ extern RolloutSnapshot *snapshot_restore(const char *data, int16 key_len,
 /*
  * Key values flattened the same way (count of them, then padding to a
  * MAXALIGNed length), for what travels beside a snapshot.  The restored
- * array is palloc'd; by-reference values point into data.
+ * array and its by-reference values are palloc'd copies.
  */
 extern void snapshot_serialize_keys(const Datum *keys, int count,
 									int16 key_len, bool key_byval,

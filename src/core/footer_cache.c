@@ -52,6 +52,7 @@ typedef struct FooterBytes
 	struct FooterCacheEntry *entry; /* the one that does, unless evicted */
 	void	   *decoded;		/* the footer decoded, or NULL */
 	MemoryContext decoded_context;	/* holds it */
+	Size		decoded_charge; /* what it held when last counted */
 } FooterBytes;
 
 typedef struct FooterCacheEntry
@@ -72,6 +73,7 @@ static dlist_head footer_cache_lru = DLIST_STATIC_INIT(footer_cache_lru);
 static Size footer_cache_bytes = 0;
 static FooterCacheCounters footer_cache_counters;
 
+static void footer_cache_recharge_decoded(FooterBytes *bytes);
 static bool footer_cache_fetch_shared(const char *identity,
 									  int64 object_size_hint);
 
@@ -203,7 +205,7 @@ footer_cache_hash(const char *identity)
 bool
 footer_cache_borrow(const char *identity, int64 object_size_hint,
 					const char **footer, int64 *footer_length,
-					int64 *object_size, FooterLoan * *loan)
+					int64 *object_size, FooterLoan **loan)
 {
 	FooterCacheEntry *entry;
 	MemoryContextCallback *pin;
@@ -237,44 +239,66 @@ footer_cache_borrow(const char *identity, int64 object_size_hint,
 	*footer_length = entry->footer_length;
 	*object_size = entry->object_size;
 	*loan = (FooterLoan *) entry->bytes;
+	/* pinned: should this evict it, its bytes stay until the borrower goes */
+	footer_cache_recharge_decoded(entry->bytes);
+	footer_cache_shrink();
 	return true;
 }
 
 /* The decoded form kept with a lent footer, or NULL (footer_cache.h). */
 const void *
-footer_cache_loan_decoded(FooterLoan * loan)
+footer_cache_loan_decoded(FooterLoan *loan)
 {
 	return ((FooterBytes *) loan)->decoded;
 }
 
 /*
+ * Count what a cached footer's decoded form holds now against the limit:
+ * the page directories and comparison caches its readers decode into it
+ * later make it grow.
+ */
+static void
+footer_cache_recharge_decoded(FooterBytes *bytes)
+{
+	Size		now;
+
+	if (bytes->decoded_context == NULL || bytes->entry == NULL)
+		return;
+	now = MemoryContextMemAllocated(bytes->decoded_context, true);
+	if (now == bytes->decoded_charge)
+		return;
+	bytes->entry->charge += now - bytes->decoded_charge;
+	footer_cache_bytes += now - bytes->decoded_charge;
+	bytes->decoded_charge = now;
+}
+
+/*
  * Keep decoded, in context, with the lent footer it was decoded from
  * (footer_cache.h).  The cache adopts the context at once, so that it goes
- * with the bytes whatever happens to the borrower; it counts against the
- * limit while the footer is cached.
+ * with the bytes whatever happens to the borrower, and counts it against
+ * the limit while the footer is cached.  It does not adopt it (the context
+ * stays the borrower's, freed with it) when the footer is no longer cached,
+ * one is kept already, or it is larger than an eighth of the limit, the
+ * most a footer's bytes may take (a million-row fragment's footer is 1.8 MB
+ * of the 2 MB an eighth of the default allows, its decoded form 0.4 MB).
  */
 void
-footer_cache_loan_keep_decoded(FooterLoan * loan, void *decoded,
+footer_cache_loan_keep_decoded(FooterLoan *loan, void *decoded,
 							   MemoryContext context)
 {
 	FooterBytes *bytes = (FooterBytes *) loan;
-	Size		charge;
+	Size		charge = MemoryContextMemAllocated(context, true);
 
-	if (bytes->decoded != NULL)
-	{
-		MemoryContextDelete(context);	/* kept by another borrower first */
+	if (bytes->decoded != NULL || bytes->entry == NULL ||
+		charge > footer_cache_limit() / 8)
 		return;
-	}
 	MemoryContextSetParent(context, footer_cache_context);
 	bytes->decoded = decoded;
 	bytes->decoded_context = context;
-	if (bytes->entry != NULL)
-	{
-		charge = MemoryContextMemAllocated(context, true);
-		bytes->entry->charge += charge;
-		footer_cache_bytes += charge;
-		footer_cache_shrink();
-	}
+	bytes->decoded_charge = charge;
+	bytes->entry->charge += charge;
+	footer_cache_bytes += charge;
+	footer_cache_shrink();
 }
 
 /*

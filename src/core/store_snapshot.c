@@ -144,6 +144,13 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 					continue;
 				snapshot->sources = lappend(snapshot->sources, source);
 				snapshot->wal_entry_count++;
+
+				/*
+				 * a batch committed under other credentials is read from the
+				 * store
+				 */
+				if (source->kind == SNAPSHOT_WAL_ENTRY)
+					snapshot->wal_object_count++;
 			}
 			continue;
 		}

@@ -401,18 +401,25 @@ chunk_pages(SegmentReader *reader, int row_group, int column)
 			pages[p].row_count > group->row_count - first_row ||
 			pages[p].compressed_size < 1 ||
 			pages[p].compressed_size > chunk->compressed_size - offset)
+		{
+			/* footer_context may be a kept decoded footer's: leave nothing */
+			pfree(pages);
 			segment_corrupt(reader->source->name,
 							"Page %d of chunk %d of row group %d does not fit the chunk.",
 							p, column, row_group);
+		}
 		first_row += pages[p].row_count;
 		offset += pages[p].compressed_size;
 	}
 	if (first_row != group->row_count || offset != chunk->compressed_size)
+	{
+		pfree(pages);
 		segment_corrupt(reader->source->name,
 						"The pages of chunk %d of row group %d hold %lld rows in %lld bytes, not %lld in %lld.",
 						column, row_group, (long long) first_row,
 						(long long) offset, (long long) group->row_count,
 						(long long) chunk->compressed_size);
+	}
 	chunk->pages = pages;
 	return pages;
 }
