@@ -20,7 +20,11 @@
 #       two scans of one statement and in later statements);
 #   (f) preloaded, the shared footer cache (core/shared_footer_cache.c):
 #       a new session finds the footers another session read, with fewer
-#       requests, and the same rows.
+#       requests, and the same rows;
+#   (g) footers are also kept decoded: after three scans the cache holds
+#       one decoded footer per fragment (pg_backend_memory_contexts), none
+#       with the cache off, and with a small cache the decoded forms, page
+#       directories decoded into them later included, stay within it.
 
 use strict;
 use warnings;
@@ -164,6 +168,25 @@ EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) SELECT count(*) FROM ev;"));
 my ($hits, $misses) = split /\|/, $runs[1];
 cmp_ok($misses, '>', 0, "(e) the cache is too small for all 12 ($hits hits, $misses misses)");
 cmp_ok($hits + $misses, '==', 12, '(e) and every fragment was looked up');
+
+# (g) decoded footers, in the memory contexts of the session that read them
+my $decoded = q{SELECT count(*), coalesce(sum(total_bytes), 0) FROM pg_backend_memory_contexts
+  WHERE name = 'decoded segment footer' AND parent = 'rollout footer cache'};
+my $three_scans = join(";\n", ($evict_query) x 3);
+my @g = split /\n/, $node->safe_psql('postgres', "$three_scans;\n$decoded");
+is($g[-1] =~ s/\|\d+$//r, '12', '(g) three scans: a decoded footer kept for each of the 12 fragments');
+is(join("\n", @g[0 .. 5]), join("\n", ($uncached) x 3), '(g) and the rows of a read without the cache');
+my $all_decoded = $g[-1];
+@g = split /\n/, $node->safe_psql('postgres', "SET rollout_fdw.footer_cache_size = 0;\n$three_scans;\n$decoded");
+is($g[-1], '0|0', '(g) with the cache off none is kept');
+# a cache of about half of what the 12 footers and their decoded forms take
+my (undef, $all_decoded_bytes) = split /\|/, $all_decoded;
+my $half_kb = int((12 * ($footer_length + 300) + $all_decoded_bytes) / 2 / 1024) + 1;
+@g = split /\n/, $node->safe_psql('postgres', "SET rollout_fdw.footer_cache_size = '${half_kb}kB';\n$three_scans;\n$decoded");
+my ($kept, $kept_bytes) = split /\|/, $g[-1];
+ok($kept > 0 && $kept < 12, "(g) a cache of $half_kb kB (all 12 decoded took $all_decoded_bytes bytes) keeps some ($kept)");
+cmp_ok($kept_bytes, '<=', $half_kb * 1024, "(g) in $kept_bytes bytes, within the cache's size");
+is(join("\n", @g[0 .. 5]), join("\n", ($uncached) x 3), '(g) and the rows are still right');
 
 # (f) the shared cache (preloaded): a new session finds the footers another
 # read, with no request for them, and reads the same rows
