@@ -69,7 +69,21 @@ typedef struct SegmentColumn
 	bool		has_order;
 	FmgrInfo	compare_proc;
 	Oid			compare_collation;
+	char		compare_inline; /* SEGMENT_COMPARE_*: see below */
 } SegmentColumn;
+
+/*
+ * Types whose default btree order segment_column_compare computes itself,
+ * with exactly the result's sign of their support function: a scan compares
+ * every key with the one before it, and a merge compares keys at every
+ * step, so a function call per comparison is a good part of a scan's time.
+ */
+#define SEGMENT_COMPARE_CALL	0	/* call compare_proc */
+#define SEGMENT_COMPARE_INT16	1	/* btint2cmp */
+#define SEGMENT_COMPARE_INT32	2	/* btint4cmp, date_cmp */
+#define SEGMENT_COMPARE_INT64	3	/* btint8cmp, timestamp_cmp,
+									 * timestamptz_cmp */
+#define SEGMENT_COMPARE_UUID	4	/* uuid_cmp: bytewise */
 
 typedef struct SegmentSchema
 {

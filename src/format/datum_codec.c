@@ -29,11 +29,14 @@
 #include "access/detoast.h"
 #include "access/tupmacs.h"
 #include "catalog/pg_collation.h"
+#include "port/pg_bswap.h"
 #include "segment_internal.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/typcache.h"
+#include "utils/uuid.h"
 
 /*
  * Fill in a column from its type: the storage attributes the datum images
@@ -88,6 +91,53 @@ segment_column_init_order(SegmentColumn *column)
 	column->compare_collation =
 		type_is_collatable(column->typid) ? C_COLLATION_OID : InvalidOid;
 	column->has_order = true;
+	switch (typentry->cmp_proc)
+	{
+		case F_BTINT2CMP:
+			column->compare_inline = SEGMENT_COMPARE_INT16;
+			break;
+		case F_BTINT4CMP:
+		case F_DATE_CMP:
+			column->compare_inline = SEGMENT_COMPARE_INT32;
+			break;
+		case F_BTINT8CMP:
+		case F_TIMESTAMP_CMP:
+		case F_TIMESTAMPTZ_CMP:
+			column->compare_inline = SEGMENT_COMPARE_INT64;
+			break;
+		case F_UUID_CMP:
+			column->compare_inline = SEGMENT_COMPARE_UUID;
+			break;
+		default:
+			column->compare_inline = SEGMENT_COMPARE_CALL;
+			break;
+	}
+}
+
+/* -1, 0 or 1 as a is below, equal to or above b */
+#define COMPARE_VALUES(a, b) (((a) > (b)) - ((a) < (b)))
+
+/*
+ * uuid_cmp's order (memcmp of the 16 bytes) as two comparisons of
+ * big-endian 64-bit words, without a call.
+ */
+static inline int
+compare_uuid_bytes(const char *a, const char *b)
+{
+	uint64		a_word;
+	uint64		b_word;
+
+	StaticAssertStmt(UUID_LEN == 16, "a uuid is two 64-bit words");
+	memcpy(&a_word, a, 8);
+	memcpy(&b_word, b, 8);
+	if (a_word == b_word)
+	{
+		memcpy(&a_word, a + 8, 8);
+		memcpy(&b_word, b + 8, 8);
+	}
+	a_word = pg_hton64(a_word);
+	b_word = pg_hton64(b_word);
+	return COMPARE_VALUES(a_word, b_word);
 }
 
 /*
@@ -102,6 +152,17 @@ segment_column_compare(const SegmentColumn *column, Datum a, Datum b)
 		elog(ERROR, "column \"%s\" of type %s has no order",
 			 column->name, column->type_name);
 
+	switch (column->compare_inline)
+	{
+		case SEGMENT_COMPARE_INT16:
+			return COMPARE_VALUES(DatumGetInt16(a), DatumGetInt16(b));
+		case SEGMENT_COMPARE_INT32:
+			return COMPARE_VALUES(DatumGetInt32(a), DatumGetInt32(b));
+		case SEGMENT_COMPARE_INT64:
+			return COMPARE_VALUES(DatumGetInt64(a), DatumGetInt64(b));
+		case SEGMENT_COMPARE_UUID:
+			return compare_uuid_bytes(DatumGetPointer(a), DatumGetPointer(b));
+	}
 	return DatumGetInt32(FunctionCall2Coll((FmgrInfo *) &column->compare_proc,
 										   column->compare_collation, a, b));
 }
