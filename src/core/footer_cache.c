@@ -315,8 +315,10 @@ footer_cache_contains(const char *identity)
 }
 
 /*
- * The largest footer of identity this backend keeps: its entry may take an
- * eighth of the limit, so that one object does not push out many small ones.
+ * The largest footer of identity this backend keeps: its bytes may take an
+ * eighth of the limit, so that one object does not push out many small ones
+ * (its decoded form another eighth at most when adopted, plus the page
+ * directories decoded into it later, counted from the next borrow).
  */
 static int64
 footer_cache_max_footer(const char *identity)
