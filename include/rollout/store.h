@@ -125,9 +125,11 @@ typedef struct RolloutStore
 
 /*
  * A callback producing rows one by one, values in the store's user-column
- * order (the table's values, before any column encoding); false at the end.
- * Rows come in commit order: a later row of the same key is the newer
- * version.
+ * order (the table's values, before any column encoding), followed by the
+ * row's operation at values[user_column_count] (Int16: ROLLOUT_OP_INSERT, or
+ * ROLLOUT_OP_DELETE for a tombstone, whose values other than the key are
+ * null); false at the end.  Rows come in commit order: a later row of the
+ * same key is the newer version.
  */
 typedef bool (*StoreRowReader) (void *arg, Datum *values, bool *isnull);
 

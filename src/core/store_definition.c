@@ -454,11 +454,14 @@ store_init_schema_from_json(RolloutStore *store, const RolloutStoreSpec *spec,
 				 errmsg("key column \"%s\" of store \"%s\" has a type without a default btree operator class",
 						stored_key, store->name)));
 
-	store->row_desc = CreateTemplateTupleDesc(ncolumns);
+	/* a row as commits and memtable batches carry it: user columns, then _op */
+	store->row_desc = CreateTemplateTupleDesc(ncolumns + 1);
 	for (int c = 0; c < ncolumns; c++)
 		TupleDescInitEntry(store->row_desc, (AttrNumber) (c + 1),
 						   schema->columns[c].name, schema->columns[c].typid,
 						   schema->columns[c].typmod, 0);
+	TupleDescInitEntry(store->row_desc, (AttrNumber) (ncolumns + 1), "_op",
+					   INT2OID, -1, 0);
 
 	store->key_column = schema->key_column;
 	store->ts_column = ncolumns;

@@ -178,7 +178,8 @@ wal_entry_count_rows(SegmentReader *reader, int index, void *arg)
 /*
  * Rows are decoded one at a time into a memory context reset after each, so
  * that memory stays flat however many rows the entry holds; the hidden columns
- * (_ts, _shard, _op), the same for every row, are set once.  The segment is
+ * _ts and _shard, the same for every row, are set once, and each row's _op
+ * comes from its blob (where it follows the user columns).  The segment is
  * marked unsorted: its rows are in the order they were committed, not in key
  * order.
  */
@@ -202,7 +203,6 @@ wal_write_entry_file(RolloutStore *store, List *blobs,
 	/* hidden columns: the same for every row of the entry */
 	values[store->ts_column] = Int64GetDatum(metadata->stamp);
 	values[store->shard_column] = Int64GetDatum(store->shard_hash);
-	values[store->op_column] = Int16GetDatum(ROLLOUT_OP_INSERT);
 	isnull[store->ts_column] = isnull[store->shard_column] = isnull[store->op_column] = false;
 
 	foreach(lc, blobs)
@@ -218,7 +218,13 @@ wal_write_entry_file(RolloutStore *store, List *blobs,
 			CHECK_FOR_INTERRUPTS();
 			more = row_blob_next(store->row_desc, blob->data, blob->len, &offset, values, isnull);
 			if (more)
+			{
+				/* the blob's _op landed where _ts belongs */
+				values[store->op_column] = values[store->ts_column];
+				values[store->ts_column] = Int64GetDatum(metadata->stamp);
+				isnull[store->ts_column] = false;
 				segment_writer_add_row(writer, values, isnull);
+			}
 			MemoryContextSwitchTo(oldcontext);
 			MemoryContextReset(row_context);
 			if (!more)

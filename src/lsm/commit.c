@@ -90,8 +90,8 @@ encoding_reader_next(void *arg, Datum *values, bool *isnull)
 }
 
 /*
- * Read every row of reader (already encoding) into one row blob; *rows
- * receives how many.  Each row's work memory is freed with the row.
+ * Read every row of reader (already encoding) into one row blob, each with
+ * its operation after the user columns; *rows receives how many.  Each row's work memory is freed with the row.
  */
 static StringInfo
 commit_rows_as_blob(RolloutStore *store, StoreRowReader next, void *arg,
@@ -100,8 +100,8 @@ commit_rows_as_blob(RolloutStore *store, StoreRowReader next, void *arg,
 	MemoryContext row_context = AllocSetContextCreate(CurrentMemoryContext,
 													  "rollout commit row",
 													  ALLOCSET_DEFAULT_SIZES);
-	Datum	   *values = palloc0(sizeof(Datum) * Max(store->user_column_count, 1));
-	bool	   *isnull = palloc0(sizeof(bool) * Max(store->user_column_count, 1));
+	Datum	   *values = palloc0(sizeof(Datum) * (store->user_column_count + 1));
+	bool	   *isnull = palloc0(sizeof(bool) * (store->user_column_count + 1));
 	StringInfo	blob = makeStringInfo();
 
 	*rows = 0;

@@ -43,16 +43,19 @@ ingest_key_prefix(RolloutStore *store)
 	return psprintf("%s/ingest/%s.", store->name, store->shard);
 }
 
-/* The rows of the sort: the store's user columns and a sequence number. */
+/*
+ * The rows of the sort: the store's user columns, the row's operation and a
+ * sequence number.
+ */
 static TupleDesc
 ingest_sort_desc(RolloutStore *store)
 {
 	int			ncolumns = store->user_column_count;
-	TupleDesc	desc = CreateTemplateTupleDesc(ncolumns + 1);
+	TupleDesc	desc = CreateTemplateTupleDesc(ncolumns + 2);
 
-	for (int c = 0; c < ncolumns; c++)
+	for (int c = 0; c < ncolumns + 1; c++)
 		TupleDescCopyEntry(desc, c + 1, store->row_desc, c + 1);
-	TupleDescInitEntry(desc, ncolumns + 1, "_seq", INT8OID, -1, 0);
+	TupleDescInitEntry(desc, ncolumns + 2, "_seq", INT8OID, -1, 0);
 	return desc;
 }
 
@@ -66,13 +69,13 @@ ingest_write_sorted(RolloutStore *store, StoreRowReader next, void *arg,
 	const SegmentColumn *key_column = &store->schema.columns[store->key_column];
 	TupleDesc	desc = ingest_sort_desc(store);
 	TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
-	AttrNumber	attnums[2] = {store->key_column + 1, nuser + 1};
+	AttrNumber	attnums[2] = {store->key_column + 1, nuser + 2};
 	Oid			operators[2];
 	Oid			collations[2] = {InvalidOid, InvalidOid};
 	bool		nulls_first[2] = {false, false};
 	Tuplesortstate *sort;
-	Datum	   *values = palloc0(sizeof(Datum) * (nuser + 1));
-	bool	   *isnull = palloc0(sizeof(bool) * (nuser + 1));
+	Datum	   *values = palloc0(sizeof(Datum) * (nuser + 2));
+	bool	   *isnull = palloc0(sizeof(bool) * (nuser + 2));
 	Datum	   *out_values = palloc0(sizeof(Datum) * ncolumns);
 	bool	   *out_isnull = palloc0(sizeof(bool) * ncolumns);
 	MemoryContext row_context = AllocSetContextCreate(CurrentMemoryContext,
@@ -100,11 +103,11 @@ ingest_write_sorted(RolloutStore *store, StoreRowReader next, void *arg,
 		if (more)
 		{
 			CHECK_FOR_INTERRUPTS();
-			values[nuser] = Int64GetDatum(seq++);
-			isnull[nuser] = false;
+			values[nuser + 1] = Int64GetDatum(seq++);
+			isnull[nuser + 1] = false;
 			ExecClearTuple(slot);
-			memcpy(slot->tts_values, values, sizeof(Datum) * (nuser + 1));
-			memcpy(slot->tts_isnull, isnull, sizeof(bool) * (nuser + 1));
+			memcpy(slot->tts_values, values, sizeof(Datum) * (nuser + 2));
+			memcpy(slot->tts_isnull, isnull, sizeof(bool) * (nuser + 2));
 			ExecStoreVirtualTuple(slot);
 			tuplesort_puttupleslot(sort, slot);
 		}
@@ -119,7 +122,6 @@ ingest_write_sorted(RolloutStore *store, StoreRowReader next, void *arg,
 								  store_key_filter_bits, store_page_size * 1024);
 	out_values[store->ts_column] = Int64GetDatum(stamp);
 	out_values[store->shard_column] = Int64GetDatum(store->shard_hash);
-	out_values[store->op_column] = Int16GetDatum(ROLLOUT_OP_INSERT);
 	out_isnull[store->ts_column] = out_isnull[store->shard_column] =
 		out_isnull[store->op_column] = false;
 	while (tuplesort_gettupleslot(sort, true, true, slot, NULL))
@@ -138,6 +140,7 @@ ingest_write_sorted(RolloutStore *store, StoreRowReader next, void *arg,
 			out_values[c] = slot->tts_values[c];
 			out_isnull[c] = slot->tts_isnull[c];
 		}
+		out_values[store->op_column] = slot->tts_values[nuser];
 		segment_writer_add_row(writer, out_values, out_isnull);
 		if (have_previous && !key_column->typbyval)
 			pfree(DatumGetPointer(previous_key));

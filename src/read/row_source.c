@@ -274,7 +274,8 @@ row_source_load_memtable_batch(RowSource *source)
 		}
 		group->values[store->ts_column][group->row_count] = Int64GetDatum(meta->stamp_fixed);
 		group->values[store->shard_column][group->row_count] = Int64GetDatum(meta->shard_hash);
-		group->values[store->op_column][group->row_count] = Int16GetDatum(ROLLOUT_OP_INSERT);
+		/* the blob's _op follows its user columns */
+		group->values[store->op_column][group->row_count] = values[store->user_column_count];
 		group->isnull[store->ts_column][group->row_count] = false;
 		group->isnull[store->shard_column][group->row_count] = false;
 		group->isnull[store->op_column][group->row_count] = false;
