@@ -153,9 +153,12 @@ INSERT INTO steps (id) VALUES ('two-tables');
 INSERT INTO other_steps VALUES ('two-tables');
 ROLLBACK;
 
--- UPDATE and DELETE are not supported
-UPDATE steps SET reward = 0 WHERE id = 'r1-s1';
-DELETE FROM steps WHERE id = 'r1-s1';
+-- UPDATE writes a new version of the row, DELETE a tombstone of its key
+BEGIN;
+UPDATE steps SET reward = 0 WHERE id = 'r1-s1' RETURNING id, reward;
+DELETE FROM steps WHERE id = 'r1-s1' RETURNING id, reward;
+SELECT count(*) FROM steps WHERE id = 'r1-s1';
+ROLLBACK;
 
 -- SERIALIZABLE transactions cannot write: PostgreSQL may still fail their
 -- commit after the rows were made durable

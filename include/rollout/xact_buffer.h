@@ -21,11 +21,13 @@ extern void xact_buffer_define_settings(void);
 extern void xact_buffer_init(void);
 
 /*
- * Buffer one row inserted into rel (a rollout table backed by store) by the
- * command cid (the statement's es_output_cid).
+ * Buffer one row written to rel (a rollout table backed by store) by the
+ * command cid (the statement's es_output_cid): a new version (op
+ * ROLLOUT_OP_INSERT) or a tombstone of the slot's key (ROLLOUT_OP_DELETE,
+ * the other columns null).
  */
 extern void xact_buffer_add_row(Relation rel, RolloutStore *store,
-								TupleTableSlot *slot, CommandId cid);
+								TupleTableSlot *slot, CommandId cid, int16 op);
 
 /*
  * The rows this transaction inserted into rel before command curcid, as a

@@ -1,13 +1,23 @@
 /*-------------------------------------------------------------------------
  *
  * modify.c
- *		INSERT, batch insert and COPY FROM into a rollout table.
+ *		INSERT, batch insert, COPY FROM, UPDATE and DELETE on a rollout table.
  *
  * Every path ends in xact_buffer_add_row(): rows are buffered per
  * transaction and become durable at commit (xact_buffer.c).  Inserting a
  * key that exists makes a newer version of that record, so INSERT has
- * upsert semantics by itself.  UPDATE and DELETE are not offered; the
- * executor reports them as unsupported for this foreign table.
+ * upsert semantics by itself.
+ *
+ * The key is a row's identity: UPDATE and DELETE ask the scan below them for
+ * it as the junk column "rollout_key".  DELETE buffers a tombstone of the key,
+ * a version that hides every older one.  UPDATE buffers the new row as the
+ * key's newest version; when the statement changes the key, a tombstone of
+ * the old key comes first, in the same transaction and so in the same WAL
+ * entry.  The moved rows themselves are held back until the end of the
+ * statement: in a statement that swaps two keys, the tombstone of a row's old
+ * key would otherwise come after, and hide, the row that just moved to that
+ * key.  There is no row lock: as with INSERT, the newest commit of a key
+ * wins.
  *
  * INSERT ... ON CONFLICT DO NOTHING promises to keep an existing row: with
  * upsert semantics it would silently replace it instead, so it is refused
@@ -17,12 +27,19 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/table.h"
 #include "executor/executor.h"
+#include "miscadmin.h"
 #include "nodes/execnodes.h"
+#include "nodes/makefuncs.h"
+#include "optimizer/appendinfo.h"
 #include "optimizer/optimizer.h"
 #include "parser/parsetree.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/tuplestore.h"
 
 #include "rollout/fdw.h"
 #include "rollout/xact_buffer.h"
@@ -32,12 +49,60 @@ typedef struct RolloutModifyState
 {
 	RolloutStore *store;
 	int			batch_size;
+
+	/* UPDATE and DELETE: where the plan's rows carry the old key */
+	AttrNumber	key_attno;		/* the table's key attribute */
+	AttrNumber	key_junk_attno; /* "rollout_key" in the subplan's rows */
+	AttrNumber	wholerow_attno; /* "wholerow" (DELETE ... RETURNING) */
+	TupleTableSlot *tombstone;	/* a tombstone row, in the table's shape */
+	Tuplestorestate *moved;		/* UPDATE: rows whose key changed, or NULL */
 } RolloutModifyState;
 
 static int
 rollout_is_foreign_rel_updatable(Relation rel)
 {
-	return (1 << CMD_INSERT);
+	return (1 << CMD_INSERT) | (1 << CMD_UPDATE) | (1 << CMD_DELETE);
+}
+
+/* The table's key attribute, or an ERROR naming what is missing. */
+static AttrNumber
+rollout_key_attno(Relation rel)
+{
+	const char *key_column = rollout_table_options(RelationGetRelid(rel))->key_column;
+	AttrNumber	attno = get_attnum(RelationGetRelid(rel), key_column);
+
+	if (attno == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot update or delete rows of rollout table \"%s\"",
+						RelationGetRelationName(rel)),
+				 errdetail("The table has no column for the store's key \"%s\", which identifies its rows.",
+						   key_column)));
+	return attno;
+}
+
+/*
+ * AddForeignUpdateTargets: the key identifies the row to update or delete.
+ * DELETE ... RETURNING also needs the deleted row itself (UPDATE gets it
+ * from PostgreSQL, which asks for the whole row of every foreign UPDATE).
+ */
+static void
+rollout_add_foreign_update_targets(PlannerInfo *root, Index rtindex,
+								   RangeTblEntry *target_rte,
+								   Relation target_relation)
+{
+	AttrNumber	attno = rollout_key_attno(target_relation);
+	Form_pg_attribute attr = TupleDescAttr(RelationGetDescr(target_relation), attno - 1);
+
+	add_row_identity_var(root,
+						 makeVar(rtindex, attno, attr->atttypid, attr->atttypmod,
+								 attr->attcollation, 0),
+						 rtindex, "rollout_key");
+	if (root->parse->commandType == CMD_DELETE && root->parse->returningList != NIL)
+		add_row_identity_var(root,
+							 makeVar(rtindex, InvalidAttrNumber, RECORDOID, -1,
+									 InvalidOid, 0),
+							 rtindex, "wholerow");
 }
 
 /* ERROR for INSERT ... ON CONFLICT, whose promise a rollout table breaks. */
@@ -96,9 +161,149 @@ static void
 rollout_begin_foreign_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 							 List *fdw_private, int subplan_index, int eflags)
 {
+	RolloutModifyState *state;
+	Relation	rel = rinfo->ri_RelationDesc;
+
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
-	rinfo->ri_FdwState = rollout_modify_state_create(mtstate->ps.state, rinfo);
+	state = rollout_modify_state_create(mtstate->ps.state, rinfo);
+	if (mtstate->operation == CMD_UPDATE || mtstate->operation == CMD_DELETE)
+	{
+		List	   *subplan_tlist = outerPlanState(mtstate)->plan->targetlist;
+
+		state->key_attno = rollout_key_attno(rel);
+		state->key_junk_attno = ExecFindJunkAttributeInTlist(subplan_tlist, "rollout_key");
+		if (!AttributeNumberIsValid(state->key_junk_attno))
+			elog(ERROR, "could not find junk rollout_key column");
+		state->wholerow_attno = ExecFindJunkAttributeInTlist(subplan_tlist, "wholerow");
+		state->tombstone = ExecInitExtraTupleSlot(mtstate->ps.state,
+												  RelationGetDescr(rel),
+												  &TTSOpsVirtual);
+	}
+	rinfo->ri_FdwState = state;
+}
+
+/* The old key of the row the plan's current row updates or deletes. */
+static Datum
+rollout_old_key(RolloutModifyState *state, TupleTableSlot *planSlot)
+{
+	bool		isnull;
+	Datum		key = ExecGetJunkAttribute(planSlot, state->key_junk_attno, &isnull);
+
+	/* a stored row always has its key */
+	if (isnull)
+		elog(ERROR, "rollout_key is NULL");
+	return key;
+}
+
+/* Buffer a tombstone of key: a row of nulls but for its key. */
+static void
+rollout_buffer_tombstone(EState *estate, ResultRelInfo *rinfo, Datum key)
+{
+	RolloutModifyState *state = rinfo->ri_FdwState;
+	TupleTableSlot *tombstone = state->tombstone;
+	int			natts = tombstone->tts_tupleDescriptor->natts;
+
+	ExecClearTuple(tombstone);
+	for (int i = 0; i < natts; i++)
+	{
+		tombstone->tts_values[i] = (Datum) 0;
+		tombstone->tts_isnull[i] = true;
+	}
+	tombstone->tts_values[state->key_attno - 1] = key;
+	tombstone->tts_isnull[state->key_attno - 1] = false;
+	ExecStoreVirtualTuple(tombstone);
+	xact_buffer_add_row(rinfo->ri_RelationDesc, state->store, tombstone,
+						estate->es_output_cid, ROLLOUT_OP_DELETE);
+}
+
+/*
+ * ExecForeignDelete: a tombstone of the row's key.  For RETURNING, slot gets
+ * the deleted row, which the scan delivered as "wholerow".
+ */
+static TupleTableSlot *
+rollout_exec_foreign_delete(EState *estate, ResultRelInfo *rinfo,
+							TupleTableSlot *slot, TupleTableSlot *planSlot)
+{
+	RolloutModifyState *state = rinfo->ri_FdwState;
+
+	rollout_buffer_tombstone(estate, rinfo, rollout_old_key(state, planSlot));
+	if (AttributeNumberIsValid(state->wholerow_attno))
+	{
+		bool		isnull;
+		Datum		row = ExecGetJunkAttribute(planSlot, state->wholerow_attno, &isnull);
+
+		if (!isnull)
+		{
+			HeapTupleHeader header = DatumGetHeapTupleHeader(row);
+			HeapTupleData tuple;
+
+			tuple.t_len = HeapTupleHeaderGetDatumLength(header);
+			ItemPointerSetInvalid(&tuple.t_self);
+			tuple.t_tableOid = RelationGetRelid(rinfo->ri_RelationDesc);
+			tuple.t_data = header;
+			/* a copy the slot owns: tuple itself lives on this stack */
+			ExecForceStoreHeapTuple(heap_copytuple(&tuple), slot, true);
+		}
+	}
+	return slot;
+}
+
+/*
+ * ExecForeignUpdate: slot holds the whole new row, which becomes the newest
+ * version of its key.  A changed key first gets the old key's tombstone, so
+ * that the row moves instead of being copied.
+ */
+static TupleTableSlot *
+rollout_exec_foreign_update(EState *estate, ResultRelInfo *rinfo,
+							TupleTableSlot *slot, TupleTableSlot *planSlot)
+{
+	RolloutModifyState *state = rinfo->ri_FdwState;
+	Form_pg_attribute key_attr = TupleDescAttr(RelationGetDescr(rinfo->ri_RelationDesc),
+											   state->key_attno - 1);
+	Datum		old_key = rollout_old_key(state, planSlot);
+	bool		new_key_null;
+	Datum		new_key;
+
+	slot_getallattrs(slot);
+	new_key = slot_getattr(slot, state->key_attno, &new_key_null);
+
+	/*
+	 * Keys compare by their stored image: the same image is the same key in
+	 * the store (a null new key is refused by the buffer).
+	 */
+	if (!new_key_null &&
+		!datum_image_eq(old_key, new_key, key_attr->attbyval, key_attr->attlen))
+	{
+		rollout_buffer_tombstone(estate, rinfo, old_key);
+		/* buffered at the end of the statement (see the file header) */
+		if (state->moved == NULL)
+			state->moved = tuplestore_begin_heap(false, false, work_mem);
+		tuplestore_puttupleslot(state->moved, slot);
+		return slot;
+	}
+	xact_buffer_add_row(rinfo->ri_RelationDesc, state->store, slot,
+						estate->es_output_cid, ROLLOUT_OP_INSERT);
+	return slot;
+}
+
+/* Buffer the rows an UPDATE moved to new keys, after all its tombstones. */
+static void
+rollout_buffer_moved_rows(EState *estate, ResultRelInfo *rinfo)
+{
+	RolloutModifyState *state = rinfo->ri_FdwState;
+	Relation	rel = rinfo->ri_RelationDesc;
+	TupleTableSlot *slot;
+
+	if (state == NULL || state->moved == NULL)
+		return;
+	slot = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsMinimalTuple);
+	while (tuplestore_gettupleslot(state->moved, true, false, slot))
+		xact_buffer_add_row(rel, state->store, slot, estate->es_output_cid,
+							ROLLOUT_OP_INSERT);
+	ExecDropSingleTupleTableSlot(slot);
+	tuplestore_end(state->moved);
+	state->moved = NULL;
 }
 
 /*
@@ -113,7 +318,7 @@ rollout_exec_foreign_insert(EState *estate, ResultRelInfo *rinfo,
 	RolloutModifyState *state = rinfo->ri_FdwState;
 
 	xact_buffer_add_row(rinfo->ri_RelationDesc, state->store, slot,
-						estate->es_output_cid);
+						estate->es_output_cid, ROLLOUT_OP_INSERT);
 	return slot;
 }
 
@@ -131,7 +336,7 @@ rollout_exec_foreign_batch_insert(EState *estate, ResultRelInfo *rinfo,
 
 	for (int i = 0; i < *numSlots; i++)
 		xact_buffer_add_row(rinfo->ri_RelationDesc, state->store, slots[i],
-							estate->es_output_cid);
+							estate->es_output_cid, ROLLOUT_OP_INSERT);
 	return slots;
 }
 
@@ -157,7 +362,8 @@ rollout_get_foreign_modify_batch_size(ResultRelInfo *rinfo)
 static void
 rollout_end_foreign_modify(EState *estate, ResultRelInfo *rinfo)
 {
-	/* nothing: the rows wait in the transaction buffer until commit */
+	/* the rows wait in the transaction buffer until commit */
+	rollout_buffer_moved_rows(estate, rinfo);
 }
 
 /* COPY FROM and partition routing (where mtstate is the routing INSERT). */
@@ -175,11 +381,7 @@ rollout_end_foreign_insert(EState *estate, ResultRelInfo *rinfo)
 {
 }
 
-/*
- * Set the INSERT callbacks of the FdwRoutine (for rollout_fdw_handler).
- * UPDATE and DELETE are not offered (see the file header): their callbacks
- * stay NULL and IsForeignRelUpdatable reports INSERT only.
- */
+/* Set the modification callbacks of the FdwRoutine (for rollout_fdw_handler). */
 void
 rollout_modify_routines(FdwRoutine *routine)
 {
@@ -188,6 +390,9 @@ rollout_modify_routines(FdwRoutine *routine)
 	routine->BeginForeignModify = rollout_begin_foreign_modify;
 	routine->ExecForeignInsert = rollout_exec_foreign_insert;
 	routine->ExecForeignBatchInsert = rollout_exec_foreign_batch_insert;
+	routine->AddForeignUpdateTargets = rollout_add_foreign_update_targets;
+	routine->ExecForeignUpdate = rollout_exec_foreign_update;
+	routine->ExecForeignDelete = rollout_exec_foreign_delete;
 	routine->GetForeignModifyBatchSize = rollout_get_foreign_modify_batch_size;
 	routine->EndForeignModify = rollout_end_foreign_modify;
 	routine->BeginForeignInsert = rollout_begin_foreign_insert;

@@ -4,7 +4,8 @@
  *		Rows inserted by the current transaction, kept until commit and then
  *		made durable as one WAL entry (DESIGN.md §6.1).
  *
- * Rows are stored as length-prefixed minimal tuples in a byte stream that
+ * Rows are stored as minimal tuples in a byte stream, each after a header
+ * with its length and operation (a new version or a tombstone), that
  * lives in memory up to rollout_fdw.transaction_buffer_size and then moves
  * to a temporary file.  The stream only ever grows at the end, which makes
  * subtransactions cheap: every row appended after a subtransaction started
@@ -93,6 +94,13 @@ typedef struct XactBuffer
 	int			command_count;
 	int			command_capacity;
 } XactBuffer;
+
+/* What precedes each row's minimal tuple in the stream. */
+typedef struct BufferedRowHeader
+{
+	uint32		len;			/* of the minimal tuple */
+	int16		op;				/* ROLLOUT_OP_INSERT or ROLLOUT_OP_DELETE */
+} BufferedRowHeader;
 
 /* The current transaction's buffer, in TopTransactionContext; or NULL. */
 static XactBuffer *current_buffer = NULL;
@@ -306,7 +314,7 @@ xact_buffer_mark_command(XactBuffer *buffer, CommandId cid)
  */
 void
 xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot,
-					CommandId cid)
+					CommandId cid, int16 op)
 {
 	XactBuffer *buffer;
 	TupleDesc	tupdesc;
@@ -314,7 +322,7 @@ xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot,
 	Datum	   *values;
 	bool	   *isnull;
 	MinimalTuple tuple;
-	uint32		len;
+	BufferedRowHeader header = {0};
 	int			key_column = store->key_column;
 
 	/*
@@ -366,9 +374,10 @@ xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot,
 
 	xact_buffer_mark_level(buffer);
 	xact_buffer_mark_command(buffer, cid);
-	len = tuple->t_len;
-	stream_write(buffer, &len, sizeof(len));
-	stream_write(buffer, tuple, len);
+	header.len = tuple->t_len;
+	header.op = op;
+	stream_write(buffer, &header, sizeof(header));
+	stream_write(buffer, tuple, header.len);
 	buffer->rows++;
 	MemoryContextReset(buffer->row_context);
 }
@@ -414,7 +423,7 @@ buffered_row_reader_init(BufferedRowReader *reader, XactBuffer *buffer)
 
 /*
  * The next buffered row as values in the store's user-column order (a
- * column the table lacks is null).  The values point into memory of
+ * column the table lacks is null), followed by its operation.  The values point into memory of
  * CurrentMemoryContext.
  */
 static bool
@@ -425,23 +434,23 @@ buffered_row_reader_next(void *arg, Datum *values, bool *isnull)
 	RolloutStore *store = buffer->store;
 	HeapTupleData htup;
 	MinimalTuple tuple;
-	uint32		len;
+	BufferedRowHeader header;
 
 	if (reader->row >= reader->row_limit)
 		return false;
 	if (buffer->file == NULL)
 	{
-		memcpy(&len, buffer->memory.data + reader->offset, sizeof(len));
-		tuple = palloc(len);	/* aligned copy */
-		memcpy(tuple, buffer->memory.data + reader->offset + sizeof(len), len);
+		memcpy(&header, buffer->memory.data + reader->offset, sizeof(header));
+		tuple = palloc(header.len); /* aligned copy */
+		memcpy(tuple, buffer->memory.data + reader->offset + sizeof(header), header.len);
 	}
 	else
 	{
-		stream_read_exact(buffer, &len, sizeof(len));
-		tuple = palloc(len);
-		stream_read_exact(buffer, tuple, len);
+		stream_read_exact(buffer, &header, sizeof(header));
+		tuple = palloc(header.len);
+		stream_read_exact(buffer, tuple, header.len);
 	}
-	reader->offset += sizeof(len) + len;
+	reader->offset += sizeof(header) + header.len;
 	reader->row++;
 
 	htup.t_len = tuple->t_len + MINIMAL_TUPLE_OFFSET;
@@ -461,6 +470,8 @@ buffered_row_reader_next(void *arg, Datum *values, bool *isnull)
 		values[column] = reader->table_values[i];
 		isnull[column] = reader->table_isnull[i];
 	}
+	values[store->user_column_count] = Int16GetDatum(header.op);
+	isnull[store->user_column_count] = false;
 	return true;
 }
 
