@@ -23,6 +23,7 @@ extern void group_commit_define_settings(void);
  * could not be written; then nothing of the transaction is visible.
  */
 extern int64 group_commit(RolloutStore *store, SharedStoreSlot *slot,
-						  StringInfo rows, int64 row_count, List *ingest);
+						  StringInfo rows, int64 row_count,
+						  int64 tombstone_count, List *ingest);
 
 #endif							/* ROLLOUT_GROUP_COMMIT_H */

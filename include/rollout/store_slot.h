@@ -56,6 +56,7 @@ typedef struct CommitRequest
 	RequestStatus status;
 	int64		position;
 	int64		row_count;
+	int64		tombstone_count;	/* of its rows and ingest segments */
 	int64		rows_len;		/* bytes of the row blob at data */
 	int64		ingest_len;		/* bytes of ingest references after it */
 	Size		size;			/* of this allocation, for accounting */
@@ -120,6 +121,7 @@ typedef struct SharedStoreSlot
 
 	/* counters (store_stats.c, rollout_stat_stores) */
 	int64		rows_appended;
+	int64		rows_deleted;	/* tombstones committed */
 	int64		bytes_appended;
 	int64		transactions_committed;
 	int64		transactions_failed;

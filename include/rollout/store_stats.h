@@ -48,6 +48,7 @@ typedef struct SharedStoreStats
 	int64		writer_epoch;
 	int64		wal_tip;
 	int64		rows_appended;
+	int64		rows_deleted;
 	int64		bytes_appended;
 	int64		transactions_committed;
 	int64		transactions_failed;

@@ -123,6 +123,7 @@ shared_store_stats(SharedStoreStats **stats_out)
 			s->writer_epoch = slot->epoch;
 			s->wal_tip = slot->tip;
 			s->rows_appended = slot->rows_appended;
+			s->rows_deleted = slot->rows_deleted;
 			s->bytes_appended = slot->bytes_appended;
 			s->transactions_committed = slot->transactions_committed;
 			s->transactions_failed = slot->transactions_failed;

@@ -66,6 +66,7 @@ typedef struct EncodingReader
 	RolloutStore *store;
 	StoreRowReader next;
 	void	   *arg;
+	int64		tombstones;		/* rows read with ROLLOUT_OP_DELETE */
 } EncodingReader;
 
 /*
@@ -83,6 +84,8 @@ encoding_reader_next(void *arg, Datum *values, bool *isnull)
 
 	if (!reader->next(reader->arg, values, isnull))
 		return false;
+	if (DatumGetInt16(values[store->user_column_count]) == ROLLOUT_OP_DELETE)
+		reader->tombstones++;
 	for (int c = 0; c < store->user_column_count; c++)
 		if (!isnull[c] && store->codecs[c].encoding == PORTABLE_TEXT)
 			values[c] = portable_encode(&store->codecs[c], values[c]);
@@ -163,7 +166,7 @@ rollout_commit_rows(RolloutStore *store, StoreRowReader next, void *arg,
 	WalEntryMetadata metadata = {0};
 	SharedStoreSlot *slot;
 	int64		ingest_threshold = (int64) ingest_threshold_kb * 1024;
-	EncodingReader reader = {store, next, arg};
+	EncodingReader reader = {store, next, arg, 0};
 	StringInfo	blob = NULL;
 	int64		row_count = 0;
 	int			encode_nest_level = -1;
@@ -198,7 +201,8 @@ rollout_commit_rows(RolloutStore *store, StoreRowReader next, void *arg,
 		portable_encode_end(encode_nest_level);
 
 	if (slot != NULL)
-		(void) group_commit(store, slot, blob, row_count, metadata.ingest);
+		(void) group_commit(store, slot, blob, row_count, reader.tombstones,
+							metadata.ingest);
 	else
 		(void) commit_direct(store, blob ? list_make1(blob) : NIL, &metadata);
 }
@@ -221,7 +225,7 @@ SnapshotSource *
 rollout_uncommitted_rows_source(RolloutStore *store, StoreRowReader next,
 								void *arg, bool spilled, int64 rows)
 {
-	EncodingReader reader = {store, next, arg};
+	EncodingReader reader = {store, next, arg, 0};
 	SnapshotSource *source;
 	int			encode_nest_level = -1;
 

@@ -145,6 +145,7 @@ typedef struct LeaderBatch
 {
 	dsa_pointer head;			/* the taken requests, in queue order */
 	int64		rows;
+	int64		tombstones;		/* of the rows and ingest segments */
 	int64		bytes;			/* of their row blobs */
 	Size		reserved;		/* of their allocations: the memtable budget */
 	int64		transactions;
@@ -194,6 +195,7 @@ leader_take_requests(SharedStoreSlot *slot, dsa_area *area, dsa_pointer own,
 			batch->bytes += request->rows_len;
 			batch->reserved += request->size;
 			batch->rows += request->row_count;
+			batch->tombstones += request->tombstone_count;
 			batch->transactions++;
 			if (DsaPointerIsValid(taken_tail))
 				((CommitRequest *) dsa_get_address(area, taken_tail))->next = p;
@@ -336,6 +338,7 @@ leader_publish(RolloutStore *store, SharedStoreSlot *slot, dsa_area *area,
 					   batch->stamp, store->objstore->access_fingerprint);
 	slot->queued_bytes -= batch->reserved;
 	slot->rows_appended += batch->rows;
+	slot->rows_deleted += batch->tombstones;
 	slot->bytes_appended += batch->bytes;
 	slot->transactions_committed += batch->transactions;
 	slot->last_group_transactions = batch->transactions;
@@ -459,7 +462,8 @@ group_commit_reserve(RolloutStore *store, SharedStoreSlot *slot, Size size)
  */
 static dsa_pointer
 commit_request_allocate(RolloutStore *store, SharedStoreSlot *slot,
-						StringInfo rows, int64 row_count, StringInfo refs)
+						StringInfo rows, int64 row_count, int64 tombstone_count,
+						StringInfo refs)
 {
 	dsa_area   *area = memtable_dsa();
 	Size		size = offsetof(CommitRequest, data) + (rows ? rows->len : 0) + refs->len;
@@ -495,6 +499,7 @@ commit_request_allocate(RolloutStore *store, SharedStoreSlot *slot,
 	request->next = InvalidDsaPointer;
 	request->status = REQUEST_PENDING;
 	request->row_count = row_count;
+	request->tombstone_count = tombstone_count;
 	request->rows_len = rows ? rows->len : 0;
 	request->ingest_len = refs->len;
 	request->size = size;
@@ -598,7 +603,7 @@ commit_request_await(RolloutStore *store, SharedStoreSlot *slot,
  */
 int64
 group_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
-			 int64 row_count, List *ingest)
+			 int64 row_count, int64 tombstone_count, List *ingest)
 {
 	dsa_area   *area = memtable_dsa();
 	StringInfoData refs;
@@ -616,7 +621,8 @@ group_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 
 	initStringInfo(&refs);
 	request_append_ingest(&refs, ingest);
-	pointer = commit_request_allocate(store, slot, rows, row_count, &refs);
+	pointer = commit_request_allocate(store, slot, rows, row_count,
+									  tombstone_count, &refs);
 	request = dsa_get_address(area, pointer);
 	if (commit_request_await(store, slot, pointer, &position) == REQUEST_FAILED)
 	{

@@ -21,10 +21,11 @@
 PG_FUNCTION_INFO_V1(rollout_stat_stores);
 
 /*
- * Version 0.3 of the SQL definitions has the last four (the disk cache);
- * a database still at 0.2 declares 28, and gets the first 28.
+ * Version 0.5 of the SQL definitions has all of them; 0.3 and 0.4 lack the
+ * last (rows_deleted), 0.2 the last five (and the disk cache's).  A database
+ * still at an older version gets the columns it declares.
  */
-#define STAT_STORES_COLUMNS 32
+#define STAT_STORES_COLUMNS 33
 
 /*
  * The set-returning function behind the rollout_stat_stores view: one row per
@@ -93,6 +94,7 @@ rollout_stat_stores(PG_FUNCTION_ARGS)
 		values[c++] = Int64GetDatum(s->cache_misses);
 		values[c++] = Int64GetDatum(s->cache_hit_bytes);
 		values[c++] = Int64GetDatum(s->cache_miss_bytes);
+		values[c++] = Int64GetDatum(s->rows_deleted);
 		Assert(c == STAT_STORES_COLUMNS);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

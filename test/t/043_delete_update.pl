@@ -27,7 +27,7 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(mode_node observe try_sql);
+use RolloutTest qw(mode_node observe try_sql preload);
 use Test::More;
 
 srand(43);
@@ -97,8 +97,17 @@ is(join(',', sort split /\n/, $ret_r), join(',', sort split /\n/, $ret_h),
 	'DELETE ... RETURNING returns the deleted rows');
 $agree->('DELETE by a non-key condition');
 
+my $deleted_before = preload()
+  ? $node->safe_psql('postgres', q{SELECT rows_deleted FROM rollout_stat_stores WHERE store = 'du'}) : 0;
+my $range_rows = $node->safe_psql('postgres', 'SELECT count(*) FROM r WHERE id BETWEEN 350 AND 420');
 $both->('DELETE FROM TBL WHERE id BETWEEN 350 AND 420');
 $agree->('DELETE of a key range over base and generation');
+SKIP:
+{
+	skip 'rollout_stat_stores needs the preloaded writer', 1 unless preload();
+	is($node->safe_psql('postgres', q{SELECT rows_deleted FROM rollout_stat_stores WHERE store = 'du'}) - $deleted_before,
+		$range_rows, "rollout_stat_stores.rows_deleted counts the $range_rows tombstones");
+}
 
 # --- UPDATE ---
 $both->("UPDATE TBL SET reward = reward * 10, note = 'upd' WHERE run = 5");
