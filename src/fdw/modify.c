@@ -9,15 +9,17 @@
  * upsert semantics by itself.
  *
  * The key is a row's identity: UPDATE and DELETE ask the scan below them for
- * it as the junk column "rollout_key".  DELETE buffers a tombstone of the key,
+ * it as a junk column (rollout_key_junk_name).  DELETE buffers a tombstone of
+ * the key,
  * a version that hides every older one.  UPDATE buffers the new row as the
  * key's newest version; when the statement changes the key, a tombstone of
  * the old key comes first, in the same transaction and so in the same WAL
- * entry.  The moved rows themselves are held back until the end of the
- * statement: in a statement that swaps two keys, the tombstone of a row's old
- * key would otherwise come after, and hide, the row that just moved to that
- * key.  There is no row lock: as with INSERT, the newest commit of a key
- * wins.
+ * entry.  In a statement that swaps or shifts keys, a row may already have
+ * moved to the old key whose tombstone comes next: the statement remembers the
+ * keys it moved rows to and writes no tombstone of those, since the moved row
+ * already hides the older version.  Every row is buffered at once, so triggers
+ * and later commands see the statement's rows as they would a heap's.  There
+ * is no row lock: as with INSERT, the newest commit of a key wins.
  *
  * INSERT ... ON CONFLICT DO NOTHING promises to keep an existing row: with
  * upsert semantics it would silently replace it instead, so it is refused
@@ -28,6 +30,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "common/hashfn.h"
 #include "access/table.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
@@ -39,7 +42,6 @@
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
-#include "utils/tuplestore.h"
 
 #include "rollout/fdw.h"
 #include "rollout/xact_buffer.h"
@@ -55,8 +57,20 @@ typedef struct RolloutModifyState
 	AttrNumber	key_junk_attno; /* "rollout_key" in the subplan's rows */
 	AttrNumber	wholerow_attno; /* "wholerow" (DELETE ... RETURNING) */
 	TupleTableSlot *tombstone;	/* a tombstone row, in the table's shape */
-	Tuplestorestate *moved;		/* UPDATE: rows whose key changed, or NULL */
+	bool		key_byval;
+	int16		key_len;
+
+	/* UPDATE: the keys this statement moved rows to, by image hash */
+	HTAB	   *moved_keys;
+	MemoryContext context;		/* the state's, for the keys' copies */
 } RolloutModifyState;
+
+/* A bucket of moved_keys: the keys whose images hash to hash. */
+typedef struct MovedKeyBucket
+{
+	uint32		hash;
+	List	   *keys;			/* Datum copies */
+}			MovedKeyBucket;
 
 static int
 rollout_is_foreign_rel_updatable(Relation rel)
@@ -82,6 +96,21 @@ rollout_key_attno(Relation rel)
 }
 
 /*
+ * The name of the junk column that carries the old key.  It names the key's
+ * attribute number and type, because the planner wants one name for one
+ * expression across the partitions of an UPDATE or DELETE, and rollout
+ * partitions may have their keys at other positions or of other types.
+ */
+static char *
+rollout_key_junk_name(Relation rel, AttrNumber attno)
+{
+	Form_pg_attribute attr = TupleDescAttr(RelationGetDescr(rel), attno - 1);
+
+	return psprintf("rollout_key_%d_%u_%d_%u", attno, attr->atttypid,
+					attr->atttypmod, attr->attcollation);
+}
+
+/*
  * AddForeignUpdateTargets: the key identifies the row to update or delete.
  * DELETE ... RETURNING also needs the deleted row itself (UPDATE gets it
  * from PostgreSQL, which asks for the whole row of every foreign UPDATE).
@@ -97,7 +126,7 @@ rollout_add_foreign_update_targets(PlannerInfo *root, Index rtindex,
 	add_row_identity_var(root,
 						 makeVar(rtindex, attno, attr->atttypid, attr->atttypmod,
 								 attr->attcollation, 0),
-						 rtindex, "rollout_key");
+						 rtindex, rollout_key_junk_name(target_relation, attno));
 	if (root->parse->commandType == CMD_DELETE && root->parse->returningList != NIL)
 		add_row_identity_var(root,
 							 makeVar(rtindex, InvalidAttrNumber, RECORDOID, -1,
@@ -170,17 +199,70 @@ rollout_begin_foreign_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 	if (mtstate->operation == CMD_UPDATE || mtstate->operation == CMD_DELETE)
 	{
 		List	   *subplan_tlist = outerPlanState(mtstate)->plan->targetlist;
+		AttrNumber	key_attno = rollout_key_attno(rel);
+		char	   *junk_name = rollout_key_junk_name(rel, key_attno);
+		Form_pg_attribute key_attr = TupleDescAttr(RelationGetDescr(rel),
+												   key_attno - 1);
 
-		state->key_attno = rollout_key_attno(rel);
-		state->key_junk_attno = ExecFindJunkAttributeInTlist(subplan_tlist, "rollout_key");
+		state->key_attno = key_attno;
+		state->key_junk_attno = ExecFindJunkAttributeInTlist(subplan_tlist, junk_name);
 		if (!AttributeNumberIsValid(state->key_junk_attno))
-			elog(ERROR, "could not find junk rollout_key column");
+			elog(ERROR, "could not find junk %s column", junk_name);
+		state->key_byval = key_attr->attbyval;
+		state->key_len = key_attr->attlen;
+		state->context = CurrentMemoryContext;
 		state->wholerow_attno = ExecFindJunkAttributeInTlist(subplan_tlist, "wholerow");
 		state->tombstone = ExecInitExtraTupleSlot(mtstate->ps.state,
 												  RelationGetDescr(rel),
 												  &TTSOpsVirtual);
 	}
 	rinfo->ri_FdwState = state;
+}
+
+/*
+ * Has this statement moved a row to key?  With remember, key is added if it
+ * is new.  Keys are compared by image, as the store compares them.
+ */
+static bool
+moved_key_find(RolloutModifyState *state, Datum key, bool remember)
+{
+	uint32		hash = datum_image_hash(key, state->key_byval, state->key_len);
+	MovedKeyBucket *bucket;
+	ListCell   *lc;
+	bool		found;
+	MemoryContext oldcontext;
+
+	if (state->moved_keys == NULL)
+	{
+		HASHCTL		ctl = {0};
+
+		if (!remember)
+			return false;
+		ctl.keysize = sizeof(uint32);
+		ctl.entrysize = sizeof(MovedKeyBucket);
+		ctl.hcxt = state->context;
+		state->moved_keys = hash_create("rollout moved keys", 64, &ctl,
+										HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	bucket = hash_search(state->moved_keys, &hash, remember ? HASH_ENTER : HASH_FIND,
+						 &found);
+	if (bucket == NULL)
+		return false;
+	if (!found)
+		bucket->keys = NIL;
+	foreach(lc, bucket->keys)
+	{
+		if (datum_image_eq(key, (Datum) lfirst(lc), state->key_byval, state->key_len))
+			return true;
+	}
+	if (remember)
+	{
+		oldcontext = MemoryContextSwitchTo(state->context);
+		bucket->keys = lappend(bucket->keys,
+							   (void *) datumCopy(key, state->key_byval, state->key_len));
+		MemoryContextSwitchTo(oldcontext);
+	}
+	return false;
 }
 
 /* The old key of the row the plan's current row updates or deletes. */
@@ -275,35 +357,14 @@ rollout_exec_foreign_update(EState *estate, ResultRelInfo *rinfo,
 	if (!new_key_null &&
 		!datum_image_eq(old_key, new_key, key_attr->attbyval, key_attr->attlen))
 	{
-		rollout_buffer_tombstone(estate, rinfo, old_key);
-		/* buffered at the end of the statement (see the file header) */
-		if (state->moved == NULL)
-			state->moved = tuplestore_begin_heap(false, false, work_mem);
-		tuplestore_puttupleslot(state->moved, slot);
-		return slot;
+		/* no tombstone over a row this statement moved here (file header) */
+		if (!moved_key_find(state, old_key, false))
+			rollout_buffer_tombstone(estate, rinfo, old_key);
+		(void) moved_key_find(state, new_key, true);
 	}
 	xact_buffer_add_row(rinfo->ri_RelationDesc, state->store, slot,
 						estate->es_output_cid, ROLLOUT_OP_INSERT);
 	return slot;
-}
-
-/* Buffer the rows an UPDATE moved to new keys, after all its tombstones. */
-static void
-rollout_buffer_moved_rows(EState *estate, ResultRelInfo *rinfo)
-{
-	RolloutModifyState *state = rinfo->ri_FdwState;
-	Relation	rel = rinfo->ri_RelationDesc;
-	TupleTableSlot *slot;
-
-	if (state == NULL || state->moved == NULL)
-		return;
-	slot = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsMinimalTuple);
-	while (tuplestore_gettupleslot(state->moved, true, false, slot))
-		xact_buffer_add_row(rel, state->store, slot, estate->es_output_cid,
-							ROLLOUT_OP_INSERT);
-	ExecDropSingleTupleTableSlot(slot);
-	tuplestore_end(state->moved);
-	state->moved = NULL;
 }
 
 /*
@@ -362,8 +423,7 @@ rollout_get_foreign_modify_batch_size(ResultRelInfo *rinfo)
 static void
 rollout_end_foreign_modify(EState *estate, ResultRelInfo *rinfo)
 {
-	/* the rows wait in the transaction buffer until commit */
-	rollout_buffer_moved_rows(estate, rinfo);
+	/* nothing: the rows wait in the transaction buffer until commit */
 }
 
 /* COPY FROM and partition routing (where mtstate is the routing INSERT). */
@@ -373,7 +433,15 @@ rollout_begin_foreign_insert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
 	/* COPY passes a ModifyTableState without a plan */
 	rollout_refuse_on_conflict((ModifyTable *) mtstate->ps.plan,
 							   rinfo->ri_RelationDesc);
-	rinfo->ri_FdwState = rollout_modify_state_create(mtstate->ps.state, rinfo);
+
+	/*
+	 * An UPDATE of a partitioned table that moves rows into a rollout
+	 * partition which it also updates routes them through that partition's
+	 * own result relation: keep the state BeginForeignModify made (inserting
+	 * needs only its store).
+	 */
+	if (rinfo->ri_FdwState == NULL)
+		rinfo->ri_FdwState = rollout_modify_state_create(mtstate->ps.state, rinfo);
 }
 
 static void

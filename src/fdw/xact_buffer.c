@@ -308,8 +308,8 @@ xact_buffer_mark_command(XactBuffer *buffer, CommandId cid)
 /*
  * See xact_buffer.h.  The row is refused in a SERIALIZABLE transaction and
  * when its key is null; out-of-line (toasted) values are fetched, since the
- * buffer must hold the values themselves.  It is appended as a length-prefixed
- * minimal tuple, after noting where its subtransaction's and its command's
+ * buffer must hold the values themselves.  It is appended as a minimal tuple
+ * after its header (length and operation), after noting where its subtransaction's and its command's
  * rows begin.
  */
 void

@@ -129,6 +129,45 @@ $agree->('an UPDATE that shifts keys onto each other');
 $both->('UPDATE TBL SET run = NULL, note = NULL WHERE id = 30');
 $agree->('UPDATE to nulls is a version, not a tombstone');
 
+# an AFTER trigger sees the statement's rows, moved keys included
+$node->safe_psql('postgres', q{
+CREATE TABLE seen (what text);
+CREATE FUNCTION log_seen() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE format('INSERT INTO seen SELECT %L || '':'' || count(*) FILTER (WHERE id = 20012) || '','' || count(*) FILTER (WHERE id = 12) FROM %I',
+                 TG_TABLE_NAME, TG_TABLE_NAME);
+  RETURN NULL;
+END $$;
+CREATE TRIGGER r_seen AFTER UPDATE ON r FOR EACH STATEMENT EXECUTE FUNCTION log_seen();
+CREATE TRIGGER h_seen AFTER UPDATE ON h FOR EACH STATEMENT EXECUTE FUNCTION log_seen();
+});
+$both->('UPDATE TBL SET id = id + 20000 WHERE id = 12');
+is($node->safe_psql('postgres', q{SELECT string_agg(what, ' ' ORDER BY what) FROM seen}), 'h:1,0 r:1,0',
+	'an AFTER STATEMENT trigger sees the moved row at its new key and not at its old one');
+$node->safe_psql('postgres', 'DROP TRIGGER r_seen ON r; DROP TRIGGER h_seen ON h');
+$agree->('after the UPDATE with a trigger');
+
+# --- partitions: rollout tables as partitions of one table ---
+$node->safe_psql('postgres', q{
+CREATE TABLE p (id int, part int, note text) PARTITION BY LIST (part);
+CREATE TABLE p1 PARTITION OF p FOR VALUES IN (1);
+CREATE FOREIGN TABLE p2 PARTITION OF p FOR VALUES IN (2) SERVER s OPTIONS (store 'p2', key 'id');
+CREATE FOREIGN TABLE p3 (note text, part int, id int) SERVER s OPTIONS (store 'p3', key 'id');
+ALTER TABLE p ATTACH PARTITION p3 FOR VALUES IN (3);
+INSERT INTO p1 VALUES (1, 1, 'a');
+INSERT INTO p2 VALUES (2, 2, 'b'), (4, 2, 'd');
+INSERT INTO p3 VALUES ('c', 3, 3), ('e', 3, 5);
+});
+my $parts = q{SELECT string_agg(tableoid::regclass || ':' || id || ':' || note, ',' ORDER BY id) FROM p};
+is($node->safe_psql('postgres', 'DELETE FROM p WHERE id = 3 RETURNING id, note'), '3|c',
+	'DELETE through the parent of rollout partitions whose keys are at other positions');
+$node->safe_psql('postgres', q{UPDATE p SET part = 2, note = note || '+' WHERE id IN (1, 2, 4)});
+is($node->safe_psql('postgres', $parts), 'p2:1:a+,p2:2:b+,p2:4:d+,p3:5:e',
+	'an UPDATE that moves a row into a rollout partition it also updates');
+$node->safe_psql('postgres', q{UPDATE p SET id = id + 100 WHERE part = 2});
+is($node->safe_psql('postgres', $parts), 'p3:5:e,p2:101:a+,p2:102:b+,p2:104:d+',
+	'an UPDATE of the key through the parent');
+
 # --- transactions ---
 is($node->safe_psql('postgres', q{
 BEGIN;
