@@ -33,7 +33,6 @@
 #include "common/hashfn.h"
 #include "access/table.h"
 #include "executor/executor.h"
-#include "miscadmin.h"
 #include "nodes/execnodes.h"
 #include "nodes/makefuncs.h"
 #include "optimizer/appendinfo.h"
@@ -70,7 +69,7 @@ typedef struct MovedKeyBucket
 {
 	uint32		hash;
 	List	   *keys;			/* Datum copies */
-}			MovedKeyBucket;
+} MovedKeyBucket;
 
 static int
 rollout_is_foreign_rel_updatable(Relation rel)
