@@ -56,6 +56,7 @@ OBJS = \
 	src/lsm/rewrite.o \
 	src/lsm/flush.o \
 	src/lsm/merge.o \
+	src/lsm/tombstone_horizon.o \
 	src/lsm/compact.o \
 	src/lsm/gc.o \
 	src/lsm/observe.o \

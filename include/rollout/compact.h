@@ -16,7 +16,7 @@ typedef struct CompactResult
 	int			fragments_before;
 	int			fragments_after;
 	int64		rows_written;
-	int64		versions_dropped;
+	int64		versions_dropped;	/* dropped tombstones included */
 	char	   *skipped_reason; /* NULL when it compacted */
 } CompactResult;
 

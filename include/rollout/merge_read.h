@@ -26,6 +26,14 @@ typedef struct MergeReadOptions
 	bool		keep_tombstones;
 
 	/*
+	 * With keep_tombstones, still drop a tombstone winner whose _ts is below
+	 * this (0: none): compaction's tombstone horizon, below which no version
+	 * outside the read can exist (lsm/tombstone_horizon.c).  The key is then
+	 * gone from the output altogether.
+	 */
+	int64		drop_tombstones_before;
+
+	/*
 	 * Read the segments that WAL entries of large transactions reference
 	 * (ingest/).  A query does; a flush does not (it adopts them as
 	 * generations without rewriting, and collects them in ingest_seen).

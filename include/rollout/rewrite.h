@@ -26,14 +26,15 @@ typedef struct RewriteResult
 	List	   *outputs;		/* RewriteOutput * */
 	int64		rows_written;
 	int64		versions_read;	/* rows read from all sources */
+	int64		tombstones_dropped; /* below drop_tombstones_before */
 	int64		last_wal_stamp; /* effective stamp of the last WAL entry read */
 	List	   *ingest_seen;	/* IngestSeen *, when not following ingest */
 } RewriteResult;
 
 /*
  * Merge the sources of snapshot by key (newest version wins, tombstones
- * kept) into segments of at most rows_per_output rows each (0: one
- * segment).  Each output carries metadata as its footer metadata.  Unless
+ * kept, except those with _ts < drop_tombstones_before; 0 keeps all) into
+ * segments of at most rows_per_output rows each (0: one segment).  Each output carries metadata as its footer metadata.  Unless
  * follow_ingest, the ingest segments named by WAL entries are not read but
  * reported in result->ingest_seen.  The
  * caller provides a zeroed *result before its PG_TRY, uploads the files,
@@ -41,7 +42,8 @@ typedef struct RewriteResult
  */
 extern void rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 							int64 rows_per_output, const char *metadata,
-							bool follow_ingest, RewriteResult *result);
+							bool follow_ingest, int64 drop_tombstones_before,
+							RewriteResult *result);
 
 /* Remove the scratch files of a rewrite (safe to call more than once). */
 extern void rewrite_cleanup(RewriteResult *result);

@@ -36,6 +36,7 @@ typedef struct MergeReadStats
 	int64		transaction_rows_read;	/* of the reading transaction's own */
 	int64		prefetch_batches;	/* batches of reads made ahead */
 	int64		rows_returned;
+	int64		tombstones_dropped; /* below drop_tombstones_before */
 	int64		last_wal_stamp; /* effective stamp of the last WAL entry read */
 	List	   *ingest_seen;	/* IngestSeen *, when not following them */
 } MergeReadStats;

@@ -11,8 +11,10 @@
  * Any subset of fragments may be compacted: the version order is carried by
  * the rows (_ts, shard), not by which fragment holds them, so keeping only
  * the newest version among the inputs never changes what a read returns.
- * Tombstones are kept (a tombstone may still hide an older version in a
- * fragment or generation that is not an input).
+ * A tombstone is kept while it may still hide an older version in a fragment,
+ * generation or WAL entry that is not an input, and dropped, with its key,
+ * once it is below the tombstone horizon (tombstone_horizon.c): that is how
+ * deleted rows leave the store for good.
  *
  * Concurrency.  The commit rebases: it re-reads the newest base and succeeds
  * when every input is still listed there.  Merges only add fragments and
@@ -49,6 +51,7 @@
 #include "rollout/store_keys.h"
 #include "rollout/store_stats.h"
 #include "rollout/subtransaction.h"
+#include "rollout/tombstone_horizon.h"
 
 #define MANIFEST_COMMIT_ATTEMPTS	100
 
@@ -111,14 +114,14 @@ compact_sources(List *inputs)
 /* Write and upload the outputs; returns their fragment entries. */
 static List *
 compact_write_outputs(RolloutStore *store, List *inputs, int64 target_rows,
-					  RewriteResult *rewrite)
+					  int64 horizon, RewriteResult *rewrite)
 {
 	List	   *entries = NIL;
 	ListCell   *lc;
 
 	rewrite_sources(store, compact_sources(inputs), target_rows,
 					"{\"kind\": \"fragment\", \"made_by\": \"compaction\"}",
-					true, rewrite);
+					true, horizon, rewrite);
 	foreach(lc, rewrite->outputs)
 	{
 		RewriteOutput *output = lfirst(lc);
@@ -139,13 +142,14 @@ compact_write_outputs(RolloutStore *store, List *inputs, int64 target_rows,
 /* The same, removing the scratch files whatever happens. */
 static List *
 compact_prepare_outputs(RolloutStore *store, List *inputs, int64 target_rows,
-						RewriteResult *rewrite)
+						int64 horizon, RewriteResult *rewrite)
 {
 	List	   *volatile outputs = NIL;
 
 	PG_TRY();
 	{
-		outputs = compact_write_outputs(store, inputs, target_rows, rewrite);
+		outputs = compact_write_outputs(store, inputs, target_rows, horizon,
+										rewrite);
 	}
 	PG_CATCH();
 	{
@@ -233,7 +237,9 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 {
 	CompactResult result = {0};
 	TimestampTz started = GetCurrentTimestamp();
+	List	   *manifests;
 	BaseManifest *base;
+	int64		horizon;
 	List	   *inputs;
 	List	   *outputs;
 	RewriteResult *rewrite = palloc0(sizeof(RewriteResult));
@@ -243,6 +249,8 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 
 	rollout_check_writable(store, "compact");
 
+	/* the shard manifests before the base, for the tombstone horizon */
+	manifests = shard_manifests_read_latest(store, rollout_store_list_shards(store));
 	base = base_manifest_read_latest(store);
 	result.fragments_before = list_length(base->fragments);
 	result.fragments_after = result.fragments_before;
@@ -272,8 +280,9 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 	foreach(lc, inputs)
 		versions_in += ((FragmentEntry *) lfirst(lc))->rows;
 
+	horizon = rollout_tombstone_horizon(store, manifests, base, inputs);
 	outputs = compact_prepare_outputs(store, inputs, target_rows_per_fragment,
-									  rewrite);
+									  horizon, rewrite);
 	uploaded_at = GetCurrentTimestamp();
 	rollout_fault_point("compact.before_commit");
 
@@ -292,6 +301,10 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 							(int64) (GetCurrentTimestamp() - started));
 	result.rows_written = rewrite->rows_written;
 	result.versions_dropped = versions_in - rewrite->rows_written;
+	ereport(DEBUG1,
+			(errmsg_internal("compaction of store \"%s\" dropped %lld tombstones below its horizon %lld",
+							 store->name, (long long) rewrite->tombstones_dropped,
+							 (long long) horizon)));
 	return result;
 }
 

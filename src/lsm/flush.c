@@ -130,7 +130,7 @@ flush_write_and_upload(RolloutStore *store, ShardManifest *manifest,
 	rewrite_sources(store, sources, 0,
 					flush_generation_metadata(store, generation->first_position,
 											  generation->last_position),
-					false, rewrite);
+					false, 0, rewrite);
 	if (rewrite->outputs == NIL)
 		return NULL;			/* only fence markers and ingest references */
 	output = linitial(rewrite->outputs);

@@ -193,7 +193,7 @@ merge_write_fragment(RolloutStore *store, List *chosen, RewriteResult *rewrite)
 
 	rewrite_sources(store, merge_sources(store, chosen), 0,
 					merge_fragment_metadata(store, first->number, last->number),
-					true, rewrite);
+					true, 0, rewrite);
 	if (rewrite->outputs == NIL)
 		return NULL;			/* only possible if every generation was empty */
 	output = linitial(rewrite->outputs);

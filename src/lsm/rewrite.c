@@ -35,7 +35,8 @@ rewrite_finish_output(RewriteResult *result, SegmentWriter **writer,
 
 /*
  * The common core of flush, merge and compaction (rewrite.h): a merge read of
- * every column over the whole key range, keeping tombstones, cut into outputs
+ * every column over the whole key range, keeping tombstones (but those below
+ * drop_tombstones_before, compaction's horizon), cut into outputs
  * of rows_per_output rows.  A vanished source is an ERROR here, not a retry.
  * Each output is registered in result before its file is created, so
  * rewrite_cleanup never misses one, and the ingest segments the read saw are
@@ -44,7 +45,8 @@ rewrite_finish_output(RewriteResult *result, SegmentWriter **writer,
 void
 rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 				int64 rows_per_output, const char *metadata,
-				bool follow_ingest, RewriteResult *result)
+				bool follow_ingest, int64 drop_tombstones_before,
+				RewriteResult *result)
 {
 	int			ncolumns = store->schema.ncolumns;
 	bool	   *want = palloc(sizeof(bool) * ncolumns);
@@ -62,6 +64,7 @@ rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 		want[i] = true;
 
 	options.keep_tombstones = true;
+	options.drop_tombstones_before = drop_tombstones_before;
 	options.follow_ingest = follow_ingest;
 	read = merge_read_begin(store, snapshot, want, NULL, &options);
 	while (merge_read_next(read, values, isnull))
@@ -93,6 +96,7 @@ rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 
 	stats = merge_read_stats(read);
 	result->versions_read = stats->versions_read;
+	result->tombstones_dropped = stats->tombstones_dropped;
 	result->last_wal_stamp = stats->last_wal_stamp;
 
 	/*

@@ -47,6 +47,7 @@ struct MergeRead
 	int			consumed_count;
 
 	bool		keep_tombstones;
+	int64		drop_tombstones_before;
 	const RowFilter *filter;	/* or NULL */
 	MemoryContext filter_context;	/* what the filter's functions allocate,
 									 * reset per row checked */
@@ -375,6 +376,7 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 	read->store = store;
 	read->context = context;
 	read->keep_tombstones = options->keep_tombstones;
+	read->drop_tombstones_before = options->drop_tombstones_before;
 	read->sample = options->sample;
 	read->sample_arg = options->sample_arg;
 	read->filter = options->filter != NULL && options->filter->count > 0 ?
@@ -495,7 +497,8 @@ merge_read_take_smallest(MergeRead *read, const SegmentColumn *key_column)
  * last point into their current row groups.  Every source on the smallest key
  * is then taken off the heap, the newest version among them wins
  * (merge_version_newer), and a tombstone winner hides the key unless the read
- * keeps tombstones; so does a winner the read's filter drops.
+ * keeps tombstones (and then still when it is below the read's tombstone
+ * horizon); so does a winner the read's filter drops.
  */
 bool
 merge_read_next(MergeRead *read, Datum *values, bool *isnull)
@@ -525,8 +528,17 @@ merge_read_next(MergeRead *read, Datum *values, bool *isnull)
 		if (winner == NULL)
 			return false;
 
-		if (!read->keep_tombstones && row_source_op(winner) == ROLLOUT_OP_DELETE)
-			continue;			/* the newest version is a tombstone */
+		if (row_source_op(winner) == ROLLOUT_OP_DELETE)
+		{
+			/* the newest version is a tombstone */
+			if (!read->keep_tombstones)
+				continue;
+			if (row_source_ts(winner) < read->drop_tombstones_before)
+			{
+				read->stats.tombstones_dropped++;
+				continue;
+			}
+		}
 		/* a cluster is its source (the pointer, fixed for the read) and place */
 		if (read->sample != NULL &&
 			!read->sample(read->sample_arg,
