@@ -20,6 +20,7 @@ PACKAGES=(
 	libssl-dev               # hashes and HMAC
 	libxml2-dev              # object-store listing responses (XML)
 	libzstd-dev              # column chunk compression
+	zstd                     # the erasure test looks into compressed chunks
 	libipc-run-perl          # required by PostgreSQL::Test::Cluster (TAP tests)
 	ceph-mon                 # a throw-away single-node Ceph with the RADOS Gateway:
 	ceph-osd                 #   an S3 server that verifies SigV4 signatures, for
