@@ -112,14 +112,6 @@ extern void wal_entry_count_rows(SegmentReader *reader, int index, void *arg);
 extern WalEntryMetadata *wal_read_metadata(RolloutStore *store, const char *key,
 										   int64 position);
 
-/*
- * The metadata of the WAL entry at key of shard's WAL; NULL when it is gone.
- * An entry of another shard is an ERROR.
- */
-extern WalEntryMetadata *wal_read_entry_metadata(RolloutStore *store,
-												 const char *shard,
-												 const char *key);
-
 /* A stamp for a new entry: the wall clock, never below a previous one. */
 extern int64 wal_next_stamp(void);
 

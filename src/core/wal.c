@@ -324,6 +324,7 @@ wal_position_error_context(void *arg)
 WalEntryMetadata *
 wal_read_metadata(RolloutStore *store, const char *key, int64 position)
 {
+	SegmentReader *reader;
 	WalEntryMetadata *metadata;
 	ErrorContextCallback callback;
 	WalPositionContext context = {store, position};
@@ -333,38 +334,22 @@ wal_read_metadata(RolloutStore *store, const char *key, int64 position)
 	callback.previous = error_context_stack;
 	error_context_stack = &callback;
 
-	metadata = wal_read_entry_metadata(store, store->shard, key);
-	if (metadata == NULL)
+	reader = segment_reader_open(rollout_segment_source(store, key, -1));
+	if (reader == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("WAL entry \"%s\" vanished right after it was found to exist",
 						key)));
-
-	error_context_stack = callback.previous;
-	return metadata;
-}
-
-/*
- * The metadata of the WAL entry at key, which a listing of shard's WAL found;
- * NULL when it is gone.  An entry of another shard is an ERROR: it is
- * corrupt or foreign, and neither skipped nor trusted.
- */
-WalEntryMetadata *
-wal_read_entry_metadata(RolloutStore *store, const char *shard, const char *key)
-{
-	SegmentReader *reader;
-	WalEntryMetadata *metadata;
-
-	reader = segment_reader_open(rollout_segment_source(store, key, -1));
-	if (reader == NULL)
-		return NULL;
 	metadata = wal_metadata_from_json(reader->metadata, key);
-	segment_reader_close(reader);
-	if (strcmp(metadata->shard, shard) != 0)
+	if (strcmp(metadata->shard, store->shard) != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("WAL entry \"%s\" of shard \"%s\" in store \"%s\" belongs to shard \"%s\"",
-						key, shard, store->name, metadata->shard)));
+				 errmsg("WAL position %lld of shard \"%s\" in store \"%s\" holds an entry of shard \"%s\"",
+						(long long) position, store->shard, store->name,
+						metadata->shard)));
+	segment_reader_close(reader);
+
+	error_context_stack = callback.previous;
 	return metadata;
 }
 
@@ -573,6 +558,14 @@ wal_append_rows(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
 			if (manifest->writer_timeline < rollout_writer_timeline())
 				break;			/* position 0: claim first */
 			metadata->epoch = manifest->writer_epoch;
+
+			/*
+			 * Stamped in each pass, right before its PUTs, never when the
+			 * commit began (a large transaction's upload may have taken
+			 * long): an entry lands at most half of min_gc_grace after its
+			 * stamp, which compaction's tombstone horizon relies on.
+			 */
+			metadata->stamp = Max(metadata->stamp, wal_next_stamp());
 			wal_write_entry_file(store, blobs, metadata, path);
 			position = wal_append_file(store, path, metadata, manifest,
 									   observed_at, first_look);

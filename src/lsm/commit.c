@@ -134,16 +134,7 @@ commit_rows_as_blob(RolloutStore *store, StoreRowReader next, void *arg,
 static int64
 commit_direct(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
 {
-	int64		position;
-
-	/*
-	 * Stamp the entry now, not when the commit began: uploading an ingest
-	 * segment may have taken long, and a version's stamp should be the time
-	 * it became durable (compaction's tombstone horizon counts on it; readers
-	 * give the segment's rows the entry's stamp).
-	 */
-	metadata->stamp = wal_next_stamp();
-	position = wal_append_rows(store, blobs, metadata);
+	int64		position = wal_append_rows(store, blobs, metadata);
 
 	if (position == 0)
 	{
