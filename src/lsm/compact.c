@@ -280,7 +280,7 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 	foreach(lc, inputs)
 		versions_in += ((FragmentEntry *) lfirst(lc))->rows;
 
-	horizon = rollout_tombstone_horizon(store, manifests, base, inputs);
+	horizon = rollout_tombstone_horizon(store, manifests, base, inputs, started);
 	outputs = compact_prepare_outputs(store, inputs, target_rows_per_fragment,
 									  horizon, rewrite);
 	uploaded_at = GetCurrentTimestamp();

@@ -17,16 +17,18 @@
  *	 - for every registered shard, the smallest stamp of its generations not
  *	   yet merged (a generation adopted from an ingest segment has one stamp
  *	   for all its rows);
- *	 - for every registered shard with WAL entries after its replay_after, the
- *	   effective stamp of the first of them that holds rows: stamps only grow
- *	   along positions, and readers never give an entry after replay_after a
- *	   stamp below last_stamp + 1.
+ *	 - for every registered shard with WAL entries after its replay_after,
+ *	   last_stamp + 1: readers never give such an entry less;
+ *	 - the time the compaction began, less rollout_fdw.min_gc_grace: a WAL
+ *	   entry still in flight, which no listing shows yet, was stamped at most
+ *	   half of that before it lands (the shared writer stamps a group right
+ *	   before its PUT; a direct commit stamps each attempt anew and gives up
+ *	   an attempt after half of min_gc_grace).
  *
  * The caller reads the shard manifests before the base (DESIGN.md §5), so a
- * merge racing with it moves generations into fragments it sees.  A version
- * written after the WAL listing gets a stamp from its writer's clock at
- * commit time, later than the tombstone's on a clock in step with the
- * deleting cluster's (docs/MAINTENANCE.md says what a lagging clock means).
+ * merge racing with it moves generations into fragments it sees.  Stamps of
+ * other clusters come from their clocks (docs/MAINTENANCE.md says what a
+ * lagging clock means).
  *
  *-------------------------------------------------------------------------
  */
@@ -34,6 +36,7 @@
 
 #include "miscadmin.h"
 
+#include "rollout/grace.h"
 #include "rollout/tombstone_horizon.h"
 #include "rollout/wal.h"
 
@@ -52,33 +55,25 @@ horizon_is_input(List *inputs, const char *file)
 }
 
 /*
- * The smallest effective stamp of manifest's shard's WAL entries after
- * replay_after that hold rows, or PG_INT64_MAX when there are none.  Fence
- * markers hold no rows and are skipped.  An entry that vanished between the
- * listing and its read was sealed meanwhile into a generation this caller
- * does not know: the bound then falls back to last_stamp + 1, which holds
- * for every entry after the replay_after read.
+ * A stamp no version in manifest's shard's WAL after replay_after is older
+ * than: PG_INT64_MAX when there is no such entry, else last_stamp + 1 (readers
+ * never give an entry after replay_after less, whatever its own stamp; a
+ * fence marker or a listing with a hole in it is treated the same).  An empty
+ * listing counts only if the manifest is still the newest afterwards: a flush
+ * in between may have sealed entries into a generation this caller does not
+ * know, and a short grace may have let gc remove them already.
  */
 static int64
 horizon_of_wal_tail(RolloutStore *store, const ShardManifest *manifest)
 {
-	List	   *entries = wal_list_after(store, manifest->shard, manifest->replay_after);
-	int64		floor = manifest->last_stamp + 1;
-	ListCell   *lc;
+	ShardManifest *latest;
 
-	foreach(lc, entries)
-	{
-		WalEntryRef *entry = lfirst(lc);
-		WalEntryMetadata *metadata;
-
-		CHECK_FOR_INTERRUPTS();
-		metadata = wal_read_entry_metadata(store, manifest->shard, entry->key);
-		if (metadata == NULL)
-			return floor;
-		if (strcmp(metadata->kind, "fence") == 0)
-			continue;
-		return Max(metadata->stamp, floor);
-	}
+	if (wal_list_after(store, manifest->shard, manifest->replay_after) != NIL)
+		return manifest->last_stamp + 1;
+	CHECK_FOR_INTERRUPTS();
+	latest = shard_manifest_read_latest(store, manifest->shard);
+	if (latest->version != manifest->version)
+		return manifest->last_stamp + 1;
 	return PG_INT64_MAX;
 }
 
@@ -105,9 +100,10 @@ horizon_of_shard(RolloutStore *store, const ShardManifest *manifest,
 /* The horizon (tombstone_horizon.h); see the file header. */
 int64
 rollout_tombstone_horizon(RolloutStore *store, List *manifests,
-						  const BaseManifest *base, List *inputs)
+						  const BaseManifest *base, List *inputs,
+						  TimestampTz started)
 {
-	int64		horizon = PG_INT64_MAX;
+	int64		horizon = started - (int64) gc_min_grace_seconds() * USECS_PER_SEC;
 	ListCell   *lc;
 
 	foreach(lc, base->fragments)
