@@ -56,6 +56,13 @@ typedef struct ShardManifest
 	int64		replay_after;	/* every position <= this is in a generation
 								 * or in the base */
 	int64		last_stamp;		/* effective stamp of position replay_after */
+
+	/*
+	 * The newest truncate cut sealed from this shard's WAL (0: none): every
+	 * version of the store, of any shard, with a _ts below it is hidden for
+	 * good.  Kept by every later version of the manifest.
+	 */
+	int64		truncate_stamp;
 	int64		next_generation;
 	List	   *generations;	/* GenerationEntry *, ascending number */
 } ShardManifest;

@@ -42,7 +42,7 @@ extern List *memtable_request_ingest(CommitRequest *request);
  */
 extern void memtable_add_batch(SharedStoreSlot *slot, dsa_pointer batch_pointer,
 							   dsa_pointer head, int64 position, int64 stamp,
-							   const char *fingerprint);
+							   bool truncates, const char *fingerprint);
 
 /* Drop every batch of the slot (slot lock held). */
 extern void memtable_clear(SharedStoreSlot *slot);
@@ -52,19 +52,23 @@ extern void memtable_clear(SharedStoreSlot *slot);
  * references, SNAPSHOT_INGEST; batches of other credentials as their WAL
  * entries), copied into local memory.  Returns false (and nothing) when the
  * shard's writer is not ready, i.e. the WAL tail must be read from the
- * store.
+ * store.  *truncate_stamp: the newest truncate cut among the batches (0:
+ * none), read with them under one hold of the lock, so that a snapshot never
+ * has a TRUNCATE's rows without its cut.
  */
 extern bool memtable_sources(RolloutStore *store, SharedStoreSlot *slot,
-							 List **sources);
+							 List **sources, int64 *truncate_stamp);
 
 /*
  * For flush: every batch as sources (rows only) plus the ingest references
- * to adopt; *last_position and *last_stamp of the newest batch.  Returns
- * false when the writer is not ready or the memtable empty.
+ * to adopt; *last_position and *last_stamp of the newest batch, and the
+ * newest truncate cut among them (0: none).  Returns false when the writer is
+ * not ready or the memtable empty.
  */
 extern bool memtable_for_flush(RolloutStore *store, SharedStoreSlot *slot,
 							   List **sources, List **ingest_seen,
-							   int64 *last_position, int64 *last_stamp);
+							   int64 *last_position, int64 *last_stamp,
+							   int64 *truncate_stamp);
 
 /* Drop batches up to position (after their flush committed). */
 extern void memtable_trim(SharedStoreSlot *slot, int64 upto_position);

@@ -72,6 +72,9 @@ typedef struct MergeReadOptions
 /*
  * Begin a read.  want[i] says whether segment schema column i is needed;
  * key and hidden columns are always read.  range may be NULL (everything).
+ * A key whose newest version is older than the truncate cut (the newest of
+ * snapshot->truncate_stamp and of the WAL entries the read opens) is not
+ * returned, tombstones kept or not.
  */
 extern MergeRead *merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 								   const bool *want, const KeyRange *range,

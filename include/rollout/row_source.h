@@ -38,6 +38,9 @@ typedef struct MergeReadStats
 	int64		rows_returned;
 	int64		tombstones_dropped; /* below drop_tombstones_before */
 	int64		last_wal_stamp; /* effective stamp of the last WAL entry read */
+	int64		wal_truncate_stamp; /* the newest truncate cut of the WAL
+									 * entries opened (0: none) */
+	int64		rows_truncated; /* winners below the read's truncate cut */
 	List	   *ingest_seen;	/* IngestSeen *, when not following them */
 } MergeReadStats;
 

@@ -83,6 +83,15 @@ typedef struct RolloutSnapshot
 	int			wal_object_count;	/* of those, WAL entries read from the
 									 * store */
 	int			shard_count;
+
+	/*
+	 * The truncate cut known when the snapshot was taken (0: none): the
+	 * newest of the shard manifests' and of the memtable's; PG_INT64_MAX in a
+	 * transaction that truncated the table itself.  A read drops every key
+	 * whose newest version is older; WAL entries it reads add their own cuts
+	 * (merge_read.h).
+	 */
+	int64		truncate_stamp;
 } RolloutSnapshot;
 
 /*

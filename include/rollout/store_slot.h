@@ -57,6 +57,7 @@ typedef struct CommitRequest
 	int64		position;
 	int64		row_count;
 	int64		tombstone_count;	/* of its rows and ingest segments */
+	bool		truncate;		/* the transaction ran TRUNCATE */
 	int64		rows_len;		/* bytes of the row blob at data */
 	int64		ingest_len;		/* bytes of ingest references after it */
 	Size		size;			/* of this allocation, for accounting */
@@ -76,6 +77,7 @@ typedef struct MemBatch
 	int64		ingest_rows;	/* rows of the ingest segments it names */
 	int64		bytes;
 	TimestampTz durable_at;
+	bool		truncates;		/* its entry holds a TRUNCATE (its cut: stamp) */
 	dsa_pointer requests;
 	char		fingerprint[OBJSTORE_FINGERPRINT_LEN];	/* who wrote the entry */
 } MemBatch;

@@ -37,6 +37,13 @@ typedef struct WalEntryMetadata
 	char	   *put_id;
 	int64		transactions;
 	List	   *ingest;			/* WalIngestRef * */
+
+	/*
+	 * The entry holds a TRUNCATE: it hides every version of the store with a
+	 * _ts below the entry's effective stamp (the truncate cut), on every
+	 * shard; its own rows (stamped with that stamp) stay.
+	 */
+	bool		truncate;
 } WalEntryMetadata;
 
 /* Define rollout_fdw.max_wal_append_attempts (from _PG_init). */

@@ -233,7 +233,7 @@ memtable_request_ingest(CommitRequest *request)
 void
 memtable_add_batch(SharedStoreSlot *slot, dsa_pointer batch_pointer,
 				   dsa_pointer head, int64 position, int64 stamp,
-				   const char *fingerprint)
+				   bool truncates, const char *fingerprint)
 {
 	dsa_area   *area = memtable_dsa();
 	MemBatch   *batch = dsa_get_address(area, batch_pointer);
@@ -242,6 +242,7 @@ memtable_add_batch(SharedStoreSlot *slot, dsa_pointer batch_pointer,
 	strlcpy(batch->fingerprint, fingerprint, OBJSTORE_FINGERPRINT_LEN);
 	batch->position = position;
 	batch->stamp = stamp;
+	batch->truncates = truncates;
 	batch->row_count = 0;
 	batch->ingest_rows = 0;
 	batch->durable_at = GetCurrentTimestamp();
@@ -352,7 +353,8 @@ memtable_batch_sources(RolloutStore *store, dsa_area *area, MemBatch *batch,
 /*
  * The work of memtable_sources and memtable_for_flush: copy every batch,
  * oldest first, into local sources (memtable_batch_sources), and note the
- * newest batch's position and stamp where asked.  The copy is made under one
+ * newest batch's position and stamp where asked, and the newest truncate
+ * cut of the batches.  The copy is made under one
  * shared hold of the slot's lock, so a concurrent add or trim cannot tear it.
  * Nothing is copied when the writer is not ready, since only a ready writer's
  * memtable is the whole WAL tail.
@@ -360,12 +362,13 @@ memtable_batch_sources(RolloutStore *store, dsa_area *area, MemBatch *batch,
 static bool
 memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,
 				 List **sources, List **ingest_seen, int64 *last_position,
-				 int64 *last_stamp)
+				 int64 *last_stamp, int64 *truncate_stamp)
 {
 	dsa_area   *area = memtable_dsa();
 	bool		ready;
 
 	*sources = NIL;
+	*truncate_stamp = 0;
 	LWLockAcquire(&slot->lock, LW_SHARED);
 	ready = slot->writer_state == WRITER_READY;
 	if (ready)
@@ -379,6 +382,8 @@ memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,
 				*last_position = batch->position;
 			if (last_stamp)
 				*last_stamp = batch->stamp;
+			if (batch->truncates)
+				*truncate_stamp = Max(*truncate_stamp, batch->stamp);
 			p = batch->next;
 		}
 	}
@@ -387,9 +392,11 @@ memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,
 }
 
 bool
-memtable_sources(RolloutStore *store, SharedStoreSlot *slot, List **sources)
+memtable_sources(RolloutStore *store, SharedStoreSlot *slot, List **sources,
+				 int64 *truncate_stamp)
 {
-	return memtable_collect(store, slot, false, sources, NULL, NULL, NULL);
+	return memtable_collect(store, slot, false, sources, NULL, NULL, NULL,
+							truncate_stamp);
 }
 
 /*
@@ -401,12 +408,13 @@ memtable_sources(RolloutStore *store, SharedStoreSlot *slot, List **sources)
 bool
 memtable_for_flush(RolloutStore *store, SharedStoreSlot *slot,
 				   List **sources, List **ingest_seen,
-				   int64 *last_position, int64 *last_stamp)
+				   int64 *last_position, int64 *last_stamp,
+				   int64 *truncate_stamp)
 {
 	*ingest_seen = NIL;
 	*last_position = 0;
 	return memtable_collect(store, slot, true, sources, ingest_seen,
-							last_position, last_stamp) &&
+							last_position, last_stamp, truncate_stamp) &&
 		*last_position > 0;
 }
 

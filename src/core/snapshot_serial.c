@@ -101,6 +101,7 @@ snapshot_serialize(const RolloutSnapshot *snapshot, int16 key_len,
 	put_int64(out, snapshot->wal_entry_count);
 	put_int64(out, snapshot->wal_object_count);
 	put_int64(out, snapshot->shard_count);
+	put_int64(out, snapshot->truncate_stamp);
 	put_int64(out, list_length(snapshot->sources));
 	foreach(lc, snapshot->sources)
 	{
@@ -163,6 +164,7 @@ snapshot_restore(const char *data, int16 key_len, bool key_byval)
 	snapshot->wal_entry_count = get_int64(&cursor);
 	snapshot->wal_object_count = get_int64(&cursor);
 	snapshot->shard_count = get_int64(&cursor);
+	snapshot->truncate_stamp = get_int64(&cursor);
 	count = get_int64(&cursor);
 	for (int64 i = 0; i < count; i++)
 	{

@@ -69,13 +69,18 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 		memtable = list_make1(rows);
 	}
 	else if (slot != NULL)
-		have_memtable = memtable_sources(store, slot, &memtable);
+		have_memtable = memtable_sources(store, slot, &memtable,
+										 &snapshot->truncate_stamp);
 
 	/* the own shard may not be registered yet; it then has nothing to read */
 
 	/* 1. every shard manifest (their documents in one batch) */
 	manifests = shard_manifests_read_latest(store, shards);
 	snapshot->shard_count = list_length(shards);
+
+	foreach(lc, manifests)
+		snapshot->truncate_stamp = Max(snapshot->truncate_stamp,
+									   ((ShardManifest *) lfirst(lc))->truncate_stamp);
 
 	/* 2. the base manifest */
 	base = base_manifest_read_latest(store);

@@ -97,6 +97,8 @@ wal_metadata_to_json(const WalEntryMetadata *metadata)
 	json_append_member_int64(&buf, &first, "stamp", metadata->stamp);
 	json_append_member_text(&buf, &first, "put_id", metadata->put_id);
 	json_append_member_int64(&buf, &first, "transactions", metadata->transactions);
+	if (metadata->truncate)
+		json_append_member_raw(&buf, &first, "truncate", "true");
 	json_append_member_raw(&buf, &first, "ingest", "[");
 	foreach(lc, metadata->ingest)
 	{
@@ -143,6 +145,7 @@ wal_metadata_from_json(const char *json, const char *key)
 	metadata->stamp = json_doc_int64(doc, doc->root, "stamp", true, 0);
 	metadata->put_id = json_doc_text(doc, doc->root, "put_id", true);
 	metadata->transactions = json_doc_int64(doc, doc->root, "transactions", false, 1);
+	metadata->truncate = json_doc_bool(doc, doc->root, "truncate", false, false);
 	ingest = json_doc_container(doc, doc->root, "ingest", false, true);
 	if (ingest != NULL)
 	{

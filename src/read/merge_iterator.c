@@ -48,6 +48,7 @@ struct MergeRead
 
 	bool		keep_tombstones;
 	int64		drop_tombstones_before;
+	int64		truncate_stamp; /* winners older than this are hidden */
 	const RowFilter *filter;	/* or NULL */
 	MemoryContext filter_context;	/* what the filter's functions allocate,
 									 * reset per row checked */
@@ -447,6 +448,12 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 	binaryheap_build(read->heap);
 	read->stats.last_wal_stamp = running_stamp;
 
+	/*
+	 * Every WAL entry was opened above, so the cut is whole before the first
+	 * row is returned: the snapshot's, or a newer one in an entry it reads.
+	 */
+	read->truncate_stamp = Max(snapshot->truncate_stamp, read->stats.wal_truncate_stamp);
+
 	MemoryContextSwitchTo(oldcontext);
 	return read;
 }
@@ -528,6 +535,12 @@ merge_read_next(MergeRead *read, Datum *values, bool *isnull)
 		if (winner == NULL)
 			return false;
 
+		if (row_source_ts(winner) < read->truncate_stamp)
+		{
+			/* a TRUNCATE committed after the newest version hides the key */
+			read->stats.rows_truncated++;
+			continue;
+		}
 		if (row_source_op(winner) == ROLLOUT_OP_DELETE)
 		{
 			/* the newest version is a tombstone */

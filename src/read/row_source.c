@@ -411,6 +411,9 @@ row_source_read_wal_metadata(RowSource *source, int64 *running_stamp,
 	source->has_stamp = true;
 	source->stamp = Max(metadata->stamp, *running_stamp + 1);
 	*running_stamp = source->stamp;
+	if (metadata->truncate)
+		source->stats->wal_truncate_stamp = Max(source->stats->wal_truncate_stamp,
+												source->stamp);
 
 	if (ingest == NULL)
 		return;
