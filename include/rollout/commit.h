@@ -21,11 +21,13 @@ extern void commit_define_settings(void);
  * order, in commit order: a later row of a key is its newer version) durable
  * as one WAL entry of the store.  size is the bytes they take buffered,
  * spilled whether the buffer spilled to disk: both choose between putting
- * the rows into the entry and staging an ingest segment.  ERROR if they
- * could not be made durable; then nothing of them is visible.
+ * the rows into the entry and staging an ingest segment.  With truncate the
+ * entry also carries the transaction's TRUNCATE (it may then hold no row).
+ * ERROR if they could not be made durable; then nothing of them is visible.
  */
 extern void rollout_commit_rows(RolloutStore *store, StoreRowReader next,
-								void *arg, int64 size, bool spilled);
+								void *arg, int64 size, bool spilled,
+								bool truncate);
 
 /*
  * The rows next produces (rows of them), not committed yet, as a snapshot

@@ -17,13 +17,14 @@ extern void group_commit_define_settings(void);
 
 /*
  * Make one transaction's rows (a row blob, possibly empty) and ingest
- * references durable as part of the shard's next WAL entry, written by
+ * references durable as part of the shard's next WAL entry (with the
+ * truncate flag when the transaction ran TRUNCATE), written by
  * whichever committing backend is the leader.  Returns the position.
  * Waits when the memtable is full (back-pressure).  ERROR if the entry
  * could not be written; then nothing of the transaction is visible.
  */
 extern int64 group_commit(RolloutStore *store, SharedStoreSlot *slot,
 						  StringInfo rows, int64 row_count,
-						  int64 tombstone_count, List *ingest);
+						  int64 tombstone_count, bool truncate, List *ingest);
 
 #endif							/* ROLLOUT_GROUP_COMMIT_H */

@@ -28,17 +28,21 @@ typedef struct RewriteResult
 	int64		versions_read;	/* rows read from all sources */
 	int64		tombstones_dropped; /* below drop_tombstones_before */
 	int64		last_wal_stamp; /* effective stamp of the last WAL entry read */
+	int64		truncate_stamp; /* the newest truncate cut of the WAL entries
+								 * read (0: none) */
 	List	   *ingest_seen;	/* IngestSeen *, when not following ingest */
 } RewriteResult;
 
 /*
  * Merge the sources of snapshot by key (newest version wins, tombstones
- * kept, except those with _ts < drop_tombstones_before; 0 keeps all) into
- * segments of at most rows_per_output rows each (0: one segment).  Each output carries metadata as its footer metadata.  Unless
- * follow_ingest, the ingest segments named by WAL entries are not read but
- * reported in result->ingest_seen.  The
- * caller provides a zeroed *result before its PG_TRY, uploads the files,
- * and must call rewrite_cleanup(result) on every path,
+ * kept, except those with _ts < drop_tombstones_before; 0 keeps all; keys
+ * below the snapshot's or the WAL entries' truncate cut left out) into
+ * segments of at most rows_per_output rows each (0: one segment).  Each
+ * output carries metadata as its footer metadata.  Unless follow_ingest, the
+ * ingest segments named by WAL entries are not read but reported in
+ * result->ingest_seen.  The caller provides a zeroed *result before its
+ * PG_TRY, uploads the files, and must call rewrite_cleanup(result) on every
+ * path.
  */
 extern void rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 							int64 rows_per_output, const char *metadata,

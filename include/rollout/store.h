@@ -46,6 +46,13 @@
 #define ROLLOUT_OP_INSERT		0
 #define ROLLOUT_OP_DELETE		1
 
+/*
+ * Not a row operation: marks a TRUNCATE in a transaction's buffered row
+ * stream (fdw/xact_buffer.c).  It never reaches a segment; the commit turns
+ * it into its WAL entry's truncate flag.
+ */
+#define ROLLOUT_OP_TRUNCATE		2
+
 /* A user column as the foreign table declares it. */
 typedef struct RolloutColumnSpec
 {

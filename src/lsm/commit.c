@@ -161,7 +161,7 @@ commit_direct(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
  */
 void
 rollout_commit_rows(RolloutStore *store, StoreRowReader next, void *arg,
-					int64 size, bool spilled)
+					int64 size, bool spilled, bool truncate)
 {
 	WalEntryMetadata metadata = {0};
 	SharedStoreSlot *slot;
@@ -185,6 +185,7 @@ rollout_commit_rows(RolloutStore *store, StoreRowReader next, void *arg,
 	metadata.stamp = wal_next_stamp();
 	metadata.put_id = objstore_new_put_id();
 	metadata.transactions = 1;
+	metadata.truncate = truncate;
 
 	slot = shared_store_slot(store);
 	if (slot != NULL)
@@ -202,7 +203,7 @@ rollout_commit_rows(RolloutStore *store, StoreRowReader next, void *arg,
 
 	if (slot != NULL)
 		(void) group_commit(store, slot, blob, row_count, reader.tombstones,
-							metadata.ingest);
+							truncate, metadata.ingest);
 	else
 		(void) commit_direct(store, blob ? list_make1(blob) : NIL, &metadata);
 }

@@ -89,14 +89,16 @@ fragment_size_compare(const ListCell *a, const ListCell *b)
 
 /*
  * The input fragments as the sources of a rewrite.  They carry no key range
- * and no size, so each is read in full.
+ * and no size, so each is read in full.  With the store's truncate cut, the
+ * versions a TRUNCATE hid for good are left out.
  */
 static RolloutSnapshot *
-compact_sources(List *inputs)
+compact_sources(List *inputs, int64 truncate_stamp)
 {
 	RolloutSnapshot *snapshot = palloc0(sizeof(RolloutSnapshot));
 	ListCell   *lc;
 
+	snapshot->truncate_stamp = truncate_stamp;
 	foreach(lc, inputs)
 	{
 		FragmentEntry *fragment = lfirst(lc);
@@ -114,12 +116,12 @@ compact_sources(List *inputs)
 /* Write and upload the outputs; returns their fragment entries. */
 static List *
 compact_write_outputs(RolloutStore *store, List *inputs, int64 target_rows,
-					  int64 horizon, RewriteResult *rewrite)
+					  int64 horizon, int64 truncate_stamp, RewriteResult *rewrite)
 {
 	List	   *entries = NIL;
 	ListCell   *lc;
 
-	rewrite_sources(store, compact_sources(inputs), target_rows,
+	rewrite_sources(store, compact_sources(inputs, truncate_stamp), target_rows,
 					"{\"kind\": \"fragment\", \"made_by\": \"compaction\"}",
 					true, horizon, rewrite);
 	foreach(lc, rewrite->outputs)
@@ -142,14 +144,15 @@ compact_write_outputs(RolloutStore *store, List *inputs, int64 target_rows,
 /* The same, removing the scratch files whatever happens. */
 static List *
 compact_prepare_outputs(RolloutStore *store, List *inputs, int64 target_rows,
-						int64 horizon, RewriteResult *rewrite)
+						int64 horizon, int64 truncate_stamp,
+						RewriteResult *rewrite)
 {
 	List	   *volatile outputs = NIL;
 
 	PG_TRY();
 	{
 		outputs = compact_write_outputs(store, inputs, target_rows, horizon,
-										rewrite);
+										truncate_stamp, rewrite);
 	}
 	PG_CATCH();
 	{
@@ -240,6 +243,7 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 	List	   *manifests;
 	BaseManifest *base;
 	int64		horizon;
+	int64		truncate_stamp = 0;
 	List	   *inputs;
 	List	   *outputs;
 	RewriteResult *rewrite = palloc0(sizeof(RewriteResult));
@@ -249,8 +253,6 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 
 	rollout_check_writable(store, "compact");
 
-	/* the shard manifests before the base, for the tombstone horizon */
-	manifests = shard_manifests_read_latest(store, rollout_store_list_shards(store));
 	base = base_manifest_read_latest(store);
 	result.fragments_before = list_length(base->fragments);
 	result.fragments_after = result.fragments_before;
@@ -267,6 +269,13 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 		return result;
 	}
 
+	/*
+	 * The shard manifests, then the base again: the tombstone horizon needs
+	 * them read in this order (a skipped pass above reads neither).
+	 */
+	manifests = shard_manifests_read_latest(store, rollout_store_list_shards(store));
+	base = base_manifest_read_latest(store);
+
 	/* smallest first, bounded */
 	inputs = list_copy(base->fragments);
 	list_sort(inputs, fragment_size_compare);
@@ -281,8 +290,10 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 		versions_in += ((FragmentEntry *) lfirst(lc))->rows;
 
 	horizon = rollout_tombstone_horizon(store, manifests, base, inputs, started);
+	foreach(lc, manifests)
+		truncate_stamp = Max(truncate_stamp, ((ShardManifest *) lfirst(lc))->truncate_stamp);
 	outputs = compact_prepare_outputs(store, inputs, target_rows_per_fragment,
-									  horizon, rewrite);
+									  horizon, truncate_stamp, rewrite);
 	uploaded_at = GetCurrentTimestamp();
 	rollout_fault_point("compact.before_commit");
 

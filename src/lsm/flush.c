@@ -322,9 +322,10 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 	List	   *ingest_seen;
 	int64		last_position;
 	int64		last_stamp;
+	int64		truncate_stamp;
 
 	if (!memtable_for_flush(store, slot, &sources, &ingest_seen,
-							&last_position, &last_stamp))
+							&last_position, &last_stamp, &truncate_stamp))
 		return result;			/* empty */
 
 	for (int attempt = 0; attempt < FLUSH_MAX_ATTEMPTS; attempt++)
@@ -368,6 +369,7 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 									   rewrite, adopt, &result);
 		manifest->replay_after = last_position;
 		manifest->last_stamp = last_stamp;
+		manifest->truncate_stamp = Max(manifest->truncate_stamp, truncate_stamp);
 		manifest->next_generation = number;
 
 		abandoned = !flush_generation_still_safe(store, key, uploaded_at);
@@ -492,6 +494,8 @@ flush_wal_tail(RolloutStore *store)
 									   rewrite, rewrite->ingest_seen, &result);
 		manifest->replay_after = last_position;
 		manifest->last_stamp = rewrite->last_wal_stamp;
+		manifest->truncate_stamp = Max(manifest->truncate_stamp,
+									   rewrite->truncate_stamp);
 		manifest->next_generation = number;
 
 		abandoned = !flush_generation_still_safe(store, key, uploaded_at);

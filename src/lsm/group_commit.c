@@ -149,6 +149,7 @@ typedef struct LeaderBatch
 	int64		bytes;			/* of their row blobs */
 	Size		reserved;		/* of their allocations: the memtable budget */
 	int64		transactions;
+	bool		truncate;		/* one of them ran TRUNCATE: so does the entry */
 
 	/* the writer as the claim left it, when the requests were taken */
 	bool		writer_ready;
@@ -196,6 +197,7 @@ leader_take_requests(SharedStoreSlot *slot, dsa_area *area, dsa_pointer own,
 			batch->reserved += request->size;
 			batch->rows += request->row_count;
 			batch->tombstones += request->tombstone_count;
+			batch->truncate |= request->truncate;
 			batch->transactions++;
 			if (DsaPointerIsValid(taken_tail))
 				((CommitRequest *) dsa_get_address(area, taken_tail))->next = p;
@@ -282,6 +284,7 @@ leader_write_entry(RolloutStore *store, SharedStoreSlot *slot, dsa_area *area,
 	metadata.stamp = Max(wal_next_stamp(), batch->previous_stamp + 1);
 	metadata.put_id = objstore_new_put_id();
 	metadata.transactions = batch->transactions;
+	metadata.truncate = batch->truncate;
 
 	/*
 	 * A tip learnt longer ago than half the minimum gc grace (an idle writer)
@@ -335,7 +338,8 @@ leader_publish(RolloutStore *store, SharedStoreSlot *slot, dsa_area *area,
 		slot->tip_observed_at = started;
 	}
 	memtable_add_batch(slot, batch_pointer, batch->head, batch->position,
-					   batch->stamp, store->objstore->access_fingerprint);
+					   batch->stamp, batch->truncate,
+					   store->objstore->access_fingerprint);
 	slot->queued_bytes -= batch->reserved;
 	slot->rows_appended += batch->rows;
 	slot->rows_deleted += batch->tombstones;
@@ -603,7 +607,7 @@ commit_request_await(RolloutStore *store, SharedStoreSlot *slot,
  */
 int64
 group_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
-			 int64 row_count, int64 tombstone_count, List *ingest)
+			 int64 row_count, int64 tombstone_count, bool truncate, List *ingest)
 {
 	dsa_area   *area = memtable_dsa();
 	StringInfoData refs;
@@ -624,6 +628,7 @@ group_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 	pointer = commit_request_allocate(store, slot, rows, row_count,
 									  tombstone_count, &refs);
 	request = dsa_get_address(area, pointer);
+	request->truncate = truncate;
 	if (commit_request_await(store, slot, pointer, &position) == REQUEST_FAILED)
 	{
 		char		error[SLOT_ERROR_LEN * 2];

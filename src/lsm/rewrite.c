@@ -98,6 +98,7 @@ rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 	result->versions_read = stats->versions_read;
 	result->tombstones_dropped = stats->tombstones_dropped;
 	result->last_wal_stamp = stats->last_wal_stamp;
+	result->truncate_stamp = stats->wal_truncate_stamp;
 
 	/*
 	 * The read's memory goes with merge_read_end: keep copies of the ingest
