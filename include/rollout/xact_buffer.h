@@ -30,10 +30,20 @@ extern void xact_buffer_add_row(Relation rel, RolloutStore *store,
 								TupleTableSlot *slot, CommandId cid, int16 op);
 
 /*
- * The rows this transaction inserted into rel before command curcid, as a
- * scan source newer than anything committed; NULL when there are none.
+ * Buffer a TRUNCATE of rel by the command cid: the rows buffered before it
+ * are dead, and the commit's WAL entry will hide every version committed
+ * before it (its truncate cut).
+ */
+extern void xact_buffer_add_truncate(Relation rel, RolloutStore *store,
+									 CommandId cid);
+
+/*
+ * The rows this transaction inserted into rel before command curcid (after
+ * the last TRUNCATE among those commands, if any), as a scan source newer
+ * than anything committed; NULL when there are none.  *truncated: such a
+ * TRUNCATE exists, and the scan must see nothing committed.
  */
 extern SnapshotSource *xact_buffer_scan_source(Relation rel, RolloutStore *store,
-											   CommandId curcid);
+											   CommandId curcid, bool *truncated);
 
 #endif							/* ROLLOUT_XACT_BUFFER_H */

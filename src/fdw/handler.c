@@ -20,8 +20,8 @@ PG_FUNCTION_INFO_V1(rollout_fdw_handler);
  * Foreign-data wrapper handler function: returns the FdwRoutine of rollout
  * tables.  Each part fills in its own callbacks (planning in scan_plan.c,
  * ANALYZE in analyze.c, IMPORT FOREIGN SCHEMA in import.c, scan execution in
- * scan.c, INSERT, UPDATE and DELETE in modify.c); those left NULL,
- * TRUNCATE among them, make the core code refuse the operation.
+ * scan.c, INSERT, UPDATE, DELETE and TRUNCATE in modify.c); those left
+ * NULL make the core code refuse the operation.
  */
 Datum
 rollout_fdw_handler(PG_FUNCTION_ARGS)

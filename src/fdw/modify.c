@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * modify.c
- *		INSERT, batch insert, COPY FROM, UPDATE and DELETE on a rollout table.
+ *		INSERT, batch insert, COPY FROM, UPDATE, DELETE and TRUNCATE on a
+ *		rollout table.
  *
  * Every path ends in xact_buffer_add_row(): rows are buffered per
  * transaction and become durable at commit (xact_buffer.c).  Inserting a
@@ -32,6 +33,7 @@
 #include "access/htup_details.h"
 #include "common/hashfn.h"
 #include "access/table.h"
+#include "access/xact.h"
 #include "executor/executor.h"
 #include "nodes/execnodes.h"
 #include "nodes/makefuncs.h"
@@ -449,6 +451,30 @@ rollout_end_foreign_insert(EState *estate, ResultRelInfo *rinfo)
 }
 
 /* Set the modification callbacks of the FdwRoutine (for rollout_fdw_handler). */
+/*
+ * TRUNCATE: buffered like a row (xact_buffer_add_truncate), so that it
+ * commits, or rolls back with a savepoint, with the transaction.  At commit
+ * its WAL entry carries the truncate cut, which hides every version of the
+ * store committed before it on every shard; the store's objects are left to
+ * compaction and garbage collection, so it is as cheap as any one-row
+ * commit.  PostgreSQL has checked the TRUNCATE privilege and the
+ * transaction's writability already.  Several rollout tables in one TRUNCATE
+ * are refused like any second rollout table written in a transaction.
+ */
+static void
+rollout_exec_foreign_truncate(List *rels, DropBehavior behavior, bool restart_seqs)
+{
+	ListCell   *lc;
+
+	foreach(lc, rels)
+	{
+		Relation	rel = lfirst(lc);
+
+		xact_buffer_add_truncate(rel, rollout_store_for_relation(rel),
+								 GetCurrentCommandId(true));
+	}
+}
+
 void
 rollout_modify_routines(FdwRoutine *routine)
 {
@@ -464,4 +490,5 @@ rollout_modify_routines(FdwRoutine *routine)
 	routine->EndForeignModify = rollout_end_foreign_modify;
 	routine->BeginForeignInsert = rollout_begin_foreign_insert;
 	routine->EndForeignInsert = rollout_end_foreign_insert;
+	routine->ExecForeignTruncate = rollout_exec_foreign_truncate;
 }

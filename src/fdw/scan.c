@@ -265,14 +265,23 @@ rollout_scan_take_snapshot(RolloutScanState *state)
 	if (!state->own_rows_taken)
 	{
 		state->own_rows = xact_buffer_scan_source(state->rel, state->store,
-												  state->estate->es_snapshot->curcid);
+												  state->estate->es_snapshot->curcid,
+												  &state->own_truncate);
 		state->own_rows_taken = true;
 	}
-	if (state->own_rows == NULL)
+	if (state->own_rows == NULL && !state->own_truncate)
 		return shared;
 	snapshot = palloc(sizeof(RolloutSnapshot));
 	*snapshot = *shared;
-	snapshot->sources = lappend(list_copy(shared->sources), state->own_rows);
+	if (state->own_rows != NULL)
+		snapshot->sources = lappend(list_copy(shared->sources), state->own_rows);
+
+	/*
+	 * After its own TRUNCATE the transaction sees nothing committed: only its
+	 * rows, stamped PG_INT64_MAX, are not below this cut.
+	 */
+	if (state->own_truncate)
+		snapshot->truncate_stamp = PG_INT64_MAX;
 	return snapshot;
 }
 

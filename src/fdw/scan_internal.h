@@ -89,6 +89,8 @@ typedef struct RolloutScanState
 	RolloutSnapshot *snapshot;	/* what the read reads: the statement's or
 								 * transaction's snapshot, plus own rows */
 	bool		own_rows_taken; /* own_rows was looked for */
+	bool		own_truncate;	/* the transaction truncated the table before
+								 * this command */
 	SnapshotSource *own_rows;	/* the transaction's own rows, or NULL */
 	MergeRead  *read;
 	Datum	   *values;

@@ -29,6 +29,12 @@
  * row remembers the command that inserted it; command ids only grow along
  * the stream, so what a scan sees is always a prefix of it.
  *
+ * TRUNCATE is an entry of the stream too (op ROLLOUT_OP_TRUNCATE, no tuple),
+ * so that a savepoint rolled back takes it away like any row.  The rows
+ * before the last one are dead: the commit skips them and makes its WAL
+ * entry a truncating one, and a scan that sees a TRUNCATE sees nothing
+ * committed, only the rows after it.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -93,6 +99,11 @@ typedef struct XactBuffer
 	CommandMark *commands;
 	int			command_count;
 	int			command_capacity;
+
+	/* the stream's row numbers of its TRUNCATE entries, ascending */
+	int64	   *truncations;
+	int			truncation_count;
+	int			truncation_capacity;
 } XactBuffer;
 
 /* What precedes each row's minimal tuple in the stream. */
@@ -177,6 +188,25 @@ stream_truncate(XactBuffer *buffer, int64 offset, int64 rows)
 	while (buffer->command_count > 0 &&
 		   buffer->commands[buffer->command_count - 1].rows >= rows)
 		buffer->command_count--;
+	/* and the TRUNCATEs among the rows cut */
+	while (buffer->truncation_count > 0 &&
+		   buffer->truncations[buffer->truncation_count - 1] >= rows)
+		buffer->truncation_count--;
+}
+
+/*
+ * The first row of the stream's first rows rows that a TRUNCATE among them
+ * did not kill: one after the last such TRUNCATE, or 0.
+ */
+static int64
+stream_first_live_row(XactBuffer *buffer, int64 rows)
+{
+	for (int i = buffer->truncation_count - 1; i >= 0; i--)
+	{
+		if (buffer->truncations[i] < rows)
+			return buffer->truncations[i] + 1;
+	}
+	return 0;
 }
 
 /*
@@ -250,6 +280,8 @@ xact_buffer_get(Relation rel, RolloutStore *store)
 	buffer->marks = palloc(sizeof(SubxactMark) * buffer->mark_capacity);
 	buffer->command_capacity = 8;
 	buffer->commands = palloc(sizeof(CommandMark) * buffer->command_capacity);
+	buffer->truncation_capacity = 4;
+	buffer->truncations = palloc(sizeof(int64) * buffer->truncation_capacity);
 	MemoryContextSwitchTo(oldcontext);
 
 	current_buffer = buffer;
@@ -306,6 +338,24 @@ xact_buffer_mark_command(XactBuffer *buffer, CommandId cid)
 }
 
 /*
+ * The rows become durable at PRE_COMMIT, the last hook before the commit
+ * record.  Under SERIALIZABLE, PostgreSQL may still fail the commit after that
+ * hook (a serialization failure found at commit), which would leave an
+ * aborted transaction's rows durable and visible: refuse every write there.
+ */
+static void
+xact_buffer_refuse_serializable(Relation rel)
+{
+	if (IsolationIsSerializable())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot write to rollout table \"%s\" in a SERIALIZABLE transaction",
+						RelationGetRelationName(rel)),
+				 errdetail("A serializable transaction can still fail after its rows were made durable."),
+				 errhint("Use READ COMMITTED or REPEATABLE READ for transactions that write rollout tables.")));
+}
+
+/*
  * See xact_buffer.h.  The row is refused in a SERIALIZABLE transaction and
  * when its key is null; out-of-line (toasted) values are fetched, since the
  * buffer must hold the values themselves.  It is appended as a minimal tuple
@@ -325,20 +375,7 @@ xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot,
 	BufferedRowHeader header = {0};
 	int			key_column = store->key_column;
 
-	/*
-	 * The rows become durable at PRE_COMMIT, the last hook before the commit
-	 * record.  Under SERIALIZABLE, PostgreSQL may still fail the commit after
-	 * that hook (a serialization failure found at commit), which would leave
-	 * an aborted transaction's rows durable and visible.
-	 */
-	if (IsolationIsSerializable())
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot write to rollout table \"%s\" in a SERIALIZABLE transaction",
-						RelationGetRelationName(rel)),
-				 errdetail("A serializable transaction can still fail after its rows were made durable."),
-				 errhint("Use READ COMMITTED or REPEATABLE READ for transactions that write rollout tables.")));
-
+	xact_buffer_refuse_serializable(rel);
 	buffer = xact_buffer_get(rel, store);
 	tupdesc = buffer->tupdesc;
 	slot_getallattrs(slot);
@@ -382,6 +419,34 @@ xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot,
 	MemoryContextReset(buffer->row_context);
 }
 
+/*
+ * See xact_buffer.h.  The TRUNCATE is a stream entry without a tuple, after
+ * the same marks as a row, so that rolling back its savepoint or reading
+ * before its command works as for rows.
+ */
+void
+xact_buffer_add_truncate(Relation rel, RolloutStore *store, CommandId cid)
+{
+	XactBuffer *buffer;
+	BufferedRowHeader header = {0};
+
+	xact_buffer_refuse_serializable(rel);
+	buffer = xact_buffer_get(rel, store);
+	xact_buffer_mark_level(buffer);
+	xact_buffer_mark_command(buffer, cid);
+	if (buffer->truncation_count == buffer->truncation_capacity)
+	{
+		buffer->truncation_capacity *= 2;
+		buffer->truncations = repalloc(buffer->truncations,
+									   sizeof(int64) * buffer->truncation_capacity);
+	}
+	buffer->truncations[buffer->truncation_count++] = buffer->rows;
+	header.len = 0;
+	header.op = ROLLOUT_OP_TRUNCATE;
+	stream_write(buffer, &header, sizeof(header));
+	buffer->rows++;
+}
+
 /* ----------------------------------------------------------------
  * Commit
  * ----------------------------------------------------------------
@@ -392,6 +457,7 @@ typedef struct BufferedRowReader
 {
 	XactBuffer *buffer;
 	int64		row_limit;		/* read the first row_limit rows */
+	int64		first_row;		/* but skip those before this one */
 	int64		row;
 	int64		offset;
 	Datum	   *table_values;
@@ -410,6 +476,7 @@ buffered_row_reader_init(BufferedRowReader *reader, XactBuffer *buffer)
 {
 	reader->buffer = buffer;
 	reader->row_limit = buffer->rows;
+	reader->first_row = stream_first_live_row(buffer, buffer->rows);
 	reader->row = 0;
 	reader->offset = 0;
 	reader->table_values = palloc0(sizeof(Datum) * Max(buffer->tupdesc->natts, 1));
@@ -436,22 +503,27 @@ buffered_row_reader_next(void *arg, Datum *values, bool *isnull)
 	MinimalTuple tuple;
 	BufferedRowHeader header;
 
-	if (reader->row >= reader->row_limit)
-		return false;
-	if (buffer->file == NULL)
+	do
 	{
-		memcpy(&header, buffer->memory.data + reader->offset, sizeof(header));
-		tuple = palloc(header.len); /* aligned copy */
-		memcpy(tuple, buffer->memory.data + reader->offset + sizeof(header), header.len);
-	}
-	else
-	{
-		stream_read_exact(buffer, &header, sizeof(header));
-		tuple = palloc(header.len);
-		stream_read_exact(buffer, tuple, header.len);
-	}
-	reader->offset += sizeof(header) + header.len;
-	reader->row++;
+		if (reader->row >= reader->row_limit)
+			return false;
+		if (buffer->file == NULL)
+		{
+			memcpy(&header, buffer->memory.data + reader->offset, sizeof(header));
+			tuple = palloc(Max(header.len, 1)); /* aligned copy */
+			memcpy(tuple, buffer->memory.data + reader->offset + sizeof(header), header.len);
+		}
+		else
+		{
+			stream_read_exact(buffer, &header, sizeof(header));
+			tuple = palloc(Max(header.len, 1));
+			stream_read_exact(buffer, tuple, header.len);
+		}
+		reader->offset += sizeof(header) + header.len;
+		reader->row++;
+		/* a TRUNCATE is always the row before the first live one */
+	} while (reader->row <= reader->first_row);
+	Assert(header.op != ROLLOUT_OP_TRUNCATE);
 
 	htup.t_len = tuple->t_len + MINIMAL_TUPLE_OFFSET;
 	htup.t_data = (HeapTupleHeader) ((char *) tuple - MINIMAL_TUPLE_OFFSET);
@@ -487,7 +559,8 @@ xact_buffer_commit(XactBuffer *buffer)
 
 	buffered_row_reader_init(&reader, buffer);
 	rollout_commit_rows(buffer->store, buffered_row_reader_next, &reader,
-						buffer->length, buffer->file != NULL);
+						buffer->length, buffer->file != NULL,
+						buffer->truncation_count > 0);
 	/* the next plan of this backend counts them */
 	scan_estimate_forget(buffer->store);
 }
@@ -501,15 +574,19 @@ xact_buffer_commit(XactBuffer *buffer)
  *
  * Rows rolled back with a savepoint are gone from the stream already; what
  * is left is a prefix of it, which the lsm layer turns into a source like
- * any other (rollout_uncommitted_rows_source).
+ * any other (rollout_uncommitted_rows_source), without the rows before the
+ * last TRUNCATE in it; *truncated says whether there is one.
  */
 SnapshotSource *
-xact_buffer_scan_source(Relation rel, RolloutStore *store, CommandId curcid)
+xact_buffer_scan_source(Relation rel, RolloutStore *store, CommandId curcid,
+						bool *truncated)
 {
 	XactBuffer *buffer = current_buffer;
 	BufferedRowReader reader;
 	int64		visible;
+	int64		first_row;
 
+	*truncated = false;
 	/* the rows go to the buffer's store at commit: only that one sees them */
 	if (buffer == NULL || buffer->relid != RelationGetRelid(rel) ||
 		strcmp(buffer->store->objstore->identity, store->objstore->identity) != 0 ||
@@ -524,14 +601,17 @@ xact_buffer_scan_source(Relation rel, RolloutStore *store, CommandId curcid)
 			break;
 		}
 	}
-	if (visible == 0)
+	first_row = stream_first_live_row(buffer, visible);
+	*truncated = first_row > 0;
+	if (visible == first_row)
 		return NULL;
 
 	buffered_row_reader_init(&reader, buffer);
 	reader.row_limit = visible;
+	reader.first_row = first_row;
 	return rollout_uncommitted_rows_source(store, buffered_row_reader_next,
 										   &reader, buffer->file != NULL,
-										   visible);
+										   visible - first_row);
 }
 
 /*
