@@ -3,8 +3,8 @@
 # Backends: all
 #
 # 045_random_two_clusters.pl — two clusters writing one store, against a heap
-# oracle.  Random inserts, upserts, deletes and updates go to either cluster
-# (each reads the other's WAL tail, read_wal_tail, so a statement sees every
+# oracle.  Random inserts, upserts, deletes, updates and truncates go to either
+# cluster (each reads the other's WAL tail, read_wal_tail, so a statement sees every
 # committed row wherever it was written), interleaved with flush, merge,
 # compaction and gc on either cluster, with maintenance interrupted at fault
 # points (an error, or a crash of the cluster followed by a restart).  After
@@ -56,7 +56,8 @@ sub write_both
 	return "$on: " . ($sql =~ s/\bTBL\b/r/gr);
 }
 
-my @writes = (
+my @writes;
+@writes = (
 	sub {
 		my ($on) = @_;
 		my $lo = 1 + int(rand(300));
@@ -83,6 +84,16 @@ my @writes = (
 		my $k = int(rand($m));
 		return write_both($on,
 			"UPDATE TBL SET v = coalesce(v, 0) + 1, note = CASE WHEN id % 2 = 0 THEN NULL ELSE note || 'u' END WHERE id % $m = $k");
+	},
+	sub {
+		my ($on) = @_;
+		# now and then a TRUNCATE, with rows written before and after it in
+		# its transaction
+		return $writes[0]->($on) if rand() < 0.6;
+		my $id = 1 + int(rand(300));
+		my $sql = "BEGIN; INSERT INTO TBL VALUES ($id, 1, 'gone')%s; TRUNCATE TBL; INSERT INTO TBL VALUES ($id + 1, 2, 'kept'); COMMIT";
+		return write_both($on, sprintf($sql, ''),
+			sprintf($sql, ' ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v'));
 	},
 	sub {
 		my ($on) = @_;

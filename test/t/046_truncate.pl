@@ -1,0 +1,170 @@
+# Copyright (c) rollout_fdw authors
+#
+# Backends: all
+#
+# 046_truncate.pl — TRUNCATE of a rollout table: a store-wide cut that hides
+# every version committed before it, on every shard.
+#  - in a transaction: rows written before the TRUNCATE are gone, rows after
+#    it stay; its own scans see only them; ROLLBACK and ROLLBACK TO SAVEPOINT
+#    take the TRUNCATE back;
+#  - order against concurrent single-row inserts on this cluster and on
+#    another one: what each inserting session committed before the TRUNCATE
+#    began is hidden, what it committed after the TRUNCATE returned is
+#    visible, and the visible ids of a session are a suffix of its ids;
+#  - the cut survives flush, merge, a crash and a restart, and compaction
+#    removes the hidden rows: physical rows equal logical rows again;
+#  - the TRUNCATE privilege is PostgreSQL's, SERIALIZABLE is refused, and
+#    two rollout tables in one TRUNCATE are refused.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use PsqlScript;
+use RolloutStore;
+use RolloutTest qw(mode_node observe poll_until restart_after_crash try_sql);
+use Test::More;
+
+my $store = RolloutStore->for_test('046_truncate');
+my %node;
+for my $name ('a', 'b')
+{
+	my $n = mode_node("truncate_$name");
+	$store->create_extension_and_server($n);
+	$n->safe_psql('postgres', q{
+CREATE FOREIGN TABLE r (id int, v text) SERVER s OPTIONS (store 'trunc', key 'id', read_wal_tail 'true');
+CREATE FOREIGN TABLE other (id int) SERVER s OPTIONS (store 'other', key 'id');
+});
+	$node{$name} = $n;
+}
+my ($A, $B) = ($node{a}, $node{b});
+my $ids = sub {
+	my ($node) = @_;
+	return $node->safe_psql('postgres', q{SELECT coalesce(string_agg(id::text, ',' ORDER BY id), '') FROM r});
+};
+
+# --- in a transaction ------------------------------------------------------
+$A->safe_psql('postgres', q{
+INSERT INTO r SELECT g, 'old' FROM generate_series(1, 50) g;
+SELECT rollout_flush('r'); SELECT rollout_merge('r');
+INSERT INTO r SELECT g, 'newer' FROM generate_series(40, 60) g;
+});
+is($A->safe_psql('postgres', q{
+BEGIN;
+INSERT INTO r VALUES (100, 'before');
+TRUNCATE r;
+SELECT 'in txn: ' || count(*) FROM r;
+INSERT INTO r VALUES (101, 'after'), (5, 'after');
+SELECT 'in txn: ' || string_agg(id || '=' || v, ',' ORDER BY id) FROM r;
+COMMIT;
+}), "in txn: 0\nin txn: 5=after,101=after", 'a transaction sees only what it wrote after its TRUNCATE');
+is($ids->($A), '5,101', 'after COMMIT: the rows written after the TRUNCATE, nothing else');
+is($ids->($B), '5,101', 'the other cluster (reading the WAL tail) agrees');
+
+$A->safe_psql('postgres', q{BEGIN; TRUNCATE r; ROLLBACK;});
+is($ids->($A), '5,101', 'a rolled-back TRUNCATE hides nothing');
+is($A->safe_psql('postgres', q{
+BEGIN;
+INSERT INTO r VALUES (102, 'x');
+SAVEPOINT s;
+TRUNCATE r;
+INSERT INTO r VALUES (103, 'y');
+ROLLBACK TO s;
+SELECT string_agg(id::text, ',' ORDER BY id) FROM r;
+COMMIT;
+}), '5,101,102', 'ROLLBACK TO SAVEPOINT takes the TRUNCATE and its later rows back');
+is($ids->($A), '5,101,102', 'and the transaction commits its other rows');
+
+# a TRUNCATE alone, then one with nothing before it to hide
+$A->safe_psql('postgres', 'TRUNCATE r');
+is($ids->($A), '', 'TRUNCATE alone empties the table');
+$A->safe_psql('postgres', 'TRUNCATE r');
+is($ids->($B), '', 'a second TRUNCATE of an empty table is harmless');
+
+# --- order against concurrent inserts on both clusters ---------------------
+my $inserts = sub {
+	my ($first, $count) = @_;
+	return join('', map { "INSERT INTO r VALUES ($_, 'c'); SELECT pg_sleep(0.002);\n" }
+		  $first .. $first + $count - 1);
+};
+my $count = 400;
+my $sa = PsqlScript->start($A, sql => $inserts->(1000, $count), name => 'ins_a');
+my $sb = PsqlScript->start($B, sql => $inserts->(5000, $count), name => 'ins_b');
+ok(defined poll_until($A,
+		'SELECT count(*) FILTER (WHERE id < 5000) >= 100 AND count(*) FILTER (WHERE id >= 5000) >= 100 FROM r',
+		't', 120),
+	'both inserting sessions have committed 100 rows');
+my ($max_a, $max_b) = split /\|/, $A->safe_psql('postgres',
+	'SELECT max(id) FILTER (WHERE id < 5000), max(id) FILTER (WHERE id >= 5000) FROM r');
+$A->safe_psql('postgres', 'TRUNCATE r');
+my ($after_a, $after_b) = split /\|/, $A->safe_psql('postgres',
+	'SELECT coalesce(max(id) FILTER (WHERE id < 5000), 0), coalesce(max(id) FILTER (WHERE id >= 5000), 0) FROM r');
+my ($exit_a) = $sa->finish;
+my ($exit_b) = $sb->finish;
+is($exit_a + $exit_b, 0, 'both inserting sessions finished');
+$B->safe_psql('postgres', q{SELECT rollout_flush('r')});
+$A->safe_psql('postgres', q{SELECT rollout_flush('r')});
+
+for my $reader ($A, $B)
+{
+	my $name = $reader == $A ? 'a' : 'b';
+	for my $session ([ 'a', 1000, $max_a ], [ 'b', 5000, $max_b ])
+	{
+		my ($who, $first, $max_before) = @$session;
+		my $last = $first + $count - 1;
+		my ($n, $lo, $hi) = split /\|/, $reader->safe_psql('postgres',
+			"SELECT count(*), min(id), max(id) FROM r WHERE id BETWEEN $first AND $last");
+		cmp_ok($lo, '>', $max_before,
+			"read on $name: session $who\'s rows committed before the TRUNCATE began are hidden");
+		is($hi, $last, "read on $name: session $who\'s rows committed after it are visible");
+		is($n, $hi - $lo + 1, "read on $name: session $who\'s visible rows are a suffix of its ids");
+	}
+}
+note("visible right after the TRUNCATE: up to $after_a of session a, $after_b of session b");
+
+# --- the cut survives flush, merge, a crash, a restart; compaction ---------
+$A->safe_psql('postgres', q{INSERT INTO r VALUES (1, 'pre')});
+$A->safe_psql('postgres', q{SELECT rollout_flush('r'); SELECT rollout_merge('r')});
+$A->safe_psql('postgres', 'TRUNCATE r');
+$A->safe_psql('postgres', q{INSERT INTO r VALUES (2, 'post')});
+$A->stop('immediate');
+$A->start;
+is($ids->($A), '2', 'after a crash: the TRUNCATE still hides the older rows');
+$B->safe_psql('postgres', q{SELECT rollout_flush('r'); SELECT rollout_merge('r')});
+$A->safe_psql('postgres', q{SELECT rollout_flush('r'); SELECT rollout_merge('r')});
+is($ids->($B), '2', 'after flush and merge: the other cluster agrees');
+$A->safe_psql('postgres', q{
+CREATE FOREIGN TABLE r_plain (id int, v text) SERVER s OPTIONS (store 'trunc', key 'id');
+});
+is($A->safe_psql('postgres', 'SELECT string_agg(id::text, \',\') FROM r_plain'), '2',
+	'a table without read_wal_tail agrees once everything is flushed');
+cmp_ok(observe($A, 'r')->{row_count}, '>', 1, 'before compaction the hidden rows are still stored');
+$A->safe_psql('postgres', q{SELECT rollout_compact('r', min_fragments => 2)});
+my $o = observe($A, 'r');
+is($o->{exact_row_count}, 1, 'exact count after compaction');
+is($o->{row_count}, 1, 'compaction removed the rows the TRUNCATE hid');
+is($ids->($B), '2', 'and reads still agree');
+
+# --- privileges and refusals -----------------------------------------------
+$A->safe_psql('postgres', q{
+CREATE ROLE writer LOGIN;
+GRANT USAGE ON FOREIGN SERVER s TO writer;
+GRANT SELECT, INSERT ON r TO writer;
+});
+my ($ok, $out, $err) = try_sql($A, 'SET ROLE writer; TRUNCATE r');
+ok(!$ok && $err =~ /permission denied for foreign table r/, 'TRUNCATE needs the TRUNCATE privilege')
+  or diag($err);
+$A->safe_psql('postgres', 'GRANT TRUNCATE ON r TO writer');
+($ok, $out, $err) = try_sql($A, 'SET ROLE writer; TRUNCATE r');
+ok($ok, 'with the privilege granted, it works') or diag($err);
+is($ids->($A), '', 'and empties the table');
+($ok, $out, $err) = try_sql($A, 'BEGIN ISOLATION LEVEL SERIALIZABLE; TRUNCATE r; COMMIT');
+ok(!$ok && $err =~ /SERIALIZABLE/, 'TRUNCATE in a SERIALIZABLE transaction is refused') or diag($err);
+($ok, $out, $err) = try_sql($A, 'TRUNCATE r, other');
+ok(!$ok && $err =~ /only one rollout table/, 'two rollout tables in one TRUNCATE are refused')
+  or diag($err);
+
+done_testing();
