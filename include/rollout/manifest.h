@@ -137,6 +137,9 @@ extern ManifestCommitResult shard_manifest_commit(RolloutStore *store,
 extern ManifestCommitResult base_manifest_commit(RolloutStore *store,
 												 BaseManifest *manifest);
 
+/* Is a fragment with this file name in fragments (FragmentEntry *)? */
+extern bool fragment_entry_listed(List *fragments, const char *file);
+
 /* The generation of a shard already folded into the base (0: none). */
 extern int64 base_manifest_merged_generation(const BaseManifest *base,
 											 const char *shard);

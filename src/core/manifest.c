@@ -687,6 +687,20 @@ base_manifest_commit(RolloutStore *store, BaseManifest *manifest)
 	return MANIFEST_COMMITTED;
 }
 
+/* Is a fragment with this file name in fragments (manifest.h)? */
+bool
+fragment_entry_listed(List *fragments, const char *file)
+{
+	ListCell   *lc;
+
+	foreach(lc, fragments)
+	{
+		if (strcmp(((FragmentEntry *) lfirst(lc))->file, file) == 0)
+			return true;
+	}
+	return false;
+}
+
 /*
  * merged[shard]: the highest generation of shard already folded into the base,
  * or 0 when none was.  A snapshot skips the shard's generations up to it,

@@ -165,26 +165,9 @@ compact_prepare_outputs(RolloutStore *store, List *inputs, int64 target_rows,
 }
 
 /*
- * Is a fragment with this file name in a list of FragmentEntry?  The commit
- * uses it both ways: to check that every input is still in the newest base,
- * and to leave the inputs out of the new one.
- */
-static bool
-fragment_listed(List *fragments, const char *file)
-{
-	ListCell   *lc;
-
-	foreach(lc, fragments)
-	{
-		if (strcmp(((FragmentEntry *) lfirst(lc))->file, file) == 0)
-			return true;
-	}
-	return false;
-}
-
-/*
  * Commit base v+1 = newest base - inputs + outputs, if every input is still
- * listed.  Returns NULL on success, else why it gave up.
+ * listed (fragment_entry_listed, used both ways: every input still in the
+ * newest base, and the inputs left out of the new one).  Returns NULL on success, else why it gave up.
  */
 static char *
 compact_commit(RolloutStore *store, List *inputs, List *outputs,
@@ -198,7 +181,7 @@ compact_commit(RolloutStore *store, List *inputs, List *outputs,
 
 		foreach(lc, inputs)
 		{
-			if (!fragment_listed(base->fragments, ((FragmentEntry *) lfirst(lc))->file))
+			if (!fragment_entry_listed(base->fragments, ((FragmentEntry *) lfirst(lc))->file))
 				return "a concurrent compaction removed one of the input fragments";
 		}
 		if (rollout_output_too_old(uploaded_at))
@@ -208,7 +191,7 @@ compact_commit(RolloutStore *store, List *inputs, List *outputs,
 		{
 			FragmentEntry *fragment = lfirst(lc);
 
-			if (!fragment_listed(inputs, fragment->file))
+			if (!fragment_entry_listed(inputs, fragment->file))
 				fragments = lappend(fragments, fragment);
 		}
 		fragments = list_concat(fragments, outputs);

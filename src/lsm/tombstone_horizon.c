@@ -40,20 +40,6 @@
 #include "rollout/tombstone_horizon.h"
 #include "rollout/wal.h"
 
-/* Is a fragment with this file name among the inputs? */
-static bool
-horizon_is_input(List *inputs, const char *file)
-{
-	ListCell   *lc;
-
-	foreach(lc, inputs)
-	{
-		if (strcmp(((FragmentEntry *) lfirst(lc))->file, file) == 0)
-			return true;
-	}
-	return false;
-}
-
 /*
  * A stamp no version in manifest's shard's WAL after replay_after is older
  * than: PG_INT64_MAX when there is no such entry, else last_stamp + 1 (readers
@@ -110,7 +96,7 @@ rollout_tombstone_horizon(RolloutStore *store, List *manifests,
 	{
 		FragmentEntry *fragment = lfirst(lc);
 
-		if (!horizon_is_input(inputs, fragment->file))
+		if (!fragment_entry_listed(inputs, fragment->file))
 			horizon = Min(horizon, fragment->min_ts);
 	}
 	foreach(lc, manifests)
