@@ -92,6 +92,14 @@ typedef struct BaseManifest
 	int64		version;		/* 0: no manifest written yet */
 	List	   *fragments;		/* FragmentEntry * */
 	List	   *merged;			/* MergedMark * */
+
+	/*
+	 * The newest truncate cut of the shard manifests the base's merges and
+	 * compactions read (0: none): a reader that sees a fragment made after a
+	 * TRUNCATE sees its cut here, even if the shard manifest it read first
+	 * was older than the flush that sealed the cut.
+	 */
+	int64		truncate_stamp;
 	int64		total_compactions;
 	char	   *last_compaction;	/* timestamptz text, or NULL */
 	char	   *last_compaction_error;	/* or NULL */

@@ -562,6 +562,7 @@ base_manifest_parse(RolloutStore *store, int64 version, StringInfo json,
 		manifest->merged = lappend(manifest->merged, mark);
 	}
 
+	manifest->truncate_stamp = json_doc_int64(doc, doc->root, "truncate_stamp", false, 0);
 	compactions = json_doc_container(doc, doc->root, "compactions", false, false);
 	if (compactions != NULL)
 	{
@@ -672,6 +673,8 @@ base_manifest_commit(RolloutStore *store, BaseManifest *manifest)
 		appendStringInfoChar(&buf, '}');
 	}
 	appendStringInfoString(&buf, "]");
+	if (manifest->truncate_stamp > 0)
+		json_append_member_int64(&buf, &first, "truncate_stamp", manifest->truncate_stamp);
 	json_append_member_raw(&buf, &first, "compactions", "{");
 	json_append_member_int64(&buf, &cfirst, "count", manifest->total_compactions);
 	json_append_member_text(&buf, &cfirst, "last_time", manifest->last_compaction);

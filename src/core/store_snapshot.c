@@ -25,6 +25,7 @@
  */
 #include "postgres.h"
 
+#include "rollout/fault.h"
 #include "rollout/memtable.h"
 #include "rollout/shard.h"
 #include "rollout/shared_store.h"
@@ -82,9 +83,12 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 		snapshot->truncate_stamp = Max(snapshot->truncate_stamp,
 									   ((ShardManifest *) lfirst(lc))->truncate_stamp);
 
+	rollout_fault_point("snapshot.after_shard_manifests");
+
 	/* 2. the base manifest */
 	base = base_manifest_read_latest(store);
 	snapshot->base_version = base->version;
+	snapshot->truncate_stamp = Max(snapshot->truncate_stamp, base->truncate_stamp);
 	foreach(lc, base->fragments)
 	{
 		FragmentEntry *fragment = lfirst(lc);

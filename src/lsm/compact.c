@@ -171,7 +171,7 @@ compact_prepare_outputs(RolloutStore *store, List *inputs, int64 target_rows,
  */
 static char *
 compact_commit(RolloutStore *store, List *inputs, List *outputs,
-			   TimestampTz uploaded_at, int *fragments_after)
+			   int64 truncate_stamp, TimestampTz uploaded_at, int *fragments_after)
 {
 	for (int attempt = 0; attempt < MANIFEST_COMMIT_ATTEMPTS; attempt++)
 	{
@@ -196,6 +196,8 @@ compact_commit(RolloutStore *store, List *inputs, List *outputs,
 		}
 		fragments = list_concat(fragments, outputs);
 		base->fragments = fragments;
+		/* the outputs lack what the cut hid: readers of them need the cut */
+		base->truncate_stamp = Max(base->truncate_stamp, truncate_stamp);
 		base->total_compactions++;
 		base->last_compaction = pstrdup(timestamptz_to_str(GetCurrentTimestamp()));
 		base->last_compaction_error = NULL;
@@ -273,6 +275,7 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 		versions_in += ((FragmentEntry *) lfirst(lc))->rows;
 
 	horizon = rollout_tombstone_horizon(store, manifests, base, inputs, started);
+	truncate_stamp = base->truncate_stamp;
 	foreach(lc, manifests)
 		truncate_stamp = Max(truncate_stamp, ((ShardManifest *) lfirst(lc))->truncate_stamp);
 	outputs = compact_prepare_outputs(store, inputs, target_rows_per_fragment,
@@ -280,7 +283,8 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 	uploaded_at = GetCurrentTimestamp();
 	rollout_fault_point("compact.before_commit");
 
-	result.skipped_reason = compact_commit(store, inputs, outputs, uploaded_at,
+	result.skipped_reason = compact_commit(store, inputs, outputs, truncate_stamp,
+										   uploaded_at,
 										   &result.fragments_after);
 	if (result.skipped_reason != NULL)
 	{

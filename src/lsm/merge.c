@@ -229,12 +229,15 @@ merge_prepare_fragment(RolloutStore *store, List *chosen, RewriteResult *rewrite
 
 /*
  * Commit the base manifest with our fragment and merged[shard] = last, if
- * merged[shard] is still expected (the value the prepare step saw).
+ * merged[shard] is still expected (the value the prepare step saw).  The
+ * base takes the truncate cut of the shard manifest the generations came
+ * from: a reader whose shard manifest predates the flush that sealed a
+ * TRUNCATE, but whose base has the TRUNCATE's later rows, must see the cut.
  */
 static MergeCommitOutcome
 merge_commit_base(RolloutStore *store, int64 expected, int64 last,
-				  FragmentEntry *fragment, TimestampTz uploaded_at,
-				  int64 *merged_now)
+				  int64 truncate_stamp, FragmentEntry *fragment,
+				  TimestampTz uploaded_at, int64 *merged_now)
 {
 	for (int attempt = 0; attempt < MANIFEST_COMMIT_ATTEMPTS; attempt++)
 	{
@@ -269,6 +272,7 @@ merge_commit_base(RolloutStore *store, int64 expected, int64 last,
 			mark->generation = last;
 			base->merged = lappend(base->merged, mark);
 		}
+		base->truncate_stamp = Max(base->truncate_stamp, truncate_stamp);
 		CHECK_FOR_INTERRUPTS();
 		if (base_manifest_commit(store, base) == MANIFEST_COMMITTED)
 		{
@@ -358,8 +362,8 @@ rollout_merge_shard_timed(RolloutStore *store, int max_generations, bool flush_f
 		uploaded_at = GetCurrentTimestamp();
 		rollout_fault_point("merge.after_fragment_put");
 
-		switch (merge_commit_base(store, merged, last, fragment, uploaded_at,
-								  &merged_now))
+		switch (merge_commit_base(store, merged, last, shard->truncate_stamp,
+								  fragment, uploaded_at, &merged_now))
 		{
 			case MERGE_COMMITTED:
 				rollout_fault_point("merge.after_base_commit");

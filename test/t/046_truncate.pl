@@ -25,7 +25,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(mode_node observe poll_until restart_after_crash try_sql);
+use RolloutTest qw(mode_node observe poll_until try_sql wait_for_fault);
 use Test::More;
 
 my $store = RolloutStore->for_test('046_truncate');
@@ -147,6 +147,33 @@ my $o = observe($A, 'r');
 is($o->{exact_row_count}, 1, 'exact count after compaction');
 is($o->{row_count}, 1, 'compaction removed the rows the TRUNCATE hid');
 is($ids->($B), '2', 'and reads still agree');
+
+# --- a reader that read the shard manifests before the flush of a TRUNCATE,
+# and the base after its merge, sees the cut (the base keeps it) -----------
+$B->safe_psql('postgres', q{
+CREATE FOREIGN TABLE r_plain (id int, v text) SERVER s OPTIONS (store 'trunc', key 'id');
+});
+$A->safe_psql('postgres', q{
+INSERT INTO r SELECT g, 'old' FROM generate_series(10, 14) g;
+SELECT rollout_flush('r'); SELECT rollout_merge('r');
+});
+is($B->safe_psql('postgres', q{SELECT string_agg(id::text, ',' ORDER BY id) FROM r_plain}),
+	'2,10,11,12,13,14', 'the other cluster sees the rows once merged');
+my $offset = -s $B->logfile;
+my $reader = PsqlScript->start($B, name => 'slow_reader', sql => q{
+SELECT count(*) FROM r_plain;
+SET rollout_fdw.fail_at = 'snapshot.after_shard_manifests:sleep=4';
+SELECT string_agg(id::text, ',' ORDER BY id) FROM r_plain;
+});
+wait_for_fault($B, 'snapshot.after_shard_manifests', $offset);
+$A->safe_psql('postgres', q{
+BEGIN; TRUNCATE r; INSERT INTO r VALUES (30, 'new'); COMMIT;
+SELECT rollout_flush('r'); SELECT rollout_merge('r');
+});
+my ($reader_exit, $reader_out) = $reader->finish;
+is($reader_exit, 0, 'the slow reader finished');
+is((split /\n/, $reader_out)[-1], '30',
+	'it sees the TRUNCATE\'s row and not the rows before it, though its shard manifest predates the flush');
 
 # --- privileges and refusals -----------------------------------------------
 $A->safe_psql('postgres', q{
