@@ -450,7 +450,6 @@ rollout_end_foreign_insert(EState *estate, ResultRelInfo *rinfo)
 {
 }
 
-/* Set the modification callbacks of the FdwRoutine (for rollout_fdw_handler). */
 /*
  * TRUNCATE: buffered like a row (xact_buffer_add_truncate), so that it
  * commits, or rolls back with a savepoint, with the transaction.  At commit
@@ -475,6 +474,7 @@ rollout_exec_foreign_truncate(List *rels, DropBehavior behavior, bool restart_se
 	}
 }
 
+/* Set the modification callbacks of the FdwRoutine (for rollout_fdw_handler). */
 void
 rollout_modify_routines(FdwRoutine *routine)
 {

@@ -273,15 +273,20 @@ rollout_scan_take_snapshot(RolloutScanState *state)
 		return shared;
 	snapshot = palloc(sizeof(RolloutSnapshot));
 	*snapshot = *shared;
-	if (state->own_rows != NULL)
-		snapshot->sources = lappend(list_copy(shared->sources), state->own_rows);
-
-	/*
-	 * After its own TRUNCATE the transaction sees nothing committed: only its
-	 * rows, stamped PG_INT64_MAX, are not below this cut.
-	 */
 	if (state->own_truncate)
+	{
+		/*
+		 * After its own TRUNCATE the transaction sees nothing committed: its
+		 * rows alone are the snapshot, and the cut PG_INT64_MAX (which only
+		 * their stamp passes) says so to anything that looks.
+		 */
+		snapshot->sources = state->own_rows ? list_make1(state->own_rows) : NIL;
+		snapshot->fragment_count = snapshot->generation_count = 0;
+		snapshot->wal_entry_count = snapshot->wal_object_count = 0;
 		snapshot->truncate_stamp = PG_INT64_MAX;
+	}
+	else
+		snapshot->sources = lappend(list_copy(shared->sources), state->own_rows);
 	return snapshot;
 }
 

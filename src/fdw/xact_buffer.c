@@ -67,6 +67,13 @@ typedef struct SubxactMark
 	int64		rows;
 } SubxactMark;
 
+/* A TRUNCATE in the stream: its row number, and where the row after it starts. */
+typedef struct TruncateMark
+{
+	int64		row;
+	int64		offset_after;
+} TruncateMark;
+
 /* The first row a command inserted: rows before it came from older ones. */
 typedef struct CommandMark
 {
@@ -100,8 +107,8 @@ typedef struct XactBuffer
 	int			command_count;
 	int			command_capacity;
 
-	/* the stream's row numbers of its TRUNCATE entries, ascending */
-	int64	   *truncations;
+	/* the stream's TRUNCATE entries, in stream order */
+	TruncateMark *truncations;
 	int			truncation_count;
 	int			truncation_capacity;
 } XactBuffer;
@@ -110,7 +117,8 @@ typedef struct XactBuffer
 typedef struct BufferedRowHeader
 {
 	uint32		len;			/* of the minimal tuple */
-	int16		op;				/* ROLLOUT_OP_INSERT or ROLLOUT_OP_DELETE */
+	int16		op;				/* ROLLOUT_OP_INSERT, _DELETE or _TRUNCATE (no
+								 * tuple follows) */
 } BufferedRowHeader;
 
 /* The current transaction's buffer, in TopTransactionContext; or NULL. */
@@ -190,23 +198,23 @@ stream_truncate(XactBuffer *buffer, int64 offset, int64 rows)
 		buffer->command_count--;
 	/* and the TRUNCATEs among the rows cut */
 	while (buffer->truncation_count > 0 &&
-		   buffer->truncations[buffer->truncation_count - 1] >= rows)
+		   buffer->truncations[buffer->truncation_count - 1].row >= rows)
 		buffer->truncation_count--;
 }
 
 /*
- * The first row of the stream's first rows rows that a TRUNCATE among them
- * did not kill: one after the last such TRUNCATE, or 0.
+ * The last TRUNCATE among the stream's first rows rows, or NULL: the rows
+ * before it are dead, and readers start right after it.
  */
-static int64
-stream_first_live_row(XactBuffer *buffer, int64 rows)
+static const TruncateMark *
+stream_last_truncation(XactBuffer *buffer, int64 rows)
 {
 	for (int i = buffer->truncation_count - 1; i >= 0; i--)
 	{
-		if (buffer->truncations[i] < rows)
-			return buffer->truncations[i] + 1;
+		if (buffer->truncations[i].row < rows)
+			return &buffer->truncations[i];
 	}
-	return 0;
+	return NULL;
 }
 
 /*
@@ -281,7 +289,7 @@ xact_buffer_get(Relation rel, RolloutStore *store)
 	buffer->command_capacity = 8;
 	buffer->commands = palloc(sizeof(CommandMark) * buffer->command_capacity);
 	buffer->truncation_capacity = 4;
-	buffer->truncations = palloc(sizeof(int64) * buffer->truncation_capacity);
+	buffer->truncations = palloc(sizeof(TruncateMark) * buffer->truncation_capacity);
 	MemoryContextSwitchTo(oldcontext);
 
 	current_buffer = buffer;
@@ -438,12 +446,14 @@ xact_buffer_add_truncate(Relation rel, RolloutStore *store, CommandId cid)
 	{
 		buffer->truncation_capacity *= 2;
 		buffer->truncations = repalloc(buffer->truncations,
-									   sizeof(int64) * buffer->truncation_capacity);
+									   sizeof(TruncateMark) * buffer->truncation_capacity);
 	}
-	buffer->truncations[buffer->truncation_count++] = buffer->rows;
 	header.len = 0;
 	header.op = ROLLOUT_OP_TRUNCATE;
 	stream_write(buffer, &header, sizeof(header));
+	buffer->truncations[buffer->truncation_count].row = buffer->rows;
+	buffer->truncations[buffer->truncation_count].offset_after = buffer->length;
+	buffer->truncation_count++;
 	buffer->rows++;
 }
 
@@ -456,8 +466,7 @@ xact_buffer_add_truncate(Relation rel, RolloutStore *store, CommandId cid)
 typedef struct BufferedRowReader
 {
 	XactBuffer *buffer;
-	int64		row_limit;		/* read the first row_limit rows */
-	int64		first_row;		/* but skip those before this one */
+	int64		row_limit;		/* read up to row row_limit */
 	int64		row;
 	int64		offset;
 	Datum	   *table_values;
@@ -465,23 +474,27 @@ typedef struct BufferedRowReader
 } BufferedRowReader;
 
 /*
- * Prepare reader to read all of buffer's rows from the start; a scan then
- * lowers row_limit to the rows it may see.  A spilled stream is read
- * sequentially from the file, rewound here, so a reader must be used up before
- * the stream is written or read again: the commit and the scan source both
- * consume theirs at once.
+ * Prepare reader to read the live rows among buffer's first rows rows: those
+ * after the last TRUNCATE among them (from the start when there is none),
+ * which it jumps to, never reading the dead ones.  A spilled stream is read
+ * sequentially from the file, positioned here, so a reader must be used up
+ * before the stream is written or read again: the commit and the scan source
+ * both consume theirs at once.
  */
 static void
-buffered_row_reader_init(BufferedRowReader *reader, XactBuffer *buffer)
+buffered_row_reader_init(BufferedRowReader *reader, XactBuffer *buffer,
+						 int64 rows)
 {
+	const TruncateMark *truncation = stream_last_truncation(buffer, rows);
+
 	reader->buffer = buffer;
-	reader->row_limit = buffer->rows;
-	reader->first_row = stream_first_live_row(buffer, buffer->rows);
-	reader->row = 0;
-	reader->offset = 0;
+	reader->row_limit = rows;
+	reader->row = truncation ? truncation->row + 1 : 0;
+	reader->offset = truncation ? truncation->offset_after : 0;
 	reader->table_values = palloc0(sizeof(Datum) * Max(buffer->tupdesc->natts, 1));
 	reader->table_isnull = palloc0(sizeof(bool) * Max(buffer->tupdesc->natts, 1));
-	if (buffer->file != NULL && BufFileSeek(buffer->file, 0, 0, SEEK_SET) != 0)
+	if (buffer->file != NULL &&
+		BufFileSeek(buffer->file, 0, reader->offset, SEEK_SET) != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not seek in the transaction buffer of rollout table \"%s\": %m",
@@ -503,26 +516,23 @@ buffered_row_reader_next(void *arg, Datum *values, bool *isnull)
 	MinimalTuple tuple;
 	BufferedRowHeader header;
 
-	do
+	if (reader->row >= reader->row_limit)
+		return false;
+	if (buffer->file == NULL)
 	{
-		if (reader->row >= reader->row_limit)
-			return false;
-		if (buffer->file == NULL)
-		{
-			memcpy(&header, buffer->memory.data + reader->offset, sizeof(header));
-			tuple = palloc(Max(header.len, 1)); /* aligned copy */
-			memcpy(tuple, buffer->memory.data + reader->offset + sizeof(header), header.len);
-		}
-		else
-		{
-			stream_read_exact(buffer, &header, sizeof(header));
-			tuple = palloc(Max(header.len, 1));
-			stream_read_exact(buffer, tuple, header.len);
-		}
-		reader->offset += sizeof(header) + header.len;
-		reader->row++;
-		/* a TRUNCATE is always the row before the first live one */
-	} while (reader->row <= reader->first_row);
+		memcpy(&header, buffer->memory.data + reader->offset, sizeof(header));
+		tuple = palloc(header.len); /* aligned copy */
+		memcpy(tuple, buffer->memory.data + reader->offset + sizeof(header), header.len);
+	}
+	else
+	{
+		stream_read_exact(buffer, &header, sizeof(header));
+		tuple = palloc(header.len);
+		stream_read_exact(buffer, tuple, header.len);
+	}
+	reader->offset += sizeof(header) + header.len;
+	reader->row++;
+	/* readers start after the last TRUNCATE: every one they read is dead */
 	Assert(header.op != ROLLOUT_OP_TRUNCATE);
 
 	htup.t_len = tuple->t_len + MINIMAL_TUPLE_OFFSET;
@@ -556,10 +566,14 @@ static void
 xact_buffer_commit(XactBuffer *buffer)
 {
 	BufferedRowReader reader;
+	bool		live_rows;
 
-	buffered_row_reader_init(&reader, buffer);
+	/* only the live rows count for the size and the spill */
+	buffered_row_reader_init(&reader, buffer, buffer->rows);
+	live_rows = reader.row < buffer->rows;
 	rollout_commit_rows(buffer->store, buffered_row_reader_next, &reader,
-						buffer->length, buffer->file != NULL,
+						buffer->length - reader.offset,
+						live_rows && buffer->file != NULL,
 						buffer->truncation_count > 0);
 	/* the next plan of this backend counts them */
 	scan_estimate_forget(buffer->store);
@@ -584,7 +598,6 @@ xact_buffer_scan_source(Relation rel, RolloutStore *store, CommandId curcid,
 	XactBuffer *buffer = current_buffer;
 	BufferedRowReader reader;
 	int64		visible;
-	int64		first_row;
 
 	*truncated = false;
 	/* the rows go to the buffer's store at commit: only that one sees them */
@@ -601,17 +614,13 @@ xact_buffer_scan_source(Relation rel, RolloutStore *store, CommandId curcid,
 			break;
 		}
 	}
-	first_row = stream_first_live_row(buffer, visible);
-	*truncated = first_row > 0;
-	if (visible == first_row)
+	*truncated = stream_last_truncation(buffer, visible) != NULL;
+	buffered_row_reader_init(&reader, buffer, visible);
+	if (reader.row == visible)
 		return NULL;
-
-	buffered_row_reader_init(&reader, buffer);
-	reader.row_limit = visible;
-	reader.first_row = first_row;
 	return rollout_uncommitted_rows_source(store, buffered_row_reader_next,
 										   &reader, buffer->file != NULL,
-										   visible - first_row);
+										   visible - reader.row);
 }
 
 /*

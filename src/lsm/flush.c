@@ -358,6 +358,8 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 				adopt = lappend(adopt, lfirst(lc));
 		}
 
+		/* as the WAL path does: what the cut hides need not be written */
+		snapshot->truncate_stamp = truncate_stamp;
 		generation->first_position = manifest->replay_after + 1;
 		generation->last_position = last_position;
 		key = snapshot->sources != NIL
