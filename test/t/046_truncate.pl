@@ -175,6 +175,22 @@ is($reader_exit, 0, 'the slow reader finished');
 is((split /\n/, $reader_out)[-1], '30',
 	'it sees the TRUNCATE\'s row and not the rows before it, though its shard manifest predates the flush');
 
+# --- a TRUNCATE after the transaction's buffer spilled to disk --------------
+is($A->safe_psql('postgres', q{
+SET rollout_fdw.transaction_buffer_size = 64;
+BEGIN;
+INSERT INTO r SELECT g, repeat('s', 200) FROM generate_series(100000, 104000) g;
+TRUNCATE r;
+INSERT INTO r SELECT g, 'kept' FROM generate_series(1, 3000) g;
+SAVEPOINT s;
+TRUNCATE r;
+ROLLBACK TO s;
+SELECT count(*) || '|' || min(id) || '|' || max(id) FROM r;
+COMMIT;
+}), '3000|1|3000', 'spilled: the transaction sees the rows after its TRUNCATE');
+is($B->safe_psql('postgres', q{SELECT count(*) || '|' || min(id) || '|' || max(id) FROM r}),
+	'3000|1|3000', 'spilled: and commits exactly those');
+
 # --- privileges and refusals -----------------------------------------------
 $A->safe_psql('postgres', q{
 CREATE ROLE writer LOGIN;
