@@ -535,9 +535,13 @@ merge_read_next(MergeRead *read, Datum *values, bool *isnull)
 		if (winner == NULL)
 			return false;
 
-		if (row_source_ts(winner) < read->truncate_stamp)
+		if (read->truncate_stamp > 0 && row_source_ts(winner) < read->truncate_stamp)
 		{
-			/* a TRUNCATE committed after the newest version hides the key */
+			/*
+			 * A TRUNCATE committed after the newest version hides the key.
+			 * Only a cut makes this decode _ts: scans of keys with one version
+			 * each leave it undecoded otherwise (decode_late).
+			 */
 			read->stats.rows_truncated++;
 			continue;
 		}

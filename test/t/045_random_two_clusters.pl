@@ -2,17 +2,18 @@
 #
 # Backends: all
 #
-# 045_random_two_clusters.pl — two clusters writing one store, against a heap
-# oracle.  Random inserts, upserts, deletes, updates and truncates go to either
-# cluster (each reads the other's WAL tail, read_wal_tail, so a statement sees every
+# 045_random_two_clusters.pl — a store written by one cluster, then one
+# written by two, against a heap oracle.  Random inserts, upserts, deletes,
+# updates and truncates go to the phase's clusters (in the two-cluster phase
+# each reads the other's WAL tail, read_wal_tail, so a statement sees every
 # committed row wherever it was written), interleaved with flush, merge,
-# compaction and gc on either cluster, with maintenance interrupted at fault
-# points (an error, or a crash of the cluster followed by a restart).  After
-# every step both clusters must return exactly the heap's rows.  At the end,
-# flush, merge and a compaction of every fragment leave physical rows equal to
-# logical rows: every tombstone is gone.
+# compaction and gc, with maintenance interrupted at fault points (an error,
+# or a crash of the cluster followed by a restart).  After every step every
+# cluster of the phase must return exactly the heap's rows.  At the end of a
+# phase, flush, merge and a compaction of every fragment leave physical rows
+# equal to logical rows: every tombstone is gone.
 #
-# ROLLOUT_TEST_LONG=1 runs 1000 steps instead of 100.
+# ROLLOUT_TEST_LONG=1 runs 500 + 1000 steps instead of 50 + 100.
 
 use strict;
 use warnings;
@@ -41,7 +42,15 @@ CREATE FOREIGN TABLE r (id int, v int, note text)
 });
 	$node{$name} = $n;
 }
-$node{a}->safe_psql('postgres', 'CREATE TABLE h (id int PRIMARY KEY, v int, note text)');
+# The one-cluster phase has a store of its own, written by cluster a only.
+$node{a}->safe_psql('postgres', q{
+CREATE TABLE h (id int PRIMARY KEY, v int, note text);
+CREATE TABLE h1 (id int PRIMARY KEY, v int, note text);
+CREATE FOREIGN TABLE r1 (id int, v int, note text) SERVER s OPTIONS (store 'random_one', key 'id');
+});
+
+# The phase's rollout table and heap oracle.
+my ($T, $H);
 
 my $rows_sql = "SELECT coalesce(string_agg(id || ':' || coalesce(v::text, '-') || ':' || coalesce(note, '-'), ',' ORDER BY id), '') FROM";
 sub rows_of { my ($n, $t) = @_; return $node{$n}->safe_psql('postgres', "$rows_sql $t"); }
@@ -51,9 +60,9 @@ sub rows_of { my ($n, $t) = @_; return $node{$n}->safe_psql('postgres', "$rows_s
 sub write_both
 {
 	my ($on, $sql, $heap_sql) = @_;
-	$node{$on}->safe_psql('postgres', $sql =~ s/\bTBL\b/r/gr);
-	$node{a}->safe_psql('postgres', ($heap_sql // $sql) =~ s/\bTBL\b/h/gr);
-	return "$on: " . ($sql =~ s/\bTBL\b/r/gr);
+	$node{$on}->safe_psql('postgres', $sql =~ s/\bTBL\b/$T/gr);
+	$node{a}->safe_psql('postgres', ($heap_sql // $sql) =~ s/\bTBL\b/$H/gr);
+	return "$on: " . ($sql =~ s/\bTBL\b/$T/gr);
 }
 
 my @writes;
@@ -104,78 +113,90 @@ my @writes;
 	});
 
 my @maintenance = (
-	q{SELECT rollout_flush('r')},
-	q{SELECT rollout_merge('r')},
-	q{SELECT rollout_compact('r', min_fragments => 2)},
-	q{SELECT rollout_gc('r', '0')});
+	q{SELECT rollout_flush('TBL')},
+	q{SELECT rollout_merge('TBL')},
+	q{SELECT rollout_compact('TBL', min_fragments => 2)},
+	q{SELECT rollout_gc('TBL', '0')});
 
 # Maintenance interrupted: the step, and the statement it interrupts.
 my @faults = (
-	[ 'flush.after_generation_put', q{SELECT rollout_flush('r')} ],
-	[ 'merge.after_fragment_put', q{SELECT rollout_merge('r')} ],
-	[ 'merge.after_base_commit', q{SELECT rollout_merge('r')} ],
-	[ 'compact.after_fragment_put', q{SELECT rollout_compact('r', min_fragments => 2)} ],
-	[ 'compact.before_commit', q{SELECT rollout_compact('r', min_fragments => 2)} ],
-	[ 'gc.after_delete', q{SELECT rollout_gc('r', '0')} ]);
+	[ 'flush.after_generation_put', q{SELECT rollout_flush('TBL')} ],
+	[ 'merge.after_fragment_put', q{SELECT rollout_merge('TBL')} ],
+	[ 'merge.after_base_commit', q{SELECT rollout_merge('TBL')} ],
+	[ 'compact.after_fragment_put', q{SELECT rollout_compact('TBL', min_fragments => 2)} ],
+	[ 'compact.before_commit', q{SELECT rollout_compact('TBL', min_fragments => 2)} ],
+	[ 'gc.after_delete', q{SELECT rollout_gc('TBL', '0')} ]);
+
+# One phase: $steps random steps on the clusters named, checked after each
+# against the heap; then everything into the base and a compaction of every
+# fragment, after which physical rows equal logical rows.
+sub run_phase
+{
+	my ($phase, $steps, @clusters) = @_;
+	my ($crashes, $failures) = (0, 0);
+	for my $step (1 .. $steps)
+	{
+		my $on = $clusters[ int(rand(@clusters)) ];
+		my $dice = rand();
+		my $what;
+		if ($dice < 0.55)
+		{
+			$what = $writes[ int(rand(@writes)) ]->($on);
+		}
+		elsif ($dice < 0.85)
+		{
+			my $sql = $maintenance[ int(rand(@maintenance)) ] =~ s/\bTBL\b/$T/gr;
+			$node{$on}->safe_psql('postgres', $sql);
+			$what = "$on: $sql";
+		}
+		else
+		{
+			my ($fault, $sql) = @{ $faults[ int(rand(@faults)) ] };
+			my $mode = rand() < 0.6 ? 'error' : 'crash';
+			$sql =~ s/\bTBL\b/$T/g;
+			my ($ok) = try_sql($node{$on}, "SET rollout_fdw.fail_at = '$fault:$mode';\n$sql");
+			$failures++ unless $ok;
+			if ($mode eq 'crash' && !$ok)
+			{
+				$crashes++ if restart_after_crash($node{$on});
+			}
+			$what = "$on: $sql at $fault:$mode";
+		}
+		my $expected = rows_of('a', $H);
+		for my $n (@clusters)
+		{
+			my $got = rows_of($n, $T);
+			next if $got eq $expected;
+			is($got, $expected, "$phase, step $step ($what): cluster $n agrees with the heap");
+			BAIL_OUT("$phase diverged at step $step (seed $seed)");
+		}
+	}
+	pass("$phase: every cluster agreed with the heap after each of $steps steps");
+	cmp_ok($failures, '>', 0, "$phase: maintenance was interrupted ($failures times, $crashes crashes)");
+
+	# A key inserted and deleted again makes sure there are two fragments.
+	$node{a}->safe_psql('postgres', qq{
+INSERT INTO $T VALUES (100000, 0, 'sentinel');
+SELECT rollout_flush('$T'); SELECT rollout_merge('$T');
+DELETE FROM $T WHERE id = 100000;
+});
+	for my $n (@clusters)
+	{
+		$node{$n}->safe_psql('postgres', "SELECT rollout_flush('$T'); SELECT rollout_merge('$T');");
+	}
+	$node{a}->safe_psql('postgres', "SELECT rollout_compact('$T', min_fragments => 2)");
+	my $count = $node{a}->safe_psql('postgres', "SELECT count(*) FROM $H");
+	my $o = observe($node{a}, $T);
+	is($o->{exact_row_count}, $count, "$phase: exact count equals the heap's count");
+	is($o->{row_count}, $count, "$phase: after a full compaction physical rows equal logical rows");
+	is(rows_of($clusters[-1], $T), rows_of('a', $H), "$phase: and the rows are still the heap's");
+	return;
+}
 
 my $steps = $ENV{ROLLOUT_TEST_LONG} ? 1000 : 100;
-my ($crashes, $failures) = (0, 0);
-for my $step (1 .. $steps)
-{
-	my $on = rand() < 0.5 ? 'a' : 'b';
-	my $dice = rand();
-	my $what;
-	if ($dice < 0.55)
-	{
-		$what = $writes[ int(rand(@writes)) ]->($on);
-	}
-	elsif ($dice < 0.85)
-	{
-		my $sql = $maintenance[ int(rand(@maintenance)) ];
-		$node{$on}->safe_psql('postgres', $sql);
-		$what = "$on: $sql";
-	}
-	else
-	{
-		my ($fault, $sql) = @{ $faults[ int(rand(@faults)) ] };
-		my $mode = rand() < 0.6 ? 'error' : 'crash';
-		my ($ok) = try_sql($node{$on}, "SET rollout_fdw.fail_at = '$fault:$mode';\n$sql");
-		$failures++ unless $ok;
-		if ($mode eq 'crash' && !$ok)
-		{
-			$crashes++ if restart_after_crash($node{$on});
-		}
-		$what = "$on: $sql at $fault:$mode";
-	}
-	my $expected = rows_of('a', 'h');
-	my ($ra, $rb) = (rows_of('a', 'r'), rows_of('b', 'r'));
-	if ($ra ne $expected || $rb ne $expected)
-	{
-		is($ra, $expected, "step $step ($what): cluster a agrees with the heap");
-		is($rb, $expected, "step $step ($what): cluster b agrees with the heap");
-		BAIL_OUT("diverged at step $step (seed $seed)");
-	}
-}
-pass("both clusters agreed with the heap after each of $steps steps");
-cmp_ok($failures, '>', 0, "maintenance was interrupted ($failures times, $crashes crashes)");
-
-# Everything into the base, then a compaction of every fragment: no
-# tombstone and no shadowed version is left.  A key inserted and deleted
-# again makes sure there are two fragments to compact.
-$node{a}->safe_psql('postgres', q{
-INSERT INTO r VALUES (100000, 0, 'sentinel');
-SELECT rollout_flush('r'); SELECT rollout_merge('r');
-DELETE FROM r WHERE id = 100000;
-});
-for my $n ('a', 'b')
-{
-	$node{$n}->safe_psql('postgres', q{SELECT rollout_flush('r'); SELECT rollout_merge('r');});
-}
-$node{a}->safe_psql('postgres', q{SELECT rollout_compact('r', min_fragments => 2)});
-my $count = $node{a}->safe_psql('postgres', 'SELECT count(*) FROM h');
-my $o = observe($node{a}, 'r');
-is($o->{exact_row_count}, $count, 'exact count equals the heap\'s count');
-is($o->{row_count}, $count, 'after a full compaction physical rows equal logical rows');
-is(rows_of('b', 'r'), rows_of('a', 'h'), 'and the rows are still the heap\'s');
+($T, $H) = ('r1', 'h1');
+run_phase('one cluster', $steps / 2, 'a');
+($T, $H) = ('r', 'h');
+run_phase('two clusters', $steps, 'a', 'b');
 
 done_testing();
