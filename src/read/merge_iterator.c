@@ -539,8 +539,8 @@ merge_read_next(MergeRead *read, Datum *values, bool *isnull)
 		{
 			/*
 			 * A TRUNCATE committed after the newest version hides the key.
-			 * Only a cut makes this decode _ts: scans of keys with one version
-			 * each leave it undecoded otherwise (decode_late).
+			 * Only a cut makes this decode _ts: scans of keys with one
+			 * version each leave it undecoded otherwise (decode_late).
 			 */
 			read->stats.rows_truncated++;
 			continue;
