@@ -58,6 +58,13 @@ typedef struct SnapshotSource
 	 */
 	int64		stamp_fixed;
 
+	/*
+	 * Fragments and generations: the newest _ts among their rows, from the
+	 * manifest (0: unknown).  A source entirely below the snapshot's truncate
+	 * cut is not opened at all.
+	 */
+	int64		max_ts;
+
 	/* SNAPSHOT_MEMTABLE, _TRANSACTION: the rows as a row blob (row_blob.h) */
 	const char *rows_data;
 	int64		rows_len;

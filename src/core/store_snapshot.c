@@ -33,6 +33,47 @@
 #include "rollout/wal.h"
 
 /*
+ * Step 3 of snapshot_take: each shard's generations that base has not
+ * folded in yet, as sources.
+ */
+static void
+snapshot_add_generations(RolloutSnapshot *snapshot, List *manifests,
+						 const BaseManifest *base)
+{
+	ListCell   *lc;
+
+	foreach(lc, manifests)
+	{
+		ShardManifest *manifest = lfirst(lc);
+		int64		merged = base_manifest_merged_generation(base, manifest->shard);
+		ListCell   *gc;
+
+		foreach(gc, manifest->generations)
+		{
+			GenerationEntry *generation = lfirst(gc);
+			SnapshotSource *source;
+
+			if (generation->number <= merged)
+				continue;
+			source = snapshot_source_new(SNAPSHOT_GENERATION);
+			source->key = generation->file;
+			source->shard = manifest->shard;
+			source->shard_hash = rollout_shard_hash(manifest->shard);
+			source->position = generation->last_position;
+			source->rows = generation->rows;
+			source->bytes = generation->bytes > 0 ? generation->bytes : -1;
+			source->has_key_range = generation->has_key_range;
+			source->min_key = generation->min_key;
+			source->max_key = generation->max_key;
+			source->stamp_fixed = generation->stamp > 0 ? generation->stamp : -1;
+			source->max_ts = generation->stamp > 0 ? generation->stamp : generation->max_ts;
+			snapshot->sources = lappend(snapshot->sources, source);
+			snapshot->generation_count++;
+		}
+	}
+}
+
+/*
  * Take store's snapshot in the order the file header explains.  Besides that
  * order: this cluster's memtable is copied before anything else and stands in
  * for its own shard's WAL tail when the writer is ready; every WAL tail read
@@ -101,39 +142,13 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 		source->min_key = fragment->min_key;
 		source->max_key = fragment->max_key;
 		source->stamp_floor = -1;
+		source->max_ts = fragment->max_ts;
 		snapshot->sources = lappend(snapshot->sources, source);
 		snapshot->fragment_count++;
 	}
 
 	/* 3. generations not yet folded into the base */
-	foreach(lc, manifests)
-	{
-		ShardManifest *manifest = lfirst(lc);
-		int64		merged = base_manifest_merged_generation(base, manifest->shard);
-		ListCell   *gc;
-
-		foreach(gc, manifest->generations)
-		{
-			GenerationEntry *generation = lfirst(gc);
-			SnapshotSource *source;
-
-			if (generation->number <= merged)
-				continue;
-			source = snapshot_source_new(SNAPSHOT_GENERATION);
-			source->key = generation->file;
-			source->shard = manifest->shard;
-			source->shard_hash = rollout_shard_hash(manifest->shard);
-			source->position = generation->last_position;
-			source->rows = generation->rows;
-			source->bytes = generation->bytes > 0 ? generation->bytes : -1;
-			source->has_key_range = generation->has_key_range;
-			source->min_key = generation->min_key;
-			source->max_key = generation->max_key;
-			source->stamp_fixed = generation->stamp > 0 ? generation->stamp : -1;
-			snapshot->sources = lappend(snapshot->sources, source);
-			snapshot->generation_count++;
-		}
-	}
+	snapshot_add_generations(snapshot, manifests, base);
 
 	/* 4. WAL tails */
 	foreach(lc, manifests)

@@ -107,6 +107,7 @@ compact_sources(List *inputs, int64 truncate_stamp)
 		source->key = fragment->file;
 		source->rows = fragment->rows;
 		source->stamp_floor = -1;
+		source->max_ts = fragment->max_ts;	/* wholly below the cut: not read */
 		snapshot->sources = lappend(snapshot->sources, source);
 		snapshot->fragment_count++;
 	}

@@ -112,6 +112,38 @@ merge_read_keep_source(MergeRead *read, RowSource *source, int *capacity)
 }
 
 /*
+ * The sources of snapshot worth opening: all but the fragments and
+ * generations whose every version is below the snapshot's truncate cut,
+ * which are counted as skipped.  Leaving them out changes no result: a key
+ * whose newest version is in one is hidden by the cut either way, and one
+ * whose newest version is elsewhere does not depend on them.
+ */
+static List *
+merge_read_live_sources(MergeRead *read, const RolloutSnapshot *snapshot)
+{
+	List	   *live = NIL;
+	ListCell   *lc;
+
+	if (snapshot->truncate_stamp <= 0)
+		return snapshot->sources;
+	foreach(lc, snapshot->sources)
+	{
+		SnapshotSource *meta = lfirst(lc);
+
+		if (meta->max_ts > 0 && meta->max_ts < snapshot->truncate_stamp)
+		{
+			if (meta->kind == SNAPSHOT_FRAGMENT)
+				read->stats.fragments_skipped++;
+			else if (meta->kind == SNAPSHOT_GENERATION)
+				read->stats.generations_skipped++;
+			continue;
+		}
+		live = lappend(live, meta);
+	}
+	return live;
+}
+
+/*
  * Open the sources of metas, in order.  Their footers are fetched a window
  * at a time, each window in one batch of concurrent requests, so that a
  * remote store costs a few round trips rather than one per object while the
@@ -405,7 +437,8 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 		read_cache_get_counters(&cache_before);
 
 		/* the snapshot's objects, then the ingest segments they name */
-		if (!merge_read_open_sources(read, snapshot->sources, &running_stamp,
+		if (!merge_read_open_sources(read, merge_read_live_sources(read, snapshot),
+									 &running_stamp,
 									 options, &ingest, &capacity) ||
 			!merge_read_open_sources(read, ingest, &running_stamp, options,
 									 NULL, &capacity))

@@ -175,6 +175,15 @@ is($reader_exit, 0, 'the slow reader finished');
 is((split /\n/, $reader_out)[-1], '30',
 	'it sees the TRUNCATE\'s row and not the rows before it, though its shard manifest predates the flush');
 
+# fragments wholly below the cut are not even opened
+my $plan = $B->safe_psql('postgres', q{
+EXPLAIN (ANALYZE, FORMAT JSON, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM r_plain});
+my ($read) = $plan =~ /"Fragments Read": (\d+)/;
+my ($skipped) = $plan =~ /"Fragments Skipped": (\d+)/;
+cmp_ok($skipped // 0, '>=', 1, "a scan skips the fragments the cut hides ($skipped skipped, $read read)");
+is($B->safe_psql('postgres', q{SELECT string_agg(id::text, ',') FROM r_plain}), '30',
+	'and returns the same rows');
+
 # --- a TRUNCATE after the transaction's buffer spilled to disk --------------
 is($A->safe_psql('postgres', q{
 SET rollout_fdw.transaction_buffer_size = 64;
