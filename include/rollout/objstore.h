@@ -89,6 +89,14 @@ typedef struct ObjectStoreRead
 	 * request, never a wrong result.
 	 */
 	int64		size_hint;
+
+	/*
+	 * The caller knows that the object's name is never used again for other
+	 * bytes (base fragments, ingest segments): a backend may keep it open
+	 * between reads, and a read may then succeed after the object was
+	 * deleted, returning the bytes it had.
+	 */
+	bool		immutable;
 	StringInfo	out;			/* receives the bytes (appended) */
 
 	/* results */
@@ -125,7 +133,7 @@ typedef struct ObjectStoreOps
 	 * objstore.c then reads with a batch of one.
 	 */
 	bool		(*get_range) (ObjectStore *store, const char *key,
-							  int64 offset, int64 length,
+							  int64 offset, int64 length, bool immutable,
 							  StringInfo out, int64 *object_size);
 
 	/*
@@ -134,7 +142,8 @@ typedef struct ObjectStoreOps
 	 * object's total size.  May be NULL when get_many is not, as get_range.
 	 */
 	bool		(*get_tail) (ObjectStore *store, const char *key,
-							 int64 length, StringInfo out, int64 *object_size);
+							 int64 length, bool immutable, StringInfo out,
+							 int64 *object_size);
 
 	/*
 	 * Return the put id stored with key, or NULL if the object has none.
@@ -275,6 +284,8 @@ extern bool objstore_get_put_id(ObjectStore *store, const char *key,
  * it; an object that does not exist is a result (found = false), not an
  * error.  Interrupts are serviced while the batch waits.
  */
+/* One read as a batch member describes it (its results filled in). */
+extern void objstore_read(ObjectStore *store, ObjectStoreRead *read);
 extern void objstore_get_many(ObjectStore *store, ObjectStoreRead *reads,
 							  int nreads);
 

@@ -117,19 +117,17 @@ store_object_read(StoreObjectSource *source, bool tail, int64 offset,
 	ObjectStoreRead read = {0};
 	const char *cache_id = source->cache_identity;
 
-	if (!source->disk_cached)
-		return tail ?
-			objstore_get_tail(source->objstore, source->key, length, out,
-							  object_size) :
-			objstore_get_range(source->objstore, source->key, offset, length,
-							   out, object_size);
 	read.key = source->key;
 	read.offset = tail ? 0 : offset;
 	read.length = length;
 	read.tail = tail;
 	read.size_hint = source->size_hint;
+	read.immutable = cache_id != NULL;
 	read.out = out;
-	read_cache_get_many(source->objstore, &read, &cache_id, 1);
+	if (source->disk_cached)
+		read_cache_get_many(source->objstore, &read, &cache_id, 1);
+	else
+		objstore_read(source->objstore, &read);
 	if (read.found && object_size != NULL)
 		*object_size = read.object_size;
 	return read.found;
@@ -426,6 +424,7 @@ rollout_segment_sources_prefetch(RolloutStore *store,
 		reads[i].length = result->length;
 		reads[i].tail = result->tail;
 		reads[i].size_hint = source->size_hint;
+		reads[i].immutable = source->cache_identity != NULL;
 		reads[i].out = &result->data;
 		if (source->disk_cached)
 			cache_ids[i] = source->cache_identity;

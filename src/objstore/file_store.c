@@ -42,7 +42,9 @@
  * Every file descriptor comes from OpenTransientFile or AllocateDir, which
  * the transaction machinery closes on abort; the create paths additionally
  * close their descriptors and remove their temporary file in PG_CATCH, so a
- * caller that catches the error does not keep either.
+ * caller that catches the error does not keep either.  The exception are
+ * the objects kept open between reads (file_store_kept_object), virtual
+ * file descriptors of fd.c that live as long as the backend.
  *
  * Copyright (c) rollout_fdw authors
  *
@@ -66,6 +68,7 @@
 #include "storage/fd.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 /* Folder at the location root that holds objects being written. */
 #define FILE_STORE_TEMP_FOLDER "_tmp"
@@ -112,10 +115,10 @@ static ObjectStoreCreateResult file_store_create_from_file_if_absent(ObjectStore
 																	 const char *local_path,
 																	 const char *put_id);
 static bool file_store_get_range(ObjectStore *store, const char *key,
-								 int64 offset, int64 length,
+								 int64 offset, int64 length, bool immutable,
 								 StringInfo out, int64 *object_size);
 static bool file_store_get_tail(ObjectStore *store, const char *key,
-								int64 length, StringInfo out,
+								int64 length, bool immutable, StringInfo out,
 								int64 *object_size);
 static bool file_store_get_put_id(ObjectStore *store, const char *key,
 								  char **put_id);
@@ -890,6 +893,204 @@ file_store_read(ObjectStore *store, int fd, const char *key,
 	out->data[out->len] = '\0';
 }
 
+/* ----------------------------------------------------------------
+ * Objects kept open between reads
+ *
+ * A lookup reads a fragment several times: the key chunk of a row group,
+ * then one page of each column it returns.  Opening, checking and closing
+ * the file for each read costs three system calls more than the pread
+ * itself, a good part of a lookup on a machine where system calls are dear.
+ * So a read of an object whose name is never reused
+ * (ObjectStoreRead.immutable: base fragments and ingest segments) keeps its
+ * file open for the next one.  The files are fd.c's virtual file
+ * descriptors, which close and reopen the kernel's descriptors themselves
+ * when the process runs short; at most FILE_STORE_KEPT_OPEN are kept, the
+ * least recently used closed first.  An object kept open reads the bytes it
+ * always had after garbage collection deleted it, which are what a reader
+ * whose snapshot still names it expects; once its descriptor is closed, it
+ * reads as missing, like any deleted object.
+ * ----------------------------------------------------------------
+ */
+#define FILE_STORE_KEPT_OPEN	32
+
+typedef struct KeptObject
+{
+	char	   *path;			/* NULL: unused slot */
+	File		file;
+	int64		size;
+	uint64		last_used;
+} KeptObject;
+
+static KeptObject kept_objects[FILE_STORE_KEPT_OPEN];
+static uint64 kept_objects_clock = 0;
+
+static void
+file_store_forget_kept(KeptObject *kept)
+{
+	FileClose(kept->file);
+	pfree(kept->path);
+	kept->path = NULL;
+}
+
+/*
+ * The kept-open object of key, opened now if need be; NULL when it does not
+ * exist.  A name that is not a regular file is an ERROR, as for
+ * file_store_open_object.
+ */
+static KeptObject *
+file_store_kept_object(ObjectStore *store, const char *key)
+{
+	char	   *path = file_store_object_path(store, key);
+	KeptObject *slot = NULL;
+	File		file;
+	struct stat st;
+
+	for (int i = 0; i < FILE_STORE_KEPT_OPEN; i++)
+	{
+		KeptObject *kept = &kept_objects[i];
+
+		if (kept->path != NULL && strcmp(kept->path, path) == 0)
+		{
+			kept->last_used = ++kept_objects_clock;
+			pfree(path);
+			return kept;
+		}
+		if (slot == NULL || (slot->path != NULL &&
+							 (kept->path == NULL || kept->last_used < slot->last_used)))
+			slot = kept;
+	}
+
+	file = PathNameOpenFile(path, O_RDONLY | PG_BINARY);
+	if (file < 0)
+	{
+		if (errno == ENOENT || errno == ENOTDIR)
+		{
+			pfree(path);
+			return NULL;
+		}
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open object \"%s\" in store \"%s\": %m",
+						key, store->location)));
+	}
+	if (fstat(FileGetRawDesc(file), &st) != 0)
+	{
+		int			save_errno = errno;
+
+		FileClose(file);
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat object \"%s\" in store \"%s\": %m",
+						key, store->location)));
+	}
+	if (!S_ISREG(st.st_mode))
+	{
+		FileClose(file);
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("object \"%s\" in store \"%s\" is not a regular file",
+						key, store->location),
+				 errdetail("\"%s\" is a directory or a special file.", path)));
+	}
+
+	if (slot->path != NULL)
+		file_store_forget_kept(slot);
+	slot->path = MemoryContextStrdup(TopMemoryContext, path);
+	slot->file = file;
+	slot->size = st.st_size;
+	slot->last_used = ++kept_objects_clock;
+	pfree(path);
+	return slot;
+}
+
+/*
+ * Append length bytes at offset of a kept-open object to *out.  False when
+ * it cannot be read any more because it is gone (its descriptor was closed
+ * under pressure and the file deleted since): the caller then treats the
+ * object as missing.
+ */
+static bool
+file_store_read_kept(ObjectStore *store, KeptObject *kept, const char *key,
+					 int64 offset, int64 length, StringInfo out)
+{
+	if (length <= 0)
+		return true;
+	if (length > (int64) (MaxAllocSize - 1) - out->len)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("could not read object \"%s\" in store \"%s\": range of " INT64_FORMAT " bytes is too large",
+						key, store->location, length)));
+	enlargeStringInfo(out, (int) length);
+	while (length > 0)
+	{
+		int			nread = FileRead(kept->file, out->data + out->len,
+									 (int) length, (off_t) offset,
+									 WAIT_EVENT_DATA_FILE_READ);
+
+		if (nread < 0 && errno == EINTR)
+			continue;
+		if (nread < 0 && (errno == ENOENT || errno == ENOTDIR))
+		{
+			file_store_forget_kept(kept);
+			out->data[out->len] = '\0';
+			return false;
+		}
+		if (nread < 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not read object \"%s\" in store \"%s\": %m",
+							key, store->location)));
+		if (nread == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("could not read object \"%s\" in store \"%s\": unexpected end of file at offset " INT64_FORMAT,
+							key, store->location, offset)));
+		out->len += nread;
+		offset += nread;
+		length -= nread;
+	}
+	out->data[out->len] = '\0';
+	return true;
+}
+
+/*
+ * The bytes [offset, offset + length) of key (tail: its last length bytes),
+ * clipped to the object, from its kept-open file; false if it does not exist.
+ */
+static bool
+file_store_get_kept(ObjectStore *store, const char *key, bool tail,
+					int64 offset, int64 length, StringInfo out,
+					int64 *object_size)
+{
+	KeptObject *kept = file_store_kept_object(store, key);
+	int64		size;
+
+	if (kept == NULL)
+		return false;
+	size = kept->size;
+	if (tail)
+	{
+		if (length < 0 || length > size)
+			length = size;
+		offset = size - length;
+	}
+	else
+	{
+		if (offset < 0)
+			offset = 0;
+		if (offset > size)
+			offset = size;
+		if (length < 0 || length > size - offset)
+			length = size - offset;
+	}
+	if (!file_store_read_kept(store, kept, key, offset, length, out))
+		return false;
+	if (object_size != NULL)
+		*object_size = size;
+	return true;
+}
+
 /*
  * file_store_get_range
  *		Append bytes [offset, offset + length) of key to *out, clipped to the
@@ -897,13 +1098,16 @@ file_store_read(ObjectStore *store, int fd, const char *key,
  */
 static bool
 file_store_get_range(ObjectStore *store, const char *key,
-					 int64 offset, int64 length,
+					 int64 offset, int64 length, bool immutable,
 					 StringInfo out, int64 *object_size)
 {
 	int			fd;
 	int64		size = 0;
 
 	file_store_check_key(store, key);
+	if (immutable)
+		return file_store_get_kept(store, key, false, offset, length, out,
+								   object_size);
 
 	fd = file_store_open_object(store, key, &size);
 	if (fd < 0)
@@ -931,12 +1135,16 @@ file_store_get_range(ObjectStore *store, const char *key,
  */
 static bool
 file_store_get_tail(ObjectStore *store, const char *key,
-					int64 length, StringInfo out, int64 *object_size)
+					int64 length, bool immutable, StringInfo out,
+					int64 *object_size)
 {
 	int			fd;
 	int64		size = 0;
 
 	file_store_check_key(store, key);
+	if (immutable)
+		return file_store_get_kept(store, key, true, 0, length, out,
+								   object_size);
 
 	fd = file_store_open_object(store, key, &size);
 	if (fd < 0)

@@ -493,19 +493,22 @@ objstore_create_from_file_if_absent(ObjectStore *store, const char *key,
  */
 static bool
 objstore_read_one(ObjectStore *store, const char *key, int64 offset,
-				  int64 length, bool tail, StringInfo out, int64 *object_size)
+				  int64 length, bool tail, bool immutable, StringInfo out,
+				  int64 *object_size)
 {
 	ObjectStoreRead read = {0};
 
 	if (tail && store->ops->get_tail != NULL)
-		return store->ops->get_tail(store, key, length, out, object_size);
+		return store->ops->get_tail(store, key, length, immutable, out,
+									object_size);
 	if (!tail && store->ops->get_range != NULL)
-		return store->ops->get_range(store, key, offset, length, out,
-									 object_size);
+		return store->ops->get_range(store, key, offset, length, immutable,
+									 out, object_size);
 	read.key = key;
 	read.offset = offset;
 	read.length = length;
 	read.tail = tail;
+	read.immutable = immutable;
 	read.size_hint = -1;
 	read.out = out;
 	read.object_size = -1;
@@ -522,7 +525,7 @@ objstore_read_one(ObjectStore *store, const char *key, int64 offset,
 bool
 objstore_get(ObjectStore *store, const char *key, StringInfo out)
 {
-	return objstore_read_one(store, key, 0, -1, false, out, NULL);
+	return objstore_read_one(store, key, 0, -1, false, false, out, NULL);
 }
 
 /*
@@ -539,7 +542,7 @@ objstore_get_range(ObjectStore *store, const char *key,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid offset " INT64_FORMAT " for object \"%s\" in store \"%s\"",
 						offset, key, store->location)));
-	return objstore_read_one(store, key, offset, length, false, out,
+	return objstore_read_one(store, key, offset, length, false, false, out,
 							 object_size);
 }
 
@@ -551,7 +554,8 @@ bool
 objstore_get_tail(ObjectStore *store, const char *key,
 				  int64 length, StringInfo out, int64 *object_size)
 {
-	return objstore_read_one(store, key, 0, length, true, out, object_size);
+	return objstore_read_one(store, key, 0, length, true, false, out,
+							 object_size);
 }
 
 /*
@@ -601,9 +605,20 @@ objstore_get_many(ObjectStore *store, ObjectStoreRead *reads, int nreads)
 
 		CHECK_FOR_INTERRUPTS();
 		read->found = objstore_read_one(store, read->key, read->offset,
-										read->length, read->tail, read->out,
+										read->length, read->tail,
+										read->immutable, read->out,
 										&read->object_size);
 	}
+}
+
+/*
+ * objstore_read
+ *		One read described as a member of a batch is (objstore_get_many).
+ */
+void
+objstore_read(ObjectStore *store, ObjectStoreRead *read)
+{
+	objstore_get_many(store, read, 1);
 }
 
 /*
