@@ -36,6 +36,8 @@ OBJS = \
 	src/core/shared_footer_cache.o \
 	src/core/shard.o \
 	src/core/manifest.o \
+	src/core/manifest_view.o \
+	src/core/manifest_cache.o \
 	src/core/wal.o \
 	src/core/shared_store.o \
 	src/core/memtable.o \

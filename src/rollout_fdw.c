@@ -21,6 +21,7 @@
 #include "rollout/fdw.h"
 #include "rollout/footer_cache.h"
 #include "rollout/grace.h"
+#include "rollout/manifest_view.h"
 #include "rollout/group_commit.h"
 #include "rollout/memtable.h"
 #include "rollout/merge.h"
@@ -53,6 +54,7 @@ _PG_init(void)
 	row_source_define_settings();
 	scan_filter_define_settings();
 	shard_define_settings();
+	manifest_view_define_settings();
 	wal_define_settings();
 	commit_define_settings();
 	group_commit_define_settings();

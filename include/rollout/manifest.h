@@ -124,6 +124,24 @@ extern List *shard_manifests_read_latest(RolloutStore *store, List *shards);
 extern BaseManifest *base_manifest_read_latest(RolloutStore *store);
 
 /*
+ * The newest version number (0: none yet), from a listing of the _manifest/
+ * folder: what the *_read_latest functions read, without reading it.
+ */
+extern int64 shard_manifest_newest_version(RolloutStore *store,
+										   const char *shard);
+extern int64 base_manifest_newest_version(RolloutStore *store);
+
+/*
+ * Given versions of several shards' manifests (versions[i] of the i-th of
+ * shards), read in one batch: an array in the order of shards, with the
+ * empty manifest for version 0 and NULL for a version that does not exist
+ * (any more).
+ */
+extern ShardManifest **shard_manifests_read_versions(RolloutStore *store,
+													 List *shards,
+													 const int64 *versions);
+
+/*
  * The newest manifest of this cluster's shard, to change and commit: ERROR
  * (before anything is written) when a promoted standby took the shard over
  * (rollout_check_not_superseded).

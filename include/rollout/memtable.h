@@ -70,8 +70,12 @@ extern bool memtable_for_flush(RolloutStore *store, SharedStoreSlot *slot,
 							   int64 *last_position, int64 *last_stamp,
 							   int64 *truncate_stamp);
 
-/* Drop batches up to position (after their flush committed). */
-extern void memtable_trim(SharedStoreSlot *slot, int64 upto_position);
+/*
+ * Drop batches up to position (after their flush committed shard manifest
+ * manifest_version, which the slot's view of the store then knows).
+ */
+extern void memtable_trim(SharedStoreSlot *slot, int64 upto_position,
+						  int64 manifest_version);
 
 /*
  * The rows in the memtable, those of the ingest segments it names included;

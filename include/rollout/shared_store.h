@@ -35,8 +35,14 @@ extern bool rollout_shared_available(void);
  */
 extern SharedStoreSlot *shared_store_slot(RolloutStore *store);
 
-/* The same without creating a slot (readers); NULL if there is none. */
+/* The same without creating a slot; NULL if there is none. */
 extern SharedStoreSlot *shared_store_lookup(RolloutStore *store);
+
+/*
+ * The same, creating the slot but without the WARNING when every slot is
+ * taken (for what only reads can lose).
+ */
+extern SharedStoreSlot *shared_store_slot_for_reading(RolloutStore *store);
 
 /*
  * Every slot of that location string, store name and shard (for errors

@@ -10,7 +10,7 @@
 
 #include "lib/stringinfo.h"
 
-#include "rollout/manifest.h"
+#include "rollout/store.h"
 
 typedef enum SnapshotSourceKind
 {
@@ -99,6 +99,12 @@ typedef struct RolloutSnapshot
 	 * (merge_read.h).
 	 */
 	int64		truncate_stamp;
+
+	/*
+	 * Were the manifest versions this cluster's shared view of them
+	 * (core/manifest_view.c) rather than listed in the store?  For EXPLAIN.
+	 */
+	bool		manifests_from_view;
 } RolloutSnapshot;
 
 /*

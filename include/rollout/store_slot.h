@@ -5,8 +5,9 @@
  *		backends share about one shard of one store.
  *
  * A slot holds the shard's writer (its claim, lsm/writer_epoch.c), its
- * group-commit queue (lsm/group_commit.c), its memtable (core/memtable.c)
- * and its counters (core/store_stats.c); core/shared_store.c finds and
+ * group-commit queue (lsm/group_commit.c), its memtable (core/memtable.c),
+ * the store's manifest versions as this cluster knows them
+ * (core/manifest_view.c) and its counters (core/store_stats.c); core/shared_store.c finds and
  * creates slots.  The layout is here because those modules share it,
  * as PostgreSQL's proc.h shares PGPROC; each module changes only its own
  * fields, under the slot's lock, never held across I/O.
@@ -27,6 +28,9 @@
 #define SLOT_STORE_LEN		256
 #define SLOT_SHARD_LEN		72
 #define SLOT_ERROR_LEN		256
+
+/* Shards of a store whose manifest versions a slot's view can hold. */
+#define MANIFEST_VIEW_SHARDS	32
 
 /* The shard's writer on this cluster (lsm/writer_epoch.c). */
 typedef enum WriterState
@@ -66,6 +70,13 @@ typedef struct CommitRequest
 	char		fingerprint[OBJSTORE_FINGERPRINT_LEN];	/* whose credentials */
 	char		data[FLEXIBLE_ARRAY_MEMBER];
 } CommitRequest;
+
+/* One shard's newest manifest version, as the view knows it. */
+typedef struct ManifestViewShard
+{
+	char		shard[SLOT_SHARD_LEN];
+	int64		version;
+} ManifestViewShard;
 
 /* A durable WAL entry's rows: the chain of its requests. */
 typedef struct MemBatch
@@ -121,6 +132,19 @@ typedef struct SharedStoreSlot
 	int64		mem_ingest_rows;	/* rows in ingest segments batches name */
 	int64		mem_batches;
 
+	/*
+	 * The newest manifest versions this cluster knows (manifest_view.c), of
+	 * the store creation named by incarnation; reset with it.
+	 */
+	TimestampTz view_refreshed_at;	/* start of the newest complete read of
+									 * them from the store (0: none) */
+	bool		view_overflow;	/* more shards than view_shards holds */
+	int64		view_base_version;
+	int			view_shard_count;
+	ManifestViewShard view_shards[MANIFEST_VIEW_SHARDS];
+	int64		view_refreshes; /* reads from the store, for the view */
+	int64		view_hits;		/* snapshots taken without reading them */
+
 	/* counters (store_stats.c, rollout_stat_stores) */
 	int64		rows_appended;
 	int64		rows_deleted;	/* tombstones committed */
@@ -141,5 +165,40 @@ typedef struct SharedStoreSlot
 	int64		cache_hit_bytes;
 	int64		cache_miss_bytes;
 } SharedStoreSlot;
+
+/*
+ * Raise the view's version of shard's manifest to version, adding the shard
+ * when the view did not know it (slot lock held exclusively).  Shared by
+ * core/manifest_view.c, which owns the view, and core/memtable.c, which
+ * must record the manifest that sealed the batches it drops under the same
+ * hold of the lock.
+ */
+static inline void
+store_slot_view_raise_shard(SharedStoreSlot *slot, const char *shard,
+							int64 version)
+{
+	int			i;
+
+	if (strlen(shard) >= SLOT_SHARD_LEN)
+	{
+		slot->view_overflow = true;
+		return;
+	}
+	for (i = 0; i < slot->view_shard_count; i++)
+		if (strcmp(slot->view_shards[i].shard, shard) == 0)
+			break;
+	if (i == slot->view_shard_count)
+	{
+		if (i == MANIFEST_VIEW_SHARDS)
+		{
+			slot->view_overflow = true;
+			return;
+		}
+		strlcpy(slot->view_shards[i].shard, shard, SLOT_SHARD_LEN);
+		slot->view_shards[i].version = 0;
+		slot->view_shard_count++;
+	}
+	slot->view_shards[i].version = Max(slot->view_shards[i].version, version);
+}
 
 #endif							/* ROLLOUT_STORE_SLOT_H */

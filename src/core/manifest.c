@@ -352,43 +352,56 @@ shard_manifest_read_latest(RolloutStore *store, const char *shard)
 }
 
 /*
- * shard_manifests_read_latest
- *		The newest manifest of each of shards, in the same order.
- *
- * What shard_manifest_read_latest does for each, with the reads of the
- * newest versions made in one batch of concurrent requests: a snapshot of a
- * store many clusters write to then waits for one read instead of one per
- * shard.  The listings still go one after the other.  A version that
- * vanished between listing and reading (garbage collection never removes
- * the newest, so a newer one exists) is looked for again, alone.
+ * The newest version of shard's manifest (0: none yet), by listing its
+ * _manifest/ folder; this cluster's own shard lists after its hint and moves
+ * it on.
  */
-List *
-shard_manifests_read_latest(RolloutStore *store, List *shards)
+int64
+shard_manifest_newest_version(RolloutStore *store, const char *shard)
+{
+	bool		own_shard = strcmp(shard, store->shard) == 0;
+	int64		version;
+
+	version = manifest_newest_version(store,
+									  rollout_key_shard_manifest_prefix(store, shard),
+									  own_shard ? store->shard_manifest_hint : 0);
+	if (own_shard)
+		store->shard_manifest_hint = Max(store->shard_manifest_hint, version);
+	return version;
+}
+
+/*
+ * shard_manifests_read_versions
+ *		Given versions of several shards' manifests, in the order of shards.
+ *
+ * The documents are read in one batch of concurrent requests: a snapshot of a
+ * store many clusters write to waits for one read instead of one per shard.
+ * Version 0 gives the empty manifest of a shard that has none yet; a version
+ * that does not exist (any more) gives NULL.
+ */
+ShardManifest **
+shard_manifests_read_versions(RolloutStore *store, List *shards,
+							  const int64 *versions)
 {
 	int			count = list_length(shards);
 	ObjectStoreRead *reads = palloc0(sizeof(ObjectStoreRead) * Max(count, 1));
-	int64	   *versions = palloc0(sizeof(int64) * Max(count, 1));
 	int		   *read_of = palloc(sizeof(int) * Max(count, 1));
 	ShardManifest **manifests = palloc0(sizeof(ShardManifest *) * Max(count, 1));
 	int			nreads = 0;
-	List	   *result = NIL;
 	ListCell   *lc;
 
 	foreach(lc, shards)
 	{
 		const char *shard = lfirst(lc);
-		char	   *prefix = rollout_key_shard_manifest_prefix(store, shard);
 		int			i = foreach_current_index(lc);
 
-		versions[i] = manifest_newest_version(store, prefix,
-											  strcmp(shard, store->shard) == 0 ?
-											  store->shard_manifest_hint : 0);
 		if (versions[i] == 0)
 		{
 			manifests[i] = shard_manifest_empty(shard);
 			continue;
 		}
-		reads[nreads].key = manifest_key(prefix, versions[i]);
+		reads[nreads].key = manifest_key(rollout_key_shard_manifest_prefix(store, shard),
+										 versions[i]);
 		reads[nreads].length = -1;
 		reads[nreads].size_hint = -1;
 		reads[nreads].out = makeStringInfo();
@@ -400,21 +413,46 @@ shard_manifests_read_latest(RolloutStore *store, List *shards)
 	for (int r = 0; r < nreads; r++)
 	{
 		int			i = read_of[r];
-		const char *shard = list_nth(shards, i);
 
-		if (!reads[r].found)
-		{
-			manifests[i] = shard_manifest_read_latest(store, shard);
-			continue;
-		}
-		if (strcmp(shard, store->shard) == 0)
-			store->shard_manifest_hint = versions[i];
-		manifests[i] = shard_manifest_parse(store, shard, versions[i],
-											reads[r].out, reads[r].key);
+		if (reads[r].found)
+			manifests[i] = shard_manifest_parse(store, list_nth(shards, i),
+												versions[i], reads[r].out,
+												reads[r].key);
 	}
+	return manifests;
+}
 
-	for (int i = 0; i < count; i++)
+/*
+ * shard_manifests_read_latest
+ *		The newest manifest of each of shards, in the same order.
+ *
+ * What shard_manifest_read_latest does for each, with the reads of the
+ * newest versions made in one batch (shard_manifests_read_versions).  The
+ * listings still go one after the other.  A version that vanished between
+ * listing and reading (garbage collection never removes the newest, so a
+ * newer one exists) is looked for again, alone.
+ */
+List *
+shard_manifests_read_latest(RolloutStore *store, List *shards)
+{
+	int			count = list_length(shards);
+	int64	   *versions = palloc0(sizeof(int64) * Max(count, 1));
+	ShardManifest **manifests;
+	List	   *result = NIL;
+	ListCell   *lc;
+
+	foreach(lc, shards)
+		versions[foreach_current_index(lc)] =
+		shard_manifest_newest_version(store, lfirst(lc));
+	manifests = shard_manifests_read_versions(store, shards, versions);
+	foreach(lc, shards)
+	{
+		int			i = foreach_current_index(lc);
+
+		if (manifests[i] == NULL)
+			manifests[i] = shard_manifest_read_latest(store, lfirst(lc));
 		result = lappend(result, manifests[i]);
+	}
 	return result;
 }
 
@@ -594,6 +632,18 @@ base_manifest_read_latest(RolloutStore *store)
 		return palloc0(sizeof(BaseManifest));
 	store->base_manifest_hint = version;
 	return base_manifest_parse(store, version, &json, key);
+}
+
+/* The newest base manifest version (0: none yet), listed after the hint. */
+int64
+base_manifest_newest_version(RolloutStore *store)
+{
+	int64		version = manifest_newest_version(store,
+												  rollout_key_base_manifest_prefix(store),
+												  store->base_manifest_hint);
+
+	store->base_manifest_hint = Max(store->base_manifest_hint, version);
+	return version;
 }
 
 /*

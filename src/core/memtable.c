@@ -419,18 +419,22 @@ memtable_for_flush(RolloutStore *store, SharedStoreSlot *slot,
 }
 
 /*
- * Drop the batches at positions up to upto_position, taking the slot's lock
- * itself.  Callers trim only positions already sealed in the shard manifest (a
- * flush after its commit, a claim below its fence), never before: a snapshot
+ * Drop the batches at positions up to upto_position, which shard manifest
+ * version manifest_version seals, taking the slot's lock itself.  Callers
+ * trim only positions already sealed in a committed shard manifest (a flush
+ * after its commit, a claim below its fence), never before: a snapshot
  * copies the memtable before it reads the manifest, and relies on every row
- * being in one or the other.
+ * being in one or the other.  The manifest may come from this cluster's view
+ * of the store (manifest_view.c) instead of the store, so the view learns
+ * the version under the same hold of the lock as the batches go.
  */
 void
-memtable_trim(SharedStoreSlot *slot, int64 upto_position)
+memtable_trim(SharedStoreSlot *slot, int64 upto_position, int64 manifest_version)
 {
 	dsa_area   *area = memtable_dsa();
 
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	store_slot_view_raise_shard(slot, slot->shard, manifest_version);
 	while (DsaPointerIsValid(slot->mem_head) &&
 		   ((MemBatch *) dsa_get_address(area, slot->mem_head))->position <= upto_position)
 		memtable_drop_oldest(slot, area);

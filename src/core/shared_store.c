@@ -187,6 +187,10 @@ shared_store_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
 			if (strncmp(slot->incarnation, store->incarnation, SLOT_SHARD_LEN - 1) != 0)
 			{
 				memtable_clear(slot);
+				slot->view_refreshed_at = 0;
+				slot->view_overflow = false;
+				slot->view_base_version = 0;
+				slot->view_shard_count = 0;
 				slot->writer_state = WRITER_NONE;
 				slot->times_fenced = 0;
 				slot->epoch = slot->tip = slot->last_stamp = 0;
@@ -258,6 +262,30 @@ shared_store_slot(RolloutStore *store)
 		warned_full = true;
 	}
 	store->shared_slot = found;
+	return found;
+}
+
+/*
+ * Like shared_store_slot, for a backend that only reads the store (to keep
+ * its manifest versions, manifest_view.c): when every slot is taken it
+ * returns NULL without a warning, since reads lose nothing but a cache.
+ */
+SharedStoreSlot *
+shared_store_slot_for_reading(RolloutStore *store)
+{
+	SharedStoreSlot *found;
+
+	if (!rollout_shared_available())
+		return NULL;
+	if (store->shared_slot != NULL && slot_matches(store->shared_slot, store))
+		return store->shared_slot;
+	found = slot_by_names(store->objstore->identity, store->name, store->shard,
+						  store->location);
+	if (found != NULL)
+	{
+		shared_store_adopt_incarnation(found, store);
+		store->shared_slot = found;
+	}
 	return found;
 }
 

@@ -102,6 +102,7 @@ snapshot_serialize(const RolloutSnapshot *snapshot, int16 key_len,
 	put_int64(out, snapshot->wal_object_count);
 	put_int64(out, snapshot->shard_count);
 	put_int64(out, snapshot->truncate_stamp);
+	put_int64(out, snapshot->manifests_from_view ? 1 : 0);
 	put_int64(out, list_length(snapshot->sources));
 	foreach(lc, snapshot->sources)
 	{
@@ -166,6 +167,7 @@ snapshot_restore(const char *data, int16 key_len, bool key_byval)
 	snapshot->wal_object_count = get_int64(&cursor);
 	snapshot->shard_count = get_int64(&cursor);
 	snapshot->truncate_stamp = get_int64(&cursor);
+	snapshot->manifests_from_view = get_int64(&cursor) != 0;
 	count = get_int64(&cursor);
 	for (int64 i = 0; i < count; i++)
 	{

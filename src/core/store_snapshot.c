@@ -21,31 +21,121 @@
  * appear twice, never vanish.  Read in the opposite order, an old base and a
  * new shard manifest would lose the merged rows.
  *
+ * Steps 1 and 2 need no request when this cluster's view of the store's
+ * manifest versions (manifest_view.c) is recent enough and the parsed
+ * versions are in this backend's cache (manifest_cache.c): the view holds
+ * versions that are consistent in exactly the sense above, only possibly
+ * older than the store's (by at most rollout_fdw.manifest_refresh_interval
+ * for other clusters' commits; this cluster's own it knows at once).  A
+ * snapshot that also reads other shards' WAL tails (read_wal_tail) always
+ * lists, since it promises to see other clusters' commits as they land.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "utils/datum.h"
+#include "utils/timestamp.h"
+
 #include "rollout/fault.h"
+#include "rollout/manifest_cache.h"
+#include "rollout/manifest_view.h"
 #include "rollout/memtable.h"
 #include "rollout/shard.h"
 #include "rollout/shared_store.h"
 #include "rollout/store_snapshot.h"
 #include "rollout/wal.h"
 
+/* A copy of a key value of store, for a source that outlives a manifest. */
+static Datum
+snapshot_copy_key(RolloutStore *store, Datum value)
+{
+	const SegmentColumn *column = &store->schema.columns[store->key_column];
+
+	return datumCopy(value, column->typbyval, column->typlen);
+}
+
 /*
- * Step 3 of snapshot_take: each shard's generations that base has not
- * folded in yet, as sources.
+ * Steps 1 and 2 from the view: the shard ids, their manifests and the base
+ * manifest at the versions this cluster knows, when the view is recent
+ * enough and every version can still be read; false otherwise.
+ */
+static bool
+snapshot_manifests_from_view(RolloutStore *store, List **shards,
+							 const ShardManifest ***manifests,
+							 const BaseManifest **base)
+{
+	ManifestVersions versions;
+
+	if (!manifest_view_lookup(store, &versions))
+		return false;
+	if (!manifest_cache_read(store, &versions, manifests, base))
+		return false;
+	*shards = versions.shards;
+	return true;
+}
+
+/*
+ * Steps 1 and 2 from the store: list the shards and the newest version of
+ * each shard manifest, then the newest base version, then read them (from
+ * the cache where it has them), and tell the view what was found.  Listing
+ * the base after the shard manifests is what the order above asks: the
+ * versions are fixed by the listings, and a version's contents never
+ * change.  A version that vanished between listing and reading (garbage
+ * collection never removes the newest, so a newer one exists) makes it
+ * list again.
  */
 static void
-snapshot_add_generations(RolloutSnapshot *snapshot, List *manifests,
+snapshot_manifests_from_store(RolloutStore *store, List **shards,
+							  const ShardManifest ***manifests,
+							  const BaseManifest **base)
+{
+	for (int attempt = 1;; attempt++)
+	{
+		TimestampTz started_at = GetCurrentTimestamp();
+		ManifestVersions versions;
+		ListCell   *lc;
+
+		versions.shards = rollout_store_list_shards(store);
+		versions.shard_versions = palloc(sizeof(int64) *
+										 Max(list_length(versions.shards), 1));
+		foreach(lc, versions.shards)
+			versions.shard_versions[foreach_current_index(lc)] =
+			shard_manifest_newest_version(store, lfirst(lc));
+
+		rollout_fault_point("snapshot.after_shard_manifests");
+
+		versions.base_version = base_manifest_newest_version(store);
+		if (manifest_cache_read(store, &versions, manifests, base))
+		{
+			manifest_view_publish(store, started_at, &versions);
+			*shards = versions.shards;
+			return;
+		}
+		if (attempt >= 5)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("could not read a stable set of manifests of store \"%s\"",
+							store->name),
+					 errdetail("Manifest versions kept vanishing between their listing and their reading.")));
+	}
+}
+
+/*
+ * Step 3 of snapshot_take: each shard's generations that base has not
+ * folded in yet, as sources (copied out of the manifests, which belong to
+ * the manifest cache).
+ */
+static void
+snapshot_add_generations(RolloutStore *store, RolloutSnapshot *snapshot,
+						 const ShardManifest **manifests, int count,
 						 const BaseManifest *base)
 {
-	ListCell   *lc;
-
-	foreach(lc, manifests)
+	for (int i = 0; i < count; i++)
 	{
-		ShardManifest *manifest = lfirst(lc);
+		const ShardManifest *manifest = manifests[i];
 		int64		merged = base_manifest_merged_generation(base, manifest->shard);
+		char	   *shard = pstrdup(manifest->shard);
 		ListCell   *gc;
 
 		foreach(gc, manifest->generations)
@@ -56,15 +146,18 @@ snapshot_add_generations(RolloutSnapshot *snapshot, List *manifests,
 			if (generation->number <= merged)
 				continue;
 			source = snapshot_source_new(SNAPSHOT_GENERATION);
-			source->key = generation->file;
-			source->shard = manifest->shard;
+			source->key = pstrdup(generation->file);
+			source->shard = shard;
 			source->shard_hash = rollout_shard_hash(manifest->shard);
 			source->position = generation->last_position;
 			source->rows = generation->rows;
 			source->bytes = generation->bytes > 0 ? generation->bytes : -1;
 			source->has_key_range = generation->has_key_range;
-			source->min_key = generation->min_key;
-			source->max_key = generation->max_key;
+			if (generation->has_key_range)
+			{
+				source->min_key = snapshot_copy_key(store, generation->min_key);
+				source->max_key = snapshot_copy_key(store, generation->max_key);
+			}
 			source->stamp_fixed = generation->stamp > 0 ? generation->stamp : -1;
 			source->max_ts = generation->stamp > 0 ? generation->stamp : generation->max_ts;
 			snapshot->sources = lappend(snapshot->sources, source);
@@ -87,9 +180,9 @@ static RolloutSnapshot *
 snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 {
 	RolloutSnapshot *snapshot = palloc0(sizeof(RolloutSnapshot));
-	List	   *shards = rollout_store_list_shards(store);
-	List	   *manifests = NIL;
-	BaseManifest *base;
+	List	   *shards = NIL;
+	const ShardManifest **manifests;
+	const BaseManifest *base;
 	ListCell   *lc;
 	SharedStoreSlot *slot = shared_store_lookup(store);
 	List	   *memtable = NIL;
@@ -97,10 +190,11 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 
 	/*
 	 * 0. This cluster's memtable, before any manifest.  A flush commits the
-	 * shard manifest and only then drops the batches it sealed, so batches
-	 * copied now are either still unflushed or in a generation of the
-	 * manifest read next (read twice at worst, deduplicated).  Copied after
-	 * the manifest, a flush in between could hide them from both.
+	 * shard manifest (and records it in the view) and only then drops the
+	 * batches it sealed, so batches copied now are either still unflushed or
+	 * in a generation of the manifest read next (read twice at worst,
+	 * deduplicated).  Copied after the manifest, a flush in between could
+	 * hide them from both.
 	 */
 	if (slot != NULL && count_only)
 	{
@@ -114,20 +208,19 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 		have_memtable = memtable_sources(store, slot, &memtable,
 										 &snapshot->truncate_stamp);
 
-	/* the own shard may not be registered yet; it then has nothing to read */
-
-	/* 1. every shard manifest (their documents in one batch) */
-	manifests = shard_manifests_read_latest(store, shards);
+	/*
+	 * 1 and 2. every shard manifest, then the base manifest; the own shard
+	 * may not be registered yet, and then has nothing to read
+	 */
+	snapshot->manifests_from_view = !all_wal_tails &&
+		snapshot_manifests_from_view(store, &shards, &manifests, &base);
+	if (!snapshot->manifests_from_view)
+		snapshot_manifests_from_store(store, &shards, &manifests, &base);
 	snapshot->shard_count = list_length(shards);
-
-	foreach(lc, manifests)
+	for (int i = 0; i < snapshot->shard_count; i++)
 		snapshot->truncate_stamp = Max(snapshot->truncate_stamp,
-									   ((ShardManifest *) lfirst(lc))->truncate_stamp);
+									   manifests[i]->truncate_stamp);
 
-	rollout_fault_point("snapshot.after_shard_manifests");
-
-	/* 2. the base manifest */
-	base = base_manifest_read_latest(store);
 	snapshot->base_version = base->version;
 	snapshot->truncate_stamp = Max(snapshot->truncate_stamp, base->truncate_stamp);
 	foreach(lc, base->fragments)
@@ -135,12 +228,15 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 		FragmentEntry *fragment = lfirst(lc);
 		SnapshotSource *source = snapshot_source_new(SNAPSHOT_FRAGMENT);
 
-		source->key = fragment->file;
+		source->key = pstrdup(fragment->file);
 		source->rows = fragment->rows;
 		source->bytes = fragment->bytes > 0 ? fragment->bytes : -1;
 		source->has_key_range = fragment->has_key_range;
-		source->min_key = fragment->min_key;
-		source->max_key = fragment->max_key;
+		if (fragment->has_key_range)
+		{
+			source->min_key = snapshot_copy_key(store, fragment->min_key);
+			source->max_key = snapshot_copy_key(store, fragment->max_key);
+		}
 		source->stamp_floor = -1;
 		source->max_ts = fragment->max_ts;
 		snapshot->sources = lappend(snapshot->sources, source);
@@ -148,12 +244,13 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 	}
 
 	/* 3. generations not yet folded into the base */
-	snapshot_add_generations(snapshot, manifests, base);
+	snapshot_add_generations(store, snapshot, manifests, snapshot->shard_count,
+							 base);
 
 	/* 4. WAL tails */
-	foreach(lc, manifests)
+	for (int i = 0; i < snapshot->shard_count; i++)
 	{
-		ShardManifest *manifest = lfirst(lc);
+		const ShardManifest *manifest = manifests[i];
 		List	   *entries;
 		ListCell   *ec;
 
@@ -196,7 +293,7 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 			SnapshotSource *source = snapshot_source_new(SNAPSHOT_WAL_ENTRY);
 
 			source->key = entry->key;
-			source->shard = manifest->shard;
+			source->shard = pstrdup(manifest->shard);
 			source->shard_hash = rollout_shard_hash(manifest->shard);
 			source->position = entry->position;
 			source->rows = -1;

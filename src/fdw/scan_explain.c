@@ -144,6 +144,10 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 		 */
 		if (es->verbose)
 		{
+			/* where the snapshot's manifest versions came from */
+			ExplainPropertyText("Manifests",
+								state->snapshot->manifests_from_view ?
+								"shared view" : "listed", es);
 			ExplainPropertyInteger("Prefetch Batches", NULL, t->prefetch_batches, es);
 			if (es->format == EXPLAIN_FORMAT_TEXT)
 				ExplainPropertyText("Remote Requests",

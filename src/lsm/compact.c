@@ -45,6 +45,7 @@
 #include "rollout/fault.h"
 #include "rollout/grace.h"
 #include "rollout/json_doc.h"
+#include "rollout/manifest_view.h"
 #include "rollout/rewrite.h"
 #include "rollout/shard.h"
 #include "rollout/shared_store.h"
@@ -205,6 +206,7 @@ compact_commit(RolloutStore *store, List *inputs, List *outputs,
 		CHECK_FOR_INTERRUPTS();
 		if (base_manifest_commit(store, base) == MANIFEST_COMMITTED)
 		{
+			manifest_view_note_commit(store, NULL, base->version);
 			*fragments_after = list_length(fragments);
 			return NULL;
 		}
@@ -325,7 +327,10 @@ record_error_step(void *arg)
 
 		base->last_compaction_error = pnstrdup(recorded->message, 1000);
 		if (base_manifest_commit(recorded->store, base) == MANIFEST_COMMITTED)
+		{
+			manifest_view_note_commit(recorded->store, NULL, base->version);
 			break;
+		}
 	}
 }
 

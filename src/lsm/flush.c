@@ -37,6 +37,7 @@
 #include "rollout/grace.h"
 #include "rollout/json_doc.h"
 #include "rollout/manifest.h"
+#include "rollout/manifest_view.h"
 #include "rollout/memtable.h"
 #include "rollout/merge_read.h"
 #include "rollout/rewrite.h"
@@ -344,7 +345,7 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 		if (manifest->replay_after >= last_position)
 		{
 			/* sealed already (a flush of another database finished first) */
-			memtable_trim(slot, manifest->replay_after);
+			memtable_trim(slot, manifest->replay_after, manifest->version);
 			return result;
 		}
 		foreach(lc, sources)
@@ -379,7 +380,7 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 			shard_manifest_commit(store, manifest) == MANIFEST_COMMITTED)
 		{
 			rollout_fault_point("flush.after_manifest_commit");
-			memtable_trim(slot, last_position);
+			memtable_trim(slot, last_position, manifest->version);
 			result.generation = number > manifest_next_before ? number - 1 : 0;
 			result.first_position = generation->first_position;
 			result.last_position = last_position;
@@ -504,6 +505,7 @@ flush_wal_tail(RolloutStore *store)
 		if (!abandoned &&
 			shard_manifest_commit(store, manifest) == MANIFEST_COMMITTED)
 		{
+			manifest_view_note_commit(store, store->shard, manifest->version);
 			rollout_fault_point("flush.after_manifest_commit");
 			/* the newest generation added; 0 when only fences were sealed */
 			result.generation = number > manifest_next_before ? number - 1 : 0;

@@ -44,6 +44,7 @@
 #include "rollout/flush.h"
 #include "rollout/grace.h"
 #include "rollout/json_doc.h"
+#include "rollout/manifest_view.h"
 #include "rollout/merge.h"
 #include "rollout/rewrite.h"
 #include "rollout/shard.h"
@@ -104,7 +105,10 @@ merge_drain_shard_manifest(RolloutStore *store, int64 merged)
 		manifest->generations = kept;
 		CHECK_FOR_INTERRUPTS();
 		if (shard_manifest_commit(store, manifest) == MANIFEST_COMMITTED)
+		{
+			manifest_view_note_commit(store, store->shard, manifest->version);
 			return;
+		}
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -276,6 +280,7 @@ merge_commit_base(RolloutStore *store, int64 expected, int64 last,
 		CHECK_FOR_INTERRUPTS();
 		if (base_manifest_commit(store, base) == MANIFEST_COMMITTED)
 		{
+			manifest_view_note_commit(store, NULL, base->version);
 			*merged_now = last;
 			return MERGE_COMMITTED;
 		}

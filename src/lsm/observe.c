@@ -22,6 +22,7 @@
 
 #include "miscadmin.h"
 
+#include "rollout/manifest.h"
 #include "rollout/memtable.h"
 #include "rollout/merge_read.h"
 #include "rollout/observe.h"

@@ -44,6 +44,7 @@
 
 #include "rollout/flush.h"
 #include "rollout/manifest.h"
+#include "rollout/manifest_view.h"
 #include "rollout/memtable.h"
 #include "rollout/scratch.h"
 #include "rollout/shard.h"
@@ -167,6 +168,7 @@ shard_claim(RolloutStore *store, bool only_for_new_timeline,
 		manifest->epoch_start_position = manifest->replay_after + 1;
 		if (shard_manifest_commit(store, manifest) != MANIFEST_COMMITTED)
 			continue;
+		manifest_view_note_commit(store, store->shard, manifest->version);
 
 		fence.kind = "fence";
 		fence.shard = store->shard;
@@ -180,6 +182,7 @@ shard_claim(RolloutStore *store, bool only_for_new_timeline,
 		if (put == WAL_PUT_CREATED)
 		{
 			claim.epoch = fence.epoch;
+			claim.manifest_version = manifest->version;
 			claim.fence_position = position;
 			claim.stamp = fence.stamp;
 			store->wal_tip_hint = position;
@@ -214,7 +217,7 @@ writer_claim(RolloutStore *store, SharedStoreSlot *slot,
 {
 	ShardClaim	claim = shard_claim(store, false, superseded);
 
-	memtable_trim(slot, claim.fence_position - 1);
+	memtable_trim(slot, claim.fence_position - 1, claim.manifest_version);
 	slot->epoch = claim.epoch;
 	slot->tip = claim.fence_position;
 	slot->last_stamp = claim.stamp;

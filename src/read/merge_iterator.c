@@ -23,6 +23,7 @@
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
+#include "rollout/manifest_view.h"
 #include "rollout/merge_read.h"
 #include "rollout/store_sources.h"
 
@@ -388,7 +389,10 @@ merge_read_found_missing(MergeRead *read)
  * effective stamp, then the ingest segments their WAL entries name; only
  * footers are read, and the first row groups of all sources are then fetched
  * in one batch.  An empty key range opens nothing.  Returns NULL, everything
- * freed, when an object vanished and options->vanished asked to be told.
+ * freed, when an object vanished and options->vanished asked to be told;
+ * the snapshot was then too old, and the manifest versions this cluster
+ * knows are forgotten too, so that the caller's next snapshot reads the
+ * store (manifest_view.h).
  */
 MergeRead *
 merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
@@ -445,6 +449,7 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 		{
 			MemoryContextSwitchTo(oldcontext);
 			merge_read_end(read);
+			manifest_view_forget(store);
 			return NULL;
 		}
 
@@ -465,6 +470,7 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 			*options->vanished = true;
 			MemoryContextSwitchTo(oldcontext);
 			merge_read_end(read);
+			manifest_view_forget(store);
 			return NULL;
 		}
 	}

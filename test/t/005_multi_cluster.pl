@@ -40,7 +40,8 @@ my $store = RolloutStore->for_test('005_multi_cluster');
 my %node;
 for my $name ('a', 'b')
 {
-	my $n = mode_node("cluster_$name");
+	# each cluster sees the other's flushes as soon as they commit
+	my $n = mode_node("cluster_$name", conf => ['rollout_fdw.manifest_refresh_interval = 0']);
 	$store->create_extension_and_server($n);
 	$n->safe_psql(
 		'postgres', qq{

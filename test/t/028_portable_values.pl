@@ -35,8 +35,9 @@ use RolloutStore;
 use RolloutTest qw(mode_node);
 use Test::More;
 
-my $A = mode_node('portable_a');
-my $B = mode_node('portable_b');
+# each cluster sees the other's flushes as soon as they commit
+my $A = mode_node('portable_a', conf => ['rollout_fdw.manifest_refresh_interval = 0']);
+my $B = mode_node('portable_b', conf => ['rollout_fdw.manifest_refresh_interval = 0']);
 
 # The types, in a given database, after $fillers unrelated types (so their
 # OIDs differ between databases).  The enum gets a label added later, whose

@@ -38,7 +38,9 @@ my $store = RolloutStore->for_test('044_erasure');
 my %node;
 for my $name ('a', 'b')
 {
-	my $n = mode_node("erasure_$name", conf => ['rollout_fdw.min_gc_grace = 0']);
+	# each cluster sees the other's flushes as soon as they commit
+	my $n = mode_node("erasure_$name",
+		conf => ['rollout_fdw.min_gc_grace = 0', 'rollout_fdw.manifest_refresh_interval = 0']);
 	$store->create_extension_and_server($n);
 	$n->safe_psql('postgres', q{
 CREATE FOREIGN TABLE t (id text, run int, note text, payload jsonb)

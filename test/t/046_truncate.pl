@@ -32,7 +32,9 @@ my $store = RolloutStore->for_test('046_truncate');
 my %node;
 for my $name ('a', 'b')
 {
-	my $n = mode_node("truncate_$name");
+	# each cluster sees the other's commits as soon as they land, and a
+	# snapshot lists the manifests (the fault point between them is used)
+	my $n = mode_node("truncate_$name", conf => ['rollout_fdw.manifest_refresh_interval = 0']);
 	$store->create_extension_and_server($n);
 	$n->safe_psql('postgres', q{
 CREATE FOREIGN TABLE r (id int, v text) SERVER s OPTIONS (store 'trunc', key 'id', read_wal_tail 'true');

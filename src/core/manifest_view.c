@@ -1,0 +1,202 @@
+/*-------------------------------------------------------------------------
+ *
+ * manifest_view.c
+ *		Keep, in shared memory, the newest manifest versions of each store
+ *		this cluster touches, so that a snapshot need not list them.
+ *
+ * A snapshot (store_snapshot.c) must see every shard manifest, and then a
+ * base manifest at least as new as anything those depend on (DESIGN.md §5).
+ * Listing them costs three requests or more per statement: on S3 or Azure
+ * that is most of a key lookup.  But a store's manifests change only when
+ * somebody commits a new version, and this cluster knows of its own commits
+ * as it makes them.  So each store's slot keeps the versions:
+ *	- every version this cluster commits is recorded right after its commit
+ *	  (manifest_view_note_commit, called by manifest.c), before the committer
+ *	  relies on it: a flush drops the memtable batches it sealed only after
+ *	  its shard manifest is recorded here;
+ *	- a snapshot that reads the store's manifests publishes what it found,
+ *	  with the time it began: the view's refreshed_at;
+ *	- a snapshot uses the view instead of listing while refreshed_at is
+ *	  younger than rollout_fdw.manifest_refresh_interval.
+ * Other clusters' commits therefore reach this cluster's reads at most that
+ * interval after they were made; this cluster's own, at once.
+ *
+ * Why the versions of the view make a correct snapshot.  Versions only grow
+ * here (every update takes the maximum, per shard and for the base), and
+ * a base manifest's merged marks only grow with its version.  A complete
+ * read publishes shard versions S and a base version B read after them, so
+ * B covers every generation S dropped.  Taking the maximum of two such
+ * states keeps that: a shard version taken from one state is covered by
+ * that state's base, and the maximum base is at least as new.  A commit
+ * recorded by this cluster keeps it too: a merge records its base before
+ * the shard manifest that drops the generations it merged, and no other
+ * commit of a shard manifest drops generations.  So the view can only be
+ * older than the store, never inconsistent: a row may be seen late, never
+ * lost, and objects the view's versions name stay for the garbage
+ * collection grace (a snapshot that finds one gone forgets the view and
+ * reads the store, manifest_view_forget).
+ *
+ * The memtable.  A snapshot copies this cluster's memtable before it reads
+ * the view, and the memtable drops batches only together with recording the
+ * shard manifest version that sealed them, under one hold of the slot's lock
+ * (memtable_trim).  A snapshot that misses a dropped batch therefore sees
+ * the manifest whose generation holds its rows.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "storage/lwlock.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
+
+#include "rollout/manifest_view.h"
+#include "rollout/shared_store.h"
+
+/* rollout_fdw.manifest_refresh_interval, in milliseconds */
+static int	manifest_refresh_interval_ms = 1000;
+
+void
+manifest_view_define_settings(void)
+{
+	DefineCustomIntVariable("rollout_fdw.manifest_refresh_interval",
+							"How long reads may use the store's manifest versions this cluster knows before reading them from the store again.",
+							"This cluster's own flushes, merges and compactions are known at once; other clusters' reach reads here at most this long after they commit.  0 reads them at every statement.  Only with shared_preload_libraries.",
+							&manifest_refresh_interval_ms,
+							1000, 0, 60 * 1000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+}
+
+/*
+ * The slot of store whose view may be read or changed, or NULL.  A store not
+ * created yet has no manifests worth keeping; a slot about another creation
+ * of the store is not touched (shared_store_adopt_incarnation resets the
+ * view with everything else when a backend brings the slot to a new one).
+ */
+static SharedStoreSlot *
+manifest_view_slot(RolloutStore *store, bool create)
+{
+	SharedStoreSlot *slot;
+
+	if (store->pending_definition != NULL || store->incarnation == NULL)
+		return NULL;
+	slot = create ? shared_store_slot_for_reading(store) : shared_store_lookup(store);
+	return slot;
+}
+
+static bool
+view_is_of(SharedStoreSlot *slot, RolloutStore *store)
+{
+	return strncmp(slot->incarnation, store->incarnation, SLOT_SHARD_LEN - 1) == 0;
+}
+
+static int
+shard_name_compare(const ListCell *a, const ListCell *b)
+{
+	return strcmp(lfirst(a), lfirst(b));
+}
+
+/* See manifest_view.h.  The copy is taken under one hold of the lock. */
+bool
+manifest_view_lookup(RolloutStore *store, ManifestVersions *out)
+{
+	SharedStoreSlot *slot = manifest_view_slot(store, false);
+	ManifestViewShard shards[MANIFEST_VIEW_SHARDS];
+	int			count = 0;
+	bool		usable;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (slot == NULL || manifest_refresh_interval_ms <= 0)
+		return false;
+	LWLockAcquire(&slot->lock, LW_SHARED);
+	usable = view_is_of(slot, store) && !slot->view_overflow &&
+		slot->view_refreshed_at != 0 &&
+		!TimestampDifferenceExceeds(slot->view_refreshed_at, now,
+									manifest_refresh_interval_ms);
+	if (usable)
+	{
+		count = slot->view_shard_count;
+		memcpy(shards, slot->view_shards, sizeof(ManifestViewShard) * count);
+		out->base_version = slot->view_base_version;
+	}
+	LWLockRelease(&slot->lock);
+	if (!usable)
+		return false;
+
+	out->shards = NIL;
+	for (int i = 0; i < count; i++)
+		out->shards = lappend(out->shards, pstrdup(shards[i].shard));
+	list_sort(out->shards, shard_name_compare);
+	out->shard_versions = palloc(sizeof(int64) * Max(count, 1));
+	for (int i = 0; i < count; i++)
+	{
+		const char *shard = list_nth(out->shards, i);
+
+		for (int j = 0; j < count; j++)
+			if (strcmp(shards[j].shard, shard) == 0)
+				out->shard_versions[i] = shards[j].version;
+	}
+	return true;
+}
+
+/* See manifest_view.h. */
+void
+manifest_view_publish(RolloutStore *store, TimestampTz started_at,
+					  const ManifestVersions *found)
+{
+	SharedStoreSlot *slot = manifest_view_slot(store, true);
+	ListCell   *lc;
+
+	if (slot == NULL)
+		return;
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	if (view_is_of(slot, store))
+	{
+		foreach(lc, found->shards)
+			store_slot_view_raise_shard(slot, lfirst(lc),
+										found->shard_versions[foreach_current_index(lc)]);
+		slot->view_base_version = Max(slot->view_base_version, found->base_version);
+		slot->view_refreshed_at = Max(slot->view_refreshed_at, started_at);
+		slot->view_refreshes++;
+	}
+	LWLockRelease(&slot->lock);
+}
+
+/*
+ * See manifest_view.h.  Recorded whatever the view's age: a read of the
+ * store that began before this commit may publish its older versions later,
+ * and the maximum keeps this one.
+ */
+void
+manifest_view_note_commit(RolloutStore *store, const char *shard, int64 version)
+{
+	SharedStoreSlot *slot = manifest_view_slot(store, true);
+
+	if (slot == NULL)
+		return;
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	if (view_is_of(slot, store))
+	{
+		if (shard == NULL)
+			slot->view_base_version = Max(slot->view_base_version, version);
+		else
+			store_slot_view_raise_shard(slot, shard, version);
+	}
+	LWLockRelease(&slot->lock);
+}
+
+/* See manifest_view.h. */
+void
+manifest_view_forget(RolloutStore *store)
+{
+	SharedStoreSlot *slot = manifest_view_slot(store, false);
+
+	if (slot == NULL)
+		return;
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	if (view_is_of(slot, store))
+		slot->view_refreshed_at = 0;
+	LWLockRelease(&slot->lock);
+}
