@@ -43,7 +43,7 @@
  * key filter, else as version 1, byte for byte what older releases write
  * and read.
  */
-#define SEGMENT_FORMAT_VERSION		3
+#define SEGMENT_FORMAT_VERSION		4
 #define SEGMENT_FORMAT_VERSION_MIN	1
 
 /* How much of the tail segment_reader_open() reads first. */
@@ -134,7 +134,9 @@ typedef struct SegmentWriteSummary
  * key_filter_bits > 0 the footer gets a key filter of about that many bits
  * per row (format version 2).  With page_size > 0 each column chunk is cut
  * into pages of about that many raw bytes, each decodable on its own (format
- * version 3); 0 writes one page per chunk and version 1 or 2.  The schema
+ * version 3); 0 writes one page per chunk and version 1 or 2.  With pages and
+ * dictionary_size > 0, a wide column gets a zstd dictionary of at most that
+ * many bytes, trained on its first row group (format version 4).  The schema
  * must stay valid until segment_writer_finish().
  */
 extern SegmentWriter *segment_writer_begin(const SegmentSchema *schema,
@@ -142,7 +144,8 @@ extern SegmentWriter *segment_writer_begin(const SegmentSchema *schema,
 										   bool sorted,
 										   int rows_per_group,
 										   int key_filter_bits,
-										   int page_size);
+										   int page_size,
+										   int dictionary_size);
 
 /* Append one row.  Varlena values may be toasted; they are stored flat. */
 extern void segment_writer_add_row(SegmentWriter *writer,
@@ -277,6 +280,14 @@ typedef struct SegmentReader
 								 * bytes, which the reader keeps), or NULL */
 	uint64		key_filter_bits;
 	int			key_filter_probes;
+
+	/*
+	 * Per schema column, the zstd dictionary its pages were compressed with,
+	 * digested for decompression (version 4), or NULL; NULL for the whole
+	 * array when no column has one.  They live as long as the decoded
+	 * footer's context.
+	 */
+	struct ZSTD_DDict_s **dictionaries;
 	MemoryContext context;		/* the reader's: freed with it */
 
 	/*
@@ -375,6 +386,16 @@ extern int	segment_row_group_decode_deferred(SegmentReader *reader,
 											  int row_group,
 											  SegmentRowGroup *rows,
 											  int column, int64 row);
+
+/*
+ * The same for row `row` alone, for a read that needs one row of the page
+ * (a key lookup's winner): the page is decompressed, but only that row is
+ * decoded, and only it is ready afterwards; the page counts as not decoded.
+ */
+extern void segment_row_group_decode_deferred_row(SegmentReader *reader,
+												  int row_group,
+												  SegmentRowGroup *rows,
+												  int column, int64 row);
 
 extern void segment_reader_close(SegmentReader *reader);
 

@@ -20,6 +20,7 @@ extern int	store_key_filter_bits;
 
 /* rollout_fdw.page_size: kB of raw values per page of a chunk (0: no pages) */
 extern int	store_page_size;
+extern int	store_dictionary_size;
 
 /* Define rollout_fdw.rows_per_group and the others above (from _PG_init). */
 extern void store_define_settings(void);

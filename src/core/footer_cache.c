@@ -43,6 +43,16 @@
 /* rollout_fdw.footer_cache_size (kB; 0 turns the cache off) */
 static int	footer_cache_kb = 16 * 1024;
 
+/*
+ * One footer's bytes may take this share of the limit, and its decoded form
+ * as much again: a compacted fragment of a million rows has a footer of 2 to
+ * 3 MB (1.25 MB of it the key filter, the rest the row-group and page
+ * directories), and lookups over such a store are the case the cache is
+ * for.  A smaller share would turn them into a read and decode of the whole
+ * footer per lookup.
+ */
+#define FOOTER_CACHE_LARGEST_SHARE	4
+
 /* A cached footer's bytes, which may outlive their entry while lent. */
 typedef struct FooterBytes
 {
@@ -278,9 +288,8 @@ footer_cache_recharge_decoded(FooterBytes *bytes)
  * with the bytes whatever happens to the borrower, and counts it against
  * the limit while the footer is cached.  It does not adopt it (the context
  * stays the borrower's, freed with it) when the footer is no longer cached,
- * one is kept already, or it is larger than an eighth of the limit, the
- * most a footer's bytes may take (a million-row fragment's footer is 1.8 MB
- * of the 2 MB an eighth of the default allows, its decoded form 0.4 MB).
+ * one is kept already, or it is larger than the most one footer may take
+ * (FOOTER_CACHE_LARGEST_SHARE).
  */
 void
 footer_cache_loan_keep_decoded(FooterLoan *loan, void *decoded,
@@ -290,7 +299,7 @@ footer_cache_loan_keep_decoded(FooterLoan *loan, void *decoded,
 	Size		charge = MemoryContextMemAllocated(context, true);
 
 	if (bytes->decoded != NULL || bytes->entry == NULL ||
-		charge > footer_cache_limit() / 8)
+		charge > footer_cache_limit() / FOOTER_CACHE_LARGEST_SHARE)
 		return;
 	MemoryContextSetParent(context, footer_cache_context);
 	bytes->decoded = decoded;
@@ -315,15 +324,15 @@ footer_cache_contains(const char *identity)
 }
 
 /*
- * The largest footer of identity this backend keeps: its bytes may take an
- * eighth of the limit, so that one object does not push out many small ones
- * (its decoded form another eighth at most when adopted, plus the page
- * directories decoded into it later, counted from the next borrow).
+ * The largest footer of identity this backend keeps: its bytes may take a
+ * FOOTER_CACHE_LARGEST_SHARE of the limit (its decoded form as much again at
+ * most when adopted, plus the page directories decoded into it later,
+ * counted from the next borrow).
  */
 static int64
 footer_cache_max_footer(const char *identity)
 {
-	return (int64) (footer_cache_limit() / 8) -
+	return (int64) (footer_cache_limit() / FOOTER_CACHE_LARGEST_SHARE) -
 		(int64) (strlen(identity) + 1 + sizeof(FooterCacheEntry));
 }
 
@@ -343,7 +352,7 @@ footer_cache_keep(const char *identity, const char *footer,
 	if (!footer_cache_enabled())
 		return;
 	charge = footer_length + strlen(identity) + 1 + sizeof(FooterCacheEntry);
-	if (charge > footer_cache_limit() / 8)
+	if (charge > footer_cache_limit() / FOOTER_CACHE_LARGEST_SHARE)
 		return;
 	if (footer_cache == NULL)
 		footer_cache_init();

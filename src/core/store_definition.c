@@ -37,7 +37,8 @@
 
 int			store_rows_per_group = SEGMENT_DEFAULT_ROWS_PER_GROUP;
 int			store_key_filter_bits = 10;
-int			store_page_size = 64;
+int			store_page_size = 8;
+int			store_dictionary_size = 32;
 
 static void store_init_schema_from_json(RolloutStore *store,
 										const RolloutStoreSpec *spec,
@@ -55,8 +56,8 @@ static void store_init_column(RolloutStore *store, int c, JsonDoc *doc,
  */
 
 /*
- * Define rollout_fdw.rows_per_group, .key_filter_bits and .page_size; _PG_init
- * calls it.
+ * Define rollout_fdw.rows_per_group, .key_filter_bits, .page_size and
+ * .dictionary_size; _PG_init calls it.
  */
 void
 store_define_settings(void)
@@ -81,7 +82,15 @@ store_define_settings(void)
 							"Raw size of the pages column chunks are cut into in the segments this backend writes.",
 							"A read that needs a few rows of a row group decodes only their pages. 0 writes chunks of one page (segments of format version 1 or 2, which builds of rollout_fdw without pages read too).",
 							&store_page_size,
-							64, 0, 1024 * 1024,
+							8, 0, 1024 * 1024,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.dictionary_size",
+							"Size of the zstd dictionary a wide column gets in the segments this backend writes.",
+							"Trained on the column's first row group, it lets small pages compress as well as large ones. A column gets one when its first row group holds at least eight times as many bytes. 0 writes none (and segments of format version 3 at most, which builds of rollout_fdw without dictionaries read too).",
+							&store_dictionary_size,
+							32, 0, 1024,
 							PGC_USERSET,
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);

@@ -199,7 +199,8 @@ wal_write_entry_file(RolloutStore *store, List *blobs,
 	SegmentWriter *writer = segment_writer_begin(&store->schema, path, false,
 												 store_rows_per_group,
 												 store_key_filter_bits,
-												 store_page_size * 1024);
+												 store_page_size * 1024,
+												 store_dictionary_size * 1024);
 	SegmentWriteSummary summary;
 	ListCell   *lc;
 

@@ -26,6 +26,8 @@
  */
 #include "postgres.h"
 
+#include "port/pg_bitutils.h"
+
 #include "access/detoast.h"
 #include "access/tupmacs.h"
 #include "catalog/pg_collation.h"
@@ -374,6 +376,124 @@ segment_datum_from_image(const SegmentColumn *column, const char *image,
 }
 
 /*
+ * The null bitmap of a decompressed chunk of row_count rows (at its end),
+ * checked; *values_end receives the length of the value area before it.
+ */
+static const unsigned char *
+chunk_bitmap(const SegmentColumn *column, const char *raw, int64 raw_size,
+			 int64 row_count, int64 *values_end, const char *segment_name)
+{
+	int64		bitmap_size = (row_count + 7) / 8;
+	const unsigned char *bitmap;
+
+	if (raw_size < bitmap_size)
+		segment_corrupt(segment_name,
+						"A chunk of column \"%s\" is %lld bytes long, too short for the null bitmap of %lld rows.",
+						column->name, (long long) raw_size,
+						(long long) row_count);
+	*values_end = raw_size - bitmap_size;
+	bitmap = (const unsigned char *) raw + *values_end;
+
+	/* bits past the last row must be clear */
+	if (row_count % 8 != 0 &&
+		(bitmap[bitmap_size - 1] >> (row_count % 8)) != 0)
+		segment_corrupt(segment_name,
+						"The null bitmap of a chunk of column \"%s\" has bits set past its last row.",
+						column->name);
+	return bitmap;
+}
+
+/*
+ * The non-null value of row `row` that starts at or after *offset in the
+ * value area of raw (values_end bytes), checked against the end of the area
+ * and, for a varlena, its header; *offset moves past it.
+ */
+static pg_attribute_always_inline Datum
+chunk_next_value(const SegmentColumn *column, const char *raw,
+				 int64 values_end, int64 *offset, int64 row,
+				 const char *segment_name)
+{
+	const char *value;
+	int64		remaining;
+	int64		length;
+
+	if (column->typlen > 0)
+	{
+		*offset = segment_align(*offset, column->typalign);
+		if (*offset > values_end || values_end - *offset < column->typlen)
+			segment_corrupt(segment_name,
+							"Row %lld of a chunk of column \"%s\" runs past the end of the chunk.",
+							(long long) row, column->name);
+		value = raw + *offset;
+		*offset += column->typlen;
+		return fetch_att(value, column->typbyval, column->typlen);
+	}
+
+	if (column->typlen == -2)
+	{
+		const char *end;
+
+		remaining = values_end - *offset;
+		end = remaining > 0 ? memchr(raw + *offset, '\0', remaining) : NULL;
+		if (end == NULL)
+			segment_corrupt(segment_name,
+							"Row %lld of a chunk of column \"%s\" is not a NUL-terminated string.",
+							(long long) row, column->name);
+		value = raw + *offset;
+		*offset += (end - value) + 1;
+		return PointerGetDatum(value);
+	}
+
+	/*
+	 * A varlena.  As in heap tuples, padding bytes are zero and a 1-byte
+	 * header is never zero, so a non-zero byte where the value may begin is a
+	 * 1-byte header and anything else is padding before an aligned 4-byte
+	 * header.
+	 */
+	if (*offset >= values_end)
+		segment_corrupt(segment_name,
+						"Row %lld of a chunk of column \"%s\" runs past the end of the chunk.",
+						(long long) row, column->name);
+	if (!VARATT_IS_1B(raw + *offset))
+		*offset = segment_align(*offset, column->typalign);
+	if (*offset >= values_end)
+		segment_corrupt(segment_name,
+						"Row %lld of a chunk of column \"%s\" runs past the end of the chunk.",
+						(long long) row, column->name);
+	value = raw + *offset;
+	remaining = values_end - *offset;
+
+	if (VARATT_IS_1B_E(value))
+		segment_corrupt(segment_name,
+						"Row %lld of a chunk of column \"%s\" is an external TOAST pointer.",
+						(long long) row, column->name);
+	if (VARATT_IS_1B(value))
+		length = VARSIZE_1B(value);
+	else
+	{
+		if (remaining < VARHDRSZ)
+			segment_corrupt(segment_name,
+							"Row %lld of a chunk of column \"%s\" runs past the end of the chunk.",
+							(long long) row, column->name);
+		if (!VARATT_IS_4B_U(value))
+			segment_corrupt(segment_name,
+							"Row %lld of a chunk of column \"%s\" is a compressed or malformed varlena.",
+							(long long) row, column->name);
+		length = VARSIZE_4B(value);
+		if (length < VARHDRSZ)
+			segment_corrupt(segment_name,
+							"Row %lld of a chunk of column \"%s\" has a varlena header shorter than itself.",
+							(long long) row, column->name);
+	}
+	if (length > remaining)
+		segment_corrupt(segment_name,
+						"Row %lld of a chunk of column \"%s\" runs past the end of the chunk.",
+						(long long) row, column->name);
+	*offset += length;
+	return PointerGetDatum(value);
+}
+
+/*
  * Decode one decompressed chunk of row_count rows into values/isnull (arrays
  * of row_count elements).  By-reference Datums point into raw, which must be
  * MAXALIGN'd and outlive them.  Everything is checked: the bitmap against
@@ -385,34 +505,34 @@ segment_chunk_decode(const SegmentColumn *column, const char *raw,
 					 int64 raw_size, int64 row_count, int64 null_count,
 					 Datum *values, bool *isnull, const char *segment_name)
 {
-	int64		bitmap_size = (row_count + 7) / 8;
 	int64		values_end;
-	const unsigned char *bitmap;
+	const unsigned char *bitmap = chunk_bitmap(column, raw, raw_size, row_count,
+											   &values_end, segment_name);
 	int64		nulls = 0;
 	int64		offset = 0;
-	int64		row;
 
-	if (raw_size < bitmap_size)
-		segment_corrupt(segment_name,
-						"A chunk of column \"%s\" is %lld bytes long, too short for the null bitmap of %lld rows.",
-						column->name, (long long) raw_size,
-						(long long) row_count);
-	values_end = raw_size - bitmap_size;
-	bitmap = (const unsigned char *) raw + values_end;
-
-	/* bits past the last row must be clear */
-	if (row_count % 8 != 0 &&
-		(bitmap[bitmap_size - 1] >> (row_count % 8)) != 0)
-		segment_corrupt(segment_name,
-						"The null bitmap of a chunk of column \"%s\" has bits set past its last row.",
-						column->name);
-
-	for (row = 0; row < row_count; row++)
+	/*
+	 * Fixed-length values without nulls (keys, stamps, most numbers): each at
+	 * rank times its length, when that keeps them aligned.  The bitmap must
+	 * then be all ones, and the value area exactly that long.
+	 */
+	if (column->typlen > 0 &&
+		column->typlen % segment_align(1, column->typalign) == 0 &&
+		(null_count == 0 || null_count == -1) &&
+		values_end == row_count * column->typlen &&
+		pg_popcount((const char *) bitmap, (row_count + 7) / 8) == (uint64) row_count)
 	{
-		const char *value;
-		int64		remaining;
-		int64		length;
+		for (int64 row = 0; row < row_count; row++)
+		{
+			values[row] = fetch_att(raw + row * column->typlen,
+									column->typbyval, column->typlen);
+			isnull[row] = false;
+		}
+		return;
+	}
 
+	for (int64 row = 0; row < row_count; row++)
+	{
 		if ((bitmap[row / 8] & (1 << (row % 8))) == 0)
 		{
 			values[row] = (Datum) 0;
@@ -421,82 +541,8 @@ segment_chunk_decode(const SegmentColumn *column, const char *raw,
 			continue;
 		}
 		isnull[row] = false;
-
-		if (column->typlen > 0)
-		{
-			offset = segment_align(offset, column->typalign);
-			if (offset > values_end || values_end - offset < column->typlen)
-				segment_corrupt(segment_name,
-								"Row %lld of a chunk of column \"%s\" runs past the end of the chunk.",
-								(long long) row, column->name);
-			value = raw + offset;
-			values[row] = fetch_att(value, column->typbyval, column->typlen);
-			offset += column->typlen;
-			continue;
-		}
-
-		if (column->typlen == -2)
-		{
-			const char *end;
-
-			remaining = values_end - offset;
-			end = remaining > 0 ? memchr(raw + offset, '\0', remaining) : NULL;
-			if (end == NULL)
-				segment_corrupt(segment_name,
-								"Row %lld of a chunk of column \"%s\" is not a NUL-terminated string.",
-								(long long) row, column->name);
-			values[row] = PointerGetDatum(raw + offset);
-			offset += (end - (raw + offset)) + 1;
-			continue;
-		}
-
-		/*
-		 * A varlena.  As in heap tuples, padding bytes are zero and a 1-byte
-		 * header is never zero, so a non-zero byte where the value may begin
-		 * is a 1-byte header and anything else is padding before an aligned
-		 * 4-byte header.
-		 */
-		if (offset >= values_end)
-			segment_corrupt(segment_name,
-							"Row %lld of a chunk of column \"%s\" runs past the end of the chunk.",
-							(long long) row, column->name);
-		if (!VARATT_IS_1B(raw + offset))
-			offset = segment_align(offset, column->typalign);
-		if (offset >= values_end)
-			segment_corrupt(segment_name,
-							"Row %lld of a chunk of column \"%s\" runs past the end of the chunk.",
-							(long long) row, column->name);
-		value = raw + offset;
-		remaining = values_end - offset;
-
-		if (VARATT_IS_1B_E(value))
-			segment_corrupt(segment_name,
-							"Row %lld of a chunk of column \"%s\" is an external TOAST pointer.",
-							(long long) row, column->name);
-		if (VARATT_IS_1B(value))
-			length = VARSIZE_1B(value);
-		else
-		{
-			if (remaining < VARHDRSZ)
-				segment_corrupt(segment_name,
-								"Row %lld of a chunk of column \"%s\" runs past the end of the chunk.",
-								(long long) row, column->name);
-			if (!VARATT_IS_4B_U(value))
-				segment_corrupt(segment_name,
-								"Row %lld of a chunk of column \"%s\" is a compressed or malformed varlena.",
-								(long long) row, column->name);
-			length = VARSIZE_4B(value);
-			if (length < VARHDRSZ)
-				segment_corrupt(segment_name,
-								"Row %lld of a chunk of column \"%s\" has a varlena header shorter than itself.",
-								(long long) row, column->name);
-		}
-		if (length > remaining)
-			segment_corrupt(segment_name,
-							"Row %lld of a chunk of column \"%s\" runs past the end of the chunk.",
-							(long long) row, column->name);
-		values[row] = PointerGetDatum(value);
-		offset += length;
+		values[row] = chunk_next_value(column, raw, values_end, &offset, row,
+									   segment_name);
 	}
 
 	if (null_count >= 0 && nulls != null_count)
@@ -508,4 +554,49 @@ segment_chunk_decode(const SegmentColumn *column, const char *raw,
 						"The values of a chunk of column \"%s\" end at byte %lld, but the value area is %lld bytes long.",
 						column->name, (long long) offset,
 						(long long) values_end);
+}
+
+/*
+ * Decode row `row` alone of one decompressed chunk of row_count rows into
+ * *value and *isnull, for a read that needs one row of a page (a key
+ * lookup): the values before it are stepped over, not decoded, and a
+ * fixed-length value whose length is a multiple of its alignment is found
+ * by its rank alone.  The bitmap, the values up to the row and the row's own
+ * are checked as segment_chunk_decode checks them; what lies after it is
+ * not looked at (the page's CRC has been checked).
+ */
+void
+segment_chunk_decode_row(const SegmentColumn *column, const char *raw,
+						 int64 raw_size, int64 row_count, int64 row,
+						 Datum *value, bool *isnull, const char *segment_name)
+{
+	int64		values_end;
+	const unsigned char *bitmap = chunk_bitmap(column, raw, raw_size, row_count,
+											   &values_end, segment_name);
+	int64		rank = 0;
+	int64		offset = 0;
+
+	Assert(row >= 0 && row < row_count);
+	if ((bitmap[row / 8] & (1 << (row % 8))) == 0)
+	{
+		*value = (Datum) 0;
+		*isnull = true;
+		return;
+	}
+	*isnull = false;
+	rank = (int64) pg_popcount((const char *) bitmap, row / 8);
+	for (int64 r = row / 8 * 8; r < row; r++)
+		rank += (bitmap[r / 8] >> (r % 8)) & 1;
+
+	if (column->typlen > 0 &&
+		column->typlen % segment_align(1, column->typalign) == 0)
+		offset = rank * column->typlen;
+	else
+	{
+		for (int64 r = 0; r < rank; r++)
+			(void) chunk_next_value(column, raw, values_end, &offset, r,
+									segment_name);
+	}
+	*value = chunk_next_value(column, raw, values_end, &offset, row,
+							  segment_name);
 }

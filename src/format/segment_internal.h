@@ -85,6 +85,35 @@ extern bool segment_key_filter_test(const uint8 *bits, uint64 nbits,
 /* The zstd level chunks are compressed with. */
 #define SEGMENT_ZSTD_LEVEL			1
 
+/*
+ * zstd's fast mode (a negative level) stores literals without entropy
+ * coding: its frames decompress three to twenty times faster than level 1's,
+ * which spend most of their time on entropy tables for small pages.  A page
+ * is written in fast mode when that costs little room: when level 1 saves
+ * less than 1 / SEGMENT_FAST_MODE_SAVING_SHARE of the page (random keys,
+ * stamps, hashes), or when the fast frame is at most 1 /
+ * SEGMENT_FAST_MODE_GROWTH_SHARE larger than level 1's (many numbers).
+ * Either is a zstd frame, so readers of every version read it.
+ */
+#define SEGMENT_ZSTD_LEVEL_FAST			(-1)
+
+/*
+ * Compression dictionaries (format version 4).  Pages of a few kB compress
+ * poorly on their own (zstd has nothing to refer back to); a dictionary
+ * trained on the column's first row group gives each page that history, so
+ * that small pages (fast lookups) compress as well as large ones.  A
+ * variable-length column gets one when its raw bytes in the first row group
+ * are at least SEGMENT_DICTIONARY_MIN_RAW_SHARE times the dictionary's size
+ * (so that the dictionary is a small part of the segment), trained on at
+ * most SEGMENT_DICTIONARY_SAMPLE_BYTES of its pages.  Readers refuse a
+ * dictionary larger than SEGMENT_MAX_DICTIONARY_SIZE.
+ */
+#define SEGMENT_DICTIONARY_MIN_RAW_SHARE	8
+#define SEGMENT_DICTIONARY_SAMPLE_BYTES		(256 * 1024)
+#define SEGMENT_MAX_DICTIONARY_SIZE			(1024 * 1024)
+#define SEGMENT_FAST_MODE_SAVING_SHARE	4
+#define SEGMENT_FAST_MODE_GROWTH_SHARE	10
+
 /* SEGMENT_TAIL_READ_SIZE (segment.h): how much of the tail is read first */
 
 /*
@@ -171,5 +200,10 @@ extern void segment_chunk_decode(const SegmentColumn *column,
 								 int64 row_count, int64 null_count,
 								 Datum *values, bool *isnull,
 								 const char *segment_name);
+extern void segment_chunk_decode_row(const SegmentColumn *column,
+									 const char *raw, int64 raw_size,
+									 int64 row_count, int64 row,
+									 Datum *value, bool *isnull,
+									 const char *segment_name);
 
 #endif							/* ROLLOUT_SEGMENT_INTERNAL_H */

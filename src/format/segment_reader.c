@@ -501,6 +501,76 @@ decode_key_filter(FooterCursor *c, SegmentReader *reader)
 	reader->key_filter_probes = (int) probes;
 }
 
+/* The decompression dictionaries of a decoded footer, to free with it. */
+typedef struct DictionariesToFree
+{
+	ZSTD_DDict **dictionaries;
+	int			count;
+} DictionariesToFree;
+
+/* Reset callback of a decoded footer's context: zstd's memory is its own. */
+static void
+free_decompression_dictionaries(void *arg)
+{
+	DictionariesToFree *to_free = arg;
+
+	for (int i = 0; i < to_free->count; i++)
+		if (to_free->dictionaries[i] != NULL)
+			ZSTD_freeDDict(to_free->dictionaries[i]);
+}
+
+/*
+ * The compression dictionaries (format version 4): a count, then per
+ * dictionary the column it belongs to and its bytes, digested for
+ * decompression here, once per decoded footer, so that every page read
+ * after shares them.
+ */
+static void
+decode_dictionaries(FooterCursor *c, SegmentReader *reader)
+{
+	int64		count = cursor_uint32(c, "dictionary count");
+	MemoryContextCallback *callback;
+	DictionariesToFree *to_free;
+
+	if (count > reader->schema.ncolumns)
+		segment_corrupt(c->segment_name,
+						"The footer has %lld compression dictionaries for %d columns.",
+						(long long) count, reader->schema.ncolumns);
+	if (count == 0)
+		return;
+	reader->dictionaries = palloc0(sizeof(ZSTD_DDict *) * reader->schema.ncolumns);
+	to_free = palloc(sizeof(DictionariesToFree));
+	to_free->dictionaries = reader->dictionaries;
+	to_free->count = reader->schema.ncolumns;
+	callback = palloc0(sizeof(MemoryContextCallback));
+	callback->func = free_decompression_dictionaries;
+	callback->arg = to_free;
+	MemoryContextRegisterResetCallback(CurrentMemoryContext, callback);
+	for (int64 d = 0; d < count; d++)
+	{
+		int64		column = cursor_uint32(c, "dictionary column");
+		int64		length;
+		const char *bytes;
+
+		if (column >= reader->schema.ncolumns || reader->dictionaries[column] != NULL)
+			segment_corrupt(c->segment_name,
+							"Compression dictionary %lld names column %lld, which is out of range or has one already.",
+							(long long) d, (long long) column);
+		bytes = cursor_bytes(c, "dictionary", &length);
+		if (length < 1 || length > SEGMENT_MAX_DICTIONARY_SIZE)
+			segment_corrupt(c->segment_name,
+							"Compression dictionary %lld is %lld bytes long; 1 to %d are allowed.",
+							(long long) d, (long long) length,
+							SEGMENT_MAX_DICTIONARY_SIZE);
+		reader->dictionaries[column] = ZSTD_createDDict(bytes, length);
+		if (reader->dictionaries[column] == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory"),
+					 errdetail("Could not create a zstd decompression dictionary.")));
+	}
+}
+
 /*
  * Decode the footer body into reader (in the reader's context), checking
  * every field against what the rest of the footer and the segment's size
@@ -572,6 +642,11 @@ decode_footer(SegmentReader *reader, const char *body, int64 body_length,
 	reader->key_filter = NULL;
 	if (reader->format_version >= 2 && cursor_bool(c, "key filter"))
 		decode_key_filter(c, reader);
+
+	/* version 4: compression dictionaries */
+	reader->dictionaries = NULL;
+	if (reader->format_version >= 4)
+		decode_dictionaries(c, reader);
 
 	if (cursor.position != cursor.length)
 		segment_corrupt(name,
@@ -839,10 +914,12 @@ decompression_context(void)
  * in errors ("chunk 3 of row group 2", "page 5 of chunk 3 of row group 2").
  */
 static char *
-decompress_frame(SegmentReader *reader, const SegmentChunkInfo *chunk,
+decompress_frame(SegmentReader *reader, int column, const SegmentChunkInfo *chunk,
 				 const char *frame, int64 frame_size, uint32 crc_expected,
 				 int64 raw_size, const char *what, int64 *length)
 {
+	const ZSTD_DDict *dictionary = reader->dictionaries != NULL ?
+	reader->dictionaries[column] : NULL;
 	const char *name = reader->source->name;
 	pg_crc32c	crc;
 	unsigned long long content_size;
@@ -865,8 +942,11 @@ decompress_frame(SegmentReader *reader, const SegmentChunkInfo *chunk,
 						raw_size >= 0 ? "" : " at most");
 
 	raw = palloc(Max(content_size, 1));
-	decompressed = ZSTD_decompressDCtx(decompression_context(), raw,
-									   content_size, frame, frame_size);
+	decompressed = dictionary != NULL ?
+		ZSTD_decompress_usingDDict(decompression_context(), raw, content_size,
+								   frame, frame_size, dictionary) :
+		ZSTD_decompressDCtx(decompression_context(), raw, content_size, frame,
+							frame_size);
 	if (ZSTD_isError(decompressed))
 		segment_corrupt(name, "%s could not be decompressed: %s.",
 						what, ZSTD_getErrorName(decompressed));
@@ -903,7 +983,7 @@ read_page(SegmentReader *reader, int row_group, int column, int p,
 	int64		raw_size;
 	char	   *raw;
 
-	raw = decompress_frame(reader, chunk, frame, page->compressed_size,
+	raw = decompress_frame(reader, column, chunk, frame, page->compressed_size,
 						   page->crc, -1, what, &raw_size);
 	allocate_column(group, column, out);
 	segment_chunk_decode(&reader->schema.columns[column], raw, raw_size,
@@ -957,8 +1037,9 @@ read_chunk(SegmentReader *reader, int row_group, int column_index,
 	}
 
 	what = psprintf("chunk %d of row group %d", column_index, row_group);
-	raw = decompress_frame(reader, chunk, compressed, chunk->compressed_size,
-						   chunk->crc, chunk->raw_size, what, &raw_size);
+	raw = decompress_frame(reader, column_index, chunk, compressed,
+						   chunk->compressed_size, chunk->crc, chunk->raw_size,
+						   what, &raw_size);
 	pfree(what);
 	allocate_column(group, column_index, out);
 	segment_chunk_decode(&reader->schema.columns[column_index], raw,
@@ -1246,6 +1327,67 @@ segment_row_group_decode_deferred(SegmentReader *reader, int row_group,
 	rows->deferred[column] = NULL;	/* every page decoded */
 	rows->deferred_count--;
 	return pages_decoded;
+}
+
+/*
+ * Decode row `row` alone of a deferred column (segment.h): its page (or its
+ * chunk of one page) is checked and decompressed, and only that row is
+ * decoded into rows, which then has exactly that row ready.  The page stays
+ * undecoded: another row of it needs segment_row_group_decode_deferred.
+ */
+void
+segment_row_group_decode_deferred_row(SegmentReader *reader, int row_group,
+									  SegmentRowGroup *rows, int column,
+									  int64 row)
+{
+	SegmentRowGroupInfo *group = &reader->row_groups[row_group];
+	SegmentChunkInfo *chunk = &group->chunks[column];
+	const char *compressed = rows->deferred != NULL ? rows->deferred[column] : NULL;
+	char	   *buffer = NULL;
+	int64		first_row = 0;
+	int64		page_rows = group->row_count;
+	int64		raw_size;
+	char	   *raw;
+	char	   *what;
+
+	if (compressed == NULL || row < 0 || row >= rows->row_count)
+		elog(ERROR, "row %lld of column %d of row group %d of segment \"%s\" is not deferred",
+			 (long long) row, column, row_group, reader->source->name);
+	if (chunk->page_count == 1)
+	{
+		if (compressed == chunk_not_read)
+			compressed = read_deferred_bytes(reader, chunk->offset,
+											 chunk->compressed_size, &buffer);
+		what = psprintf("chunk %d of row group %d", column, row_group);
+		raw = decompress_frame(reader, column, chunk, compressed, chunk->compressed_size,
+							   chunk->crc, chunk->raw_size, what, &raw_size);
+	}
+	else
+	{
+		SegmentPageInfo *pages = chunk_pages(reader, row_group, column);
+		int			p = page_of_row(pages, chunk->page_count, row);
+
+		if (compressed == chunk_not_read)
+			compressed = read_deferred_bytes(reader, chunk->offset + pages[p].offset,
+											 pages[p].compressed_size, &buffer);
+		else
+			compressed += pages[p].offset;
+		what = psprintf("page %d of chunk %d of row group %d", p, column, row_group);
+		raw = decompress_frame(reader, column, chunk, compressed, pages[p].compressed_size,
+							   pages[p].crc, -1, what, &raw_size);
+		first_row = pages[p].first_row;
+		page_rows = pages[p].row_count;
+	}
+	if (buffer != NULL)
+		pfree(buffer);
+	allocate_column(group, column, rows);
+	segment_chunk_decode_row(&reader->schema.columns[column], raw, raw_size,
+							 page_rows, row - first_row,
+							 &rows->values[column][row],
+							 &rows->isnull[column][row], reader->source->name);
+	rows->ready_start[column] = row;
+	rows->ready_end[column] = row + 1;
+	pfree(what);
 }
 
 /* Free the reader and everything it holds. */

@@ -32,6 +32,8 @@
 #include <unistd.h>
 
 #include <zstd.h>
+#define ZDICT_STATIC_LINKING_ONLY	/* ZDICT_trainFromBuffer_fastCover */
+#include <zdict.h>
 
 #include "miscadmin.h"
 #include "port/pg_crc32c.h"
@@ -76,6 +78,7 @@ struct SegmentWriter
 	int			rows_per_group;
 	int			page_size;		/* raw bytes per page; 0: one page per chunk */
 	uint32		version;		/* the format version written */
+	uint32		header_version; /* the one the header was begun with */
 	int64		file_offset;	/* bytes written so far */
 
 	MemoryContext context;		/* the writer and everything segment-wide */
@@ -99,7 +102,21 @@ struct SegmentWriter
 	int			key_filter_bits;
 	uint64	   *key_hashes;
 	int64		key_hash_capacity;
+
+	/*
+	 * Compression dictionaries (format version 4): their size (0: none), and
+	 * per column the one trained on its first row group, if any, with zstd's
+	 * digested form of it (freed with the writer's context).
+	 */
+	int			dictionary_size;
+	int			dictionary_count;
+	char	  **dictionaries;
+	size_t	   *dictionary_lengths;
+	ZSTD_CDict **compression_dictionaries;
+	MemoryContextCallback free_dictionaries;
 };
+
+static void free_compression_dictionaries(void *arg);
 
 /* Append little-endian integers and length-prefixed bytes to a buffer. */
 static void
@@ -209,7 +226,7 @@ start_row_group(SegmentWriter *writer)
 SegmentWriter *
 segment_writer_begin(const SegmentSchema *schema, const char *local_path,
 					 bool sorted, int rows_per_group, int key_filter_bits,
-					 int page_size)
+					 int page_size, int dictionary_size)
 {
 	SegmentWriter *writer;
 	MemoryContext context;
@@ -264,6 +281,14 @@ segment_writer_begin(const SegmentSchema *schema, const char *local_path,
 												ALLOCSET_DEFAULT_SIZES);
 	writer->totals = palloc0(sizeof(ColumnTotals) * schema->ncolumns);
 	initStringInfo(&writer->directory);
+	writer->dictionary_size = writer->page_size > 0 ?
+		Min(Max(dictionary_size, 0), SEGMENT_MAX_DICTIONARY_SIZE) : 0;
+	writer->dictionaries = palloc0(sizeof(char *) * schema->ncolumns);
+	writer->dictionary_lengths = palloc0(sizeof(size_t) * schema->ncolumns);
+	writer->compression_dictionaries = palloc0(sizeof(ZSTD_CDict *) * schema->ncolumns);
+	writer->free_dictionaries.func = free_compression_dictionaries;
+	writer->free_dictionaries.arg = writer;
+	MemoryContextRegisterResetCallback(context, &writer->free_dictionaries);
 	MemoryContextSwitchTo(oldcontext);
 
 	writer->fd = OpenTransientFile(local_path,
@@ -277,6 +302,7 @@ segment_writer_begin(const SegmentSchema *schema, const char *local_path,
 	header[1] = SEGMENT_MAGIC_1;
 	header[2] = SEGMENT_MAGIC_2;
 	header[3] = SEGMENT_MAGIC_3;
+	writer->header_version = writer->version;
 	segment_put_uint32((unsigned char *) header + 4, writer->version);	/* see finish */
 	write_bytes(writer, header, SEGMENT_HEADER_SIZE);
 
@@ -367,28 +393,159 @@ compression_context(void)
 	return context;
 }
 
-/*
- * Compress one page (values and bitmap) into a zstd frame and write it;
- * *page_crc receives the frame's CRC32C, and the frame is added to the
- * running CRC of its chunk.  Returns the frame's size.
- */
-static int64
-write_page(SegmentWriter *writer, StringInfo raw, uint32 *page_crc,
-		   pg_crc32c *chunk_crc)
+/* Reset callback of the writer's context: zstd's memory is not palloc'd. */
+static void
+free_compression_dictionaries(void *arg)
 {
-	size_t		bound = ZSTD_compressBound(raw->len);
-	char	   *compressed = palloc_extended(bound, MCXT_ALLOC_HUGE);
+	SegmentWriter *writer = arg;
+
+	for (int i = 0; i < writer->schema->ncolumns; i++)
+	{
+		if (writer->compression_dictionaries[i] != NULL)
+			ZSTD_freeCDict(writer->compression_dictionaries[i]);
+		writer->compression_dictionaries[i] = NULL;
+	}
+}
+
+/*
+ * Train the dictionary of column i on its pages of the first row group
+ * (pages[0 .. count - 1], each a sample, at most
+ * SEGMENT_DICTIONARY_SAMPLE_BYTES of them), when the column is worth one
+ * (segment_internal.h).  A training that fails (too few or too uniform
+ * samples) leaves the column without: its pages compress as before.
+ */
+static void
+train_dictionary(SegmentWriter *writer, int i, StringInfo *pages, int count,
+				 int64 raw_size)
+{
+	const SegmentColumn *column = &writer->schema->columns[i];
+	StringInfoData samples;
+	size_t	   *sample_sizes;
+	int			nsamples = 0;
+	char	   *dictionary;
+	size_t		length;
+	ZDICT_fastCover_params_t params;
+	MemoryContext oldcontext;
+
+	if (writer->dictionary_size <= 0 || column->typlen > 0 ||
+		raw_size < (int64) writer->dictionary_size * SEGMENT_DICTIONARY_MIN_RAW_SHARE)
+		return;
+
+	initStringInfo(&samples);
+	sample_sizes = palloc(sizeof(size_t) * count);
+	for (int p = 0; p < count &&
+		 samples.len + pages[p]->len <= SEGMENT_DICTIONARY_SAMPLE_BYTES; p++)
+	{
+		appendBinaryStringInfo(&samples, pages[p]->data, pages[p]->len);
+		sample_sizes[nsamples++] = pages[p]->len;
+	}
+
+	/*
+	 * fastCover with fixed parameters: a few milliseconds, where the
+	 * parameter search of ZDICT_trainFromBuffer takes tens.
+	 */
+	memset(&params, 0, sizeof(params));
+	params.k = 256;
+	params.d = 8;
+	params.f = 18;
+	params.accel = 1;
+	params.steps = 1;
+	params.zParams.compressionLevel = SEGMENT_ZSTD_LEVEL;
+	oldcontext = MemoryContextSwitchTo(writer->context);
+	dictionary = palloc(writer->dictionary_size);
+	MemoryContextSwitchTo(oldcontext);
+	length = nsamples < 8 ? 0 :
+		ZDICT_trainFromBuffer_fastCover(dictionary, writer->dictionary_size,
+										samples.data, sample_sizes, nsamples,
+										params);
+	pfree(samples.data);
+	pfree(sample_sizes);
+	if (length == 0 || ZDICT_isError(length))
+	{
+		pfree(dictionary);
+		return;
+	}
+	writer->compression_dictionaries[i] = ZSTD_createCDict(dictionary, length,
+														   SEGMENT_ZSTD_LEVEL);
+	if (writer->compression_dictionaries[i] == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory"),
+				 errdetail("Could not create a zstd compression dictionary.")));
+	writer->dictionaries[i] = dictionary;
+	writer->dictionary_lengths[i] = length;
+	writer->dictionary_count++;
+	writer->version = 4;
+}
+
+/* Compress raw into compressed (of size bound) at level; the frame's size. */
+static size_t
+compress_frame(SegmentWriter *writer, StringInfo raw, char *compressed,
+			   size_t bound, int level)
+{
 	size_t		compressed_size;
-	pg_crc32c	crc;
 
 	compressed_size = ZSTD_compressCCtx(compression_context(), compressed,
-										bound, raw->data, raw->len,
-										SEGMENT_ZSTD_LEVEL);
+										bound, raw->data, raw->len, level);
 	if (ZSTD_isError(compressed_size))
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not compress a chunk of segment \"%s\": %s",
 						writer->path, ZSTD_getErrorName(compressed_size))));
+	return compressed_size;
+}
+
+/*
+ * Compress one page (values and bitmap) into a zstd frame and write it;
+ * *page_crc receives the frame's CRC32C, and the frame is added to the
+ * running CRC of its chunk.  Returns the frame's size.  The frame is level
+ * 1's, or fast mode's where that costs little room (segment_internal.h):
+ * reads of such pages, lookups above all, then spend far less time in zstd.
+ */
+static int64
+write_page(SegmentWriter *writer, StringInfo raw, const ZSTD_CDict *dictionary,
+		   uint32 *page_crc, pg_crc32c *chunk_crc)
+{
+	size_t		bound = ZSTD_compressBound(raw->len);
+	char	   *compressed = palloc_extended(bound, MCXT_ALLOC_HUGE);
+	size_t		compressed_size;
+	size_t		fast_size;
+	pg_crc32c	crc;
+
+	if (dictionary != NULL)
+	{
+		compressed_size = ZSTD_compress_usingCDict(compression_context(),
+												   compressed, bound,
+												   raw->data, raw->len,
+												   dictionary);
+		if (ZSTD_isError(compressed_size))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not compress a chunk of segment \"%s\": %s",
+							writer->path, ZSTD_getErrorName(compressed_size))));
+	}
+	else if ((compressed_size = compress_frame(writer, raw, compressed, bound,
+											   SEGMENT_ZSTD_LEVEL)) >
+			 (size_t) raw->len -
+			 (size_t) raw->len / SEGMENT_FAST_MODE_SAVING_SHARE)
+		compressed_size = compress_frame(writer, raw, compressed, bound,
+										 SEGMENT_ZSTD_LEVEL_FAST);
+	else
+	{
+		char	   *fast = palloc_extended(bound, MCXT_ALLOC_HUGE);
+
+		fast_size = compress_frame(writer, raw, fast, bound,
+								   SEGMENT_ZSTD_LEVEL_FAST);
+		if (fast_size <= compressed_size +
+			compressed_size / SEGMENT_FAST_MODE_GROWTH_SHARE)
+		{
+			pfree(compressed);
+			compressed = fast;
+			compressed_size = fast_size;
+		}
+		else
+			pfree(fast);
+	}
 	INIT_CRC32C(crc);
 	COMP_CRC32C(crc, compressed, compressed_size);
 	FIN_CRC32C(crc);
@@ -430,30 +587,45 @@ flush_row_group(SegmentWriter *writer)
 		bool		has_stats;
 		int			page_count = state->closed_count + 1;
 		int64		first_row = 0;
+		StringInfo *page_values;
+		int64	   *page_rows;
 		StringInfoData pages;
 
 		CHECK_FOR_INTERRUPTS();
 
-		/* the pages, each values then null bitmap; the chunk CRC spans them */
+		/* the pages, each values then null bitmap */
+		page_values = palloc(sizeof(StringInfo) * page_count);
+		page_rows = palloc(sizeof(int64) * page_count);
+		for (int p = 0; p < page_count; p++)
+		{
+			bool		current = (p == state->closed_count);
+
+			page_values[p] = current ? &state->values : &state->closed_values[p];
+			page_rows[p] = current ? writer->group_rows - first_row
+				: state->closed_rows[p];
+			append_bitmap_slice(page_values[p], state->bitmap, first_row,
+								page_rows[p]);
+			raw_size += page_values[p]->len;
+			first_row += page_rows[p];
+		}
+		if (writer->row_group_count == 0)
+			train_dictionary(writer, i, page_values, page_count, raw_size);
+
+		/* compressed and written, the chunk CRC spanning them */
 		initStringInfo(&pages);
 		INIT_CRC32C(crc);
 		for (int p = 0; p < page_count; p++)
 		{
-			bool		current = (p == state->closed_count);
-			StringInfo	values = current ? &state->values : &state->closed_values[p];
-			int64		rows = current ? writer->group_rows - first_row
-			: state->closed_rows[p];
 			uint32		page_crc;
 			int64		page_compressed;
 
-			append_bitmap_slice(values, state->bitmap, first_row, rows);
-			raw_size += values->len;
-			page_compressed = write_page(writer, values, &page_crc, &crc);
+			page_compressed = write_page(writer, page_values[p],
+										 writer->compression_dictionaries[i],
+										 &page_crc, &crc);
 			compressed_size += page_compressed;
-			append_uint32(&pages, (uint32) rows);
+			append_uint32(&pages, (uint32) page_rows[p]);
 			append_uint32(&pages, (uint32) page_compressed);
 			append_uint32(&pages, page_crc);
-			first_row += rows;
 		}
 		FIN_CRC32C(crc);
 
@@ -669,7 +841,9 @@ append_key_filter(SegmentWriter *writer, StringInfo footer)
 
 /*
  * Overwrite the header's format version: a segment without pages is begun as
- * version 1 and becomes version 2 only if its footer gets a key filter.
+ * version 1 and becomes version 2 only if its footer gets a key filter; one
+ * with pages is begun as version 3 and becomes version 4 if a column got a
+ * compression dictionary.
  */
 static void
 rewrite_header_version(SegmentWriter *writer, uint32 version)
@@ -754,6 +928,18 @@ segment_writer_finish(SegmentWriter *writer, const char *metadata,
 		else
 			append_uint8(&footer, 0);	/* no key filter */
 	}
+	if (version >= 4)
+	{
+		append_uint32(&footer, (uint32) writer->dictionary_count);
+		for (i = 0; i < schema->ncolumns; i++)
+		{
+			if (writer->dictionaries[i] == NULL)
+				continue;
+			append_uint32(&footer, (uint32) i);
+			append_bytes(&footer, writer->dictionaries[i],
+						 writer->dictionary_lengths[i]);
+		}
+	}
 
 	if (footer.len + SEGMENT_FOOTER_CRC_SIZE > SEGMENT_MAX_FOOTER_LENGTH)
 		ereport(ERROR,
@@ -776,7 +962,7 @@ segment_writer_finish(SegmentWriter *writer, const char *metadata,
 	append_uint8(&footer, SEGMENT_MAGIC_3);
 
 	write_bytes(writer, footer.data, footer.len);
-	if (version != writer->version)
+	if (version != writer->header_version)
 		rewrite_header_version(writer, version);
 
 	if (CloseTransientFile(writer->fd) != 0)

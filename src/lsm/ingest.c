@@ -119,7 +119,8 @@ ingest_write_sorted(RolloutStore *store, StoreRowReader next, void *arg,
 	tuplesort_performsort(sort);
 
 	writer = segment_writer_begin(&store->schema, path, true, store_rows_per_group,
-								  store_key_filter_bits, store_page_size * 1024);
+								  store_key_filter_bits, store_page_size * 1024,
+								  store_dictionary_size * 1024);
 	out_values[store->ts_column] = Int64GetDatum(stamp);
 	out_values[store->shard_column] = Int64GetDatum(store->shard_hash);
 	out_isnull[store->ts_column] = out_isnull[store->shard_column] =

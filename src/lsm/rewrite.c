@@ -82,7 +82,8 @@ rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 			writer = segment_writer_begin(&store->schema, output->path, true,
 										  store_rows_per_group,
 										  store_key_filter_bits,
-										  store_page_size * 1024);
+										  store_page_size * 1024,
+										  store_dictionary_size * 1024);
 			rows_in_output = 0;
 		}
 		segment_writer_add_row(writer, values, isnull);

@@ -50,6 +50,9 @@
 
 #include "row_source_internal.h"
 
+static void row_source_decode_deferred(RowSource *source, SegmentRowGroup *rows,
+									   int group, int column, int64 row);
+
 /* rollout_fdw.use_key_filters, rollout_fdw.decode_late, use_zone_maps */
 static bool use_key_filters = true;
 static bool decode_late = true;
@@ -544,6 +547,21 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segmen
 		row_source_read_wal_metadata(source, running_stamp, ingest);
 	source->sorted = reader->sorted && !is_wal;
 
+	/*
+	 * A lookup of one key in a sorted segment needs one of a row group's
+	 * keys: its key chunk is decoded late too, page by page, so that the
+	 * binary search decodes (and from a local store reads) the few pages it
+	 * visits instead of the whole chunk (row_source_key_at).  Of the other
+	 * columns it needs the one row of the key, so only that row of their
+	 * pages is decoded.  Unsorted segments are loaded whole and sorted by key
+	 * at once.
+	 */
+	if (source->sorted && decode_late && range != NULL && range->single_key)
+	{
+		source->defer[store->key_column] = true;
+		source->one_row_decode = true;
+	}
+
 	if (reader->row_count == 0 ||
 		(reader->has_key_range &&
 		 !key_range_overlaps(range, reader->key_min, reader->key_max)))
@@ -702,16 +720,37 @@ row_source_next_group(RowSource *source)
 }
 
 /*
+ * The key of row `row` of a sorted source's current row group, decoding its
+ * page first when the key chunk is decoded late (a one-key lookup).  A NULL
+ * key makes the segment corrupt.
+ */
+static inline Datum
+row_source_key_at(RowSource *source, int64 row)
+{
+	int			key = source->store->key_column;
+
+	if (unlikely(!segment_row_group_row_ready(&source->rows, key, row)))
+		row_source_decode_deferred(source, &source->rows, source->group, key,
+								   row);
+	if (source->rows.isnull[key][row])
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("segment \"%s\" is corrupt", source->meta->key),
+				 errdetail("A row has a NULL key.")));
+	return source->rows.values[key][row];
+}
+
+/*
  * Position a sorted source that has just loaded a row group before its first
  * row not below the range, by binary search over the group's (ascending)
- * keys: a lookup compares a dozen keys of 4,096 instead of half of them.
- * Rows skipped so are never returned, so the ascending check below does
- * not need them.
+ * keys: a lookup compares a dozen keys of 4,096 instead of half of them, and
+ * with its key chunk decoded late decodes the three or four pages of it
+ * that those keys are in.  Rows skipped so are never returned, so the
+ * ascending check below does not need them.
  */
 static void
 row_source_seek_lower(RowSource *source)
 {
-	int			key = source->store->key_column;
 	int64		low = 0;
 	int64		high = source->rows.row_count;
 
@@ -721,12 +760,7 @@ row_source_seek_lower(RowSource *source)
 	{
 		int64		middle = low + (high - low) / 2;
 
-		if (source->rows.isnull[key][middle])
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("segment \"%s\" is corrupt", source->meta->key),
-					 errdetail("A row has a NULL key.")));
-		if (key_range_below_lower(source->range, source->rows.values[key][middle]))
+		if (key_range_below_lower(source->range, row_source_key_at(source, middle)))
 			low = middle + 1;
 		else
 			high = middle;
@@ -788,12 +822,7 @@ row_source_next(RowSource *source)
 				continue;		/* every row is below the range */
 		}
 		source->row++;
-		if (source->rows.isnull[key][source->row])
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("segment \"%s\" is corrupt", source->meta->key),
-					 errdetail("A row has a NULL key.")));
-		current = source->rows.values[key][source->row];
+		current = row_source_key_at(source, source->row);
 		if (!source->group_in_range)
 		{
 			if (key_range_past_upper(source->range, current))
@@ -836,9 +865,16 @@ row_source_decode_deferred(RowSource *source, SegmentRowGroup *rows,
 
 	oldcontext = MemoryContextSwitchTo(source->sorted ? source->group_context
 									   : source->context);
-	source->stats->pages_decoded_late +=
-		segment_row_group_decode_deferred(source->reader, group, rows,
-										  column, row);
+	if (source->one_row_decode && column != source->store->key_column)
+	{
+		segment_row_group_decode_deferred_row(source->reader, group, rows,
+											  column, row);
+		source->stats->pages_decoded_late++;
+	}
+	else
+		source->stats->pages_decoded_late +=
+			segment_row_group_decode_deferred(source->reader, group, rows,
+											  column, row);
 	MemoryContextSwitchTo(oldcontext);
 	if (first)
 		source->stats->chunks_decoded_late++;

@@ -47,6 +47,8 @@ struct RowSource
 	const KeyRange *range;
 	bool	   *want;			/* requested + key + hidden columns */
 	bool	   *defer;			/* wanted columns decoded late */
+	bool		one_row_decode; /* late columns: only the row asked for (a
+								 * sorted source of a one-key lookup) */
 	MergeReadStats *stats;
 	MemoryContext context;		/* lives as long as the source */
 	MemoryContext group_context;	/* reset per row group (sorted mode) */

@@ -4,11 +4,13 @@
 # Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
 #
 # 011_fuzz_segments.pl — random damage to segments never crashes a backend
-# (DESIGN.md §4, §11.6).  A seeded generator mutates a generation and a WAL
-# entry many times (bit flips, random bytes, overwritten runs, truncation,
-# insertion, extension); after each mutation a scan must either fail with
-# "data corrupted" (XX001) naming the object, or, when the mutation changed
-# nothing that is read, return exactly the original result.  Set
+# (DESIGN.md §4, §11.6).  A seeded generator mutates a generation, a WAL
+# entry and a generation with compression dictionaries (format version 4)
+# many times (bit flips, random bytes, overwritten runs, truncation,
+# insertion, extension); after each mutation a scan (and, for the last, a
+# lookup of one key, which decodes single rows of pages) must either fail
+# with "data corrupted" (XX001) naming the object, or, when the mutation
+# changed nothing that is read, return exactly the original result.  Set
 # ROLLOUT_FUZZ_ITERATIONS and ROLLOUT_FUZZ_SEED to run longer or elsewhere.
 #
 # With the shared-memory writer (preload) the claim's fence marker takes
@@ -55,6 +57,25 @@ $node->safe_psql('postgres', "SELECT rollout_flush('t')");
 $node->safe_psql('postgres',
 	"SET rollout_fdw.rows_per_group = 20; INSERT INTO t SELECT 'w' || g, g, NULL, NULL, NULL, 'tail' FROM generate_series(1, 60) g");
 
+# a store whose generation has compression dictionaries: long, wordy text
+$node->safe_psql(
+	'postgres', q{
+CREATE FOREIGN TABLE d (id int, doc text, n int) SERVER s OPTIONS (store 'fuzzed_dict');
+SET rollout_fdw.rows_per_group = 200;
+SET rollout_fdw.page_size = 1;
+SET rollout_fdw.dictionary_size = 1;
+INSERT INTO d SELECT g, string_agg(w, ' '), g % 7
+FROM generate_series(1, 600) g,
+     LATERAL (SELECT (ARRAY['rollout', 'step', 'reward', 'agent', 'tool', 'call'])[1 + (g * k) % 6] AS w
+              FROM generate_series(1, 20 + g % 30) k) words
+GROUP BY g;
+SELECT rollout_flush('d');
+});
+my $dict_query = q{SELECT count(*), sum(n), md5(string_agg(doc, ',' ORDER BY id)) FROM d};
+my $dict_lookup = q{SELECT md5(doc), n FROM d WHERE id = 457};
+my $dict_original = $node->safe_psql('postgres', $dict_query);
+my $dict_lookup_original = $node->safe_psql('postgres', $dict_lookup);
+
 my $query = q{SELECT count(*), sum(n), md5(string_agg(id || coalesce(payload::text, '') || coalesce(note, ''), ',' ORDER BY id)) FROM t};
 my $original = $node->safe_psql('postgres', $query);
 if ($pre)
@@ -64,6 +85,11 @@ if ($pre)
 	is($node->safe_psql('postgres', $query), $original,
 		'after a restart the same rows, the tail now read from the WAL object');
 }
+
+my ($dict_generation) = grep { /\.seg$/ } $store->list('fuzzed_dict/');
+ok(defined $dict_generation, 'a generation with dictionaries to damage');
+is(unpack('V', substr($store->get($dict_generation), 4, 4)), 4,
+	'it is of format version 4 (a column got a dictionary)');
 
 my @objects = $store->list('fuzzed/');
 my @generations = grep { /\.seg$/ } @objects;
@@ -119,18 +145,24 @@ sub mutate
 # temporary directory, a remote prefix), differently on each backend, and a
 # seed should give the same mutations on all of them.
 srand($seed);
-for my $key ($generations[0], $wal[0])
+for my $key ($generations[0], $wal[0], $dict_generation)
 {
-	my $name = $key =~ /\.wal$/ ? 'WAL entry' : 'generation';
+	my $name = $key =~ /\.wal$/ ? 'WAL entry'
+	  : $key eq $dict_generation ? 'generation with dictionaries' : 'generation';
+	my @checks = $key eq $dict_generation
+	  ? ([ $dict_query, $dict_original ], [ $dict_lookup, $dict_lookup_original ])
+	  : ([ $query, $original ]);
 	my $pristine = $store->get($key);
 	my ($corrupt, $same, $other) = (0, 0, 0);
 	for my $i (1 .. $iterations)
 	{
+		my ($sql, $want) = @{ $checks[ $i % scalar(@checks) ] };
+
 		$store->put($key, mutate($pristine));
-		my ($ret, $out, $err) = $node->psql('postgres', $query,
+		my ($ret, $out, $err) = $node->psql('postgres', $sql,
 			extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 		if ($ret != 0 && $err =~ /XX001/ && $err =~ /fuzzed/) { $corrupt++ }
-		elsif ($ret == 0 && $out eq $original) { $same++ }
+		elsif ($ret == 0 && $out eq $want) { $same++ }
 		else
 		{
 			$other++;
@@ -145,6 +177,8 @@ for my $key ($generations[0], $wal[0])
 }
 
 is($node->safe_psql('postgres', $query), $original, 'restored objects read as before');
+is($node->safe_psql('postgres', $dict_query), $dict_original,
+	'the restored generation with dictionaries reads as before');
 my $log = slurp_file($node->logfile);
 unlike($log, qr/terminated by signal|PANIC/, 'no backend crashed');
 
