@@ -282,12 +282,11 @@ typedef struct SegmentReader
 	int			key_filter_probes;
 
 	/*
-	 * Per schema column, the zstd dictionary its pages were compressed with,
-	 * digested for decompression (version 4), or NULL; NULL for the whole
-	 * array when no column has one.  They live as long as the decoded
-	 * footer's context.
+	 * Per schema column, the zstd dictionary its pages were compressed with
+	 * (version 4); NULL when no column has one.  Shared by the readers of a
+	 * decoded footer, as long as its context lives.
 	 */
-	struct ZSTD_DDict_s **dictionaries;
+	struct SegmentDictionary *dictionaries;
 	MemoryContext context;		/* the reader's: freed with it */
 
 	/*
@@ -298,6 +297,19 @@ typedef struct SegmentReader
 	 */
 	MemoryContext footer_context;
 } SegmentReader;
+
+/*
+ * A column's compression dictionary: its bytes (in the footer's bytes) and,
+ * once a page of the column was decompressed, zstd's digested form of it,
+ * made then: a lookup that skips the segment by its key filter, or reads
+ * none of the column, never pays for it.  length 0: no dictionary.
+ */
+typedef struct SegmentDictionary
+{
+	const char *bytes;
+	int64		length;
+	struct ZSTD_DDict_s *digested;
+} SegmentDictionary;
 
 /* Decoded columns of one row group. */
 typedef struct SegmentRowGroup

@@ -28,4 +28,7 @@ extern char *rollout_key_new_fragment(RolloutStore *store);
 /* Is key a UUID-named object (a base fragment or an ingest segment)? */
 extern bool rollout_key_is_unique(RolloutStore *store, const char *key);
 
+/* Is key a generation, one object for good within a creation of the store? */
+extern bool rollout_key_is_generation(RolloutStore *store, const char *key);
+
 #endif							/* ROLLOUT_STORE_KEYS_H */

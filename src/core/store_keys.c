@@ -108,6 +108,25 @@ rollout_key_is_unique(RolloutStore *store, const char *key)
 	return strncmp(key, "base/data/", 10) == 0 || strncmp(key, "ingest/", 7) == 0;
 }
 
+/*
+ * Is key a generation of a shard?  Within one creation of the store, a
+ * generation's number names one object for good: manifests only ever raise
+ * next_generation, and a generation whose flush failed to commit is deleted
+ * unread (no manifest names it), so whatever a reader reads under a number
+ * is the one object that number ever committed.  Across creations the
+ * numbers start again (rollout_key_is_unique says no).
+ */
+bool
+rollout_key_is_generation(RolloutStore *store, const char *key)
+{
+	size_t		name_len = strlen(store->name);
+
+	if (strncmp(key, store->name, name_len) != 0 || key[name_len] != '/')
+		return false;
+	key += name_len + 1;
+	return strncmp(key, "shards/", 7) == 0 && strstr(key, "/gen/") != NULL;
+}
+
 /* Key of a new base fragment: base/data/<uuid>.seg */
 char *
 rollout_key_new_fragment(RolloutStore *store)

@@ -46,6 +46,7 @@ typedef struct StoreObjectSource
 	char	   *key;
 	int64		size_hint;		/* the object's size if known, else -1 */
 	char	   *cache_identity; /* names the object for good, or NULL */
+	char	   *footer_identity;	/* names its footer, or NULL */
 	bool		footer_cached;	/* its footer goes to the footer cache */
 	FooterLoan *loan;			/* the footer the cache lent last, or NULL */
 	bool		disk_cached;	/* its bytes go through the disk cache */
@@ -177,7 +178,7 @@ store_object_known_footer(void *arg, const char **footer, int64 *footer_length,
 	StoreObjectSource *source = arg;
 
 	source->loan = NULL;
-	if (!footer_cache_borrow(source->cache_identity, source->size_hint,
+	if (!footer_cache_borrow(source->footer_identity, source->size_hint,
 							 footer, footer_length, object_size, &source->loan))
 		return false;
 	*decoded = footer_cache_loan_decoded(source->loan);
@@ -202,7 +203,7 @@ store_object_footer_read(void *arg, const char *footer, int64 footer_length,
 {
 	StoreObjectSource *source = arg;
 
-	footer_cache_remember(source->cache_identity, footer, footer_length,
+	footer_cache_remember(source->footer_identity, footer, footer_length,
 						  object_size);
 }
 
@@ -224,6 +225,30 @@ store_object_cache_identity(RolloutStore *store, const char *key)
 }
 
 /*
+ * The footer cache's identity of key: the cache identity, or, for a
+ * generation, the same triple.  A lookup in a store with unmerged
+ * generations would otherwise read the footer of each of them again at
+ * every statement.  A generation's number names one object for good within
+ * one creation of the store (rollout_key_is_generation); only a backend
+ * still holding a handle on a creation that was deleted and made again could
+ * pair a kept footer with a new object of the same number and size, and the
+ * chunks' checksums in that footer then fail it, so it errs rather than
+ * return other rows.  Generations stay out of the disk cache and are not
+ * kept open, whose bytes would be the old object's own.
+ */
+static char *
+store_object_footer_identity(RolloutStore *store, const char *key,
+							 char *cache_identity)
+{
+	if (cache_identity != NULL)
+		return cache_identity;
+	if (store->incarnation == NULL || !rollout_key_is_generation(store, key))
+		return NULL;
+	return psprintf("%s/%s/%s", store->objstore->access_fingerprint,
+					store->incarnation, key);
+}
+
+/*
  * The source remembers CurrentMemoryContext, where
  * rollout_segment_sources_prefetch later puts the bytes it fetches for it,
  * whatever context is current then.  size_hint reaches the object store only
@@ -239,6 +264,8 @@ rollout_segment_source(RolloutStore *store, const char *key, int64 size_hint)
 	arg->key = pstrdup(key);
 	arg->size_hint = size_hint;
 	arg->cache_identity = store_object_cache_identity(store, key);
+	arg->footer_identity = store_object_footer_identity(store, key,
+														arg->cache_identity);
 	arg->context = CurrentMemoryContext;
 	source->name = arg->key;
 	source->arg = arg;
@@ -246,7 +273,7 @@ rollout_segment_source(RolloutStore *store, const char *key, int64 size_hint)
 	source->read_tail = store_object_read_tail;
 	source->cheap_reads = store->location_is_default ||
 		objstore_location_is_local(store->location);
-	arg->footer_cached = arg->cache_identity != NULL && footer_cache_enabled();
+	arg->footer_cached = arg->footer_identity != NULL && footer_cache_enabled();
 	arg->disk_cached = arg->cache_identity != NULL && !source->cheap_reads &&
 		read_cache_enabled();
 	if (arg->footer_cached)
@@ -390,7 +417,7 @@ rollout_segment_sources_prefetch(RolloutStore *store,
 		StoreObjectSource *source = prefetches[i].source->arg;
 
 		if (prefetches[i].tail && source->footer_cached &&
-			footer_cache_contains(source->cache_identity))
+			footer_cache_contains(source->footer_identity))
 			continue;
 		if (wanted == NULL)
 			wanted = palloc(sizeof(SegmentPrefetch) * count);

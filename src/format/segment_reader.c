@@ -501,10 +501,10 @@ decode_key_filter(FooterCursor *c, SegmentReader *reader)
 	reader->key_filter_probes = (int) probes;
 }
 
-/* The decompression dictionaries of a decoded footer, to free with it. */
+/* The dictionaries of a decoded footer, whose digested forms go with it. */
 typedef struct DictionariesToFree
 {
-	ZSTD_DDict **dictionaries;
+	SegmentDictionary *dictionaries;
 	int			count;
 } DictionariesToFree;
 
@@ -515,15 +515,16 @@ free_decompression_dictionaries(void *arg)
 	DictionariesToFree *to_free = arg;
 
 	for (int i = 0; i < to_free->count; i++)
-		if (to_free->dictionaries[i] != NULL)
-			ZSTD_freeDDict(to_free->dictionaries[i]);
+		if (to_free->dictionaries[i].digested != NULL)
+			ZSTD_freeDDict(to_free->dictionaries[i].digested);
 }
 
 /*
  * The compression dictionaries (format version 4): a count, then per
- * dictionary the column it belongs to and its bytes, digested for
- * decompression here, once per decoded footer, so that every page read
- * after shares them.
+ * dictionary the column it belongs to and its bytes.  They are digested for
+ * decompression when a page of their column is first decompressed
+ * (dictionary_of), once per decoded footer, so that every reader sharing it
+ * shares them.
  */
 static void
 decode_dictionaries(FooterCursor *c, SegmentReader *reader)
@@ -538,21 +539,15 @@ decode_dictionaries(FooterCursor *c, SegmentReader *reader)
 						(long long) count, reader->schema.ncolumns);
 	if (count == 0)
 		return;
-	reader->dictionaries = palloc0(sizeof(ZSTD_DDict *) * reader->schema.ncolumns);
-	to_free = palloc(sizeof(DictionariesToFree));
-	to_free->dictionaries = reader->dictionaries;
-	to_free->count = reader->schema.ncolumns;
-	callback = palloc0(sizeof(MemoryContextCallback));
-	callback->func = free_decompression_dictionaries;
-	callback->arg = to_free;
-	MemoryContextRegisterResetCallback(CurrentMemoryContext, callback);
+	reader->dictionaries = palloc0(sizeof(SegmentDictionary) * reader->schema.ncolumns);
 	for (int64 d = 0; d < count; d++)
 	{
 		int64		column = cursor_uint32(c, "dictionary column");
 		int64		length;
 		const char *bytes;
 
-		if (column >= reader->schema.ncolumns || reader->dictionaries[column] != NULL)
+		if (column >= reader->schema.ncolumns ||
+			reader->dictionaries[column].length > 0)
 			segment_corrupt(c->segment_name,
 							"Compression dictionary %lld names column %lld, which is out of range or has one already.",
 							(long long) d, (long long) column);
@@ -562,13 +557,42 @@ decode_dictionaries(FooterCursor *c, SegmentReader *reader)
 							"Compression dictionary %lld is %lld bytes long; 1 to %d are allowed.",
 							(long long) d, (long long) length,
 							SEGMENT_MAX_DICTIONARY_SIZE);
-		reader->dictionaries[column] = ZSTD_createDDict(bytes, length);
-		if (reader->dictionaries[column] == NULL)
+		reader->dictionaries[column].bytes = bytes;
+		reader->dictionaries[column].length = length;
+	}
+	to_free = palloc(sizeof(DictionariesToFree));
+	to_free->dictionaries = reader->dictionaries;
+	to_free->count = reader->schema.ncolumns;
+	callback = palloc0(sizeof(MemoryContextCallback));
+	callback->func = free_decompression_dictionaries;
+	callback->arg = to_free;
+	MemoryContextRegisterResetCallback(CurrentMemoryContext, callback);
+}
+
+/*
+ * The digested dictionary of column, made at its first use, or NULL when
+ * the column has none.
+ */
+static const ZSTD_DDict *
+dictionary_of(SegmentReader *reader, int column)
+{
+	SegmentDictionary *dictionary;
+
+	if (reader->dictionaries == NULL ||
+		reader->dictionaries[column].length == 0)
+		return NULL;
+	dictionary = &reader->dictionaries[column];
+	if (dictionary->digested == NULL)
+	{
+		dictionary->digested = ZSTD_createDDict(dictionary->bytes,
+												dictionary->length);
+		if (dictionary->digested == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_OUT_OF_MEMORY),
 					 errmsg("out of memory"),
 					 errdetail("Could not create a zstd decompression dictionary.")));
 	}
+	return dictionary->digested;
 }
 
 /*
@@ -918,8 +942,7 @@ decompress_frame(SegmentReader *reader, int column, const SegmentChunkInfo *chun
 				 const char *frame, int64 frame_size, uint32 crc_expected,
 				 int64 raw_size, const char *what, int64 *length)
 {
-	const ZSTD_DDict *dictionary = reader->dictionaries != NULL ?
-	reader->dictionaries[column] : NULL;
+	const ZSTD_DDict *dictionary = dictionary_of(reader, column);
 	const char *name = reader->source->name;
 	pg_crc32c	crc;
 	unsigned long long content_size;

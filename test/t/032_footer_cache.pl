@@ -3,17 +3,17 @@
 #
 # Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
 #
-# 032_footer_cache.pl — a backend keeps the footers of the base fragments it
-# read (core/footer_cache.c), so a second scan of the same fragments makes
-# no footer request, and results are exactly those of a read without the
-# cache:
+# 032_footer_cache.pl — a backend keeps the footers of the base fragments
+# and generations it read (core/footer_cache.c), so a second scan of the same
+# objects makes no footer request, and results are exactly those of a read
+# without the cache:
 #   (a) the first scan misses once per fragment, the second hits as often
 #       and, on a remote store, makes fewer requests;
 #   (b) scans and key lookups with the cache on and off (footer_cache_size
 #       = 0, which neither hits nor misses) return the same rows;
 #   (c) after a compaction and a gc that deleted the cached fragments, the
 #       same session reads the new fragment (a miss) and the right rows;
-#   (d) a footer larger than an eighth of the cache is not kept;
+#   (d) a footer larger than a quarter of the cache is not kept;
 #   (e) footers are lent, not copied: a scan of more fragments than the
 #       cache holds evicts footers that open readers still point into, and
 #       their bytes stay until those readers close (the rows are right, in
@@ -24,7 +24,9 @@
 #   (g) footers are also kept decoded: after three scans the cache holds
 #       one decoded footer per fragment (pg_backend_memory_contexts), none
 #       with the cache off, and with a small cache the decoded forms, page
-#       directories decoded into them later included, stay within it.
+#       directories decoded into them later included, stay within it;
+#   (h) lookups over generations flushed from small commits (numbered, not
+#       UUID-named) hit the cache too, with the same rows as without it.
 
 use strict;
 use warnings;
@@ -133,7 +135,7 @@ is($runs[0] =~ s/\|\d+$//r, '1|0', '(c) whose footer it cached at the first read
 # (d) a cache too small for a footer keeps none
 @runs = explain_counters($node->safe_psql('postgres',
 		"SET rollout_fdw.footer_cache_size = '1kB';\n$explain\n$explain"));
-is(join(',', map { s/\|\d+$//r } @runs), '0|1,0|1', '(d) a footer over an eighth of the cache is not kept');
+is(join(',', map { s/\|\d+$//r } @runs), '0|1,0|1', '(d) a footer over a quarter of the cache is not kept');
 
 # (e) 12 fragments, a cache of about 8 of their footers: the first scan of
 # the statement evicts footers it still reads, the second borrows some
@@ -224,6 +226,27 @@ SKIP:
 		$node->safe_psql('postgres', "SET rollout_fdw.footer_cache_size = 0; $query"),
 		'(f) the same rows as without any footer cache');
 }
+
+# (h) generations: five flushed from small commits, then lookups
+$node->safe_psql('postgres',
+	q{CREATE FOREIGN TABLE gen (id int, v text) SERVER s OPTIONS (store 'fc_generations')});
+for my $r (1 .. 5)
+{
+	$node->safe_psql('postgres',
+		"INSERT INTO gen SELECT g, 'r$r-' || g FROM generate_series($r * 100, $r * 100 + 149) g;
+		 SELECT rollout_flush('gen');");
+}
+is($node->safe_psql('postgres', q{SELECT fragments, generations FROM rollout_observe('gen')}),
+	'0|5', '(h) five generations, no fragment');
+my $gen_explain = q{EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) SELECT * FROM gen WHERE id = 260;};
+@runs = explain_counters($node->safe_psql('postgres', "$gen_explain
+$gen_explain"));
+like($runs[0], qr/^0\|[1-9]/, "(h) the first lookup misses ($runs[0])");
+like($runs[1], qr/^[1-9]\d*\|0\|/, "(h) the second finds every footer it needs in the cache ($runs[1])");
+my $gen_lookups = join('', map { "SELECT v FROM gen WHERE id = $_;\n" } (95, 100, 249, 250, 260, 400, 649, 650));
+is($node->safe_psql('postgres', $gen_lookups),
+	$node->safe_psql('postgres', "SET rollout_fdw.footer_cache_size = 0;\n$gen_lookups"),
+	'(h) the same rows with the cache off');
 
 $node->stop;
 done_testing();
