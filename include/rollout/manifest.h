@@ -63,6 +63,16 @@ typedef struct ShardManifest
 	 * good.  Kept by every later version of the manifest.
 	 */
 	int64		truncate_stamp;
+
+	/*
+	 * A base manifest version that holds every generation this version, or
+	 * any it was built on, dropped (0: unknown, or none dropped yet).  A
+	 * merge sets it when it drains the generations it folded into the base,
+	 * and every later version keeps it.  Whoever reads this shard manifest
+	 * and a base at least this new misses no merged row: this cluster's view
+	 * of the store's manifest versions (manifest_view.c) relies on it.
+	 */
+	int64		drops_covered_by_base;
 	int64		next_generation;
 	List	   *generations;	/* GenerationEntry *, ascending number */
 } ShardManifest;

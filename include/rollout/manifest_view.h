@@ -8,8 +8,9 @@
  * statement: this cluster's own flushes, merges, compactions and claims
  * record each version they commit here at once (lsm/), and a read of the store
  * refreshes the rest (other clusters' commits) when it is older than
- * rollout_fdw.manifest_refresh_interval.  Only version numbers are shared;
- * the parsed manifests come from manifest_cache.h.
+ * rollout_fdw.manifest_refresh_interval (at most half
+ * rollout_fdw.min_gc_grace).  Only version numbers are shared; the parsed
+ * manifests come from manifest_cache.h.
  *
  *-------------------------------------------------------------------------
  */
@@ -18,6 +19,7 @@
 
 #include "datatype/timestamp.h"
 
+#include "rollout/manifest.h"
 #include "rollout/store.h"
 
 /* The newest version of the base and of each shard's manifest. */
@@ -34,29 +36,36 @@ extern void manifest_view_define_settings(void);
 /*
  * The versions a snapshot of store may read without listing the store:
  * false when there are none (not preloaded, the store never read since the
- * server started, too many shards, or the last read from the store older
- * than rollout_fdw.manifest_refresh_interval).
+ * server started, too many shards, the view distrusted, or the last read
+ * from the store older than rollout_fdw.manifest_refresh_interval).
  */
 extern bool manifest_view_lookup(RolloutStore *store, ManifestVersions *out);
 
 /*
  * Record what a read of store's manifests begun at started_at found: every
  * shard it listed and the versions it read, shard manifests before the
- * base (DESIGN.md §5).  Versions only ever grow here.
+ * base (DESIGN.md §5).  Versions only ever grow here.  The view is kept in
+ * the store's slot, made for it when slots are left (shared_store.h).
  */
 extern void manifest_view_publish(RolloutStore *store, TimestampTz started_at,
 								  const ManifestVersions *found);
 
 /*
- * Record a version this cluster committed (shard NULL: the base manifest),
- * right after its commit: every commit of a manifest calls it (flush, merge,
- * compaction, claim), so that this cluster's reads see its own changes at
- * once.  What correctness needs of the memtable, memtable_trim does itself.
+ * Record a manifest version this cluster committed, right after its commit:
+ * every commit of a manifest calls one (flush, merge, compaction, claim), so
+ * that this cluster's reads see its own changes at once.  A shard manifest
+ * raises the view's base to what covers its drops (or, when it does not
+ * say, distrusts the view).  What correctness needs of the memtable,
+ * memtable_trim does itself.
  */
-extern void manifest_view_note_commit(RolloutStore *store, const char *shard,
-									  int64 version);
+extern void manifest_view_note_shard_commit(RolloutStore *store,
+											const ShardManifest *manifest);
+extern void manifest_view_note_base_commit(RolloutStore *store, int64 version);
 
-/* Distrust the view: the next snapshot reads the store (an object vanished). */
+/*
+ * Distrust the view: the next snapshot reads the store, and a read of it
+ * begun before now refreshes nothing (an object of a snapshot vanished).
+ */
 extern void manifest_view_forget(RolloutStore *store);
 
 #endif							/* ROLLOUT_MANIFEST_VIEW_H */

@@ -72,10 +72,11 @@ extern bool memtable_for_flush(RolloutStore *store, SharedStoreSlot *slot,
 
 /*
  * Drop batches up to position (after their flush committed shard manifest
- * manifest_version, which the slot's view of the store then knows).
+ * manifest_version, with drops_covered_by_base, which the slot's view of the
+ * store then knows).
  */
 extern void memtable_trim(SharedStoreSlot *slot, int64 upto_position,
-						  int64 manifest_version);
+						  int64 manifest_version, int64 drops_covered_by_base);
 
 /*
  * The rows in the memtable, those of the ingest segments it names included;

@@ -301,8 +301,9 @@ typedef struct SegmentReader
 /*
  * A column's compression dictionary: its bytes (in the footer's bytes) and,
  * once a page of the column was decompressed, zstd's digested form of it,
- * made then: a lookup that skips the segment by its key filter, or reads
- * none of the column, never pays for it.  length 0: no dictionary.
+ * made then (in the decoded footer's context): a lookup that skips the
+ * segment by its key filter, or reads none of the column, never pays for it.
+ * length 0: no dictionary.
  */
 typedef struct SegmentDictionary
 {

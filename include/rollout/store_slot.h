@@ -138,12 +138,12 @@ typedef struct SharedStoreSlot
 	 */
 	TimestampTz view_refreshed_at;	/* start of the newest complete read of
 									 * them from the store (0: none) */
+	TimestampTz view_distrusted_at; /* when the view was last distrusted: a
+									 * read begun before it refreshes nothing */
 	bool		view_overflow;	/* more shards than view_shards holds */
 	int64		view_base_version;
 	int			view_shard_count;
 	ManifestViewShard view_shards[MANIFEST_VIEW_SHARDS];
-	int64		view_refreshes; /* reads from the store, for the view */
-	int64		view_hits;		/* snapshots taken without reading them */
 
 	/* counters (store_stats.c, rollout_stat_stores) */
 	int64		rows_appended;
@@ -168,10 +168,7 @@ typedef struct SharedStoreSlot
 
 /*
  * Raise the view's version of shard's manifest to version, adding the shard
- * when the view did not know it (slot lock held exclusively).  Shared by
- * core/manifest_view.c, which owns the view, and core/memtable.c, which
- * must record the manifest that sealed the batches it drops under the same
- * hold of the lock.
+ * when the view did not know it (slot lock held exclusively).
  */
 static inline void
 store_slot_view_raise_shard(SharedStoreSlot *slot, const char *shard,
@@ -199,6 +196,41 @@ store_slot_view_raise_shard(SharedStoreSlot *slot, const char *shard,
 		slot->view_shard_count++;
 	}
 	slot->view_shards[i].version = Max(slot->view_shards[i].version, version);
+}
+
+/*
+ * Distrust the view as of now (slot lock held exclusively): the next
+ * snapshot reads the store, and a read of it begun before now, whose
+ * publication may come later, refreshes nothing.
+ */
+static inline void
+store_slot_view_distrust(SharedStoreSlot *slot, TimestampTz now)
+{
+	slot->view_refreshed_at = 0;
+	slot->view_distrusted_at = Max(slot->view_distrusted_at, now);
+}
+
+/*
+ * Record shard manifest version of shard, which holds drops_covered_by_base
+ * (manifest.h), in the view (slot lock held exclusively).  The view's shard
+ * versions must never have dropped generations its base version does not
+ * hold: the base is raised to what the version says covers its drops, and
+ * a version that does not say (written before manifests said, or never
+ * merged) distrusts the view instead.  Shared by core/manifest_view.c, which
+ * owns the view, and core/memtable.c, which must record the manifest that
+ * sealed the batches it drops under the same hold of the lock.
+ */
+static inline void
+store_slot_view_record_shard(SharedStoreSlot *slot, const char *shard,
+							 int64 version, int64 drops_covered_by_base,
+							 TimestampTz now)
+{
+	store_slot_view_raise_shard(slot, shard, version);
+	if (drops_covered_by_base > 0)
+		slot->view_base_version = Max(slot->view_base_version,
+									  drops_covered_by_base);
+	else
+		store_slot_view_distrust(slot, now);
 }
 
 #endif							/* ROLLOUT_STORE_SLOT_H */

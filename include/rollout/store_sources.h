@@ -16,10 +16,13 @@
  * A SegmentSource reading an object of this store, in CurrentMemoryContext.
  * size_hint is the object's size when known (from a manifest or a listing),
  * else -1: a backend without suffix ranges then reads a footer with one
- * request instead of two.
+ * request instead of two.  manifest_stamp is the newest stamp the manifest
+ * gives the object (its max_ts), else -1: a generation's footer is cached
+ * only with it (store_sources.c).
  */
 extern SegmentSource *rollout_segment_source(RolloutStore *store, const char *key,
-											 int64 size_hint);
+											 int64 size_hint,
+											 int64 manifest_stamp);
 
 /* A SegmentSource reading a segment in a local file. */
 extern SegmentSource *rollout_local_segment_source(const char *path);

@@ -93,7 +93,7 @@ footer_cache_define_settings(void)
 {
 	DefineCustomIntVariable("rollout_fdw.footer_cache_size",
 							"Memory per backend for the footers of segments read, so that reading them again needs no request.",
-							"Only objects whose names are never reused are kept (base fragments and ingest segments). 0 turns the cache off.",
+							"Base fragments, ingest segments and generations are kept, whose names stand for one object for good within a creation of the store. 0 turns the cache off.",
 							&footer_cache_kb,
 							16 * 1024, 0, MAX_KILOBYTES,
 							PGC_USERSET,

@@ -270,6 +270,8 @@ shard_manifest_parse(RolloutStore *store, const char *shard, int64 version,
 	manifest->replay_after = json_doc_int64(doc, doc->root, "replay_after", true, 0);
 	manifest->last_stamp = json_doc_int64(doc, doc->root, "last_stamp", true, 0);
 	manifest->truncate_stamp = json_doc_int64(doc, doc->root, "truncate_stamp", false, 0);
+	manifest->drops_covered_by_base = json_doc_int64(doc, doc->root,
+													 "drops_covered_by_base", false, 0);
 	manifest->next_generation = json_doc_int64(doc, doc->root, "next_generation", true, 0);
 	if (manifest->replay_after < 0 || manifest->next_generation < 1)
 		json_doc_corrupt(doc, "Its positions are out of range.");
@@ -511,6 +513,9 @@ shard_manifest_commit(RolloutStore *store, ShardManifest *manifest)
 	json_append_member_int64(&buf, &first, "last_stamp", manifest->last_stamp);
 	if (manifest->truncate_stamp > 0)
 		json_append_member_int64(&buf, &first, "truncate_stamp", manifest->truncate_stamp);
+	if (manifest->drops_covered_by_base > 0)
+		json_append_member_int64(&buf, &first, "drops_covered_by_base",
+								 manifest->drops_covered_by_base);
 	json_append_member_int64(&buf, &first, "next_generation",
 							 manifest->next_generation);
 	json_append_member_raw(&buf, &first, "generations", "[");

@@ -11,36 +11,48 @@
  * somebody commits a new version, and this cluster knows of its own commits
  * as it makes them.  So each store's slot keeps the versions:
  *	- every version this cluster commits is recorded right after its commit
- *	  (manifest_view_note_commit, called by manifest.c), before the committer
- *	  relies on it: a flush drops the memtable batches it sealed only after
- *	  its shard manifest is recorded here;
+ *	  (manifest_view_note_*_commit, called by flush, merge, compaction and
+ *	  the claim in lsm/), and the memtable drops the batches a flush sealed
+ *	  only together with recording its shard manifest (memtable_trim);
  *	- a snapshot that reads the store's manifests publishes what it found,
  *	  with the time it began: the view's refreshed_at;
  *	- a snapshot uses the view instead of listing while refreshed_at is
- *	  younger than rollout_fdw.manifest_refresh_interval.
+ *	  younger than rollout_fdw.manifest_refresh_interval (and never longer
+ *	  than half the shortest gc grace, rollout_fdw.min_gc_grace, so that the
+ *	  objects its versions name are still there).
  * Other clusters' commits therefore reach this cluster's reads at most that
  * interval after they were made; this cluster's own, at once.
  *
- * Why the versions of the view make a correct snapshot.  Versions only grow
- * here (every update takes the maximum, per shard and for the base), and
- * a base manifest's merged marks only grow with its version.  A complete
- * read publishes shard versions S and a base version B read after them, so
- * B covers every generation S dropped.  Taking the maximum of two such
- * states keeps that: a shard version taken from one state is covered by
- * that state's base, and the maximum base is at least as new.  A commit
- * recorded by this cluster keeps it too: a merge records its base before
- * the shard manifest that drops the generations it merged, and no other
- * commit of a shard manifest drops generations.  So the view can only be
- * older than the store, never inconsistent: a row may be seen late, never
- * lost, and objects the view's versions name stay for the garbage
- * collection grace (a snapshot that finds one gone forgets the view and
- * reads the store, manifest_view_forget).
+ * Why the versions of the view make a correct snapshot.  A set of versions is
+ * consistent when the base version holds every generation any of its shard
+ * versions dropped (or any version that one was built on): then no merged
+ * row is in neither.  Versions only grow here (every update takes the
+ * maximum, per shard and for the base), and a base manifest's merged marks
+ * only grow with its version.
+ *	- A complete read publishes shard versions S and a base version B listed
+ *	  after them: consistent, since whatever S dropped was in a base
+ *	  committed before S, which B is at least.
+ *	- Taking the maximum of two consistent states is consistent: a shard
+ *	  version taken from one state is covered by that state's base, and the
+ *	  maximum base is at least as new.
+ *	- A shard version this cluster commits says which base holds what it
+ *	  and its predecessors dropped (drops_covered_by_base, manifest.h: set
+ *	  by merges, kept by every later version); recording it raises the
+ *	  view's base to that.  A version that does not say (written by a build
+ *	  that did not record it) distrusts the view instead: the next snapshot
+ *	  lists the store.  A base version this cluster commits only makes the
+ *	  base newer.
+ * So the view can only be older than the store, never inconsistent: a row
+ * may be seen late, never lost.  Distrusting (also when a snapshot finds an
+ * object of the view's versions gone) marks the time: a read of the store
+ * begun before it may still publish its versions, but refreshes nothing.
  *
  * The memtable.  A snapshot copies this cluster's memtable before it reads
  * the view, and the memtable drops batches only together with recording the
- * shard manifest version that sealed them, under one hold of the slot's lock
- * (memtable_trim).  A snapshot that misses a dropped batch therefore sees
- * the manifest whose generation holds its rows.
+ * shard manifest version that sealed them, under one hold of the slot's lock.
+ * A snapshot that misses a dropped batch therefore sees the manifest whose
+ * generation holds its rows (or, if that version does not say what covers
+ * its drops, lists the store, which holds it too).
  *
  *-------------------------------------------------------------------------
  */
@@ -50,6 +62,7 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
+#include "rollout/grace.h"
 #include "rollout/manifest_view.h"
 #include "rollout/shared_store.h"
 
@@ -61,12 +74,25 @@ manifest_view_define_settings(void)
 {
 	DefineCustomIntVariable("rollout_fdw.manifest_refresh_interval",
 							"How long reads may use the store's manifest versions this cluster knows before reading them from the store again.",
-							"This cluster's own flushes, merges and compactions are known at once; other clusters' reach reads here at most this long after they commit.  0 reads them at every statement.  Only with shared_preload_libraries.",
+							"This cluster's own flushes, merges and compactions are known at once; other clusters' reach reads here at most this long after they commit (and never later than half rollout_fdw.min_gc_grace).  0 reads them at every statement.  Only with shared_preload_libraries.",
 							&manifest_refresh_interval_ms,
 							1000, 0, 60 * 1000,
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+}
+
+/*
+ * How old the view may be for a snapshot: the setting, but never more than
+ * half the shortest grace garbage collection keeps unlinked objects for, so
+ * that the objects the view's versions name are still there (as merges and
+ * compactions abandon outputs older than half of it).
+ */
+static int64
+manifest_view_max_age_ms(void)
+{
+	return Min((int64) manifest_refresh_interval_ms,
+			   (int64) gc_min_grace_seconds() * 1000 / 2);
 }
 
 /*
@@ -78,12 +104,9 @@ manifest_view_define_settings(void)
 static SharedStoreSlot *
 manifest_view_slot(RolloutStore *store, bool create)
 {
-	SharedStoreSlot *slot;
-
 	if (store->pending_definition != NULL || store->incarnation == NULL)
 		return NULL;
-	slot = create ? shared_store_slot_for_reading(store) : shared_store_lookup(store);
-	return slot;
+	return create ? shared_store_slot_for_reading(store) : shared_store_lookup(store);
 }
 
 static bool
@@ -98,7 +121,11 @@ shard_name_compare(const ListCell *a, const ListCell *b)
 	return strcmp(lfirst(a), lfirst(b));
 }
 
-/* See manifest_view.h.  The copy is taken under one hold of the lock. */
+/*
+ * See manifest_view.h.  The copy is taken under one hold of the lock.  A
+ * refresh time in the future (the clock was set back since) counts as
+ * expired, so that no clock step can keep the view trusted for longer.
+ */
 bool
 manifest_view_lookup(RolloutStore *store, ManifestVersions *out)
 {
@@ -106,15 +133,15 @@ manifest_view_lookup(RolloutStore *store, ManifestVersions *out)
 	ManifestViewShard shards[MANIFEST_VIEW_SHARDS];
 	int			count = 0;
 	bool		usable;
+	int64		max_age_ms = manifest_view_max_age_ms();
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (slot == NULL || manifest_refresh_interval_ms <= 0)
+	if (slot == NULL || max_age_ms <= 0)
 		return false;
 	LWLockAcquire(&slot->lock, LW_SHARED);
 	usable = view_is_of(slot, store) && !slot->view_overflow &&
-		slot->view_refreshed_at != 0 &&
-		!TimestampDifferenceExceeds(slot->view_refreshed_at, now,
-									manifest_refresh_interval_ms);
+		slot->view_refreshed_at != 0 && slot->view_refreshed_at <= now &&
+		!TimestampDifferenceExceeds(slot->view_refreshed_at, now, (int) max_age_ms);
 	if (usable)
 	{
 		count = slot->view_shard_count;
@@ -141,7 +168,11 @@ manifest_view_lookup(RolloutStore *store, ManifestVersions *out)
 	return true;
 }
 
-/* See manifest_view.h. */
+/*
+ * See manifest_view.h.  The versions are merged in whenever the read ended;
+ * the refresh time moves only for a read begun after the view was last
+ * distrusted.  Reading a store whose slots are all taken keeps no view.
+ */
 void
 manifest_view_publish(RolloutStore *store, TimestampTz started_at,
 					  const ManifestVersions *found)
@@ -158,32 +189,43 @@ manifest_view_publish(RolloutStore *store, TimestampTz started_at,
 			store_slot_view_raise_shard(slot, lfirst(lc),
 										found->shard_versions[foreach_current_index(lc)]);
 		slot->view_base_version = Max(slot->view_base_version, found->base_version);
-		slot->view_refreshed_at = Max(slot->view_refreshed_at, started_at);
-		slot->view_refreshes++;
+		if (started_at > slot->view_distrusted_at)
+			slot->view_refreshed_at = Max(slot->view_refreshed_at, started_at);
 	}
 	LWLockRelease(&slot->lock);
 }
 
 /*
- * See manifest_view.h.  Recorded whatever the view's age: a read of the
- * store that began before this commit may publish its older versions later,
- * and the maximum keeps this one.
+ * See manifest_view.h.  Recorded whatever the view's age, in a slot of the
+ * store if it has one: a read of the store that began before this commit may
+ * publish its older versions later, and the maximum keeps this one.
  */
 void
-manifest_view_note_commit(RolloutStore *store, const char *shard, int64 version)
+manifest_view_note_shard_commit(RolloutStore *store, const ShardManifest *manifest)
 {
-	SharedStoreSlot *slot = manifest_view_slot(store, true);
+	SharedStoreSlot *slot = manifest_view_slot(store, false);
+	TimestampTz now = GetCurrentTimestamp();
 
 	if (slot == NULL)
 		return;
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 	if (view_is_of(slot, store))
-	{
-		if (shard == NULL)
-			slot->view_base_version = Max(slot->view_base_version, version);
-		else
-			store_slot_view_raise_shard(slot, shard, version);
-	}
+		store_slot_view_record_shard(slot, manifest->shard, manifest->version,
+									 manifest->drops_covered_by_base, now);
+	LWLockRelease(&slot->lock);
+}
+
+/* See manifest_view.h. */
+void
+manifest_view_note_base_commit(RolloutStore *store, int64 version)
+{
+	SharedStoreSlot *slot = manifest_view_slot(store, false);
+
+	if (slot == NULL)
+		return;
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	if (view_is_of(slot, store))
+		slot->view_base_version = Max(slot->view_base_version, version);
 	LWLockRelease(&slot->lock);
 }
 
@@ -192,11 +234,12 @@ void
 manifest_view_forget(RolloutStore *store)
 {
 	SharedStoreSlot *slot = manifest_view_slot(store, false);
+	TimestampTz now = GetCurrentTimestamp();
 
 	if (slot == NULL)
 		return;
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 	if (view_is_of(slot, store))
-		slot->view_refreshed_at = 0;
+		store_slot_view_distrust(slot, now);
 	LWLockRelease(&slot->lock);
 }

@@ -420,7 +420,8 @@ memtable_for_flush(RolloutStore *store, SharedStoreSlot *slot,
 
 /*
  * Drop the batches at positions up to upto_position, which shard manifest
- * version manifest_version seals, taking the slot's lock itself.  Callers
+ * version manifest_version seals (and whose drops_covered_by_base is given,
+ * manifest.h), taking the slot's lock itself.  Callers
  * trim only positions already sealed in a committed shard manifest (a flush
  * after its commit, a claim below its fence), never before: a snapshot
  * copies the memtable before it reads the manifest, and relies on every row
@@ -429,12 +430,15 @@ memtable_for_flush(RolloutStore *store, SharedStoreSlot *slot,
  * the version under the same hold of the lock as the batches go.
  */
 void
-memtable_trim(SharedStoreSlot *slot, int64 upto_position, int64 manifest_version)
+memtable_trim(SharedStoreSlot *slot, int64 upto_position, int64 manifest_version,
+			  int64 drops_covered_by_base)
 {
 	dsa_area   *area = memtable_dsa();
+	TimestampTz now = GetCurrentTimestamp();
 
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-	store_slot_view_raise_shard(slot, slot->shard, manifest_version);
+	store_slot_view_record_shard(slot, slot->shard, manifest_version,
+								 drops_covered_by_base, now);
 	while (DsaPointerIsValid(slot->mem_head) &&
 		   ((MemBatch *) dsa_get_address(area, slot->mem_head))->position <= upto_position)
 		memtable_drop_oldest(slot, area);

@@ -45,6 +45,8 @@ typedef struct SharedStoreState
 
 static SharedStoreState *shared_state = NULL;
 
+static int	shared_store_free_slots(void);
+
 /* Define rollout_fdw.max_stores; _PG_init calls it only while preloading. */
 void
 shared_store_define_settings(void)
@@ -188,6 +190,7 @@ shared_store_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
 			{
 				memtable_clear(slot);
 				slot->view_refreshed_at = 0;
+				slot->view_distrusted_at = 0;
 				slot->view_overflow = false;
 				slot->view_base_version = 0;
 				slot->view_shard_count = 0;
@@ -267,8 +270,11 @@ shared_store_slot(RolloutStore *store)
 
 /*
  * Like shared_store_slot, for a backend that only reads the store (to keep
- * its manifest versions, manifest_view.c): when every slot is taken it
- * returns NULL without a warning, since reads lose nothing but a cache.
+ * its manifest versions, manifest_view.c).  Slots are never freed, so
+ * readers take one only while more than a quarter of them are free: the
+ * rest stays for stores this cluster writes, which would otherwise lose
+ * group commit and memtable.  Without a slot a read loses nothing but a
+ * cache, so there is no warning.
  */
 SharedStoreSlot *
 shared_store_slot_for_reading(RolloutStore *store)
@@ -279,6 +285,11 @@ shared_store_slot_for_reading(RolloutStore *store)
 		return NULL;
 	if (store->shared_slot != NULL && slot_matches(store->shared_slot, store))
 		return store->shared_slot;
+	found = shared_store_lookup(store);
+	if (found != NULL)
+		return found;
+	if (shared_store_free_slots() <= shared_state->max_stores / 4)
+		return NULL;
 	found = slot_by_names(store->objstore->identity, store->name, store->shard,
 						  store->location);
 	if (found != NULL)
@@ -287,6 +298,18 @@ shared_store_slot_for_reading(RolloutStore *store)
 		store->shared_slot = found;
 	}
 	return found;
+}
+
+/* How many slots are not in use yet (read without the registry lock). */
+static int
+shared_store_free_slots(void)
+{
+	int			free_slots = 0;
+
+	for (int i = 0; i < shared_state->max_stores; i++)
+		if (!shared_state->slots[i].in_use)
+			free_slots++;
+	return free_slots;
 }
 
 /*

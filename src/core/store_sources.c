@@ -226,26 +226,28 @@ store_object_cache_identity(RolloutStore *store, const char *key)
 
 /*
  * The footer cache's identity of key: the cache identity, or, for a
- * generation, the same triple.  A lookup in a store with unmerged
- * generations would otherwise read the footer of each of them again at
- * every statement.  A generation's number names one object for good within
- * one creation of the store (rollout_key_is_generation); only a backend
- * still holding a handle on a creation that was deleted and made again could
- * pair a kept footer with a new object of the same number and size, and the
- * chunks' checksums in that footer then fail it, so it errs rather than
- * return other rows.  Generations stay out of the disk cache and are not
- * kept open, whose bytes would be the old object's own.
+ * generation whose newest stamp the manifest gives, the same triple with
+ * that stamp.  A lookup in a store with unmerged generations would otherwise
+ * read the footer of each of them again at every statement.  A generation's
+ * number names one object for good within one creation of the store
+ * (rollout_key_is_generation); the stamp also tells apart the generations of
+ * the same number of two creations, which a backend still holding a handle
+ * on a deleted creation could otherwise mix up (a footer's key filter and
+ * zone maps could then skip the other object's rows).  Generations stay out
+ * of the disk cache and are not kept open, whose bytes would be the old
+ * object's own.
  */
 static char *
 store_object_footer_identity(RolloutStore *store, const char *key,
-							 char *cache_identity)
+							 int64 manifest_stamp, char *cache_identity)
 {
 	if (cache_identity != NULL)
 		return cache_identity;
-	if (store->incarnation == NULL || !rollout_key_is_generation(store, key))
+	if (store->incarnation == NULL || manifest_stamp <= 0 ||
+		!rollout_key_is_generation(store, key))
 		return NULL;
-	return psprintf("%s/%s/%s", store->objstore->access_fingerprint,
-					store->incarnation, key);
+	return psprintf("%s/%s/%s@%lld", store->objstore->access_fingerprint,
+					store->incarnation, key, (long long) manifest_stamp);
 }
 
 /*
@@ -255,7 +257,8 @@ store_object_footer_identity(RolloutStore *store, const char *key,
  * through prefetched reads: the callbacks' own reads do not pass it.
  */
 SegmentSource *
-rollout_segment_source(RolloutStore *store, const char *key, int64 size_hint)
+rollout_segment_source(RolloutStore *store, const char *key, int64 size_hint,
+					   int64 manifest_stamp)
 {
 	SegmentSource *source = palloc0(sizeof(SegmentSource));
 	StoreObjectSource *arg = palloc0(sizeof(StoreObjectSource));
@@ -265,6 +268,7 @@ rollout_segment_source(RolloutStore *store, const char *key, int64 size_hint)
 	arg->size_hint = size_hint;
 	arg->cache_identity = store_object_cache_identity(store, key);
 	arg->footer_identity = store_object_footer_identity(store, key,
+														manifest_stamp,
 														arg->cache_identity);
 	arg->context = CurrentMemoryContext;
 	source->name = arg->key;
@@ -511,7 +515,7 @@ rollout_segment_footers(RolloutStore *store, char *const *keys,
 		for (int i = start; i < end; i++)
 		{
 			prefetches[i - start].source =
-				rollout_segment_source(store, keys[i], sizes ? sizes[i] : -1);
+				rollout_segment_source(store, keys[i], sizes ? sizes[i] : -1, -1);
 			prefetches[i - start].tail = true;
 			prefetches[i - start].offset = 0;
 			prefetches[i - start].length = SEGMENT_TAIL_READ_SIZE;

@@ -338,7 +338,7 @@ wal_read_metadata(RolloutStore *store, const char *key, int64 position)
 	callback.previous = error_context_stack;
 	error_context_stack = &callback;
 
-	reader = segment_reader_open(rollout_segment_source(store, key, -1));
+	reader = segment_reader_open(rollout_segment_source(store, key, -1, -1));
 	if (reader == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

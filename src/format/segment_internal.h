@@ -111,6 +111,26 @@ extern bool segment_key_filter_test(const uint8 *bits, uint64 nbits,
 #define SEGMENT_DICTIONARY_MIN_RAW_SHARE	8
 #define SEGMENT_DICTIONARY_SAMPLE_BYTES		(256 * 1024)
 #define SEGMENT_MAX_DICTIONARY_SIZE			(1024 * 1024)
+
+/*
+ * zstd's memory for a dictionary digested for compression or decompression,
+ * allocated in a memory context (the opaque pointer): counted there, and
+ * freed with it, on error too.  palloc's own ERROR on exhaustion stands for
+ * zstd's NULL.
+ */
+static inline void *
+segment_zstd_alloc(void *context, size_t size)
+{
+	return MemoryContextAllocExtended((MemoryContext) context, size,
+									  MCXT_ALLOC_HUGE);
+}
+
+static inline void
+segment_zstd_free(void *context, void *address)
+{
+	if (address != NULL)
+		pfree(address);
+}
 #define SEGMENT_FAST_MODE_SAVING_SHARE	4
 #define SEGMENT_FAST_MODE_GROWTH_SHARE	10
 

@@ -19,6 +19,7 @@
  */
 #include "postgres.h"
 
+#define ZSTD_STATIC_LINKING_ONLY	/* ZSTD_createDDict_advanced */
 #include <zstd.h>
 
 #include "access/htup_details.h"
@@ -501,37 +502,18 @@ decode_key_filter(FooterCursor *c, SegmentReader *reader)
 	reader->key_filter_probes = (int) probes;
 }
 
-/* The dictionaries of a decoded footer, whose digested forms go with it. */
-typedef struct DictionariesToFree
-{
-	SegmentDictionary *dictionaries;
-	int			count;
-} DictionariesToFree;
-
-/* Reset callback of a decoded footer's context: zstd's memory is its own. */
-static void
-free_decompression_dictionaries(void *arg)
-{
-	DictionariesToFree *to_free = arg;
-
-	for (int i = 0; i < to_free->count; i++)
-		if (to_free->dictionaries[i].digested != NULL)
-			ZSTD_freeDDict(to_free->dictionaries[i].digested);
-}
-
 /*
  * The compression dictionaries (format version 4): a count, then per
  * dictionary the column it belongs to and its bytes.  They are digested for
  * decompression when a page of their column is first decompressed
  * (dictionary_of), once per decoded footer, so that every reader sharing it
- * shares them.
+ * shares them; a lookup that skips the segment by its key filter never pays
+ * for it.
  */
 static void
 decode_dictionaries(FooterCursor *c, SegmentReader *reader)
 {
 	int64		count = cursor_uint32(c, "dictionary count");
-	MemoryContextCallback *callback;
-	DictionariesToFree *to_free;
 
 	if (count > reader->schema.ncolumns)
 		segment_corrupt(c->segment_name,
@@ -560,23 +542,19 @@ decode_dictionaries(FooterCursor *c, SegmentReader *reader)
 		reader->dictionaries[column].bytes = bytes;
 		reader->dictionaries[column].length = length;
 	}
-	to_free = palloc(sizeof(DictionariesToFree));
-	to_free->dictionaries = reader->dictionaries;
-	to_free->count = reader->schema.ncolumns;
-	callback = palloc0(sizeof(MemoryContextCallback));
-	callback->func = free_decompression_dictionaries;
-	callback->arg = to_free;
-	MemoryContextRegisterResetCallback(CurrentMemoryContext, callback);
 }
 
 /*
  * The digested dictionary of column, made at its first use, or NULL when
- * the column has none.
+ * the column has none.  It refers to the dictionary's bytes in the footer
+ * and lives in the decoded footer's context, which holds both (and is
+ * counted by the footer cache when it keeps the footer decoded).
  */
 static const ZSTD_DDict *
 dictionary_of(SegmentReader *reader, int column)
 {
 	SegmentDictionary *dictionary;
+	ZSTD_customMem memory;
 
 	if (reader->dictionaries == NULL ||
 		reader->dictionaries[column].length == 0)
@@ -584,13 +562,16 @@ dictionary_of(SegmentReader *reader, int column)
 	dictionary = &reader->dictionaries[column];
 	if (dictionary->digested == NULL)
 	{
-		dictionary->digested = ZSTD_createDDict(dictionary->bytes,
-												dictionary->length);
+		memory.customAlloc = segment_zstd_alloc;
+		memory.customFree = segment_zstd_free;
+		memory.opaque = reader->footer_context;
+		dictionary->digested =
+			ZSTD_createDDict_advanced(dictionary->bytes, dictionary->length,
+									  ZSTD_dlm_byRef, ZSTD_dct_auto, memory);
 		if (dictionary->digested == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("out of memory"),
-					 errdetail("Could not create a zstd decompression dictionary.")));
+			segment_corrupt(reader->source->name,
+							"The compression dictionary of column \"%s\" cannot be loaded.",
+							reader->schema.columns[column].name);
 	}
 	return dictionary->digested;
 }

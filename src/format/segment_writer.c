@@ -31,6 +31,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#define ZSTD_STATIC_LINKING_ONLY	/* ZSTD_createCDict_advanced */
 #include <zstd.h>
 #define ZDICT_STATIC_LINKING_ONLY	/* ZDICT_trainFromBuffer_fastCover */
 #include <zdict.h>
@@ -106,17 +107,14 @@ struct SegmentWriter
 	/*
 	 * Compression dictionaries (format version 4): their size (0: none), and
 	 * per column the one trained on its first row group, if any, with zstd's
-	 * digested form of it (freed with the writer's context).
+	 * digested form of it (in the writer's context).
 	 */
 	int			dictionary_size;
 	int			dictionary_count;
 	char	  **dictionaries;
 	size_t	   *dictionary_lengths;
 	ZSTD_CDict **compression_dictionaries;
-	MemoryContextCallback free_dictionaries;
 };
-
-static void free_compression_dictionaries(void *arg);
 
 /* Append little-endian integers and length-prefixed bytes to a buffer. */
 static void
@@ -286,9 +284,6 @@ segment_writer_begin(const SegmentSchema *schema, const char *local_path,
 	writer->dictionaries = palloc0(sizeof(char *) * schema->ncolumns);
 	writer->dictionary_lengths = palloc0(sizeof(size_t) * schema->ncolumns);
 	writer->compression_dictionaries = palloc0(sizeof(ZSTD_CDict *) * schema->ncolumns);
-	writer->free_dictionaries.func = free_compression_dictionaries;
-	writer->free_dictionaries.arg = writer;
-	MemoryContextRegisterResetCallback(context, &writer->free_dictionaries);
 	MemoryContextSwitchTo(oldcontext);
 
 	writer->fd = OpenTransientFile(local_path,
@@ -393,20 +388,6 @@ compression_context(void)
 	return context;
 }
 
-/* Reset callback of the writer's context: zstd's memory is not palloc'd. */
-static void
-free_compression_dictionaries(void *arg)
-{
-	SegmentWriter *writer = arg;
-
-	for (int i = 0; i < writer->schema->ncolumns; i++)
-	{
-		if (writer->compression_dictionaries[i] != NULL)
-			ZSTD_freeCDict(writer->compression_dictionaries[i]);
-		writer->compression_dictionaries[i] = NULL;
-	}
-}
-
 /*
  * Train the dictionary of column i on its pages of the first row group
  * (pages[0 .. count - 1], each a sample, at most
@@ -425,6 +406,7 @@ train_dictionary(SegmentWriter *writer, int i, StringInfo *pages, int count,
 	char	   *dictionary;
 	size_t		length;
 	ZDICT_fastCover_params_t params;
+	ZSTD_customMem memory;
 	MemoryContext oldcontext;
 
 	if (writer->dictionary_size <= 0 || column->typlen > 0 ||
@@ -465,13 +447,17 @@ train_dictionary(SegmentWriter *writer, int i, StringInfo *pages, int count,
 		pfree(dictionary);
 		return;
 	}
-	writer->compression_dictionaries[i] = ZSTD_createCDict(dictionary, length,
-														   SEGMENT_ZSTD_LEVEL);
+	memory.customAlloc = segment_zstd_alloc;
+	memory.customFree = segment_zstd_free;
+	memory.opaque = writer->context;
+	writer->compression_dictionaries[i] =
+		ZSTD_createCDict_advanced(dictionary, length, ZSTD_dlm_byRef,
+								  ZSTD_dct_auto,
+								  ZSTD_getCParams(SEGMENT_ZSTD_LEVEL, 0, length),
+								  memory);
 	if (writer->compression_dictionaries[i] == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory"),
-				 errdetail("Could not create a zstd compression dictionary.")));
+		elog(ERROR, "could not load the compression dictionary of column \"%s\"",
+			 column->name);
 	writer->dictionaries[i] = dictionary;
 	writer->dictionary_lengths[i] = length;
 	writer->dictionary_count++;

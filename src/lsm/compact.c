@@ -206,7 +206,7 @@ compact_commit(RolloutStore *store, List *inputs, List *outputs,
 		CHECK_FOR_INTERRUPTS();
 		if (base_manifest_commit(store, base) == MANIFEST_COMMITTED)
 		{
-			manifest_view_note_commit(store, NULL, base->version);
+			manifest_view_note_base_commit(store, base->version);
 			*fragments_after = list_length(fragments);
 			return NULL;
 		}
@@ -328,7 +328,7 @@ record_error_step(void *arg)
 		base->last_compaction_error = pnstrdup(recorded->message, 1000);
 		if (base_manifest_commit(recorded->store, base) == MANIFEST_COMMITTED)
 		{
-			manifest_view_note_commit(recorded->store, NULL, base->version);
+			manifest_view_note_base_commit(recorded->store, base->version);
 			break;
 		}
 	}

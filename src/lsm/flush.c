@@ -231,7 +231,7 @@ static GenerationEntry *
 flush_adopt_ingest(RolloutStore *store, IngestSeen *seen, int64 number)
 {
 	GenerationEntry *generation = palloc0(sizeof(GenerationEntry));
-	SegmentReader *reader = segment_reader_open(rollout_segment_source(store, seen->file, -1));
+	SegmentReader *reader = segment_reader_open(rollout_segment_source(store, seen->file, -1, -1));
 
 	if (reader == NULL)
 		ereport(ERROR,
@@ -345,7 +345,8 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 		if (manifest->replay_after >= last_position)
 		{
 			/* sealed already (a flush of another database finished first) */
-			memtable_trim(slot, manifest->replay_after, manifest->version);
+			memtable_trim(slot, manifest->replay_after, manifest->version,
+						  manifest->drops_covered_by_base);
 			return result;
 		}
 		foreach(lc, sources)
@@ -380,7 +381,8 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 			shard_manifest_commit(store, manifest) == MANIFEST_COMMITTED)
 		{
 			rollout_fault_point("flush.after_manifest_commit");
-			memtable_trim(slot, last_position, manifest->version);
+			memtable_trim(slot, last_position, manifest->version,
+						  manifest->drops_covered_by_base);
 			result.generation = number > manifest_next_before ? number - 1 : 0;
 			result.first_position = generation->first_position;
 			result.last_position = last_position;
@@ -505,7 +507,7 @@ flush_wal_tail(RolloutStore *store)
 		if (!abandoned &&
 			shard_manifest_commit(store, manifest) == MANIFEST_COMMITTED)
 		{
-			manifest_view_note_commit(store, store->shard, manifest->version);
+			manifest_view_note_shard_commit(store, manifest);
 			rollout_fault_point("flush.after_manifest_commit");
 			/* the newest generation added; 0 when only fences were sealed */
 			result.generation = number > manifest_next_before ? number - 1 : 0;

@@ -81,11 +81,13 @@ merge_define_settings(void)
 
 /*
  * Remove generations <= merged from this shard's manifest, keeping its
- * writer epoch.  Retries on conflict: a concurrent flush only adds newer
- * generations, which the re-read manifest keeps.
+ * writer epoch, and record base version covering_base (one whose merged mark
+ * is at least merged) as holding what it drops.  Retries on conflict: a
+ * concurrent flush only adds newer generations, which the re-read manifest
+ * keeps.
  */
 static void
-merge_drain_shard_manifest(RolloutStore *store, int64 merged)
+merge_drain_shard_manifest(RolloutStore *store, int64 merged, int64 covering_base)
 {
 	for (int attempt = 0; attempt < MANIFEST_COMMIT_ATTEMPTS; attempt++)
 	{
@@ -103,10 +105,12 @@ merge_drain_shard_manifest(RolloutStore *store, int64 merged)
 		if (list_length(kept) == list_length(manifest->generations))
 			return;				/* nothing to drain */
 		manifest->generations = kept;
+		manifest->drops_covered_by_base = Max(manifest->drops_covered_by_base,
+											  covering_base);
 		CHECK_FOR_INTERRUPTS();
 		if (shard_manifest_commit(store, manifest) == MANIFEST_COMMITTED)
 		{
-			manifest_view_note_commit(store, store->shard, manifest->version);
+			manifest_view_note_shard_commit(store, manifest);
 			return;
 		}
 	}
@@ -241,7 +245,8 @@ merge_prepare_fragment(RolloutStore *store, List *chosen, RewriteResult *rewrite
 static MergeCommitOutcome
 merge_commit_base(RolloutStore *store, int64 expected, int64 last,
 				  int64 truncate_stamp, FragmentEntry *fragment,
-				  TimestampTz uploaded_at, int64 *merged_now)
+				  TimestampTz uploaded_at, int64 *merged_now,
+				  int64 *base_version)
 {
 	for (int attempt = 0; attempt < MANIFEST_COMMIT_ATTEMPTS; attempt++)
 	{
@@ -251,6 +256,7 @@ merge_commit_base(RolloutStore *store, int64 expected, int64 last,
 		bool		found = false;
 
 		*merged_now = merged;
+		*base_version = base->version;
 		if (merged >= last)
 			return MERGE_ALREADY_MERGED;
 		if (merged != expected || rollout_output_too_old(uploaded_at))
@@ -280,8 +286,9 @@ merge_commit_base(RolloutStore *store, int64 expected, int64 last,
 		CHECK_FOR_INTERRUPTS();
 		if (base_manifest_commit(store, base) == MANIFEST_COMMITTED)
 		{
-			manifest_view_note_commit(store, NULL, base->version);
+			manifest_view_note_base_commit(store, base->version);
 			*merged_now = last;
+			*base_version = base->version;
 			return MERGE_COMMITTED;
 		}
 	}
@@ -344,6 +351,7 @@ rollout_merge_shard_timed(RolloutStore *store, int max_generations, bool flush_f
 		RewriteResult *rewrite = palloc0(sizeof(RewriteResult));
 		TimestampTz uploaded_at;
 		int64		merged_now;
+		int64		merged_in_base;
 		ListCell   *lc;
 
 		foreach(lc, shard->generations)
@@ -356,7 +364,7 @@ rollout_merge_shard_timed(RolloutStore *store, int max_generations, bool flush_f
 		if (pending == NIL)
 		{
 			/* an interrupted merge may have left merged generations listed */
-			merge_drain_shard_manifest(store, merged);
+			merge_drain_shard_manifest(store, merged, base->version);
 			return result;
 		}
 
@@ -368,11 +376,12 @@ rollout_merge_shard_timed(RolloutStore *store, int max_generations, bool flush_f
 		rollout_fault_point("merge.after_fragment_put");
 
 		switch (merge_commit_base(store, merged, last, shard->truncate_stamp,
-								  fragment, uploaded_at, &merged_now))
+								  fragment, uploaded_at, &merged_now,
+								  &merged_in_base))
 		{
 			case MERGE_COMMITTED:
 				rollout_fault_point("merge.after_base_commit");
-				merge_drain_shard_manifest(store, last);
+				merge_drain_shard_manifest(store, last, merged_in_base);
 				rollout_fault_point("merge.after_shard_commit");
 				result.generations_merged = list_length(chosen);
 				result.rows_merged = rewrite->rows_written;
@@ -383,7 +392,7 @@ rollout_merge_shard_timed(RolloutStore *store, int max_generations, bool flush_f
 				/* a racing merge did our work: nobody will ever name ours */
 				if (fragment != NULL)
 					(void) objstore_delete(store->objstore, fragment->file);
-				merge_drain_shard_manifest(store, merged_now);
+				merge_drain_shard_manifest(store, merged_now, merged_in_base);
 				return result;
 
 			case MERGE_RESTART:

@@ -168,7 +168,7 @@ shard_claim(RolloutStore *store, bool only_for_new_timeline,
 		manifest->epoch_start_position = manifest->replay_after + 1;
 		if (shard_manifest_commit(store, manifest) != MANIFEST_COMMITTED)
 			continue;
-		manifest_view_note_commit(store, store->shard, manifest->version);
+		manifest_view_note_shard_commit(store, manifest);
 
 		fence.kind = "fence";
 		fence.shard = store->shard;
@@ -183,6 +183,7 @@ shard_claim(RolloutStore *store, bool only_for_new_timeline,
 		{
 			claim.epoch = fence.epoch;
 			claim.manifest_version = manifest->version;
+			claim.drops_covered_by_base = manifest->drops_covered_by_base;
 			claim.fence_position = position;
 			claim.stamp = fence.stamp;
 			store->wal_tip_hint = position;
@@ -217,7 +218,8 @@ writer_claim(RolloutStore *store, SharedStoreSlot *slot,
 {
 	ShardClaim	claim = shard_claim(store, false, superseded);
 
-	memtable_trim(slot, claim.fence_position - 1, claim.manifest_version);
+	memtable_trim(slot, claim.fence_position - 1, claim.manifest_version,
+				  claim.drops_covered_by_base);
 	slot->epoch = claim.epoch;
 	slot->tip = claim.fence_position;
 	slot->last_stamp = claim.stamp;

@@ -61,6 +61,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "access/xact.h"
 #include "common/file_perm.h"
 #include "common/file_utils.h"
 #include "miscadmin.h"
@@ -896,16 +897,19 @@ file_store_read(ObjectStore *store, int fd, const char *key,
 /* ----------------------------------------------------------------
  * Objects kept open between reads
  *
- * A lookup reads a fragment several times: the key chunk of a row group,
+ * A lookup reads a fragment several times: the key pages of a row group,
  * then one page of each column it returns.  Opening, checking and closing
  * the file for each read costs three system calls more than the pread
  * itself, a good part of a lookup on a machine where system calls are dear.
  * So a read of an object whose name is never reused
  * (ObjectStoreRead.immutable: base fragments and ingest segments) keeps its
- * file open for the next one.  The files are fd.c's virtual file
- * descriptors, which close and reopen the kernel's descriptors themselves
- * when the process runs short; at most FILE_STORE_KEPT_OPEN are kept, the
- * least recently used closed first.  An object kept open reads the bytes it
+ * file open for the next one, until the end of the transaction (a statement,
+ * in autocommit): a deleted fragment's space is then not held by a backend
+ * that idles, and an erasure is complete once the transactions that read
+ * the object have ended.  The files are fd.c's virtual file descriptors,
+ * which close and reopen the kernel's descriptors themselves when the
+ * process runs short; at most FILE_STORE_KEPT_OPEN are kept, the least
+ * recently used closed first.  An object kept open reads the bytes it
  * always had after garbage collection deleted it, which are what a reader
  * whose snapshot still names it expects; once its descriptor is closed, it
  * reads as missing, like any deleted object.
@@ -923,6 +927,7 @@ typedef struct KeptObject
 
 static KeptObject kept_objects[FILE_STORE_KEPT_OPEN];
 static uint64 kept_objects_clock = 0;
+static bool kept_objects_callback_registered = false;
 
 static void
 file_store_forget_kept(KeptObject *kept)
@@ -930,6 +935,19 @@ file_store_forget_kept(KeptObject *kept)
 	FileClose(kept->file);
 	pfree(kept->path);
 	kept->path = NULL;
+}
+
+/* Transaction callback: close every kept-open object when it ends. */
+static void
+file_store_close_kept(XactEvent event, void *arg)
+{
+	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
+		event != XACT_EVENT_PARALLEL_COMMIT &&
+		event != XACT_EVENT_PARALLEL_ABORT && event != XACT_EVENT_PREPARE)
+		return;
+	for (int i = 0; i < FILE_STORE_KEPT_OPEN; i++)
+		if (kept_objects[i].path != NULL)
+			file_store_forget_kept(&kept_objects[i]);
 }
 
 /*
@@ -960,6 +978,11 @@ file_store_kept_object(ObjectStore *store, const char *key)
 			slot = kept;
 	}
 
+	if (!kept_objects_callback_registered)
+	{
+		RegisterXactCallback(file_store_close_kept, NULL);
+		kept_objects_callback_registered = true;
+	}
 	file = PathNameOpenFile(path, O_RDONLY | PG_BINARY);
 	if (file < 0)
 	{

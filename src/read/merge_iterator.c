@@ -177,7 +177,8 @@ merge_read_open_sources(MergeRead *read, List *metas, int64 *running_stamp,
 			if (!row_source_reads_object(meta, read->range))
 				continue;
 			segments[i - start] = rollout_segment_source(read->store, meta->key,
-														 meta->bytes);
+														 meta->bytes,
+														 meta->max_ts);
 			prefetches[nprefetch].source = segments[i - start];
 			prefetches[nprefetch].tail = true;
 			prefetches[nprefetch].offset = 0;

@@ -37,12 +37,15 @@
  */
 #include "postgres.h"
 
+#include <malloc.h>
+
 #include "miscadmin.h"
 #include "utils/datum.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
 #include "rollout/key_range.h"
+#include "rollout/manifest_view.h"
 #include "rollout/row_blob.h"
 #include "rollout/store_stats.h"
 #include "rollout/store_sources.h"
@@ -304,6 +307,32 @@ row_source_reads_object(const SnapshotSource *meta, const KeyRange *range)
 }
 
 /*
+ * Keep freed memory for reuse instead of handing it back to the operating
+ * system, once per process, before the first source is read.  A sorted
+ * source decodes each row group into a context it resets for the next: a
+ * few MB of page buffers and value arrays per row group, all larger than
+ * PostgreSQL's allocation sets keep for themselves, so they go back to
+ * malloc, which by default trims the top of the heap (and unmaps large
+ * chunks) as soon as they are freed.  Every row group then faults its pages
+ * in anew: on a virtual machine that made a scan of a 1 KB jsonb column of a
+ * million rows three times slower (3.3 s against 1.0 s).  The thresholds
+ * bound what a backend keeps: freed memory at the top of the heap is
+ * returned past 64 MB, and allocations of 32 MB and more are still mapped
+ * on their own.  Only backends that read rollout stores are affected.
+ */
+static void
+row_source_keep_freed_memory(void)
+{
+	static bool done = false;
+
+	if (done)
+		return;
+	(void) mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+	(void) mallopt(M_TRIM_THRESHOLD, 64 * 1024 * 1024);
+	done = true;
+}
+
+/*
  * A new source of meta, in its own memory context under
  * CurrentMemoryContext, reading the wanted columns plus the key and the
  * hidden ones.
@@ -312,10 +341,13 @@ static RowSource *
 row_source_create(RolloutStore *store, SnapshotSource *meta, const bool *want,
 				  const KeyRange *range, MergeReadStats *stats)
 {
-	MemoryContext context = AllocSetContextCreate(CurrentMemoryContext,
-												  "rollout row source",
-												  ALLOCSET_DEFAULT_SIZES);
-	RowSource  *source = MemoryContextAllocZero(context, sizeof(RowSource));
+	MemoryContext context;
+	RowSource  *source;
+
+	row_source_keep_freed_memory();
+	context = AllocSetContextCreate(CurrentMemoryContext, "rollout row source",
+									ALLOCSET_DEFAULT_SIZES);
+	source = MemoryContextAllocZero(context, sizeof(RowSource));
 
 	source->store = store;
 	source->meta = meta;
@@ -524,7 +556,8 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segmen
 		prefetcher = NULL;
 	}
 	else if (segment == NULL)
-		segment = rollout_segment_source(store, meta->key, meta->bytes);
+		segment = rollout_segment_source(store, meta->key, meta->bytes,
+										 meta->max_ts);
 	reader = segment_reader_open(segment);
 	if (reader == NULL && vanished != NULL)
 	{
@@ -534,11 +567,15 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segmen
 		return NULL;
 	}
 	if (reader == NULL)
+	{
+		/* the snapshot was too old: the next one reads the store */
+		manifest_view_forget(store);
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_FILE),
 				 errmsg("object \"%s\" of store \"%s\" vanished during the scan",
 						meta->key, store->name),
 				 errhint("Garbage collection removed it; run the query again.")));
+	}
 	source->reader = reader;
 	row_source_check_schema(source);
 	MemoryContextSwitchTo(oldcontext);

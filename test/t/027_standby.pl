@@ -110,6 +110,23 @@ like($err, qr/cannot read store "local_only" in the embedded default location on
 like($err, qr/HINT:.*location both servers reach/, '... and a hint to use a shared location');
 is($primary->safe_psql('postgres', 'SELECT count(*) FROM d'), '5', 'the primary reads it');
 
+# --- the view of the store's manifest versions across a promotion.  The
+# standby reads with a long refresh interval, so (preloaded) its shared view
+# keeps the shard and base versions of that read; then the primary merges
+# its generations into the base, which drains them from the shard manifest.
+# After the promotion, the new primary's first commit claims the shard: the
+# shard manifest it commits is built on the drained one, and its view must
+# learn the base that holds the drained rows with it (the manifest says
+# which, drops_covered_by_base), or its reads would miss them.
+my $long = "SET rollout_fdw.manifest_refresh_interval = '60s';";
+is($standby->safe_psql('postgres', "$long SELECT count(*) FROM t"), '170',
+	'the standby reads with a long refresh interval');
+$primary->safe_psql('postgres', "SELECT rollout_merge('t')");
+is($primary->safe_psql('postgres', "SELECT fragments, generations FROM rollout_observe('t')"),
+	'1|0', 'the primary merged every generation into the base');
+is($standby->safe_psql('postgres', "$long SELECT count(*), sum(id) FROM t"), '170|14535',
+	'the standby still reads every row (its view is older than the merge)');
+
 # --- 4. promotion
 $standby->promote;
 $standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
@@ -123,6 +140,8 @@ my $epoch_before = $store->newest_manifest($manifests)->{writer_epoch};
 
 $new->safe_psql('postgres',
 	"INSERT INTO t SELECT g, 'v' || g, 'n1' FROM generate_series(171, 200) g");
+is($new->safe_psql('postgres', "$long SELECT count(*), sum(id) FROM t"), '200|20100',
+	'after its claim the new primary reads every row, the merged ones included, through its view');
 my $m = $store->newest_manifest($manifests);
 is($m->{writer_timeline}, 2, 'the new primary claimed the shard with its timeline');
 is($m->{writer_epoch}, $epoch_before + 1, '... and the next writer epoch');

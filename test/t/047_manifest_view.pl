@@ -18,8 +18,10 @@
 #       once with the interval at 0), never before a refresh;
 #   (c) a table with read_wal_tail always lists, and sees the other
 #       cluster's commits at once;
-#   (d) objects a stale view names that garbage collection deleted make the
-#       read take its snapshot from the store, with the right rows;
+#   (d) objects a stale view names that garbage collection deleted (on
+#       another cluster, with a grace shorter than this one's minimum) make
+#       the read take its snapshot from the store, with the right rows;
+#   (f) a view is never trusted longer than half rollout_fdw.min_gc_grace;
 #   (e) readers counting a store while this cluster inserts, flushes, merges
 #       and compacts it never see the count go back (a flush's memtable
 #       batches are dropped only after the view knows its manifest).
@@ -44,7 +46,7 @@ my %node;
 for my $name ('a', 'b')
 {
 	my $n = mode_node("view_$name",
-		conf => ['rollout_fdw.min_gc_grace = 0', 'max_parallel_workers_per_gather = 0']);
+		conf => ['max_parallel_workers_per_gather = 0']);
 	$store->create_extension_and_server($n);
 	$n->safe_psql(
 		'postgres', q{
@@ -123,7 +125,7 @@ for my $step ('flush', 'merge', 'insert', 'compact', 'flush', 'merge', 'compact'
 	is($from, $pre ? 'shared view' : 'listed', "... reading the manifests from the "
 		  . ($pre ? 'view' : 'store'));
 }
-$A->safe_psql('postgres', "SELECT rollout_gc('t', '0')");
+$A->safe_psql('postgres', "SET rollout_fdw.min_gc_grace = 0; SELECT rollout_gc('t', '0')");
 is((read_state($A, '60s'))[0], "$n|" . sum_to($n), 'and after its gc');
 
 # ---------------------------------------------------------------------------
@@ -173,12 +175,24 @@ $B->safe_psql('postgres', "SELECT * FROM rollout_flush('t')");
 is((read_state($A, '0'))[0], $with_b3, 'A refreshes its view');
 $B->safe_psql('postgres', "SELECT * FROM rollout_merge('t')");
 $B->safe_psql('postgres', "SELECT * FROM rollout_compact('t', 1)");
-$B->safe_psql('postgres', "SELECT rollout_gc('t', '0')");
+$B->safe_psql('postgres', "SET rollout_fdw.min_gc_grace = 0; SELECT rollout_gc('t', '0')");
 ($state, $from) = read_state($A, '60s');
 is($state, $with_b3,
 	'a view naming deleted objects gives way to the store: the same rows');
 
 # ---------------------------------------------------------------------------
+# (f) with min_gc_grace at 0 the view is never trusted
+if ($pre)
+{
+	is((read_state($A, '60s'))[1], 'shared view', 'A reads through its view');
+	is($A->safe_psql('postgres', q{
+SET rollout_fdw.min_gc_grace = 0;
+SET rollout_fdw.manifest_refresh_interval = '60s';
+EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM t;
+}) =~ /Manifests: (.*)$/m ? $1 : 'none', 'listed',
+		'with min_gc_grace 0 the same read lists the manifests');
+}
+
 # (e) readers while this cluster writes and maintains the store: a reader
 # counts until the writer's last row (id -1) appears; the count must never
 # go back.
