@@ -15,7 +15,11 @@
  * targrows candidates by the store's count from metadata; a reservoir
  * (Vitter's algorithm, as file_fdw and PostgreSQL's own ANALYZE use) keeps
  * targrows of them.  Like PostgreSQL's block sampling this is a cluster
- * sample: rows next to each other in one source come together.
+ * sample: rows next to each other in one source come together.  The sample
+ * is handed over in the order the read returned it, the store's key order,
+ * as PostgreSQL's own sample is in physical order: pg_stats.correlation
+ * then says how far a column follows the key, which is how far zone maps
+ * can skip on it (fdw/scan_plan.c).
  *
  * Autovacuum never analyzes foreign tables: README, "Statistics", shows how
  * to schedule ANALYZE with pg_cron.
@@ -65,6 +69,39 @@ rollout_sample_cluster(void *arg, uint64 cluster)
 	return true;
 }
 
+/* A sampled row and the place the read returned it at, for sorting. */
+typedef struct SampledRow
+{
+	HeapTuple	tuple;
+	double		position;
+} SampledRow;
+
+static int
+sampled_row_compare(const void *a, const void *b)
+{
+	double		pa = ((const SampledRow *) a)->position;
+	double		pb = ((const SampledRow *) b)->position;
+
+	return pa < pb ? -1 : (pa > pb ? 1 : 0);
+}
+
+/* Put rows[0 .. count - 1] in the order of their positions. */
+static void
+sort_sample_in_read_order(HeapTuple *rows, const double *positions, int count)
+{
+	SampledRow *sorted = palloc(sizeof(SampledRow) * Max(count, 1));
+
+	for (int i = 0; i < count; i++)
+	{
+		sorted[i].tuple = rows[i];
+		sorted[i].position = positions[i];
+	}
+	qsort(sorted, count, sizeof(SampledRow), sampled_row_compare);
+	for (int i = 0; i < count; i++)
+		rows[i] = sorted[i].tuple;
+	pfree(sorted);
+}
+
 /*
  * AcquireSampleRowsFunc: up to targrows rows of rel into rows (see the file
  * header); *totalrows gets the live rows the read saw, *totaldeadrows 0
@@ -98,6 +135,7 @@ rollout_acquire_sample_rows(Relation rel, int elevel, HeapTuple *rows,
 	bool	   *tuple_isnull = palloc(sizeof(bool) * Max(tupdesc->natts, 1));
 	MergeRead  *read = NULL;
 	double		fraction;
+	double	   *positions = palloc(sizeof(double) * Max(targrows, 1));
 
 	for (int i = 0; i < tupdesc->natts; i++)
 	{
@@ -173,12 +211,14 @@ rollout_acquire_sample_rows(Relation rel, int elevel, HeapTuple *rows,
 		}
 		MemoryContextSwitchTo(caller_context);
 		rows[replace] = heap_form_tuple(tupdesc, tuple_values, tuple_isnull);
+		positions[replace] = candidates;
 		MemoryContextReset(row_context);
 		MemoryContextSwitchTo(read_context);
 	}
 	merge_read_end(read);
 	MemoryContextSwitchTo(caller_context);
 	MemoryContextDelete(read_context);
+	sort_sample_in_read_order(rows, positions, count);
 
 	*totalrows = sample.live_rows;
 	*totaldeadrows = 0;

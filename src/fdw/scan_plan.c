@@ -26,7 +26,9 @@
 #include "postgres.h"
 
 #include "access/nbtree.h"
+#include "access/sysattr.h"
 #include "access/table.h"
+#include "catalog/pg_statistic.h"
 #include "nodes/makefuncs.h"
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
@@ -35,11 +37,14 @@
 #include "optimizer/planmain.h"
 #include "optimizer/restrictinfo.h"
 #include "parser/parse_coerce.h"
+#include "parser/parsetree.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/pg_locale.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 #include "utils/typcache.h"
 
 #include "scan_internal.h"
@@ -442,6 +447,92 @@ rollout_add_key_join_paths(PlannerInfo *root, RelOptInfo *baserel,
 	}
 }
 
+/* pg_stats.correlation of the table's column attno, if ANALYZE computed it. */
+static bool
+rollout_column_correlation(RangeTblEntry *rte, AttrNumber attno, double *correlation)
+{
+	HeapTuple	tuple;
+	AttStatsSlot slot;
+	bool		found = false;
+
+	tuple = SearchSysCache3(STATRELATTINH, ObjectIdGetDatum(rte->relid),
+							Int16GetDatum(attno), BoolGetDatum(rte->inh));
+	if (!HeapTupleIsValid(tuple))
+		return false;
+	if (get_attstatsslot(&slot, tuple, STATISTIC_KIND_CORRELATION, InvalidOid,
+						 ATTSTATSSLOT_NUMBERS))
+	{
+		if (slot.nnumbers == 1)
+		{
+			*correlation = slot.numbers[0];
+			found = true;
+		}
+		free_attstatsslot(&slot);
+	}
+	ReleaseSysCache(tuple);
+	return found;
+}
+
+/*
+ * The share of the stored versions a scan still reads after zone maps skip
+ * the row groups its pushed conditions rule out (read/merge_iterator.c),
+ * estimated as PostgreSQL estimates an index scan's pages: a column whose
+ * values follow the store's key order (pg_stats.correlation near 1 or -1,
+ * measured on ANALYZE's sample in key order, fdw/analyze.c) is read about
+ * as much as its conditions select, an unrelated one (correlation near 0)
+ * whole; in between the squared correlation interpolates.  The smallest
+ * share of any column counts, since the conditions are ANDed.  1 without
+ * statistics, or with zone maps off.
+ */
+static double
+rollout_zone_map_share(PlannerInfo *root, RelOptInfo *baserel,
+					   RolloutPlanState *state)
+{
+	RangeTblEntry *rte = planner_rt_fetch(baserel->relid, root);
+	const char *use_zone_maps = GetConfigOption("rollout_fdw.use_zone_maps", true, false);
+	Bitmapset  *done = NULL;
+	double		share = 1.0;
+	ListCell   *lc;
+
+	if (use_zone_maps == NULL || strcmp(use_zone_maps, "on") != 0)
+		return 1.0;
+	foreach(lc, state->pushed_conditions)
+	{
+		PushedCondition *condition = lfirst(lc);
+		List	   *clauses = NIL;
+		double		correlation;
+		double		squared;
+		Selectivity selectivity;
+		ListCell   *rc;
+
+		if (condition->zone_strategy == 0 ||
+			bms_is_member(condition->attno, done) ||
+			!rollout_column_correlation(rte, condition->attno, &correlation))
+			continue;
+		done = bms_add_member(done, condition->attno);
+
+		/* the restrictions on that column alone */
+		foreach(rc, baserel->baserestrictinfo)
+		{
+			RestrictInfo *rinfo = lfirst(rc);
+			Bitmapset  *attnos = NULL;
+
+			pull_varattnos((Node *) rinfo->clause, baserel->relid, &attnos);
+			if (bms_num_members(attnos) == 1 &&
+				bms_is_member(condition->attno - FirstLowInvalidHeapAttributeNumber,
+							  attnos))
+				clauses = lappend(clauses, rinfo);
+		}
+		if (clauses == NIL)
+			continue;
+		selectivity = clauselist_selectivity(root, clauses, baserel->relid,
+											 JOIN_INNER, NULL);
+		squared = correlation * correlation;
+		share = Min(share, selectivity * squared + (1.0 - squared));
+	}
+	return share;
+}
+
 /*
  * The share of a parallel path's rows and run cost each participant takes:
  * the workers', plus what the leader does besides gathering (costsize.c's
@@ -467,7 +558,7 @@ rollout_parallel_divisor(int workers)
 static void
 rollout_add_partial_path(PlannerInfo *root, RelOptInfo *baserel,
 						 RolloutPlanState *state, Cost startup_cost,
-						 Cost run_cost, List *pathkeys)
+						 Cost run_cost, double read_share, List *pathkeys)
 {
 	double		pages;
 	int			workers;
@@ -477,7 +568,7 @@ rollout_add_partial_path(PlannerInfo *root, RelOptInfo *baserel,
 	if (!baserel->consider_parallel || state->has_key_equality ||
 		!bms_is_empty(baserel->lateral_relids))
 		return;
-	pages = baserel->tuples * (baserel->reltarget->width + 24) / BLCKSZ;
+	pages = baserel->tuples * read_share * (baserel->reltarget->width + 24) / BLCKSZ;
 	workers = compute_parallel_worker(baserel, pages, -1,
 									  max_parallel_workers_per_gather);
 	if (workers <= 0)
@@ -511,12 +602,14 @@ rollout_get_foreign_paths(PlannerInfo *root, RelOptInfo *baserel,
 	Cost		startup_cost;
 	Cost		run_cost;
 	double		versions_read = baserel->tuples;
+	double		read_share = rollout_zone_map_share(root, baserel, state);
 	List	   *pathkeys;
 
 	if (state->key_clauses != NIL)
 		versions_read *= clauselist_selectivity(root, state->key_clauses,
 												baserel->relid, JOIN_INNER,
 												NULL);
+	versions_read *= read_share;
 	startup_cost = 10 + state->estimate.sources * seq_page_cost;
 	run_cost = versions_read * cpu_tuple_cost * 4 + baserel->rows * cpu_tuple_cost;
 	if (state->has_key_equality)
@@ -534,7 +627,7 @@ rollout_get_foreign_paths(PlannerInfo *root, RelOptInfo *baserel,
 											NULL, NIL));
 	rollout_add_key_join_paths(root, baserel, state);
 	rollout_add_partial_path(root, baserel, state, startup_cost, run_cost,
-							 pathkeys);
+							 read_share, pathkeys);
 }
 
 /*

@@ -21,7 +21,13 @@
 #       written with ON, with USING and as LATERAL, reads a row group per
 #       outer row instead of the store, and returns what a hash join does,
 #       also with a range condition on the key besides the join's equality
-#       and as a LEFT JOIN.
+#       and as a LEFT JOIN;
+#   (e) zone maps in the cost: ANALYZE hands its sample over in key order, so
+#       pg_stats.correlation of a column that follows the key is near 1 and
+#       of a random one near 0; a narrow range on the former is costed as
+#       the few row groups zone maps leave (a serial scan, no Gather), on
+#       the latter as a scan of everything (in parallel where it is worth
+#       it), and both return what the heap returns.
 
 use strict;
 use warnings;
@@ -236,5 +242,38 @@ my $left = plan_of('SELECT ids.note, e.grp FROM ids LEFT JOIN e ON e.id = ids.id
 is($left->{'Node Type'}, 'Nested Loop', 'LEFT JOIN: a nested loop of lookups');
 is($node->safe_psql('postgres', q{SELECT count(*), count(e.id) FROM ids LEFT JOIN e ON e.id = ids.id}),
 	'51|50', 'LEFT JOIN: every outer row, the absent id with NULLs');
+
+# (e) one column following the key, one random
+$node->safe_psql(
+	'postgres', q{
+CREATE FOREIGN TABLE z (id int, t int, r int, pad text) SERVER s OPTIONS (store 'zones');
+CREATE TABLE z_heap AS SELECT g AS id, g * 10 AS t, (g * 7919) % 200000 AS r, repeat('p', 50) AS pad
+  FROM generate_series(1, 200000) g;
+INSERT INTO z SELECT * FROM z_heap;
+SELECT rollout_flush('z');
+SELECT rollout_merge('z');
+ANALYZE z;
+});
+is($node->safe_psql('postgres',
+		q{SELECT attname, round(abs(correlation)::numeric, 1) FROM pg_stats WHERE tablename = 'z' AND attname IN ('t', 'r') ORDER BY attname}),
+	"r|0.0
+t|1.0", '(e) correlation with the key order: 1 for t, 0 for r');
+my $parallel = q{SET min_parallel_table_scan_size = 0; SET parallel_setup_cost = 10;};
+my $narrow_t = 'SELECT * FROM z WHERE t >= 500000 AND t < 520000';
+my $narrow_r = 'SELECT * FROM z WHERE r >= 50000 AND r < 52000';
+my @t_types = plan_node_types(decode_json($node->safe_psql('postgres',
+			"$parallel EXPLAIN (FORMAT JSON) $narrow_t"))->[0]{Plan});
+my @r_types = plan_node_types(decode_json($node->safe_psql('postgres',
+			"$parallel EXPLAIN (FORMAT JSON) $narrow_r"))->[0]{Plan});
+is(join(',', @t_types), 'Foreign Scan', '(e) 1 % of a column that follows the key: a serial scan');
+ok((grep { $_ eq 'Gather' } @r_types), '(e) 1 % of a random column: a parallel scan of everything')
+  or diag(join(',', @r_types));
+for my $sql ($narrow_t, $narrow_r)
+{
+	(my $heap = $sql) =~ s/FROM z /FROM z_heap /;
+	is($node->safe_psql('postgres', "$parallel SELECT count(*), sum(id) FROM ($sql) q"),
+		$node->safe_psql('postgres', "SELECT count(*), sum(id) FROM ($heap) q"),
+		"(e) the same rows as the heap: $sql");
+}
 
 done_testing();
