@@ -35,17 +35,32 @@ use Exporter 'import';
 use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils ();
+use RolloutStore ();
 use Time::HiRes ();
 
 our @EXPORT_OK = qw(preload configure_node mode_node writer_node shard_of
   slurp_bin write_bin segment_metadata contiguous poll_until store_stats
   observe still_running wait_for_fault count_in_log create_mapping try_sql
-  restart_after_crash plan_node_types find_plan_node);
+  restart_after_crash plan_node_types find_plan_node loop_size);
 
 # True when the suite runs with the shared-memory writer.
 sub preload
 {
 	return (($ENV{ROLLOUT_TEST_PRELOAD} // '') =~ /\brollout_fdw\b/) ? 1 : 0;
+}
+
+# How many rounds a randomized or stress loop runs: loop_size(file => N,
+# remote => M, long => L).  On S3 and Azure every round goes through an
+# emulator that answers in milliseconds rather than microseconds, and the
+# remote runs repeat the file:// runs' paths through another backend; they
+# run M rounds, which still reach every branch of the loop, so that the
+# whole matrix fits in CI.  The file:// runs take N.  ROLLOUT_TEST_LONG=1
+# runs L (default N) on every backend.
+sub loop_size
+{
+	my (%n) = @_;
+	return $n{long} // $n{file} if $ENV{ROLLOUT_TEST_LONG};
+	return RolloutStore::remote() ? $n{remote} : $n{file};
 }
 
 # postgresql.conf of a TAP node for the current mode.  With the extension

@@ -27,7 +27,7 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(mode_node observe try_sql preload);
+use RolloutTest qw(mode_node observe try_sql preload loop_size);
 use Test::More;
 
 srand(43);
@@ -233,7 +233,7 @@ ok(!$ok && $err =~ /SERIALIZABLE/, 'DELETE in a SERIALIZABLE transaction is refu
 $agree->('the refused DELETE changed nothing');
 
 # --- randomized against the heap ---
-my $steps = $ENV{ROLLOUT_TEST_LONG} ? 200 : 40;
+my $steps = loop_size(file => 40, remote => 20, long => 200);
 my $agreed = 0;
 for my $step (1 .. $steps)
 {

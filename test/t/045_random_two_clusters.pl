@@ -13,7 +13,8 @@
 # phase, flush, merge and a compaction of every fragment leave physical rows
 # equal to logical rows: every tombstone is gone.
 #
-# ROLLOUT_TEST_LONG=1 runs 500 + 1000 steps instead of 50 + 100.
+# 50 + 100 steps on file://, 25 + 50 on S3 and Azure; ROLLOUT_TEST_LONG=1
+# runs 500 + 1000.
 
 use strict;
 use warnings;
@@ -23,7 +24,7 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(mode_node observe restart_after_crash try_sql);
+use RolloutTest qw(mode_node observe restart_after_crash try_sql loop_size);
 use Test::More;
 
 my $seed = $ENV{ROLLOUT_TEST_SEED} // 45;
@@ -193,7 +194,7 @@ DELETE FROM $T WHERE id = 100000;
 	return;
 }
 
-my $steps = $ENV{ROLLOUT_TEST_LONG} ? 1000 : 100;
+my $steps = loop_size(file => 100, remote => 50, long => 1000);
 ($T, $H) = ('r1', 'h1');
 run_phase('one cluster', $steps / 2, 'a');
 ($T, $H) = ('r', 'h');
