@@ -41,9 +41,8 @@
 #      as two steps so that a pg_regress failure does not hide the TAP results;
 #   5. on failure prints regression.diffs and the tail of the failing TAP scripts'
 #      logs in tmp_check/log/ (all of them when the failing scripts are unknown);
-#   The whole matrix runs its first item alone (it builds and installs), then
-#   the others in two lanes side by side: file:// and Azure runs in one, S3
-#   and RGW runs in the other (see the comment at the matrix below).
+#   The whole matrix builds and installs once, then runs its items in
+#   ROLLOUT_TEST_LANES lanes side by side (see the comment at the matrix).
 #   6. stops any server still running from the test tree, removes the tree, and
 #      prints a last line "N passed, N failed" (pg_regress tests + TAP subtests).
 #      A stage that fails without reporting a failed test counts as one failure.
@@ -57,6 +56,8 @@
 #                         cluster (default: empty, nothing preloaded)
 #   ROLLOUT_TEST_PGOPTS   more postgresql.conf settings for that cluster,
 #                         space-separated guc=value items
+#   ROLLOUT_TEST_LANES    how many runs of the matrix go side by side (default 3)
+#   ROLLOUT_TEST_LONG=1   longer randomized and stress loops (RolloutTest::loop_size)
 #   ROLLOUT_TEST_KEEP=1   same as --keep
 #   MAKE_JOBS             parallel build jobs (default 2)
 #   PROVE_TESTS, PROVE_FLAGS, PG_TEST_EXTRA, COPT, PROFILE and every ROLLOUT_*
@@ -75,12 +76,14 @@ preload=${ROLLOUT_TEST_PRELOAD:-}
 mode=both
 backend=${ROLLOUT_TEST_BACKEND:-file}
 no_install=0
+install_only=0
 [ -n "$preload" ] && mode=one
 for arg in "$@"; do
 	case $arg in
 	--no-deps) run_deps=0 ;;
 	--backend=*) backend=${arg#--backend=} mode=one ;;
 	--no-install) no_install=1 ;;	# internal: the matrix installed it already
+	--install-only) install_only=1 mode=one ;;	# internal: the matrix's build step
 	--preload) preload=rollout_fdw mode=one ;;
 	--no-preload) preload='' mode=one ;;
 	--keep) keep=1 ;;
@@ -197,68 +200,96 @@ if [ "$mode" = both ]; then
 	[ "$keep" = 1 ] && extra+=(--keep)
 	# The runs share the installed extension and the servers, nothing else
 	# (each has its own cluster, port and store prefixes), and spend most
-	# of their time waiting on servers, proxies and sleeps rather than on
-	# the CPU.  So after the first run, which builds and installs, they go
-	# in two lanes side by side: the file:// and Azure runs in one, since
-	# every Azure run restarts Azurite and the file:// runs use it too, the
-	# S3 and RGW runs in the other.  Each run gets its own port for its
-	# pg_regress cluster; the TAP nodes reserve theirs in one shared
-	# directory.
+	# of their time waiting on servers, proxies, fault points' sleeps and
+	# pg_cron's minute rather than on the CPU.  So the extension is built and
+	# installed once, and then $lanes lanes (ROLLOUT_TEST_LANES, default 3)
+	# run the runs side by side: each lane takes the next run from one
+	# queue, longest first (the order below: minutes each took in CI on the
+	# 2-core machine kind), until the queue is empty.  Each lane has its
+	# own port for its pg_regress cluster; the TAP nodes reserve theirs in
+	# one shared directory.  Azurite keeps every blob of a run in memory
+	# and, that full, can pause for half a minute: each Azure run starts a
+	# fresh one of its lane's own (port 10010 + lane), so that no run ever
+	# sees the Azurite it uses restarted; the file:// runs' Azure tests use
+	# the one started above.
 	chown postgres "$PG_TEST_PORT_DIR"
 	export PG_TEST_PORT_DIR
-	run_cell() {	# run_cell backend:mode port install(0/1) log
+	lanes=${ROLLOUT_TEST_LANES:-3}
+	[[ $lanes =~ ^[1-9][0-9]*$ ]] || die "ROLLOUT_TEST_LANES must be a positive number, not \"$lanes\""
+	# shellcheck disable=SC2317  # called by the EXIT trap
+	stop_lane_azurites() {
+		local dir
+		for dir in "$SERVERS_DIR"/azurite.lane*; do
+			[ -d "$dir" ] && AZURITE_STATE_DIR=$dir "$ROOT/test/servers/azurite.sh" stop >/dev/null 2>&1
+		done
+		return 0
+	}
+	trap 'stop_lane_azurites; stop_servers; rm -rf "$SERVERS_DIR" "$PG_TEST_PORT_DIR"; echo "$SUMMARY"' EXIT
+	run_cell() {	# run_cell backend:mode lane log
 		local b=${1%%:*} m=${1#*:} flag
 		case $m in plain) flag=--no-preload ;; preload) flag=--preload ;; *) die "bad matrix item: $1" ;; esac
-		local -a args=(--no-deps "$flag" "--backend=$b" "${extra[@]}")
-		[ "$3" = 1 ] || args+=(--no-install)
+		local -a args=(--no-deps "$flag" "--backend=$b" --no-install "${extra[@]}")
+		local -a azurite_env=()
 		if [ "$b" = azure ]; then
-			# Azurite keeps every blob of the run in memory and, that full,
-			# can pause for half a minute: each Azure run gets a fresh one.
-			"$ROOT/test/servers/azurite.sh" stop >/dev/null 2>&1 || true
-			"$ROOT/test/servers/azurite.sh" start >"$SERVERS_DIR/azurite.restart.log" 2>&1 || {
-				cat "$SERVERS_DIR/azurite.restart.log" >&2
-				echo "test.sh: could not restart Azurite" >&2
+			azurite_env=(AZURITE_PORT=$((10010 + $2)) AZURITE_STATE_DIR="$SERVERS_DIR/azurite.lane$2")
+			env "${azurite_env[@]}" "$ROOT/test/servers/azurite.sh" stop >/dev/null 2>&1 || true
+			env "${azurite_env[@]}" "$ROOT/test/servers/azurite.sh" start >"$3.azurite" 2>&1 || {
+				cat "$3.azurite" >&2
+				echo "test.sh: could not start Azurite for lane $2" >&2
 			}
 		fi
-		say "suite backend=$b mode=$m"
-		PGPORT=$2 ROLLOUT_TEST_SERVERS_RUNNING=1 bash "${BASH_SOURCE[0]}" "${args[@]}" >"$4" 2>&1 || true
+		env "${azurite_env[@]}" PGPORT=$((5440 + $2)) ROLLOUT_TEST_SERVERS_RUNNING=1 \
+			bash "${BASH_SOURCE[0]}" "${args[@]}" >"$3" 2>&1 || true
 		local line
-		line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$4" | tail -n 1)
-		echo "${line:-0 passed, 1 failed}" >"$4.result"
+		line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$3" | tail -n 1)
+		echo "${line:-0 passed, 1 failed}" >"$3.result"
 	}
-	run_lane() {	# run_lane port install item...: one after the other
-		local port=$1 install=$2 item
-		shift 2
-		for item in "$@"; do
-			run_cell "$item" "$port" "$install" "$SERVERS_DIR/run.$item.log"
-			cat "$SERVERS_DIR/run.$item.log"
-			install=0
+	queue=$SERVERS_DIR/queue
+	next_run() {	# prints the next run of the queue and removes it
+		local item
+		{
+			flock 9
+			item=$(head -n 1 "$queue")
+			[ -z "$item" ] || sed -i 1d "$queue"
+		} 9>"$queue.lock"
+		printf '%s' "$item"
+	}
+	run_lane() {	# run_lane lane: runs from the queue until it is empty
+		local item
+		while item=$(next_run) && [ -n "$item" ]; do
+			run_cell "$item" "$1" "$SERVERS_DIR/run.$item.log"
+			# one run's whole log at a time, not interleaved with another's
+			{
+				flock 9
+				say "suite backend=${item%%:*} mode=${item#*:} (lane $1)"
+				cat "$SERVERS_DIR/run.$item.log"
+			} 9>"$SERVERS_DIR/output.lock"
 		done
 	}
-	lane_file=() lane_s3=() first_run=
-	for run in $matrix; do
-		if [ -z "$first_run" ]; then
-			first_run=$run
-		elif [[ $run == s3:* || $run == rgw:* ]]; then
-			lane_s3+=("$run")
-		else
-			lane_file+=("$run")
-		fi
-	done
-	run_lane 5441 1 "$first_run"
-	if [[ $(cat "$SERVERS_DIR/run.$first_run.log.result") == "0 passed, 1 failed" ]]; then
-		# it did not get as far as installing: the rest run one after the
-		# other, and the next one tries again
-		run_lane 5441 1 "${lane_file[@]}" "${lane_s3[@]}"
-	else
-		# the S3 lane's output is shown when it is done
-		run_lane 5442 0 "${lane_s3[@]}" >"$SERVERS_DIR/lane_s3.log" 2>&1 &
-		lane_s3_pid=$!
-		run_lane 5441 0 "${lane_file[@]}"
-		wait "$lane_s3_pid" || true
-		cat "$SERVERS_DIR/lane_s3.log"
-	fi
+	weight() {	# minutes the run took in CI
+		case $1 in
+		s3:plain) echo 18 ;; azure:plain) echo 15 ;; s3:preload) echo 14 ;;
+		file:preload) echo 13 ;; file:plain) echo 11 ;; rgw:plain | azure:preload) echo 10 ;;
+		*) echo 8 ;;
+		esac
+	}
+	for run in $matrix; do echo "$(weight "$run") $run"; done | sort -s -k1,1nr | cut -d' ' -f2 >"$queue"
 
+	say "building and installing once for the whole matrix"
+	if ROLLOUT_TEST_SERVERS_RUNNING=1 bash "${BASH_SOURCE[0]}" --no-deps --install-only \
+		>"$SERVERS_DIR/install.log" 2>&1; then
+		tail -n 3 "$SERVERS_DIR/install.log"
+		say "running $(wc -l <"$queue") runs in $lanes lanes"
+		lane_pids=()
+		for lane in $(seq 1 "$lanes"); do
+			run_lane "$lane" &
+			lane_pids+=($!)
+		done
+		wait "${lane_pids[@]}" || true
+	else
+		cat "$SERVERS_DIR/install.log"
+		echo "test.sh: the build or the installation failed; no run of the matrix can start" >&2
+	fi
 	total_passed=$check_passed total_failed=$check_failed status=0
 	report="  source checks  $check_passed passed, $check_failed failed"$'\n'
 	for run in $matrix; do
@@ -427,6 +458,10 @@ else
 		cat "$WORK/install.log" >&2
 		die "make install failed"
 	}
+	if [ "$install_only" = 1 ]; then
+		SUMMARY="0 passed, 0 failed"
+		exit 0
+	fi
 fi
 
 # ---------------------------------------------------------------------------
