@@ -80,8 +80,10 @@ OTHER_KEY=$(psql_q -c "SELECT md5('row-' || ($ROWS / 2))::uuid")
 echo "generating $ROWS rows" >&2
 perl "$HERE/gen_rows.pl" 1 "$ROWS" 42 >"$WORK/rows.copy"
 chmod 644 "$WORK/rows.copy"
-mkdir -p "$WORK/store"
-chown postgres "$WORK/store" 2>/dev/null || true
+# the server creates files in both (run as root, the script hands them to the
+# postgres user; run as the cluster's owner, they are its own already)
+mkdir -p "$WORK/store" "$CACHE"
+chown postgres "$WORK/store" "$CACHE" 2>/dev/null || true
 
 psql_q <<EOF
 CREATE EXTENSION IF NOT EXISTS rollout_fdw;
@@ -98,7 +100,7 @@ psql_q <<EOF
 CREATE SERVER rr_s3_$$ FOREIGN DATA WRAPPER rollout_fdw
   OPTIONS (location 's3://$BUCKET/$RUN', endpoint '$S3_ENDPOINT');
 CREATE SERVER rr_s3_slow_$$ FOREIGN DATA WRAPPER rollout_fdw
-  OPTIONS (location 's3://$BUCKET/$RUN', endpoint 'http://127.0.0.1:$S3_PROXY');
+  OPTIONS (location 's3://$BUCKET/$RUN', endpoint 'http://127.0.0.1:$S3_PROXY', request_timeout '600');
 CREATE USER MAPPING FOR CURRENT_USER SERVER rr_s3_$$ OPTIONS (access_key_id 'k', secret_access_key 's');
 CREATE USER MAPPING FOR CURRENT_USER SERVER rr_s3_slow_$$ OPTIONS (access_key_id 'k', secret_access_key 's');
 CREATE FOREIGN TABLE rr_s3_t_$$ ($COLS) SERVER rr_s3_$$ OPTIONS (store 'rows', key 'id');
@@ -113,7 +115,7 @@ if [ -n "$AZ_ENDPOINT" ]; then
 CREATE SERVER rr_az_$$ FOREIGN DATA WRAPPER rollout_fdw
   OPTIONS (location 'az://$AZ_ACCOUNT/$AZ_CONTAINER/$RUN', endpoint '$AZ_ENDPOINT');
 CREATE SERVER rr_az_slow_$$ FOREIGN DATA WRAPPER rollout_fdw
-  OPTIONS (location 'az://$AZ_ACCOUNT/$AZ_CONTAINER/$RUN', endpoint 'http://127.0.0.1:$AZ_PROXY/$AZ_ACCOUNT');
+  OPTIONS (location 'az://$AZ_ACCOUNT/$AZ_CONTAINER/$RUN', endpoint 'http://127.0.0.1:$AZ_PROXY/$AZ_ACCOUNT', request_timeout '600');
 CREATE USER MAPPING FOR CURRENT_USER SERVER rr_az_$$ OPTIONS (account_key '$AZ_KEY');
 CREATE USER MAPPING FOR CURRENT_USER SERVER rr_az_slow_$$ OPTIONS (account_key '$AZ_KEY');
 CREATE FOREIGN TABLE rr_az_t_$$ ($COLS) SERVER rr_az_$$ OPTIONS (store 'rows', key 'id');
@@ -125,7 +127,9 @@ fi
 # Loaded through the table that is read (for S3 and Azure, the one behind the
 # proxy), so that, preloaded, this cluster's writer of that store holds the
 # shard: its reads take this cluster's unflushed rows from the memtable and
-# list no WAL (a server with another endpoint is another store to it).
+# list no WAL (a server with another endpoint is another store to it).  The
+# slow servers allow a request 10 minutes: the load PUTs a segment of about
+# 100 MB, which the Python proxy and the emulator take minutes to pass on.
 for b in "${backends[@]}"; do
 	echo "loading $ROWS rows into $b" >&2
 	t=rr_${b}_t_$$
