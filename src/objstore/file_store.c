@@ -785,6 +785,39 @@ file_store_create_from_file_if_absent(ObjectStore *store, const char *key,
 }
 
 /*
+ * file_store_report_unreadable
+ *		ERROR for an object whose name exists but cannot be read: open(2)
+ *		(at_open) or fstat(2) failed with failed_errno, or, failed_errno 0,
+ *		the name is not a regular file.
+ *
+ * Something that is not a file where an object should be (a directory, a
+ * device) is not "no object": reading on as if the object were missing
+ * would, for _store.json, skip the check of the table against the store.
+ */
+static void
+pg_attribute_noreturn()
+file_store_report_unreadable(ObjectStore *store, const char *key, const char *path,
+							 bool at_open, int failed_errno)
+{
+	errno = failed_errno;
+	if (failed_errno != 0 && at_open)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open object \"%s\" in store \"%s\": %m",
+						key, store->location)));
+	if (failed_errno != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat object \"%s\" in store \"%s\": %m",
+						key, store->location)));
+	ereport(ERROR,
+			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+			 errmsg("object \"%s\" in store \"%s\" is not a regular file",
+					key, store->location),
+			 errdetail("\"%s\" is a directory or a special file.", path)));
+}
+
+/*
  * file_store_open_object
  *		Open an object for reading; -1 if there is no object at key.
  *
@@ -798,6 +831,7 @@ file_store_open_object(ObjectStore *store, const char *key, int64 *size)
 {
 	char	   *path = file_store_object_path(store, key);
 	struct stat st;
+	int			stat_errno;
 	int			fd;
 
 	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
@@ -808,37 +842,13 @@ file_store_open_object(ObjectStore *store, const char *key, int64 *size)
 			pfree(path);
 			return -1;
 		}
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open object \"%s\" in store \"%s\": %m",
-						key, store->location)));
+		file_store_report_unreadable(store, key, path, true, errno);
 	}
-
-	if (fstat(fd, &st) != 0)
-	{
-		int			save_errno = errno;
-
-		CloseTransientFile(fd);
-		errno = save_errno;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not stat object \"%s\" in store \"%s\": %m",
-						key, store->location)));
-	}
-
-	/*
-	 * Something that is not a file where an object should be (a directory, a
-	 * device) is not "no object": reading on as if the object were missing
-	 * would, for _store.json, skip the check of the table against the store.
-	 */
-	if (!S_ISREG(st.st_mode))
+	stat_errno = fstat(fd, &st) != 0 ? errno : 0;
+	if (stat_errno != 0 || !S_ISREG(st.st_mode))
 	{
 		CloseTransientFile(fd);
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("object \"%s\" in store \"%s\" is not a regular file",
-						key, store->location),
-				 errdetail("\"%s\" is a directory or a special file.", path)));
+		file_store_report_unreadable(store, key, path, false, stat_errno);
 	}
 
 	pfree(path);
@@ -962,6 +972,7 @@ file_store_kept_object(ObjectStore *store, const char *key)
 	KeptObject *slot = NULL;
 	File		file;
 	struct stat st;
+	int			stat_errno;
 
 	for (int i = 0; i < FILE_STORE_KEPT_OPEN; i++)
 	{
@@ -991,30 +1002,13 @@ file_store_kept_object(ObjectStore *store, const char *key)
 			pfree(path);
 			return NULL;
 		}
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open object \"%s\" in store \"%s\": %m",
-						key, store->location)));
+		file_store_report_unreadable(store, key, path, true, errno);
 	}
-	if (fstat(FileGetRawDesc(file), &st) != 0)
-	{
-		int			save_errno = errno;
-
-		FileClose(file);
-		errno = save_errno;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not stat object \"%s\" in store \"%s\": %m",
-						key, store->location)));
-	}
-	if (!S_ISREG(st.st_mode))
+	stat_errno = fstat(FileGetRawDesc(file), &st) != 0 ? errno : 0;
+	if (stat_errno != 0 || !S_ISREG(st.st_mode))
 	{
 		FileClose(file);
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("object \"%s\" in store \"%s\" is not a regular file",
-						key, store->location),
-				 errdetail("\"%s\" is a directory or a special file.", path)));
+		file_store_report_unreadable(store, key, path, false, stat_errno);
 	}
 
 	if (slot->path != NULL)
