@@ -205,7 +205,11 @@ if [ "$mode" = both ]; then
 	# installed once, and then $lanes lanes (ROLLOUT_TEST_LANES, default 3)
 	# run the runs side by side: each lane takes the next run from one
 	# queue, longest first (the order below: minutes each took in CI on the
-	# 2-core machine kind), until the queue is empty.  Each lane has its
+	# 2-core machine kind), until the queue is empty.  Two runs of one
+	# emulator never go side by side: moto is one Python process, and two
+	# S3 runs on it took twice as long each (27 and 21 min against 13).  A
+	# lane skips a run whose server another lane's run is using, and waits
+	# when only such runs are left.  Each lane has its
 	# own port for its pg_regress cluster; the TAP nodes reserve theirs in
 	# one shared directory.  Azurite keeps every blob of a run in memory
 	# and, that full, can pause for half a minute: each Azure run starts a
@@ -245,19 +249,55 @@ if [ "$mode" = both ]; then
 		echo "${line:-0 passed, 1 failed}" >"$3.result"
 	}
 	queue=$SERVERS_DIR/queue
-	next_run() {	# prints the next run of the queue and removes it
-		local item
+	busy=$SERVERS_DIR/busy	# the servers the lanes' runs use now, a line each
+	: >"$busy"
+	server_of() {	# the emulator a run uses alone (none: it may share)
+		case $1 in s3:*) echo moto ;; rgw:*) echo rgw ;; esac
+	}
+	# Prints the first run of the queue whose server is free, takes it off
+	# the queue and marks its server busy; prints "wait" when every run left
+	# waits for a server, nothing when the queue is empty.
+	next_run() {
+		local item server picked=
 		{
 			flock 9
-			item=$(head -n 1 "$queue")
-			[ -z "$item" ] || sed -i 1d "$queue"
+			while IFS= read -r item; do
+				server=$(server_of "$item")
+				if [ -z "$server" ] || ! grep -qx "$server" "$busy"; then
+					picked=$item
+					break
+				fi
+			done <"$queue"
+			if [ -n "$picked" ]; then
+				grep -vx "$picked" "$queue" >"$queue.new" || true
+				mv "$queue.new" "$queue"
+				server=$(server_of "$picked")
+				[ -z "$server" ] || echo "$server" >>"$busy"
+				printf '%s' "$picked"
+			elif [ -s "$queue" ]; then
+				printf wait
+			fi
 		} 9>"$queue.lock"
-		printf '%s' "$item"
+	}
+	release_server() {	# release_server run: its server is free again
+		local server
+		server=$(server_of "$1")
+		[ -n "$server" ] || return 0
+		{
+			flock 9
+			grep -vx "$server" "$busy" >"$busy.new" || true
+			mv "$busy.new" "$busy"
+		} 9>"$queue.lock"
 	}
 	run_lane() {	# run_lane lane: runs from the queue until it is empty
 		local item
 		while item=$(next_run) && [ -n "$item" ]; do
+			if [ "$item" = wait ]; then
+				sleep 5
+				continue
+			fi
 			run_cell "$item" "$1" "$SERVERS_DIR/run.$item.log"
+			release_server "$item"
 			# one run's whole log at a time, not interleaved with another's
 			{
 				flock 9
