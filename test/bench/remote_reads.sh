@@ -60,12 +60,19 @@ cleanup()
 trap cleanup EXIT
 
 # A latency proxy in front of HOST:PORT; prints its port.
+# Starts a proxy to $1 and records its pid for cleanup; proxy_port $2 then
+# prints its port.  (Not one function printing the port: called in $(...),
+# the pid would be recorded in a subshell, and the proxy outlive the script.)
 start_proxy()
 {
 	local target=$1 name=$2
 	python3 "$HERE/../servers/latency_proxy.py" --listen 127.0.0.1:0 --target "$target" \
 		--delay-ms "$DELAY_MS" --port-file "$WORK/$name.ports" >"$WORK/$name.log" 2>&1 &
 	PIDS+=($!)
+}
+proxy_port()
+{
+	local name=$1
 	for _ in $(seq 1 50); do [ -s "$WORK/$name.ports" ] && break; sleep 0.1; done
 	cut -d' ' -f1 "$WORK/$name.ports"
 }
@@ -95,7 +102,8 @@ CREATE FOREIGN TABLE rr_file_t_$$ ($COLS) SERVER rr_file_$$ OPTIONS (store 'rows
 EOF
 
 backends=(file)
-S3_PROXY=$(start_proxy "$(hostport "$S3_ENDPOINT")" s3)
+start_proxy "$(hostport "$S3_ENDPOINT")" s3
+S3_PROXY=$(proxy_port s3)
 psql_q <<EOF
 CREATE SERVER rr_s3_$$ FOREIGN DATA WRAPPER rollout_fdw
   OPTIONS (location 's3://$BUCKET/$RUN', endpoint '$S3_ENDPOINT');
@@ -110,7 +118,8 @@ backends+=(s3)
 if [ -n "$AZ_ENDPOINT" ]; then
 	AZ_ACCOUNT=${AZ_ENDPOINT%/}
 	AZ_ACCOUNT=${AZ_ACCOUNT##*/}
-	AZ_PROXY=$(start_proxy "$(hostport "$AZ_ENDPOINT")" az)
+	start_proxy "$(hostport "$AZ_ENDPOINT")" az
+	AZ_PROXY=$(proxy_port az)
 	psql_q <<EOF
 CREATE SERVER rr_az_$$ FOREIGN DATA WRAPPER rollout_fdw
   OPTIONS (location 'az://$AZ_ACCOUNT/$AZ_CONTAINER/$RUN', endpoint '$AZ_ENDPOINT');
@@ -159,7 +168,7 @@ median_of()
 	printf '%s\n' "${out[@]}" | sort -t'|' -k1,1n | sed -n "$(((RUNS + 1) / 2))p"
 }
 
-empty_cache() { rm -rf "$CACHE"/* 2>/dev/null || true; }
+empty_cache() { rm -rf "${CACHE:?}"/* 2>/dev/null || true; }
 
 row()
 {
