@@ -217,13 +217,13 @@ if [ "$mode" = both ]; then
 	# emulator never go side by side: moto is one Python process, and two
 	# S3 runs on it took twice as long each (27 and 21 min against 13).  A
 	# lane skips a run whose server another lane's run is using, and waits
-	# when only such runs are left.  Each lane has its
-	# own port for its pg_regress cluster; the TAP nodes reserve theirs in
-	# one shared directory.  Azurite keeps every blob of a run in memory
-	# and, that full, can pause for half a minute: each Azure run starts a
-	# fresh one of its lane's own (port 10010 + lane), so that no run ever
-	# sees the Azurite it uses restarted; the file:// runs' Azure tests use
-	# the one started above.
+	# when only such runs are left.  Each lane has its own port for its
+	# pg_regress cluster; the TAP nodes reserve theirs in one shared
+	# directory.  Azurite keeps every blob of a run in memory and, that
+	# full, can pause for half a minute: each Azure run starts a fresh one
+	# of its lane's own (port 10010 + lane), so that no run ever sees the
+	# Azurite it uses restarted; the file:// runs' Azure tests use the one
+	# started above.
 	chown postgres "$PG_TEST_PORT_DIR"
 	export PG_TEST_PORT_DIR
 	lanes=${ROLLOUT_TEST_LANES:-3}

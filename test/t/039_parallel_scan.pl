@@ -32,7 +32,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(mode_node plan_node_types find_plan_node);
+use RolloutTest qw(mode_node plan_node_types find_plan_node loop_size);
 use Test::More;
 use Time::HiRes qw(time);
 
@@ -83,7 +83,7 @@ INSERT INTO p SELECT i, i, 'gen2' FROM generate_series(20001, 21000) i;
 SELECT rollout_flush('p');});
 # the tail: 40 transactions of upserts and new keys (8 on a remote store,
 # where each is a WAL PUT)
-my $tail = RolloutStore::remote() ? 8 : 40;
+my $tail = loop_size(file => 40, remote => 8);
 $node->safe_psql('postgres', join("\n", map {
 	"INSERT INTO p SELECT i, i + 3, 'tail' FROM generate_series($_, 21000, 97) i;"
 	  . "INSERT INTO p VALUES (" . (30000 + $_) . ", 7, 'new');"
@@ -226,7 +226,7 @@ section_took('(c)');
 # with v = 0, so every consistent read has sum(v) over id <= 5000 =
 # 5000 * 5001 / 2 and each key once.  On a remote store, where each commit
 # is a WAL PUT, the writers commit fewer transactions.
-my $writes = RolloutStore::remote() ? 30 : 250;
+my $writes = loop_size(file => 250, remote => 30);
 $node->safe_psql('postgres', q{
 CREATE FOREIGN TABLE w (id bigint, v int, pad text) SERVER s OPTIONS (store 'par_w');
 INSERT INTO w SELECT i, i, 'start' FROM generate_series(1, 5000) i;
@@ -248,7 +248,7 @@ my $maintenance = PsqlScript->start($node, name => 'maintenance', sql => join("\
 my $invariant = q{SELECT count(*) = count(DISTINCT id), sum(v) FILTER (WHERE id <= 5000),
   count(*) FILTER (WHERE id <= 5000) FROM w};
 my ($bad, $unequal, $rounds) = (0, 0, 0);
-for my $round (1 .. (RolloutStore::remote() ? 4 : 12))
+for my $round (1 .. loop_size(file => 12, remote => 4))
 {
 	my $result = $node->safe_psql('postgres', "$parallel $invariant");
 	$bad++, diag("round $round: $result") unless $result eq 't|' . (5000 * 5001 / 2) . '|5000';
