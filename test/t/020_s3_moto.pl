@@ -32,7 +32,6 @@ use warnings;
 
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
-use HTTP::Tiny;
 use IPC::Run;
 use Time::HiRes qw(time sleep);
 use PostgreSQL::Test::Cluster;
@@ -51,33 +50,14 @@ my $key_id = 'AKIAROLLOUTKEYID0020';
 my $secret = 'rollout+Secret/Key0020xyz';
 my $token = 'RolloutSessionToken0020abc';
 
-# A fresh prefix per run: the bucket outlives the test.
-my $run = sprintf('t020-%d-%d', $$, time());
+# A fresh prefix per run: the bucket outlives the test.  The harness lists
+# the bucket through RolloutStore, which retries what moto, loaded by the
+# other runs of the matrix, may leave unanswered for a while.
+my $store = RolloutStore->for_test('t020', backend => 's3');
+my $location = $store->location;
 
 my $node = mode_node('s3_moto',
 	conf => [ 'max_connections = 40', 'log_min_messages = debug5', 'log_error_verbosity = verbose' ]);
-
-my $http = HTTP::Tiny->new(timeout => 10);
-
-# Keys under a prefix of the bucket (moto needs no signature).
-sub bucket_keys
-{
-	my ($prefix) = @_;
-	my @keys;
-	my $token_arg = '';
-	for (;;)
-	{
-		my $url = "$endpoint/$bucket?list-type=2&prefix=" . $http->www_form_urlencode({ x => $prefix }) =~ s/^x=//r;
-		$url .= $token_arg;
-		my $r = $http->get($url);
-		die "listing $prefix: $r->{status}" unless $r->{success};
-		push @keys, ($r->{content} =~ /<Key>([^<]*)<\/Key>/g);
-		last unless $r->{content} =~ /<IsTruncated>true<\/IsTruncated>/;
-		my ($next) = $r->{content} =~ /<NextContinuationToken>([^<]*)</;
-		$token_arg = '&continuation-token=' . $http->www_form_urlencode({ x => $next }) =~ s/^x=//r;
-	}
-	return @keys;
-}
 
 # Every stderr of SQL that may fail (try_sql) and of the racers below.
 my @all_stderr;
@@ -86,7 +66,7 @@ my $free_port = PostgreSQL::Test::Cluster::get_free_port();
 $node->safe_psql('postgres', qq{
 CREATE EXTENSION rollout_fdw;
 CREATE SERVER s3 FOREIGN DATA WRAPPER rollout_fdw
-  OPTIONS (location 's3://$bucket/$run', endpoint '$endpoint', region '$region');
+  OPTIONS (location '$location', endpoint '$endpoint', region '$region');
 CREATE FOREIGN TABLE rt (id text, v int) SERVER s3 OPTIONS (store 'rt', key 'id');
 CREATE FOREIGN TABLE many (id text, v int) SERVER s3 OPTIONS (store 'many', key 'id');
 CREATE FOREIGN TABLE race (id text, v int) SERVER s3 OPTIONS (store 'race', key 'id');
@@ -130,7 +110,7 @@ my $t0 = time();
 $node->safe_psql('postgres',
 	join('', map { "INSERT INTO many VALUES ('m$_', $_);\n" } 1 .. $many));
 note(sprintf('%d single-row transactions on moto in %.1f s', $many, time() - $t0));
-my @pos = RolloutStore::wal_positions_of(bucket_keys("$run/many/shards/"));
+my @pos = RolloutStore::wal_positions_of($store->list("many/shards/"));
 cmp_ok(scalar(@pos), '>', 1000, 'more than 1000 WAL entries');
 ok(contiguous(@pos), 'WAL positions 1..N without a hole');
 is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM many'),
@@ -160,7 +140,7 @@ for my $r (@h)
 is($failed, 0, "$racers concurrent first inserts all commit");
 is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM race'),
 	"$racers|" . ($racers * ($racers + 1) / 2), 'no row lost: exactly one writer won each position');
-@pos = RolloutStore::wal_positions_of(bucket_keys("$run/race/shards/"));
+@pos = RolloutStore::wal_positions_of($store->list("race/shards/"));
 ok(contiguous(@pos), 'the raced WAL holds positions 1..N, one entry each') or diag("@pos");
 cmp_ok(scalar(@pos), '<=', $racers + 1, 'no more entries than transactions (+ a fence)');
 
@@ -225,7 +205,7 @@ for (1 .. 50)
 
 $node->safe_psql('postgres', qq{
 CREATE SERVER viaproxy FOREIGN DATA WRAPPER rollout_fdw
-  OPTIONS (location 's3://$bucket/$run/proxy', endpoint 'http://127.0.0.1:$proxy_port',
+  OPTIONS (location '$location/proxy', endpoint 'http://127.0.0.1:$proxy_port',
            request_timeout '1');
 CREATE FOREIGN TABLE px (id text, v int) SERVER viaproxy OPTIONS (store 'px', key 'id');
 });
@@ -259,7 +239,7 @@ is($node->safe_psql('postgres', 'SELECT string_agg(id, \',\' ORDER BY id) FROM p
 	'p1,p2', 'after recovery: the failed transaction left nothing, the others are intact');
 
 # A PUT that lands but whose answer comes after request_timeout (1 s).
-my @wal_before = RolloutStore::wal_positions_of(bucket_keys("$run/proxy/px/shards/"));
+my @wal_before = RolloutStore::wal_positions_of($store->list("proxy/px/shards/"));
 set_faults('delay PUT 1 2500 /wal/');
 $log_before = scalar(proxy_log());
 ($ok, $out, $err, $secs) = try_sql($node, "INSERT INTO px VALUES ('p4', 4)", \@all_stderr);
@@ -268,7 +248,7 @@ ok($ok, 'a PUT answered after the timeout: the insert commits') or diag($err);
 ok((grep { /^PUT .* 200 delay$/ } @new) && (grep { /^PUT .* 412$/ } @new) && (grep { /^HEAD / } @new),
 	'the delayed PUT landed; its retry met 412 and the put id was checked with HEAD')
   or diag(join("\n", @new));
-my @wal_after = RolloutStore::wal_positions_of(bucket_keys("$run/proxy/px/shards/"));
+my @wal_after = RolloutStore::wal_positions_of($store->list("proxy/px/shards/"));
 is(scalar(@wal_after), scalar(@wal_before) + 1, 'exactly one new WAL entry: nothing doubled')
   or diag("before @wal_before after @wal_after");
 is($node->safe_psql('postgres', 'SELECT string_agg(id || \'=\' || v, \',\' ORDER BY id) FROM px'),
@@ -277,7 +257,7 @@ is($node->safe_psql('postgres', 'SELECT string_agg(id || \'=\' || v, \',\' ORDER
 # Query cancel during a slow request.
 $node->safe_psql('postgres', qq{
 CREATE SERVER slow FOREIGN DATA WRAPPER rollout_fdw
-  OPTIONS (location 's3://$bucket/$run/proxy', endpoint 'http://127.0.0.1:$proxy_port');
+  OPTIONS (location '$location/proxy', endpoint 'http://127.0.0.1:$proxy_port');
 CREATE FOREIGN TABLE slowpx (id text, v int) SERVER slow OPTIONS (store 'px', key 'id');
 });
 create_mapping($node, 'slow', "access_key_id '$key_id', secret_access_key '$secret'");

@@ -94,6 +94,8 @@ sub uri_encode
 
 # A signed request with curl: (HTTP status, body).  $query: [name, value]
 # pairs, sorted and encoded here (libcurl signs the query as written).
+# curl retries a timeout or a 5xx (--retry): RGW serves the other runs of
+# the matrix meanwhile, and the test's own listings must not fail for that.
 sub signed
 {
 	my (%o) = @_;
@@ -108,7 +110,7 @@ sub signed
 			sort { $a->[0] cmp $b->[0] } @{ $o{query} });
 	}
 	my @cmd = (
-		'curl', '-s', '-S', '-m', '30', '-w', "\n%{http_code}",
+		'curl', '-s', '-S', '-m', '30', '--retry', '3', '-w', "\n%{http_code}",
 		'--aws-sigv4', "aws:amz:$region:$service",
 		'--user', ($o{key_id} // $key_id) . ':' . ($o{secret} // $secret),
 		'-H', 'x-amz-content-sha256: ' . sha256_hex($body // ''));
