@@ -33,6 +33,7 @@ use warnings;
 
 use Exporter 'import';
 use JSON::PP;
+use IPC::Run ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils ();
 use RolloutStore ();
@@ -41,7 +42,7 @@ use Time::HiRes ();
 our @EXPORT_OK = qw(preload configure_node mode_node writer_node shard_of
   slurp_bin write_bin segment_metadata contiguous poll_until store_stats
   observe still_running wait_for_fault count_in_log create_mapping try_sql
-  restart_after_crash plan_node_types find_plan_node loop_size);
+  restart_after_crash plan_node_types find_plan_node loop_size run_concurrently);
 
 # True when the suite runs with the shared-memory writer.
 sub preload
@@ -311,6 +312,31 @@ sub try_sql
 	my $rc = $node->psql('postgres', $sql, stdout => \$out, stderr => \$err);
 	push @$stderr_seen, $err if $stderr_seen;
 	return ($rc == 0, $out, $err, Time::HiRes::time() - $t0);
+}
+
+# Run each SQL string of @$sqls in a psql of its own, all at once (say, racing
+# first inserts), and wait for them: returns the number that failed and
+# their stderrs, in order.
+sub run_concurrently
+{
+	my ($node, $sqls) = @_;
+	my @runs;
+	for my $sql (@$sqls)
+	{
+		my $run = { out => '', err => '' };
+		$run->{h} = IPC::Run::start(
+			[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'),
+			  '-c', $sql ],
+			'>', \$run->{out}, '2>', \$run->{err});
+		push @runs, $run;
+	}
+	my $failed = 0;
+	for my $run (@runs)
+	{
+		$run->{h}->finish;
+		$failed++ if $run->{h}->full_result(0) != 0;
+	}
+	return ($failed, map { $_->{err} } @runs);
 }
 
 # The node types of a decoded EXPLAIN (FORMAT JSON) plan tree, depth first.

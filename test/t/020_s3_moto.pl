@@ -37,7 +37,7 @@ use Time::HiRes qw(time sleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(mode_node contiguous create_mapping try_sql);
+use RolloutTest qw(mode_node contiguous create_mapping try_sql run_concurrently);
 use Test::More;
 
 my ($endpoint, $bucket, $region) = RolloutStore::s3_settings('S3');
@@ -119,24 +119,10 @@ is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM many'),
 # ---------------------------------------------------------------------------
 # (b) concurrent first inserts into an empty store
 my $racers = 16;
-my @h;
-for my $i (1 .. $racers)
-{
-	my ($o, $e) = ('', '');
-	push @h, [
-		IPC::Run::start(
-			[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'),
-			  '-c', "INSERT INTO race VALUES ('r$i', $i)" ],
-			'>', \$o, '2>', \$e),
-		\$e ];
-}
-my $failed = 0;
-for my $r (@h)
-{
-	$r->[0]->finish;
-	if ($r->[0]->result != 0) { $failed++; diag(${ $r->[1] }); }
-	push @all_stderr, ${ $r->[1] };
-}
+my ($failed, @racer_errors) = run_concurrently($node,
+	[ map { "INSERT INTO race VALUES ('r$_', $_)" } 1 .. $racers ]);
+diag(join('', @racer_errors)) if $failed;
+push @all_stderr, @racer_errors;
 is($failed, 0, "$racers concurrent first inserts all commit");
 is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM race'),
 	"$racers|" . ($racers * ($racers + 1) / 2), 'no row lost: exactly one writer won each position');
