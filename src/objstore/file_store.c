@@ -8,14 +8,17 @@
  * guarantees the LSM protocols rely on from a remote store:
  *
  *	- create-if-absent is atomic and never overwrites.  The bytes go to a
- *	  uniquely named temporary file under <root>/_tmp/ (same file system as
- *	  the objects), are fsync'd, and the file is then hard-linked to its key
- *	  with link(2).  link fails with EEXIST when the name exists, whoever
- *	  created it, so of any number of racing writers (processes of one
- *	  cluster, or several clusters sharing the directory) exactly one wins,
- *	  and readers only ever see complete objects.  The directory holding the
- *	  new name is fsync'd before CREATED is returned, so an acknowledged
- *	  object survives a crash.
+ *	  temporary file in <root>/_tmp/ (same file system as the objects), are
+ *	  fsync'd, and the file is then hard-linked to its key.  The temporary
+ *	  file is unnamed (O_TMPFILE, linked with linkat(2) through /proc) where
+ *	  the file system and /proc allow, which spares a commit creating and
+ *	  removing a name in _tmp/; otherwise it is uniquely named and linked
+ *	  with link(2).  Either link fails with EEXIST when the name exists,
+ *	  whoever created it, so of any number of racing writers (processes of
+ *	  one cluster, or several clusters sharing the directory) exactly one
+ *	  wins, and readers only ever see complete objects.  The directory
+ *	  holding the new name is fsync'd before CREATED is returned, so an
+ *	  acknowledged object survives a crash.
  *
  *	- The put id is kept in the object's own inode, as the extended
  *	  attribute user.rollout_put_id, set before the data is fsync'd and
@@ -23,17 +26,19 @@
  *	  object that could be lost or raced independently.  On file systems
  *	  without user extended attributes the put id is simply not kept
  *	  (get_put_id answers NULL).  That loses nothing: the put id exists to
- *	  resolve ambiguous outcomes, and a local create has none, since link(2)
- *	  either returns success (the object is ours) or EEXIST (it is not).
+ *	  resolve ambiguous outcomes, and a local create has none, since the
+ *	  link either succeeds (the object is ours) or fails with EEXIST (it is
+ *	  not).
  *
  *	- Listing walks the directories below the root, skipping _tmp/, and
  *	  sorts full keys in byte order, like an S3 listing.  A prefix may end in
  *	  the middle of a name.  The continuation token is the last key of the
  *	  page, so keys added between pages are listed iff they sort after it.
  *
- *	- A process killed mid-write leaves its temporary file in _tmp/;
- *	  garbage collection removes such files once they are older than its
- *	  grace (file_store_remove_abandoned_uploads).
+ *	- A process killed mid-write leaves nothing behind when its temporary
+ *	  file was unnamed (the kernel frees an unlinked inode), and a named one
+ *	  in _tmp/ otherwise; garbage collection removes such files once they
+ *	  are older than its grace (file_store_remove_abandoned_uploads).
  *
  * Directories are never removed, not even when their last object is
  * deleted: a concurrent create may have just made the directory and be about
@@ -67,6 +72,7 @@
 #include "miscadmin.h"
 #include "rollout/objstore.h"
 #include "storage/fd.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
@@ -106,6 +112,9 @@ typedef struct FileStoreListing
 extern void file_store_open(ObjectStore *store, const char *root_path,
 							bool create_root);
 
+/* Called by objstore_define_settings (objstore.c). */
+extern void file_store_define_settings(void);
+
 static ObjectStoreCreateResult file_store_create_if_absent(ObjectStore *store,
 														   const char *key,
 														   const char *data,
@@ -142,6 +151,7 @@ static void file_store_fsync_directory(ObjectStore *store, const char *path,
 									   const char *key, int elevel);
 static void file_store_make_directory(ObjectStore *store, const char *path,
 									  const char *key);
+static int	file_store_open_unnamed_temp(ObjectStore *store, const char *key);
 static int	file_store_open_temp(ObjectStore *store, const char *key,
 								 char **temp_path);
 static void file_store_write_all(ObjectStore *store, int fd, const char *key,
@@ -149,8 +159,13 @@ static void file_store_write_all(ObjectStore *store, int fd, const char *key,
 static void file_store_set_put_id(ObjectStore *store, int fd, const char *key,
 								  const char *put_id);
 static ObjectStoreCreateResult file_store_publish(ObjectStore *store,
-												  const char *key,
+												  const char *key, int fd,
 												  const char *temp_path);
+static ObjectStoreCreateResult file_store_finish_create(ObjectStore *store,
+														const char *key,
+														volatile int *fd,
+														const char *temp_path,
+														const char *put_id);
 static int	file_store_open_object(ObjectStore *store, const char *key,
 								   int64 *size);
 static void file_store_read(ObjectStore *store, int fd, const char *key,
@@ -458,34 +473,161 @@ file_store_make_directory(ObjectStore *store, const char *path,
 }
 
 /*
- * file_store_open_temp
- *		Create a new, uniquely named temporary file under <root>/_tmp/.
+ * rollout_fdw.file_unnamed_temp_files: write objects through unnamed
+ * temporary files where this process can.
+ */
+static bool file_store_use_unnamed_temp_files = true;
+
+/*
+ * Do unnamed temporary files work in this process?  1 yes, 0 no, -1 not
+ * known yet (file_store_probe_unnamed_temp_files).
+ */
+static int	file_store_unnamed_temp_files_work = -1;
+
+/* Define rollout_fdw.file_unnamed_temp_files; objstore.c calls this. */
+void
+file_store_define_settings(void)
+{
+	DefineCustomBoolVariable("rollout_fdw.file_unnamed_temp_files",
+							 "Writes objects of file:// stores through unnamed temporary files (O_TMPFILE).",
+							 "An unnamed file needs no name in the store's _tmp folder to be made and removed, and a writer that dies leaves nothing there. Where the file system or a missing /proc does not allow it, named files are used anyway.",
+							 &file_store_use_unnamed_temp_files,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+}
+
+/*
+ * A new, unique path for a named temporary file in <root>/_tmp/.  The name
+ * combines the process id, a per-process counter and random bits, so that
+ * processes of different clusters sharing the directory (possibly on
+ * different hosts, with equal pids) do not collide.
+ */
+static char *
+file_store_temp_name(FileStore *file_store, int attempt)
+{
+	uint32		random_bits = 0;
+
+	if (!pg_strong_random(&random_bits, sizeof(random_bits)))
+		random_bits = (uint32) MyStartTime ^ (uint32) attempt;
+	return psprintf("%s/%d.%u.%08x.tmp", file_store->temp_dir, MyProcPid,
+					++file_store_temp_counter, random_bits);
+}
+
+/*
+ * Link the unnamed file open as fd to path (linkat through /proc/self/fd:
+ * linkat with AT_EMPTY_PATH would need a capability the server does not
+ * have); 0 or -1 with errno, like linkat.
+ */
+static int
+file_store_link_unnamed(int fd, const char *path)
+{
+	char		fd_path[32];
+
+	snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", fd);
+	return linkat(AT_FDCWD, fd_path, AT_FDCWD, path, AT_SYMLINK_FOLLOW);
+}
+
+#ifdef O_TMPFILE
+/*
+ * Find out, once per process, whether an unnamed file opened as fd can be
+ * given a name: by linking it to a temporary name and removing that again.
+ * No /proc, or a sandbox that forbids linking through it, makes this
+ * process use named files from then on.  The probe uses fd up: a file once
+ * linked cannot be linked again after its name is gone.  A crash between
+ * the link and the unlink leaves a named temporary file, which garbage
+ * collection removes.
+ */
+static void
+file_store_probe_unnamed_temp_files(ObjectStore *store, int fd)
+{
+	FileStore  *file_store = (FileStore *) store->backend;
+	char	   *path = file_store_temp_name(file_store, 0);
+
+	if (file_store_link_unnamed(fd, path) == 0)
+	{
+		file_store_unnamed_temp_files_work = 1;
+		if (unlink(path) != 0)
+			ereport(WARNING,
+					(errcode_for_file_access(),
+					 errmsg("could not remove temporary file \"%s\": %m", path)));
+	}
+	else
+	{
+		elog(DEBUG1, "store \"%s\": unnamed temporary files cannot be linked (%m); named ones are used",
+			 store->location);
+		file_store_unnamed_temp_files_work = 0;
+	}
+	pfree(path);
+}
+#endif
+
+/*
+ * file_store_open_unnamed_temp
+ *		Create an unnamed temporary file in <root>/_tmp/ (O_TMPFILE); -1 when
+ *		rollout_fdw.file_unnamed_temp_files is off or this process cannot
+ *		(then named files are used).
  *
- * The name combines the process id, a per-process counter and random bits,
- * so that processes of different clusters sharing the directory (possibly on
- * different hosts, with equal pids) do not collide; O_EXCL makes a collision
- * a retry rather than a shared file.  Returns the descriptor, and the path in
- * *temp_path.
+ * An unnamed file costs no name in _tmp/ to create and remove, and vanishes
+ * by itself when its writer dies before linking it.
+ */
+static int
+file_store_open_unnamed_temp(ObjectStore *store, const char *key)
+{
+#ifdef O_TMPFILE
+	FileStore  *file_store = (FileStore *) store->backend;
+
+	for (int attempt = 0;
+		 file_store_use_unnamed_temp_files && file_store_unnamed_temp_files_work != 0;
+		 attempt++)
+	{
+		int			fd = OpenTransientFile(file_store->temp_dir,
+										   O_TMPFILE | O_WRONLY | PG_BINARY);
+
+		if (fd >= 0 && file_store_unnamed_temp_files_work > 0)
+			return fd;
+		if (fd >= 0)
+		{
+			/* the first one is the probe's; open another if it worked */
+			file_store_probe_unnamed_temp_files(store, fd);
+			CloseTransientFile(fd);
+		}
+		else if (errno == ENOENT && attempt < 3)
+			file_store_make_directory(store, file_store->temp_dir, key);
+		else if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)
+			file_store_unnamed_temp_files_work = 0; /* not on this file system */
+		else
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not create a temporary file in \"%s\" for object \"%s\" in store \"%s\": %m",
+							file_store->temp_dir, key, store->location)));
+	}
+#endif
+	return -1;
+}
+
+/*
+ * file_store_open_temp
+ *		Create a new temporary file in <root>/_tmp/: unnamed where possible
+ *		(*temp_path is then NULL), else named by file_store_temp_name, with
+ *		O_EXCL making a collision a retry rather than a shared file.
+ *		Returns the descriptor, and the path in *temp_path.
  */
 static int
 file_store_open_temp(ObjectStore *store, const char *key, char **temp_path)
 {
 	FileStore  *file_store = (FileStore *) store->backend;
-	int			attempt;
+	int			unnamed_fd = file_store_open_unnamed_temp(store, key);
 
-	for (attempt = 0;; attempt++)
+	*temp_path = NULL;
+	if (unnamed_fd >= 0)
+		return unnamed_fd;
+	for (int attempt = 0;; attempt++)
 	{
-		uint32		random_bits = 0;
-		char	   *path;
-		int			fd;
+		char	   *path = file_store_temp_name(file_store, attempt);
+		int			fd = OpenTransientFile(path, O_WRONLY | O_CREAT | O_EXCL | PG_BINARY);
 
-		if (!pg_strong_random(&random_bits, sizeof(random_bits)))
-			random_bits = (uint32) MyStartTime ^ (uint32) attempt;
-
-		path = psprintf("%s/%d.%u.%08x.tmp", file_store->temp_dir, MyProcPid,
-						++file_store_temp_counter, random_bits);
-
-		fd = OpenTransientFile(path, O_WRONLY | O_CREAT | O_EXCL | PG_BINARY);
 		if (fd >= 0)
 		{
 			*temp_path = path;
@@ -576,17 +718,19 @@ file_store_set_put_id(ObjectStore *store, int fd, const char *key,
 
 /*
  * file_store_publish
- *		Give a complete, fsync'd temporary file its key, unless taken.
+ *		Give a complete, fsync'd temporary file its key, unless taken: the
+ *		named temp_path, or with temp_path NULL the unnamed file open as fd.
  *
- * link(2) is the create-if-absent: it never replaces an existing name, and
+ * A link is the create-if-absent: it never replaces an existing name, and
  * EEXIST is the "already exists" answer.  A missing parent directory
  * (ENOENT) is created and the link retried.  Once the link succeeds the
  * write has landed, so nothing after it may report failure except an fsync
- * failure, which is treated like one on PostgreSQL's own data.  The
- * temporary name is removed in both outcomes.
+ * failure, which is treated like one on PostgreSQL's own data.  A temporary
+ * name is removed in both outcomes.
  */
 static ObjectStoreCreateResult
-file_store_publish(ObjectStore *store, const char *key, const char *temp_path)
+file_store_publish(ObjectStore *store, const char *key, int fd,
+				   const char *temp_path)
 {
 	char	   *path = file_store_object_path(store, key);
 	char	   *directory = file_store_parent_directory(path);
@@ -594,7 +738,8 @@ file_store_publish(ObjectStore *store, const char *key, const char *temp_path)
 
 	for (attempt = 0;; attempt++)
 	{
-		if (link(temp_path, path) == 0)
+		if ((temp_path != NULL ? link(temp_path, path) :
+			 file_store_link_unnamed(fd, path)) == 0)
 			break;
 
 		if (errno == EEXIST)
@@ -612,7 +757,7 @@ file_store_publish(ObjectStore *store, const char *key, const char *temp_path)
 						 errmsg("could not create object \"%s\" in store \"%s\": a folder of that name holds other objects",
 								key, store->location)));
 
-			if (unlink(temp_path) != 0)
+			if (temp_path != NULL && unlink(temp_path) != 0)
 				ereport(WARNING,
 						(errcode_for_file_access(),
 						 errmsg("could not remove temporary file \"%s\": %m",
@@ -631,7 +776,7 @@ file_store_publish(ObjectStore *store, const char *key, const char *temp_path)
 		file_store_make_directory(store, directory, key);
 	}
 
-	if (unlink(temp_path) != 0)
+	if (temp_path != NULL && unlink(temp_path) != 0)
 		ereport(WARNING,
 				(errcode_for_file_access(),
 				 errmsg("could not remove temporary file \"%s\": %m",
@@ -645,12 +790,50 @@ file_store_publish(ObjectStore *store, const char *key, const char *temp_path)
 }
 
 /*
+ * file_store_finish_create
+ *		Attach the put id to a written temporary file, fsync it and publish
+ *		it (file_store_publish); *fd is closed, and -1, on return.
+ *
+ * A named file is closed before it is linked, so that a close error still
+ * fails the create; an unnamed one can only be linked while open, and its
+ * close after the link cannot lose what the fsync made durable.
+ */
+static ObjectStoreCreateResult
+file_store_finish_create(ObjectStore *store, const char *key,
+						 volatile int *fd, const char *temp_path,
+						 const char *put_id)
+{
+	ObjectStoreCreateResult result;
+
+	file_store_set_put_id(store, *fd, key, put_id);
+	if (pg_fsync(*fd) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not fsync object \"%s\" in store \"%s\": %m",
+						key, store->location)));
+	if (temp_path == NULL)
+	{
+		result = file_store_publish(store, key, *fd, NULL);
+		CloseTransientFile(*fd);
+		*fd = -1;
+		return result;
+	}
+	if (CloseTransientFile(*fd) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not close object \"%s\" in store \"%s\": %m",
+						key, store->location)));
+	*fd = -1;
+	return file_store_publish(store, key, -1, temp_path);
+}
+
+/*
  * file_store_create_if_absent
  *		Create key with the given bytes unless it exists.
  *
- * Write a temporary file, attach the put id, fsync, close, then publish it
- * with link(2).  On error the temporary file is closed and removed before
- * the error propagates.
+ * Write a temporary file, then attach the put id, fsync and publish it
+ * (file_store_finish_create).  On error the temporary file is closed and
+ * removed before the error propagates.
  */
 static ObjectStoreCreateResult
 file_store_create_if_absent(ObjectStore *store, const char *key,
@@ -667,31 +850,20 @@ file_store_create_if_absent(ObjectStore *store, const char *key,
 	PG_TRY();
 	{
 		file_store_write_all(store, fd, key, data, len);
-		file_store_set_put_id(store, fd, key, put_id);
-		if (pg_fsync(fd) != 0)
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not fsync object \"%s\" in store \"%s\": %m",
-							key, store->location)));
-		if (CloseTransientFile(fd) != 0)
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not close object \"%s\" in store \"%s\": %m",
-							key, store->location)));
-		fd = -1;
-
-		result = file_store_publish(store, key, temp_path);
+		result = file_store_finish_create(store, key, &fd, temp_path, put_id);
 	}
 	PG_CATCH();
 	{
 		if (fd >= 0)
 			CloseTransientFile(fd);
-		unlink(temp_path);
+		if (temp_path != NULL)
+			unlink(temp_path);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 
-	pfree(temp_path);
+	if (temp_path != NULL)
+		pfree(temp_path);
 	return result;
 }
 
@@ -753,20 +925,7 @@ file_store_create_from_file_if_absent(ObjectStore *store, const char *key,
 		CloseTransientFile(source_fd);
 		source_fd = -1;
 
-		file_store_set_put_id(store, fd, key, put_id);
-		if (pg_fsync(fd) != 0)
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not fsync object \"%s\" in store \"%s\": %m",
-							key, store->location)));
-		if (CloseTransientFile(fd) != 0)
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not close object \"%s\" in store \"%s\": %m",
-							key, store->location)));
-		fd = -1;
-
-		result = file_store_publish(store, key, temp_path);
+		result = file_store_finish_create(store, key, &fd, temp_path, put_id);
 	}
 	PG_CATCH();
 	{
@@ -774,13 +933,15 @@ file_store_create_from_file_if_absent(ObjectStore *store, const char *key,
 			CloseTransientFile(source_fd);
 		if (fd >= 0)
 			CloseTransientFile(fd);
-		unlink(temp_path);
+		if (temp_path != NULL)
+			unlink(temp_path);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 
 	pfree(buffer);
-	pfree(temp_path);
+	if (temp_path != NULL)
+		pfree(temp_path);
 	return result;
 }
 

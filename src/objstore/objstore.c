@@ -42,10 +42,11 @@ int			objstore_max_concurrent_requests = OBJSTORE_DEFAULT_CONCURRENT_REQUESTS;
 StaticAssertDecl(OBJSTORE_MAX_CONCURRENT_REQUESTS <= HTTP_MAX_CONCURRENT_REQUESTS,
 				 "a batch may not run more requests than the HTTP session has handles");
 
-/* Define rollout_fdw.max_concurrent_requests; _PG_init calls this. */
+/* Define the object stores' settings; _PG_init calls this. */
 void
 objstore_define_settings(void)
 {
+	file_store_define_settings();
 	DefineCustomIntVariable("rollout_fdw.max_concurrent_requests",
 							"Requests to a remote object store one backend may have in flight at once.",
 							"Scans fetch segment footers and column chunks in batches of concurrent requests. 1 makes every request wait for the previous one.",

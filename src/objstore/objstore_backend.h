@@ -24,6 +24,7 @@ extern void objstore_set_access_fingerprint(ObjectStore *store,
 											int nparts);
 
 /* file_store.c */
+extern void file_store_define_settings(void);
 extern void file_store_open(ObjectStore *store, const char *root_path,
 							bool create_root);
 
