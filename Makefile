@@ -17,6 +17,7 @@ OBJS = \
 	src/objstore/s3_store.o \
 	src/objstore/azure_store.o \
 	src/objstore/read_cache.o \
+	src/objstore/maintenance_cost.o \
 	src/format/segment_writer.o \
 	src/format/segment_reader.o \
 	src/format/datum_codec.o \

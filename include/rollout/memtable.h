@@ -30,6 +30,9 @@ extern dsa_area *memtable_dsa(void);
 extern bool memtable_budget_take(int64 size);
 extern void memtable_budget_return(int64 size);
 
+/* How much of the budget is taken now, from 0 to 1. */
+extern double memtable_budget_used_fraction(void);
+
 /* The largest transaction (row bytes) the memtable takes without ingest. */
 extern int64 memtable_max_transaction_bytes(void);
 

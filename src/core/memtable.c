@@ -158,6 +158,18 @@ memtable_budget_return(int64 size)
 	SpinLockRelease(&memtable_state->usage_lock);
 }
 
+/* How much of the budget is taken, from 0 to 1. */
+double
+memtable_budget_used_fraction(void)
+{
+	int64		used;
+
+	SpinLockAcquire(&memtable_state->usage_lock);
+	used = memtable_state->used;
+	SpinLockRelease(&memtable_state->usage_lock);
+	return (double) used / (double) Max(memtable_usable_bytes(), 1);
+}
+
 int64
 memtable_max_transaction_bytes(void)
 {

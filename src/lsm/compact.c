@@ -45,6 +45,7 @@
 #include "rollout/fault.h"
 #include "rollout/grace.h"
 #include "rollout/json_doc.h"
+#include "rollout/maintenance_cost.h"
 #include "rollout/manifest_view.h"
 #include "rollout/rewrite.h"
 #include "rollout/shard.h"
@@ -115,10 +116,16 @@ compact_sources(List *inputs, int64 truncate_stamp)
 	return snapshot;
 }
 
-/* Write and upload the outputs; returns their fragment entries. */
+/*
+ * Write and upload the outputs; returns their fragment entries, and in
+ * *first_upload_at when the first upload began: no output is older than
+ * that, however long the others took (the delay of maintenance_cost.c
+ * stretches them), so that is the age the commit must check.
+ */
 static List *
 compact_write_outputs(RolloutStore *store, List *inputs, int64 target_rows,
-					  int64 horizon, int64 truncate_stamp, RewriteResult *rewrite)
+					  int64 horizon, int64 truncate_stamp, RewriteResult *rewrite,
+					  TimestampTz *first_upload_at)
 {
 	List	   *entries = NIL;
 	ListCell   *lc;
@@ -126,6 +133,7 @@ compact_write_outputs(RolloutStore *store, List *inputs, int64 target_rows,
 	rewrite_sources(store, compact_sources(inputs, truncate_stamp), target_rows,
 					"{\"kind\": \"fragment\", \"made_by\": \"compaction\"}",
 					true, horizon, rewrite);
+	*first_upload_at = GetCurrentTimestamp();
 	foreach(lc, rewrite->outputs)
 	{
 		RewriteOutput *output = lfirst(lc);
@@ -143,25 +151,32 @@ compact_write_outputs(RolloutStore *store, List *inputs, int64 target_rows,
 	return entries;
 }
 
-/* The same, removing the scratch files whatever happens. */
+/*
+ * The same, removing the scratch files whatever happens, and charged to the
+ * maintenance cost delay (maintenance_cost.h), the uploads included.
+ */
 static List *
 compact_prepare_outputs(RolloutStore *store, List *inputs, int64 target_rows,
 						int64 horizon, int64 truncate_stamp,
-						RewriteResult *rewrite)
+						RewriteResult *rewrite, TimestampTz *first_upload_at)
 {
 	List	   *volatile outputs = NIL;
+	bool		cost_was_active;
 
+	cost_was_active = maintenance_cost_begin();
 	PG_TRY();
 	{
 		outputs = compact_write_outputs(store, inputs, target_rows, horizon,
-										truncate_stamp, rewrite);
+										truncate_stamp, rewrite, first_upload_at);
 	}
 	PG_CATCH();
 	{
+		maintenance_cost_end(cost_was_active);
 		rewrite_cleanup(rewrite);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	maintenance_cost_end(cost_was_active);
 	rewrite_cleanup(rewrite);
 	return outputs;
 }
@@ -282,8 +297,8 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 	foreach(lc, manifests)
 		truncate_stamp = Max(truncate_stamp, ((ShardManifest *) lfirst(lc))->truncate_stamp);
 	outputs = compact_prepare_outputs(store, inputs, target_rows_per_fragment,
-									  horizon, truncate_stamp, rewrite);
-	uploaded_at = GetCurrentTimestamp();
+									  horizon, truncate_stamp, rewrite,
+									  &uploaded_at);
 	rollout_fault_point("compact.before_commit");
 
 	result.skipped_reason = compact_commit(store, inputs, outputs, truncate_stamp,

@@ -44,6 +44,7 @@
 #include "rollout/fault.h"
 #include "rollout/gc.h"
 #include "rollout/ingest.h"
+#include "rollout/maintenance_cost.h"
 #include "rollout/manifest.h"
 #include "rollout/shard.h"
 #include "rollout/shared_store.h"
@@ -106,6 +107,7 @@ gc_delete(RolloutStore *store, ObjectStoreEntry *entry, GcResult *result)
 	result->objects_deleted++;
 	result->bytes_freed += entry->size;
 	rollout_fault_point("gc.after_delete");
+	maintenance_cost_delay_point();
 	return true;
 }
 
@@ -360,12 +362,23 @@ rollout_gc_store(RolloutStore *store, int64 grace_seconds)
 	TimestampTz started = GetCurrentTimestamp();
 	TimestampTz cutoff = started - grace_seconds * USECS_PER_SEC;
 
+	bool		cost_was_active;
+
 	rollout_check_writable(store, "collect garbage in");
-	gc_base(store, cutoff, &result);
-	gc_own_shard(store, cutoff, &result);
-	result.objects_deleted +=
-		objstore_remove_abandoned_uploads(store->objstore, cutoff,
-										  &result.bytes_freed);
+	cost_was_active = maintenance_cost_begin();
+	PG_TRY();
+	{
+		gc_base(store, cutoff, &result);
+		gc_own_shard(store, cutoff, &result);
+		result.objects_deleted +=
+			objstore_remove_abandoned_uploads(store->objstore, cutoff,
+											  &result.bytes_freed);
+	}
+	PG_FINALLY();
+	{
+		maintenance_cost_end(cost_was_active);
+	}
+	PG_END_TRY();
 	shared_store_note_event(shared_store_lookup(store), SHARED_EVENT_GC,
 							(int64) (GetCurrentTimestamp() - started));
 	return result;

@@ -44,6 +44,7 @@
 #include "rollout/flush.h"
 #include "rollout/grace.h"
 #include "rollout/json_doc.h"
+#include "rollout/maintenance_cost.h"
 #include "rollout/manifest_view.h"
 #include "rollout/merge.h"
 #include "rollout/rewrite.h"
@@ -215,22 +216,29 @@ merge_write_fragment(RolloutStore *store, List *chosen, RewriteResult *rewrite)
 	return rollout_fragment_entry(key, output);
 }
 
-/* The same, removing the scratch file whatever happens. */
+/*
+ * The same, removing the scratch file whatever happens, and charged to the
+ * maintenance cost delay (maintenance_cost.h), the upload included.
+ */
 static FragmentEntry *
 merge_prepare_fragment(RolloutStore *store, List *chosen, RewriteResult *rewrite)
 {
 	FragmentEntry *volatile fragment = NULL;
+	bool		cost_was_active;
 
+	cost_was_active = maintenance_cost_begin();
 	PG_TRY();
 	{
 		fragment = merge_write_fragment(store, chosen, rewrite);
 	}
 	PG_CATCH();
 	{
+		maintenance_cost_end(cost_was_active);
 		rewrite_cleanup(rewrite);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	maintenance_cost_end(cost_was_active);
 	rewrite_cleanup(rewrite);
 	return fragment;
 }

@@ -18,9 +18,36 @@
 
 #include "miscadmin.h"
 
+#include "rollout/maintenance_cost.h"
 #include "rollout/rewrite.h"
 #include "rollout/scratch.h"
 #include "rollout/store_definition.h"
+
+/*
+ * The bytes of a row as it is held in memory, what a maintenance pass is
+ * charged for rewriting it (maintenance_cost.h).
+ */
+static int64
+rewrite_row_bytes(const SegmentSchema *schema, const Datum *values,
+				  const bool *isnull)
+{
+	int64		bytes = 0;
+
+	for (int i = 0; i < schema->ncolumns; i++)
+	{
+		int16		typlen = schema->columns[i].typlen;
+
+		if (isnull[i])
+			continue;
+		if (typlen > 0)
+			bytes += typlen;
+		else if (typlen == -1)
+			bytes += VARSIZE_ANY(DatumGetPointer(values[i]));
+		else
+			bytes += strlen(DatumGetCString(values[i])) + 1;
+	}
+	return bytes;
+}
 
 /* Finish the current output, if any. */
 static void
@@ -87,6 +114,12 @@ rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 			rows_in_output = 0;
 		}
 		segment_writer_add_row(writer, values, isnull);
+		if (maintenance_cost_active())
+		{
+			maintenance_cost_charge_row_bytes(rewrite_row_bytes(&store->schema,
+																values, isnull));
+			maintenance_cost_delay_point();
+		}
 		output->min_ts = Min(output->min_ts, ts);
 		output->max_ts = Max(output->max_ts, ts);
 		result->rows_written++;

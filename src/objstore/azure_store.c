@@ -66,6 +66,7 @@
 #include "common/base64.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "rollout/maintenance_cost.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -1085,6 +1086,10 @@ azure_create_from_file_if_absent(ObjectStore *store, const char *key,
 	else
 		result = azure_put_blocks(store, key, local_path, (int64) st.st_size,
 								  put_id);
+
+	/* a maintenance pass pays for the upload after it (maintenance_cost.c) */
+	maintenance_cost_charge_written_bytes((int64) st.st_size);
+	maintenance_cost_delay_point();
 	return result;
 }
 

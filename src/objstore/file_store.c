@@ -70,6 +70,7 @@
 #include "common/file_perm.h"
 #include "common/file_utils.h"
 #include "miscadmin.h"
+#include "rollout/maintenance_cost.h"
 #include "rollout/objstore.h"
 #include "storage/fd.h"
 #include "utils/guc.h"
@@ -86,8 +87,13 @@
 /* Longest put id we keep; put ids are UUIDs (36 bytes) in practice. */
 #define FILE_STORE_MAX_PUT_ID_LENGTH 1024
 
-/* Buffer size for copying a local file into a temporary object. */
-#define FILE_STORE_COPY_BUFFER_SIZE (1024 * 1024)
+/*
+ * Buffer size for copying a local file into a temporary object: also how
+ * much is handed to writeback at once (PostgreSQL's checkpointer hands 256
+ * kB too), and how much a maintenance pass pays for between two delay points
+ * (maintenance_cost.c).
+ */
+#define FILE_STORE_COPY_BUFFER_SIZE (256 * 1024)
 
 /* The backend's private state, ObjectStore.backend. */
 typedef struct FileStore
@@ -152,6 +158,7 @@ static void file_store_fsync_directory(ObjectStore *store, const char *path,
 static void file_store_make_directory(ObjectStore *store, const char *path,
 									  const char *key);
 static int	file_store_open_unnamed_temp(ObjectStore *store, const char *key);
+static void file_store_start_writeback(int fd, off_t offset, off_t nbytes);
 static int	file_store_open_temp(ObjectStore *store, const char *key,
 								 char **temp_path);
 static void file_store_write_all(ObjectStore *store, int fd, const char *key,
@@ -887,6 +894,7 @@ file_store_create_from_file_if_absent(ObjectStore *store, const char *key,
 	volatile int source_fd = -1;
 	volatile int fd = -1;
 	char	   *buffer;
+	volatile off_t copied = 0;
 	ObjectStoreCreateResult result = OBJSTORE_ALREADY_EXISTS;
 
 	file_store_check_key(store, key);
@@ -920,6 +928,18 @@ file_store_create_from_file_if_absent(ObjectStore *store, const char *key,
 			if (nread == 0)
 				break;
 			file_store_write_all(store, fd, key, buffer, nread);
+
+			/*
+			 * Start writing this chunk back now, so that the fsync at the end
+			 * finds little left to write: a fragment of a hundred megabytes
+			 * written back in one burst puts every commit's fsync behind it
+			 * in the device's queue.  A maintenance pass also pays for the
+			 * chunk here and yields (maintenance_cost.c).
+			 */
+			file_store_start_writeback(fd, copied, nread);
+			copied += nread;
+			maintenance_cost_charge_written_bytes(nread);
+			maintenance_cost_delay_point();
 		}
 
 		CloseTransientFile(source_fd);
@@ -943,6 +963,21 @@ file_store_create_from_file_if_absent(ObjectStore *store, const char *key,
 	if (temp_path != NULL)
 		pfree(temp_path);
 	return result;
+}
+
+/*
+ * Ask the kernel to start writing a range of fd back.  Not PostgreSQL's
+ * pg_flush_data: that one escalates a failure to PANIC (data_sync_retry),
+ * whereas here a failure only means the fsync that follows has more to do,
+ * and reports whatever is really wrong as an ERROR.
+ */
+static void
+file_store_start_writeback(int fd, off_t offset, off_t nbytes)
+{
+#ifdef HAVE_SYNC_FILE_RANGE
+	if (enableFsync)
+		(void) sync_file_range(fd, offset, nbytes, SYNC_FILE_RANGE_WRITE);
+#endif
 }
 
 /*

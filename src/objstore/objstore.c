@@ -32,6 +32,7 @@
 #include "miscadmin.h"
 #include "utils/guc.h"
 
+#include "rollout/maintenance_cost.h"
 #include "rollout/objstore.h"
 
 #include "http_session.h"
@@ -47,6 +48,7 @@ void
 objstore_define_settings(void)
 {
 	file_store_define_settings();
+	maintenance_cost_define_settings();
 	DefineCustomIntVariable("rollout_fdw.max_concurrent_requests",
 							"Requests to a remote object store one backend may have in flight at once.",
 							"Scans fetch segment footers and column chunks in batches of concurrent requests. 1 makes every request wait for the previous one.",
@@ -713,6 +715,7 @@ bool
 objstore_delete(ObjectStore *store, const char *key)
 {
 	objstore_check_writable(store, key);
+	maintenance_cost_charge(MAINTENANCE_COST_DELETED_OBJECT);
 	return store->ops->delete_object(store, key);
 }
 

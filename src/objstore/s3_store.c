@@ -49,12 +49,15 @@
  */
 #include "postgres.h"
 
+#include <sys/stat.h>
+
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 
 #include "commands/defrem.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "rollout/maintenance_cost.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -485,7 +488,17 @@ static ObjectStoreCreateResult
 s3_create_from_file_if_absent(ObjectStore *store, const char *key,
 							  const char *local_path, const char *put_id)
 {
-	return s3_create(store, key, NULL, 0, local_path, put_id);
+	ObjectStoreCreateResult result = s3_create(store, key, NULL, 0,
+											   local_path, put_id);
+	struct stat st;
+
+	/* a maintenance pass pays for the upload after it (maintenance_cost.c) */
+	if (maintenance_cost_active() && stat(local_path, &st) == 0)
+	{
+		maintenance_cost_charge_written_bytes((int64) st.st_size);
+		maintenance_cost_delay_point();
+	}
+	return result;
 }
 
 /*

@@ -22,6 +22,10 @@
  *	  when it finds that the store's base was compacted since it last
  *	  looked (autovacuum never analyzes foreign tables, and a compaction is
  *	  when the rows' versions, so the statistics, change most).
+ * Merges and garbage collection yield to commits with the cost-based delay
+ * rollout_fdw.sweeper_cost_delay (maintenance_cost.c), as autovacuum does
+ * with autovacuum_vacuum_cost_delay; flushes do not, since commits wait for
+ * the memtable room a flush frees.
  * Every store is handled in its own transaction; an error is caught, logged,
  * recorded in rollout_stat_stores, and the store is tried again next pass.
  * SIGHUP reloads the settings, SIGTERM ends the worker at once, and the
@@ -57,6 +61,7 @@
 #include "rollout/gc.h"
 #include "rollout/manifest.h"
 #include "rollout/grace.h"
+#include "rollout/maintenance_cost.h"
 #include "rollout/memtable.h"
 #include "rollout/merge.h"
 #include "rollout/observe.h"
@@ -75,6 +80,7 @@ static int	merge_after_generations = 8;
 static int	gc_interval_s = 3600;
 static int	gc_grace_s = 3600;
 static bool analyze_after_compaction = false;
+static double sweeper_cost_delay_ms = 2;
 static char *worker_databases = NULL;
 
 PGDLLEXPORT void rollout_sweeper_main(Datum main_arg);
@@ -152,6 +158,14 @@ sweeper_define_settings(void)
 							 false,
 							 PGC_SIGHUP,
 							 0,
+							 NULL, NULL, NULL);
+	DefineCustomRealVariable("rollout_fdw.sweeper_cost_delay",
+							 "Cost-based delay of the sweeper's merges and garbage collections, in milliseconds.",
+							 "-1 uses rollout_fdw.maintenance_cost_delay; 0 turns the delay off.",
+							 &sweeper_cost_delay_ms,
+							 2, -1, 100,
+							 PGC_SIGHUP,
+							 GUC_UNIT_MS,
 							 NULL, NULL, NULL);
 }
 
@@ -517,6 +531,31 @@ sweeper_pass(void)
  */
 
 /*
+ * The delay of the sweeper's merges and garbage collections (its
+ * MaintenanceCostDelaySource), asked before each of their sleeps.
+ *
+ * It reads the configuration again when a reload is pending, as autovacuum
+ * workers do in their delays: a merge that crawls under a large delay must
+ * not keep it until the merge ends.  And it is 0 while the memtable is more
+ * than half full: the sweeper handles one store after the other, so while it
+ * merges one store it flushes no other, and committers that find the
+ * memtable full wait for those flushes.  Sparing their CPU would then cost
+ * them far more than it gives.
+ */
+static double
+sweeper_cost_delay(void)
+{
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+	}
+	if (memtable_budget_used_fraction() > 0.5)
+		return 0;
+	return sweeper_cost_delay_ms;
+}
+
+/*
  * Entry point of a sweeper background worker.  It connects to the database
  * named in bgw_extra and runs a pass every SWEEPER_PASS_MS (sooner when its
  * latch is set), reloading the settings on SIGHUP.  Each pass runs in
@@ -538,6 +577,7 @@ rollout_sweeper_main(Datum main_arg)
 											ALLOCSET_DEFAULT_SIZES);
 	pass_context = AllocSetContextCreate(TopMemoryContext, "rollout sweeper pass",
 										 ALLOCSET_DEFAULT_SIZES);
+	maintenance_cost_set_delay_source(sweeper_cost_delay);
 	ereport(LOG,
 			(errmsg("rollout_fdw sweeper started for database \"%s\"",
 					MyBgworkerEntry->bgw_extra)));
