@@ -432,18 +432,23 @@ psql_q -c "VACUUM ANALYZE lat_heap" -c "SELECT * FROM rollout_merge('lat_rollout
 
 # background maintenance: rollout: merge (flushes first) + compaction in a loop;
 # heap: VACUUM in a loop. Counts iterations; any error fails the workload.
-bg_loop() { # kind
-	local kind=$1 n=0
+# Mode throttled runs them with the cost-based delay of background maintenance
+# (rollout_fdw.maintenance_cost_delay, vacuum_cost_delay: 2 ms, the defaults of
+# the sweeper and of autovacuum), mode maint without, as called from SQL.
+bg_loop() { # kind mode
+	local kind=$1 delay=0 n=0
+	[ "$2" = throttled ] && delay=2
 	rm -f "$DIR/bg.stop"
 	while [ ! -f "$DIR/bg.stop" ]; do
 		if [ "$kind" = rollout ]; then
-			psql_q -c "SELECT * FROM rollout_merge('lat_rollout')" \
+			psql_q -c "SET rollout_fdw.maintenance_cost_delay = $delay" \
+				-c "SELECT * FROM rollout_merge('lat_rollout')" \
 				-c "SELECT * FROM rollout_compact('lat_rollout', 2, 1048576)" >>"$LOGS/bg_$kind.out" 2>&1 || {
 				echo "FAILED" >"$DIR/bg.failed"
 				return 1
 			}
 		else
-			psql_q -c "VACUUM lat_heap" >>"$LOGS/bg_$kind.out" 2>&1 || {
+			psql_q -c "SET vacuum_cost_delay = $delay" -c "VACUUM lat_heap" >>"$LOGS/bg_$kind.out" 2>&1 || {
 				echo "FAILED" >"$DIR/bg.failed"
 				return 1
 			}
@@ -455,27 +460,33 @@ bg_loop() { # kind
 
 workload p99_idle "INSERT latency (1 row/txn, 8 clients)" "p99 latency, no maintenance running" "ms" lower
 workload p99_maint "INSERT latency (1 row/txn, 8 clients)" "p99 latency, maintenance loop running (rollout: merge+compact; heap: VACUUM)" "ms" lower
+workload p99_throttled "INSERT latency (1 row/txn, 8 clients)" "p99 latency, the same loop with a 2 ms cost delay (rollout_fdw.maintenance_cost_delay; heap: vacuum_cost_delay)" "ms" lower
 workload p50_idle "INSERT latency (1 row/txn, 8 clients)" "p50 latency, no maintenance running" "ms" lower
 workload p50_maint "INSERT latency (1 row/txn, 8 clients)" "p50 latency, maintenance loop running" "ms" lower
+workload p50_throttled "INSERT latency (1 row/txn, 8 clients)" "p50 latency, maintenance loop with a 2 ms cost delay" "ms" lower
 workload retried_lat_idle "INSERT latency (1 row/txn, 8 clients)" "transactions retried after SQLSTATE 40001, no maintenance" "count" lower
 workload retried_lat_maint "INSERT latency (1 row/txn, 8 clients)" "transactions retried after SQLSTATE 40001, maintenance running" "count" lower
+workload retried_lat_throttled "INSERT latency (1 row/txn, 8 clients)" "transactions retried after SQLSTATE 40001, throttled maintenance running" "count" lower
 workload bg_iters "INSERT latency (1 row/txn, 8 clients)" "maintenance loop iterations per run" "count" none
+workload bg_iters_throttled "INSERT latency (1 row/txn, 8 clients)" "throttled maintenance loop iterations per run" "count" none
 for run in $(seq 1 "$RUNS"); do
-	for mode in idle maint; do
+	for mode in idle maint throttled; do
 		for kind in heap rollout; do
 			name="lat_$mode.$kind.$run"
 			say "insert latency run $run: $kind, $mode"
 			rm -f "$LOGS/$name".log* "$DIR/bg.failed" "$DIR/bg.count"
-			if [ "$mode" = maint ]; then
-				bg_loop "$kind" &
+			if [ "$mode" != idle ]; then
+				bg_loop "$kind" "$mode" &
 				BG_PID=$!
 				sleep 0.5
 			fi
 			pgb "$name" -c 8 -j 2 -T "$LAT_DURATION" "${RETRY[@]}" -f "$SCRIPTS/lat_$kind.sql" -l --log-prefix="$LOGS/$name.log"
-			if [ "$mode" = maint ]; then
+			if [ "$mode" != idle ]; then
 				stop_background
 				[ ! -f "$DIR/bg.failed" ] || { tail -n 20 "$LOGS/bg_$kind.out" >&2; die "background maintenance failed"; }
-				record bg_iters "$kind" "$run" "$(cat "$DIR/bg.count" 2>/dev/null || echo 0)"
+				iters=bg_iters
+				[ "$mode" = throttled ] && iters=bg_iters_throttled
+				record "$iters" "$kind" "$run" "$(cat "$DIR/bg.count" 2>/dev/null || echo 0)"
 			fi
 			record "p99_$mode" "$kind" "$run" "$(percentile 99 "$LOGS/$name".log.*)"
 			record "p50_$mode" "$kind" "$run" "$(percentile 50 "$LOGS/$name".log.*)"
