@@ -9,19 +9,22 @@
  * vacuum_cost_delay, a pass counts the work it does in cost units and,
  * whenever the count reaches rollout_fdw.maintenance_cost_limit, sleeps
  * rollout_fdw.maintenance_cost_delay (scaled by how far it overshot, in
- * sleeps of at most four times the delay) and counts on from what is left.  The pass then takes
- * longer and uses the machine in short slices instead of one long burst.
- * The weights (maintenance_cost.h) are set so that at the sweeper's default,
+ * sleeps of at most four times the delay) and counts on from what is left.
+ * The pass then takes longer and uses the machine in short slices instead
+ * of one long burst.  The weights (maintenance_cost.h) are set so that at the sweeper's default,
  * 2 ms per 200 units, a rewrite on a 2-core reference machine works about a
- * quarter of the time: rewriting 8 kB of rows takes about 75 us of CPU there.
+ * sixth of the time: rewriting 8 kB of rows takes about 75 us of CPU there
+ * (docs/MAINTENANCE.md has the measurements behind the choice).
  *
  * Who is delayed.  Only work between maintenance_cost_begin and _end: the
  * rewrites of merge and compaction, their uploads, and gc's deletions.
  * Flushes are not, wherever they run: a flush empties the memtable that
  * commits fill, and a slower flush would hold commits back instead of
- * sparing them.  The setting is 0 (off) for SQL calls, like a manual
- * VACUUM; the sweeper uses rollout_fdw.sweeper_cost_delay (2 ms) instead, as
- * autovacuum uses autovacuum_vacuum_cost_delay.
+ * sparing them.  Commits never are: the delay ends with the pass that
+ * began it, also on ERROR.  The setting is 0 (off) for SQL calls, like a
+ * manual VACUUM; the sweeper uses rollout_fdw.sweeper_cost_delay (2 ms)
+ * instead, as autovacuum uses autovacuum_vacuum_cost_delay, through a
+ * MaintenanceCostDelaySource that also re-reads the configuration.
  *
  * A sleeping pass shows the wait event VacuumDelay in pg_stat_activity,
  * the one PostgreSQL reports for the same delay of VACUUM: monitoring that
