@@ -59,13 +59,4 @@ extern void maintenance_cost_charge_written_bytes(int64 bytes);
  */
 extern void maintenance_cost_delay_point(void);
 
-/* What this process's passes slept, since it started. */
-typedef struct MaintenanceCostCounters
-{
-	int64		delays;			/* sleeps */
-	double		delayed_ms;		/* their total length */
-} MaintenanceCostCounters;
-
-extern const MaintenanceCostCounters *maintenance_cost_counters(void);
-
 #endif							/* ROLLOUT_MAINTENANCE_COST_H */

@@ -361,7 +361,6 @@ rollout_gc_store(RolloutStore *store, int64 grace_seconds)
 	GcResult	result = {0};
 	TimestampTz started = GetCurrentTimestamp();
 	TimestampTz cutoff = started - grace_seconds * USECS_PER_SEC;
-
 	bool		cost_was_active;
 
 	rollout_check_writable(store, "collect garbage in");

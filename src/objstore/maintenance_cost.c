@@ -11,9 +11,9 @@
  * rollout_fdw.maintenance_cost_delay (scaled by how far it overshot, in
  * sleeps of at most four times the delay) and counts on from what is left.
  * The pass then takes longer and uses the machine in short slices instead
- * of one long burst.  The weights (maintenance_cost.h) are set so that at the sweeper's default,
- * 2 ms per 200 units, a rewrite on a 2-core reference machine works about a
- * sixth of the time: rewriting 8 kB of rows takes about 75 us of CPU there
+ * of one long burst.  The weights (maintenance_cost.h) are set so that at
+ * the sweeper's default, 2 ms per 200 units, a rewrite on a 2-core
+ * reference machine works about a sixth of the time: rewriting 8 kB of rows takes about 75 us of CPU there
  * (docs/MAINTENANCE.md has the measurements behind the choice).
  *
  * Who is delayed.  Only work between maintenance_cost_begin and _end: the
@@ -57,9 +57,8 @@ static MaintenanceCostDelaySource delay_source = NULL;
 static bool pass_active = false;
 static double pass_delay_ms = 0;
 static int64 pass_balance = 0;
-static MaintenanceCostCounters pass_start;	/* counters when it began */
-
-static MaintenanceCostCounters counters;
+static int64 pass_delays = 0;	/* its sleeps so far, for DEBUG1 */
+static double pass_delayed_ms = 0;
 
 void
 maintenance_cost_define_settings(void)
@@ -107,7 +106,8 @@ maintenance_cost_begin(void)
 		pass_delay_ms = maintenance_cost_current_delay();
 		pass_active = pass_delay_ms > 0;
 		pass_balance = 0;
-		pass_start = counters;
+		pass_delays = 0;
+		pass_delayed_ms = 0;
 	}
 	return was_active;
 }
@@ -118,11 +118,9 @@ maintenance_cost_end(bool was_active)
 	if (was_active || !pass_active)
 		return;
 	pass_active = false;
-	if (counters.delays > pass_start.delays)
+	if (pass_delays > 0)
 		elog(DEBUG1, "maintenance cost delay: slept %.1f ms in %lld delays of at most %.1f ms",
-			 counters.delayed_ms - pass_start.delayed_ms,
-			 (long long) (counters.delays - pass_start.delays),
-			 pass_delay_ms * 4);
+			 pass_delayed_ms, (long long) pass_delays, pass_delay_ms * 4);
 }
 
 bool
@@ -165,40 +163,33 @@ maintenance_cost_delay_point(void)
 	if (!pass_active)
 		return;
 	limit = (int64) maintenance_cost_limit * MAINTENANCE_COST_PAGE_SIZE;
-	if (pass_balance < limit)
-		return;
-
-	/* a reload may have changed the delay, even to 0, since the pass began */
-	if (delay_source != NULL)
-		pass_delay_ms = maintenance_cost_current_delay();
 
 	/*
 	 * Pay what is due in sleeps of at most four times the delay: a charge of
 	 * a whole upload at once (S3, Azure) is paid in full, in slices that a
 	 * cancel can interrupt, not forgiven beyond the first slice.
 	 */
-	while (pass_balance >= limit && pass_delay_ms > 0)
+	while (pass_balance >= limit)
 	{
+		/*
+		 * a reload may have changed the delay, even to 0, since the pass
+		 * began
+		 */
+		if (delay_source != NULL)
+			pass_delay_ms = maintenance_cost_current_delay();
+		if (pass_delay_ms <= 0)
+		{
+			pass_balance = 0;	/* nothing is owed once the delay is off */
+			return;
+		}
 		delay_ms = pass_delay_ms * (double) pass_balance / (double) limit;
 		delay_ms = Min(delay_ms, pass_delay_ms * 4);
 		pgstat_report_wait_start(WAIT_EVENT_VACUUM_DELAY);
 		pg_usleep((long) (delay_ms * 1000));
 		pgstat_report_wait_end();
-		counters.delays++;
-		counters.delayed_ms += delay_ms;
+		pass_delays++;
+		pass_delayed_ms += delay_ms;
 		pass_balance -= (int64) (delay_ms / pass_delay_ms * limit);
 		CHECK_FOR_INTERRUPTS();
-
-		/* a reload may have changed the delay, even to 0 */
-		if (delay_source != NULL)
-			pass_delay_ms = maintenance_cost_current_delay();
 	}
-	if (pass_delay_ms <= 0)
-		pass_balance = 0;		/* nothing is owed for work done unthrottled */
-}
-
-const MaintenanceCostCounters *
-maintenance_cost_counters(void)
-{
-	return &counters;
 }
