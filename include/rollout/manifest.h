@@ -58,6 +58,16 @@ typedef struct ShardManifest
 	int64		last_stamp;		/* effective stamp of position replay_after */
 
 	/*
+	 * The newest writer epoch among the WAL entries sealed so far (0: not
+	 * recorded, as before pipelined writes).  A reader of the WAL tail starts
+	 * its running epoch here: an entry after replay_after written under an
+	 * older epoch is dead, the unacknowledged leftover of a writer fenced
+	 * while its pipeline was in flight (docs/WRITER.md, "Pipelined WAL
+	 * writes"), even when the fence that killed it is already sealed.
+	 */
+	int64		sealed_epoch;
+
+	/*
 	 * The newest truncate cut sealed from this shard's WAL (0: none): every
 	 * version of the store, of any shard, with a _ts below it is hidden for
 	 * good.  Kept by every later version of the manifest.

@@ -28,6 +28,7 @@ typedef struct RewriteResult
 	int64		versions_read;	/* rows read from all sources */
 	int64		tombstones_dropped; /* below drop_tombstones_before */
 	int64		last_wal_stamp; /* effective stamp of the last WAL entry read */
+	int64		last_wal_epoch; /* the running epoch after it */
 	int64		truncate_stamp; /* the newest truncate cut of the WAL entries
 								 * read (0: none) */
 	List	   *ingest_seen;	/* IngestSeen *, when not following ingest */

@@ -38,6 +38,8 @@ typedef struct MergeReadStats
 	int64		rows_returned;
 	int64		tombstones_dropped; /* below drop_tombstones_before */
 	int64		last_wal_stamp; /* effective stamp of the last WAL entry read */
+	int64		last_wal_epoch; /* the running epoch after the last one */
+	int			wal_dead_skipped;	/* dead WAL entries read as empty */
 	int64		wal_truncate_stamp; /* the newest truncate cut of the WAL
 									 * entries opened (0: none) */
 	int64		rows_truncated; /* winners below the read's truncate cut */
@@ -45,6 +47,20 @@ typedef struct MergeReadStats
 } MergeReadStats;
 
 typedef struct RowSource RowSource;
+
+/*
+ * What a read carries from one WAL entry of a shard to the next, in position
+ * order: the running maximum of their stamps (DESIGN.md §6.2) and of their
+ * epochs, and the shard they belong to.  An entry whose epoch is below the
+ * running one is dead: the leftover of a writer fenced with entries in
+ * flight, never acknowledged (docs/WRITER.md, "Pipelined WAL writes").
+ */
+typedef struct WalRunning
+{
+	int64		stamp;
+	int64		epoch;
+	const char *shard;			/* of the entries the epoch is about */
+} WalRunning;
 
 /* Define rollout_fdw.use_key_filters and decode_late (from _PG_init). */
 extern void row_source_define_settings(void);
@@ -86,15 +102,16 @@ extern bool row_source_object_missing(RowSource *source);
  * segment is the object's segment source, perhaps with its footer fetched
  * ahead (rollout_segment_sources_prefetch), or NULL to make one.  Nothing
  * but the footer is read: row groups are read by row_source_next, through
- * the prefetcher when it is not NULL.  running_stamp carries the WAL running
- * maximum from one entry of a shard to the next.  For a WAL entry, *ingest
+ * the prefetcher when it is not NULL.  running carries the WAL running
+ * maxima from one entry of a shard to the next.  For a WAL entry, *ingest
  * receives the ingest references of its metadata (IngestSeen *, with the
- * entry's effective stamp), whether or not the entry itself has rows.
+ * entry's effective stamp), whether or not the entry itself has rows; a dead
+ * entry is skipped (NULL) and names none.
  */
 extern RowSource *row_source_open(RolloutStore *store, SnapshotSource *meta,
 								  SegmentSource *segment,
 								  const bool *want, const KeyRange *range,
-								  int64 *running_stamp, MergeReadStats *stats,
+								  WalRunning *running, MergeReadStats *stats,
 								  RowSourcePrefetcher *prefetcher,
 								  bool *vanished, List **ingest);
 

@@ -52,6 +52,15 @@ typedef struct SnapshotSource
 	int64		stamp_floor;
 
 	/*
+	 * WAL entries only, set on the first entry of each shard's run: the epoch
+	 * its readers' running epoch starts from (the manifest's sealed_epoch; 0
+	 * when every entry is known to be live), else -1.  An entry written under
+	 * an epoch below the running one is dead and read as empty
+	 * (docs/WRITER.md, "Pipelined WAL writes").
+	 */
+	int64		epoch_floor;
+
+	/*
 	 * When >= 0, every row's _ts is this stamp (ingest segments and adopted
 	 * generations carry the effective stamp of the WAL entry that committed
 	 * them; memtable batches theirs).

@@ -112,6 +112,22 @@ extern WalEntryMetadata *wal_metadata_from_json(const char *json, const char *ke
 extern void wal_entry_count_rows(SegmentReader *reader, int index, void *arg);
 
 /*
+ * The same for the WAL entries a read would return rows of: arg is a
+ * WalLiveRows over keys in position order per shard, whose epoch_floors[i]
+ * is the first entry's running epoch start for each shard (the manifest's
+ * sealed_epoch), -1 for the entries after it; dead entries (an epoch below
+ * the running one, docs/WRITER.md) add nothing.
+ */
+typedef struct WalLiveRows
+{
+	int64		rows;
+	const int64 *epoch_floors;
+	int64		running_epoch;
+} WalLiveRows;
+
+extern void wal_entry_count_live_rows(SegmentReader *reader, int index, void *arg);
+
+/*
  * The metadata of the WAL entry at position (object key).  Anything there
  * that is not a WAL entry of this shard is an ERROR naming the shard and
  * saying that nothing was overwritten.

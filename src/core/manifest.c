@@ -269,6 +269,7 @@ shard_manifest_parse(RolloutStore *store, const char *shard, int64 version,
 	manifest->epoch_start_position = json_doc_int64(doc, doc->root, "epoch_start_position", true, 0);
 	manifest->replay_after = json_doc_int64(doc, doc->root, "replay_after", true, 0);
 	manifest->last_stamp = json_doc_int64(doc, doc->root, "last_stamp", true, 0);
+	manifest->sealed_epoch = json_doc_int64(doc, doc->root, "sealed_epoch", false, 0);
 	manifest->truncate_stamp = json_doc_int64(doc, doc->root, "truncate_stamp", false, 0);
 	manifest->drops_covered_by_base = json_doc_int64(doc, doc->root,
 													 "drops_covered_by_base", false, 0);
@@ -511,6 +512,8 @@ shard_manifest_commit(RolloutStore *store, ShardManifest *manifest)
 							 manifest->epoch_start_position);
 	json_append_member_int64(&buf, &first, "replay_after", manifest->replay_after);
 	json_append_member_int64(&buf, &first, "last_stamp", manifest->last_stamp);
+	if (manifest->sealed_epoch > 0)
+		json_append_member_int64(&buf, &first, "sealed_epoch", manifest->sealed_epoch);
 	if (manifest->truncate_stamp > 0)
 		json_append_member_int64(&buf, &first, "truncate_stamp", manifest->truncate_stamp);
 	if (manifest->drops_covered_by_base > 0)

@@ -309,6 +309,7 @@ memtable_batch_sources(RolloutStore *store, dsa_area *area, MemBatch *batch,
 		source->shard_hash = store->shard_hash;
 		source->position = batch->position;
 		source->stamp_floor = batch->stamp - 1;
+		source->epoch_floor = 0;	/* published in order: never dead */
 		*sources = lappend(*sources, source);
 		return;
 	}

@@ -14,7 +14,7 @@
 #include "rollout/snapshot.h"
 
 /*
- * -1 marks rows, bytes, stamp_floor and stamp_fixed as unset, since 0 is a
+ * -1 marks rows, bytes, stamp_floor, epoch_floor and stamp_fixed as unset, since 0 is a
  * real row count or size; everything else starts zeroed, for the caller to
  * fill in.
  */
@@ -27,6 +27,7 @@ snapshot_source_new(SnapshotSourceKind kind)
 	source->rows = -1;
 	source->bytes = -1;
 	source->stamp_floor = -1;
+	source->epoch_floor = -1;
 	source->stamp_fixed = -1;
 	return source;
 }

@@ -122,6 +122,7 @@ snapshot_serialize(const RolloutSnapshot *snapshot, int16 key_len,
 			put_key(out, source->max_key, key_len, key_byval);
 		}
 		put_int64(out, source->stamp_floor);
+		put_int64(out, source->epoch_floor);
 		put_int64(out, source->stamp_fixed);
 		put_int64(out, source->max_ts);
 		put_int64(out, source->rows_data == NULL ? -1 : source->rows_len);
@@ -187,6 +188,7 @@ snapshot_restore(const char *data, int16 key_len, bool key_byval)
 			source->max_key = get_key(&cursor);
 		}
 		source->stamp_floor = get_int64(&cursor);
+		source->epoch_floor = get_int64(&cursor);
 		source->stamp_fixed = get_int64(&cursor);
 		source->max_ts = get_int64(&cursor);
 		rows_len = get_int64(&cursor);

@@ -299,6 +299,7 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 			source->rows = -1;
 			source->bytes = entry->size > 0 ? entry->size : -1;
 			source->stamp_floor = foreach_current_index(ec) == 0 ? manifest->last_stamp : -1;
+			source->epoch_floor = foreach_current_index(ec) == 0 ? manifest->sealed_epoch : -1;
 			snapshot->sources = lappend(snapshot->sources, source);
 			snapshot->wal_entry_count++;
 			snapshot->wal_object_count++;

@@ -6,9 +6,13 @@
  *
  * What may be sealed: the WAL entries after replay_after up to the first
  * hole.  A listing can miss an entry that is being created while it runs,
- * but never one that existed before it began; and a writer creates p+1 only
- * once p exists.  So the contiguous run that a listing shows is durable and
- * complete, and an entry landing later lands after it.
+ * but never one that existed before it began; and a writer acknowledges p
+ * only once every position up to p exists (with pipelined writes, p+1 may
+ * land before p: a hole, docs/WRITER.md).  So the contiguous run that a
+ * listing shows is durable and holds every commit acknowledged before it
+ * began, and an entry landing later lands after it.  Entries of the run
+ * written under an epoch older than one before them are dead (row_source.c)
+ * and read as empty; sealed_epoch carries the running epoch on.
  *
  * No off-by-one: replay_after becomes the position of the last entry the
  * generation contains, taken from the entries that were actually read, not
@@ -93,7 +97,8 @@ flush_generation_metadata(RolloutStore *store, int64 first, int64 last)
 
 /* The sealed WAL entries as the sources of a rewrite. */
 static RolloutSnapshot *
-flush_sources(RolloutStore *store, List *sealed, int64 stamp_floor)
+flush_sources(RolloutStore *store, List *sealed, int64 stamp_floor,
+			  int64 epoch_floor)
 {
 	RolloutSnapshot *snapshot = palloc0(sizeof(RolloutSnapshot));
 	ListCell   *lc;
@@ -109,6 +114,7 @@ flush_sources(RolloutStore *store, List *sealed, int64 stamp_floor)
 		source->position = entry->position;
 		source->rows = -1;
 		source->stamp_floor = foreach_current_index(lc) == 0 ? stamp_floor : -1;
+		source->epoch_floor = foreach_current_index(lc) == 0 ? epoch_floor : -1;
 		snapshot->sources = lappend(snapshot->sources, source);
 		snapshot->wal_entry_count++;
 		snapshot->wal_object_count++;
@@ -324,10 +330,16 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 	int64		last_position;
 	int64		last_stamp;
 	int64		truncate_stamp;
+	int64		writer_epoch;
 
 	if (!memtable_for_flush(store, slot, &sources, &ingest_seen,
 							&last_position, &last_stamp, &truncate_stamp))
 		return result;			/* empty */
+
+	/* the memtable holds entries of this cluster's current epoch only */
+	LWLockAcquire(&slot->lock, LW_SHARED);
+	writer_epoch = slot->epoch;
+	LWLockRelease(&slot->lock);
 
 	for (int attempt = 0; attempt < FLUSH_MAX_ATTEMPTS; attempt++)
 	{
@@ -373,6 +385,7 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 									   rewrite, adopt, &result);
 		manifest->replay_after = last_position;
 		manifest->last_stamp = last_stamp;
+		manifest->sealed_epoch = Max(manifest->sealed_epoch, writer_epoch);
 		manifest->truncate_stamp = Max(manifest->truncate_stamp, truncate_stamp);
 		manifest->next_generation = number;
 
@@ -491,7 +504,8 @@ flush_wal_tail(RolloutStore *store)
 
 		manifest_next_before = manifest->next_generation;
 		key = flush_write_generation(store, manifest,
-									 flush_sources(store, sealed, manifest->last_stamp),
+									 flush_sources(store, sealed, manifest->last_stamp,
+												   manifest->sealed_epoch),
 									 generation, rewrite, &number);
 		uploaded_at = GetCurrentTimestamp();
 		rollout_fault_point("flush.after_generation_put");
@@ -499,6 +513,7 @@ flush_wal_tail(RolloutStore *store)
 									   rewrite, rewrite->ingest_seen, &result);
 		manifest->replay_after = last_position;
 		manifest->last_stamp = rewrite->last_wal_stamp;
+		manifest->sealed_epoch = Max(manifest->sealed_epoch, rewrite->last_wal_epoch);
 		manifest->truncate_stamp = Max(manifest->truncate_stamp,
 									   rewrite->truncate_stamp);
 		manifest->next_generation = number;

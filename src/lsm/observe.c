@@ -54,6 +54,8 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 	int			wal_count = 0;
 	char	  **wal_keys = palloc(sizeof(char *) * wal_capacity);
 	int64	   *wal_sizes = palloc(sizeof(int64) * wal_capacity);
+	int64	   *wal_floors = palloc(sizeof(int64) * wal_capacity);
+	WalLiveRows live = {0};
 
 	/*
 	 * The memtable first, as a snapshot does: a flush commits the shard
@@ -126,8 +128,10 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 					wal_capacity *= 2;
 					wal_keys = repalloc(wal_keys, sizeof(char *) * wal_capacity);
 					wal_sizes = repalloc(wal_sizes, sizeof(int64) * wal_capacity);
+					wal_floors = repalloc(wal_floors, sizeof(int64) * wal_capacity);
 				}
 				wal_keys[wal_count] = entry->key;
+				wal_floors[wal_count] = foreach_current_index(ec) == 0 ? manifest->sealed_epoch : -1;
 				wal_sizes[wal_count++] = entry->size;
 			}
 		}
@@ -138,8 +142,12 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 	 * count below counts the unflushed rows of its own snapshot instead).
 	 */
 	if (!exact)
+	{
+		live.epoch_floors = wal_floors;
 		rollout_segment_footers(store, wal_keys, wal_sizes, wal_count,
-								wal_entry_count_rows, &result.unflushed_rows);
+								wal_entry_count_live_rows, &live);
+		result.unflushed_rows += live.rows;
+	}
 	result.unflushed_known = true;
 
 	if (exact)
@@ -157,6 +165,7 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 		read = merge_read_begin(store, snapshot, want, NULL, &options);
 		wal_keys = palloc(sizeof(char *) * source_count);
 		wal_sizes = palloc(sizeof(int64) * source_count);
+		wal_floors = palloc(sizeof(int64) * source_count);
 		wal_count = 0;
 
 		while (merge_read_next(read, values, isnull))
@@ -178,12 +187,16 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 			else if (source->kind == SNAPSHOT_WAL_ENTRY)
 			{
 				wal_keys[wal_count] = source->key;
+				wal_floors[wal_count] = source->epoch_floor;
 				wal_sizes[wal_count++] = source->bytes;
 			}
 		}
 		/* their footers, fetched in batches of concurrent requests */
+		live.rows = 0;
+		live.epoch_floors = wal_floors;
 		rollout_segment_footers(store, wal_keys, wal_sizes, wal_count,
-								wal_entry_count_rows, &result.unflushed_rows);
+								wal_entry_count_live_rows, &live);
+		result.unflushed_rows += live.rows;
 	}
 	result.row_count = result.base_rows + result.generation_rows +
 		result.unflushed_rows;

@@ -132,6 +132,7 @@ rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 	result->versions_read = stats->versions_read;
 	result->tombstones_dropped = stats->tombstones_dropped;
 	result->last_wal_stamp = stats->last_wal_stamp;
+	result->last_wal_epoch = stats->last_wal_epoch;
 	result->truncate_stamp = stats->wal_truncate_stamp;
 
 	/*

@@ -155,7 +155,7 @@ merge_read_live_sources(MergeRead *read, const RolloutSnapshot *snapshot)
  * object vanished and the caller asked to be told (options->vanished).
  */
 static bool
-merge_read_open_sources(MergeRead *read, List *metas, int64 *running_stamp,
+merge_read_open_sources(MergeRead *read, List *metas, WalRunning *running,
 						const MergeReadOptions *options, List **ingest,
 						int *capacity)
 {
@@ -200,7 +200,7 @@ merge_read_open_sources(MergeRead *read, List *metas, int64 *running_stamp,
 
 			CHECK_FOR_INTERRUPTS();
 			source = row_source_open(read->store, meta, segments[i - start],
-									 read->want, read->range, running_stamp,
+									 read->want, read->range, running,
 									 &read->stats, read->prefetcher,
 									 options->vanished,
 									 ingest != NULL ? &seen_list : NULL);
@@ -403,7 +403,7 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 	MemoryContext context;
 	MemoryContext oldcontext;
 	MergeRead  *read;
-	int64		running_stamp = 0;
+	WalRunning	running = {0};
 	int			capacity;
 
 	context = AllocSetContextCreate(CurrentMemoryContext, "rollout merge read",
@@ -443,9 +443,9 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 
 		/* the snapshot's objects, then the ingest segments they name */
 		if (!merge_read_open_sources(read, merge_read_live_sources(read, snapshot),
-									 &running_stamp,
+									 &running,
 									 options, &ingest, &capacity) ||
-			!merge_read_open_sources(read, ingest, &running_stamp, options,
+			!merge_read_open_sources(read, ingest, &running, options,
 									 NULL, &capacity))
 		{
 			MemoryContextSwitchTo(oldcontext);
@@ -486,7 +486,8 @@ merge_read_begin(RolloutStore *store, RolloutSnapshot *snapshot,
 			binaryheap_add_unordered(read->heap, PointerGetDatum(read->sources[i]));
 	}
 	binaryheap_build(read->heap);
-	read->stats.last_wal_stamp = running_stamp;
+	read->stats.last_wal_stamp = running.stamp;
+	read->stats.last_wal_epoch = running.epoch;
 
 	/*
 	 * Every WAL entry was opened above, so the cut is whole before the first

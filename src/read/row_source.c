@@ -391,14 +391,14 @@ row_source_create(RolloutStore *store, SnapshotSource *meta, const bool *want,
  * WAL entry, so the running maximum of stamps does not pass over them.
  */
 static RowSource *
-row_source_open_in_memory(RowSource *source, int64 *running_stamp)
+row_source_open_in_memory(RowSource *source, WalRunning *running)
 {
 	SnapshotSource *meta = source->meta;
 	MergeReadStats *stats = source->stats;
 	MemoryContext oldcontext;
 
 	if (meta->kind == SNAPSHOT_MEMTABLE)
-		*running_stamp = Max(*running_stamp, meta->stamp_fixed);
+		running->stamp = Max(running->stamp, meta->stamp_fixed);
 	oldcontext = MemoryContextSwitchTo(source->context);
 	row_source_load_memtable_batch(source);
 	source->sorted = false;
@@ -420,13 +420,36 @@ row_source_open_in_memory(RowSource *source, int64 *running_stamp)
 }
 
 /*
- * A WAL entry's footer metadata: check its shard, give the source its
- * effective stamp (the running maximum advances over every entry, those
- * the key range then skips and fence markers included) and, when ingest is
- * not NULL, append its ingest references there, in CurrentMemoryContext.
+ * Whether a WAL entry written under epoch is dead, advancing the running
+ * epoch of its shard over it otherwise.  The run starts at the first entry
+ * of a shard's run (epoch_floor, the manifest's sealed_epoch) and at 0
+ * when a source of another shard comes without one.
+ */
+static bool
+row_source_wal_entry_dead(SnapshotSource *meta, int64 epoch, WalRunning *running)
+{
+	if (meta->epoch_floor >= 0 ||
+		running->shard == NULL || strcmp(running->shard, meta->shard) != 0)
+	{
+		running->epoch = Max(meta->epoch_floor, 0);
+		running->shard = meta->shard;
+	}
+	if (epoch < running->epoch)
+		return true;
+	running->epoch = epoch;
+	return false;
+}
+
+/*
+ * A WAL entry's footer metadata: check its shard, and unless the entry is
+ * dead (then source->dead is set and nothing else happens), give the source
+ * its effective stamp (the running maximum advances over every live entry,
+ * those the key range then skips and fence markers included) and, when
+ * ingest is not NULL, append its ingest references there, in
+ * CurrentMemoryContext.
  */
 static void
-row_source_read_wal_metadata(RowSource *source, int64 *running_stamp,
+row_source_read_wal_metadata(RowSource *source, WalRunning *running,
 							 List **ingest)
 {
 	SnapshotSource *meta = source->meta;
@@ -442,10 +465,15 @@ row_source_read_wal_metadata(RowSource *source, int64 *running_stamp,
 				 errmsg("WAL entry \"%s\" belongs to shard \"%s\", not \"%s\"",
 						meta->key, metadata->shard, meta->shard)));
 	if (meta->stamp_floor >= 0)
-		*running_stamp = meta->stamp_floor;
+		running->stamp = meta->stamp_floor;
+	if (row_source_wal_entry_dead(meta, metadata->epoch, running))
+	{
+		source->dead = true;
+		return;
+	}
 	source->has_stamp = true;
-	source->stamp = Max(metadata->stamp, *running_stamp + 1);
-	*running_stamp = source->stamp;
+	source->stamp = Max(metadata->stamp, running->stamp + 1);
+	running->stamp = source->stamp;
 	if (metadata->truncate)
 		source->stats->wal_truncate_stamp = Max(source->stats->wal_truncate_stamp,
 												source->stamp);
@@ -523,7 +551,7 @@ row_source_filter_may_hold(RowSource *source)
  */
 RowSource *
 row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segment,
-				const bool *want, const KeyRange *range, int64 *running_stamp,
+				const bool *want, const KeyRange *range, WalRunning *running,
 				MergeReadStats *stats, RowSourcePrefetcher *prefetcher,
 				bool *vanished, List **ingest)
 {
@@ -538,7 +566,7 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segmen
 	if (meta->kind == SNAPSHOT_MEMTABLE || meta->kind == SNAPSHOT_TRANSACTION)
 		return row_source_open_in_memory(row_source_create(store, meta, want,
 														   range, stats),
-										 running_stamp);
+										 running);
 
 	/* objects the manifest describes: the key range may spare a GET */
 	if (!is_local && !row_source_reads_object(meta, range))
@@ -581,7 +609,16 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segmen
 	MemoryContextSwitchTo(oldcontext);
 
 	if (is_wal)
-		row_source_read_wal_metadata(source, running_stamp, ingest);
+	{
+		row_source_read_wal_metadata(source, running, ingest);
+		if (source->dead)
+		{
+			stats->wal_dead_skipped++;
+			row_source_count(stats, meta->kind, false);
+			row_source_close(source);
+			return NULL;
+		}
+	}
 	source->sorted = reader->sorted && !is_wal;
 
 	/*

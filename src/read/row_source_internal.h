@@ -73,6 +73,8 @@ struct RowSource
 
 	/* WAL entries: the effective stamp replaces the stored _ts */
 	bool		has_stamp;
+	bool		dead;			/* a dead WAL entry
+								 * (row_source_wal_entry_dead) */
 	int64		stamp;
 
 	bool		has_previous_key;
