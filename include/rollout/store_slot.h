@@ -58,6 +58,7 @@ typedef struct CommitRequest
 {
 	dsa_pointer next;
 	RequestStatus status;
+	bool		taken;			/* by a leader: no longer queued */
 	int64		position;
 	int64		row_count;
 	int64		tombstone_count;	/* of its rows and ingest segments */
@@ -70,6 +71,51 @@ typedef struct CommitRequest
 	char		fingerprint[OBJSTORE_FINGERPRINT_LEN];	/* whose credentials */
 	char		data[FLEXIBLE_ARRAY_MEMBER];
 } CommitRequest;
+
+/*
+ * The most WAL entries one shard's group commit may have in flight
+ * (rollout_fdw.wal_pipeline_depth is at most this).
+ */
+#define WAL_PIPELINE_MAX	8
+
+/* Where an entry of the pipeline stands (group_commit.c). */
+typedef enum PipelineState
+{
+	PIPELINE_FREE = 0,
+	PIPELINE_WRITING,			/* its leader is writing it */
+	PIPELINE_LANDED,			/* durable: acknowledged once all before are */
+	PIPELINE_FAILED,			/* its position holds no rows of its requests,
+								 * for good (an empty entry, or a previous
+								 * writer's dead one): they fail, the pipeline
+								 * goes on */
+	PIPELINE_BROKEN				/* its position is not known to be settled: it
+								 * and every entry after it fail */
+} PipelineState;
+
+/*
+ * One WAL entry of the shard's group-commit pipeline: the requests a leader
+ * took and what it writes them as.  In the slot, so that whichever leader
+ * settles the lowest position publishes every entry whose turn has come.
+ */
+typedef struct PipelineEntry
+{
+	PipelineState state;
+	int64		position;
+	int64		epoch;
+	int64		stamp;
+	dsa_pointer requests;		/* the taken requests, in queue order */
+	dsa_pointer batch;			/* the MemBatch header they become */
+	int64		rows;
+	int64		tombstones;		/* of the rows and ingest segments */
+	int64		bytes;			/* of their row blobs */
+	Size		reserved;		/* of their allocations: the memtable budget */
+	int64		transactions;
+	bool		truncate;		/* one of them ran TRUNCATE: so does the entry */
+	TimestampTz started;		/* when its PUT began */
+	int64		elapsed_us;		/* how long the PUT took */
+	int			error_code;		/* FAILED, BROKEN: the SQLSTATE and message */
+	char		error[SLOT_ERROR_LEN * 2];
+} PipelineEntry;
 
 /* One shard's newest manifest version, as the view knows it. */
 typedef struct ManifestViewShard
@@ -110,7 +156,8 @@ typedef struct SharedStoreSlot
 	WriterState writer_state;
 	int			times_fenced;
 	int64		epoch;
-	int64		tip;			/* highest durable position */
+	int64		tip;			/* highest position settled in order:
+								 * acknowledged (or failed for good) */
 	int64		last_stamp;		/* effective stamp at tip */
 	TimestampTz tip_observed_at;	/* when tip was last known to be the tip:
 									 * the claim's manifest read, or the start
@@ -118,7 +165,17 @@ typedef struct SharedStoreSlot
 	bool		flushing;		/* a flush of the memtable runs */
 
 	/* group commit (group_commit.c) */
-	bool		leader_active;
+	int			leaders_active; /* leaders writing an entry (at most the
+								 * pipeline depth) */
+	int64		next_position;	/* the highest position given to a leader */
+	int64		next_stamp;		/* the stamp of the entry there */
+	TimestampTz last_lead_at;	/* when the last leader started */
+	bool		pipeline_broken;	/* an entry's outcome is unsettled: the
+									 * pipeline drains, then the writer claims
+									 * again */
+	int			pipeline_error_code;	/* why: the broken entry's SQLSTATE */
+	char		pipeline_error[SLOT_ERROR_LEN * 2]; /* and message */
+	PipelineEntry pipeline[WAL_PIPELINE_MAX];
 	int64		last_group_transactions;	/* in the last entry written */
 	dsa_pointer queue_head;
 	dsa_pointer queue_tail;

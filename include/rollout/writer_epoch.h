@@ -19,7 +19,10 @@ typedef struct ShardClaim
 	int64		epoch;			/* the new writer epoch */
 	int64		manifest_version;	/* of the shard manifest it committed */
 	int64		drops_covered_by_base;	/* that manifest's */
-	int64		fence_position; /* the fence marker's WAL position: the tip */
+	int64		fence_position; /* the fence marker's WAL position */
+	int64		tip;			/* where the writer goes on from: the fence,
+								 * or past the dead entries a previous
+								 * writer's pipeline landed right after it */
 	int64		stamp;			/* the fence's effective stamp */
 	TimestampTz observed_at;	/* when the manifest it built on was read */
 } ShardClaim;

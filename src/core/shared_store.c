@@ -182,7 +182,7 @@ shared_store_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
 		bool		busy;
 
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-		busy = slot->leader_active || DsaPointerIsValid(slot->queue_head) ||
+		busy = slot->leaders_active > 0 || DsaPointerIsValid(slot->queue_head) ||
 			slot->flushing || slot->writer_state == WRITER_INITIALIZING;
 		if (!busy)
 		{
@@ -197,6 +197,7 @@ shared_store_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
 				slot->writer_state = WRITER_NONE;
 				slot->times_fenced = 0;
 				slot->epoch = slot->tip = slot->last_stamp = 0;
+				slot->next_position = slot->next_stamp = 0;
 				strlcpy(slot->incarnation, store->incarnation, SLOT_SHARD_LEN);
 			}
 			LWLockRelease(&slot->lock);

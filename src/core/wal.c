@@ -3,8 +3,10 @@
  * wal.c
  *		Append entries to a shard's WAL on the object store, and list them.
  *
- * The rules that keep positions free of holes and never reused (DESIGN.md
- * §6.2), and how this file keeps them:
+ * The rules that keep positions never reused, and every acknowledged entry
+ * out of any hole (DESIGN.md §6.2; the shared writer's pipeline bends the
+ * first rule, docs/WRITER.md), and how this file keeps them for the direct
+ * path, which writes one entry at a time:
  *
  *	- A writer creates position p+1 only once p is known to exist: the
  *	  starting tip is the highest position a listing returned (listed objects
@@ -176,6 +178,24 @@ wal_entry_count_rows(SegmentReader *reader, int index, void *arg)
 	{
 		*rows += ((WalIngestRef *) lfirst(lc))->rows;
 	}
+}
+
+/* See wal.h. */
+void
+wal_entry_count_live_rows(SegmentReader *reader, int index, void *arg)
+{
+	WalLiveRows *live = arg;
+	WalEntryMetadata *metadata;
+
+	if (live->epoch_floors[index] >= 0)
+		live->running_epoch = live->epoch_floors[index];
+	if (reader == NULL)
+		return;
+	metadata = wal_metadata_from_json(reader->metadata, reader->source->name);
+	if (metadata->epoch < live->running_epoch)
+		return;					/* dead */
+	live->running_epoch = metadata->epoch;
+	wal_entry_count_rows(reader, index, &live->rows);
 }
 
 /*

@@ -10,9 +10,19 @@
  * writes them as ONE WAL entry at the next position with create-if-absent,
  * and wakes the others with the outcome.  Under load one PUT carries many
  * transactions, so throughput is no longer one transaction per object-store
- * round trip.  Positions stay strictly sequential because only the leader
- * writes, and the leader knows the tip (no listing).  Once durable, the
- * requests become a memtable batch (memtable.c) without a copy.
+ * round trip.  Positions are handed out in order under the slot's lock, by
+ * this cluster's writer, which knows the tip (no listing).  Once durable,
+ * the requests become a memtable batch (memtable.c) without a copy.
+ *
+ * Pipelining (docs/WRITER.md, "Pipelined WAL writes").  Up to
+ * rollout_fdw.wal_pipeline_depth leaders write consecutive positions at
+ * once, each in its cell of the slot's pipeline.  Entries are settled in
+ * position order, by whichever leader finishes: a landed entry is published
+ * (acknowledged) only once every position before it is settled, so no
+ * acknowledged entry ever sits behind a hole.  A failed PUT with entries
+ * after it fills its position with an empty entry; one that cannot be
+ * settled, or a fence, fails it and everything after it, and the writer
+ * claims the shard again, which makes the leftovers dead.
  *
  * Credentials.  A leader takes only the requests that came through its own
  * credentials (the access fingerprint of the store handle); the others wait
@@ -38,6 +48,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "rollout/fault.h"
 #include "rollout/flush.h"
 #include "rollout/grace.h"
 #include "rollout/group_commit.h"
@@ -45,6 +56,7 @@
 #include "rollout/scratch.h"
 #include "rollout/shard.h"
 #include "rollout/shared_store.h"
+#include "rollout/store_keys.h"
 #include "rollout/wal.h"
 #include "rollout/writer_epoch.h"
 
@@ -57,7 +69,10 @@
 /* rollout_fdw.commit_delay (microseconds; -1 automatic) */
 static int	commit_delay_us = -1;
 
-/* Define rollout_fdw.commit_delay; _PG_init calls this. */
+/* rollout_fdw.wal_pipeline_depth */
+static int	wal_pipeline_depth = 4;
+
+/* Define rollout_fdw.commit_delay and wal_pipeline_depth; _PG_init calls this. */
 void
 group_commit_define_settings(void)
 {
@@ -67,6 +82,14 @@ group_commit_define_settings(void)
 							&commit_delay_us,
 							-1, -1, 100000,
 							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.wal_pipeline_depth",
+							"WAL entries of one shard that group commit may write at once.",
+							"1 writes one entry at a time; more lets the next group start while earlier ones are still being written. A commit is acknowledged only once its entry and every earlier position are settled.",
+							&wal_pipeline_depth,
+							4, 1, WAL_PIPELINE_MAX,
+							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);
 }
@@ -140,38 +163,81 @@ leader_commit_delay_us(SharedStoreSlot *slot)
 	return (long) Min(put_time_us / puts / 10, COMMIT_DELAY_AUTO_MAX_US);
 }
 
-/* The requests a leader took from the queue, and what it writes them under. */
+/* The entry a leader writes: its cell of the pipeline, and what only it needs. */
 typedef struct LeaderBatch
 {
-	dsa_pointer head;			/* the taken requests, in queue order */
-	int64		rows;
-	int64		tombstones;		/* of the rows and ingest segments */
-	int64		bytes;			/* of their row blobs */
-	Size		reserved;		/* of their allocations: the memtable budget */
-	int64		transactions;
-	bool		truncate;		/* one of them ran TRUNCATE: so does the entry */
-
-	/* the writer as the claim left it, when the requests were taken */
-	bool		writer_ready;
-	int64		epoch;
-	int64		position;		/* the tip + 1 */
-	int64		previous_stamp; /* effective stamp at the tip */
+	PipelineEntry entry;		/* a copy of its cell, taken under the lock */
+	bool		assigned;		/* it got a position (else it fails at once) */
+	bool		writer_ready;	/* the writer as the claim left it */
 	TimestampTz tip_observed_at;	/* when the tip was known to be it */
-
-	int64		stamp;			/* the entry's, once written */
+	char		put_id[64];		/* of its PUT, to recognise it landed */
 } LeaderBatch;
+
+/* The pipeline cell of position (slot lock held). */
+static inline PipelineEntry *
+pipeline_entry(SharedStoreSlot *slot, int64 position)
+{
+	return &slot->pipeline[position % WAL_PIPELINE_MAX];
+}
+
+/*
+ * Whether a committer whose request is still queued leads now (slot lock
+ * held exclusively; leadership is then counted).  With no leader writing,
+ * it does.  With some, it does only while fewer than the depth write, a
+ * cell is free for the next position, the pipeline is not draining after a
+ * broken entry, and the last leader started at least a depth-th of the
+ * mean PUT time ago: leaders spread evenly over a round trip each take what
+ * queued meanwhile, instead of one leader per commit (which would be no
+ * group commit at all).  Otherwise *wait_ms says how long until the spacing
+ * allows a leader (0: until an entry settles).
+ */
+static bool
+pipeline_may_lead(SharedStoreSlot *slot, long *wait_ms)
+{
+	TimestampTz now;
+	int64		spacing_us;
+	int64		since_us;
+
+	*wait_ms = 0;
+	if (slot->pipeline_broken ||
+		slot->next_position - slot->tip >= WAL_PIPELINE_MAX)
+		return false;
+	if (slot->leaders_active > 0)
+	{
+		if (slot->leaders_active >= wal_pipeline_depth || slot->wal_puts == 0)
+			return false;
+		now = GetCurrentTimestamp();
+		spacing_us = slot->put_time_total_us / slot->wal_puts / wal_pipeline_depth;
+		since_us = (int64) (now - slot->last_lead_at);
+		if (since_us < spacing_us)
+		{
+			*wait_ms = Max((spacing_us - since_us + 999) / 1000, 1);
+			return false;
+		}
+	}
+	else
+		now = GetCurrentTimestamp();
+	slot->leaders_active++;
+	slot->last_lead_at = now;
+	return true;
+}
 
 /*
  * Take the queued requests that came through the leader's credentials (the
  * others wait for a leader of theirs, see the file header), in queue order
  * and up to a bounded entry size, but always up to and including the
- * leader's own request (own).  The rest stay queued in their order.
+ * leader's own request (own), unless another leader took that already:
+ * then nothing is taken and leadership is given up here.  The rest stay
+ * queued in their order.  With
+ * the writer ready and a batch header (batch_pointer) at hand, the entry
+ * gets the next position and stamp, and its cell in the pipeline.
  */
 static void
 leader_take_requests(SharedStoreSlot *slot, dsa_area *area, dsa_pointer own,
-					 LeaderBatch *batch)
+					 dsa_pointer batch_pointer, LeaderBatch *batch)
 {
 	const char *fingerprint = ((CommitRequest *) dsa_get_address(area, own))->fingerprint;
+	PipelineEntry *entry = &batch->entry;
 	dsa_pointer taken_tail = InvalidDsaPointer;
 	dsa_pointer kept_head = InvalidDsaPointer;
 	dsa_pointer kept_tail = InvalidDsaPointer;
@@ -179,30 +245,32 @@ leader_take_requests(SharedStoreSlot *slot, dsa_area *area, dsa_pointer own,
 	bool		full = false;
 
 	memset(batch, 0, sizeof(LeaderBatch));
-	batch->head = InvalidDsaPointer;
+	entry->requests = InvalidDsaPointer;
+	entry->batch = batch_pointer;
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 	for (dsa_pointer p = slot->queue_head; DsaPointerIsValid(p);)
 	{
 		CommitRequest *request = dsa_get_address(area, p);
 		dsa_pointer next = request->next;
 
-		if (own_taken && batch->bytes + request->rows_len > LEADER_MAX_BATCH_BYTES)
+		if (own_taken && entry->bytes + request->rows_len > LEADER_MAX_BATCH_BYTES)
 			full = true;
 		request->next = InvalidDsaPointer;
 		if (!full && strcmp(request->fingerprint, fingerprint) == 0)
 		{
 			if (p == own)
 				own_taken = true;
-			batch->bytes += request->rows_len;
-			batch->reserved += request->size;
-			batch->rows += request->row_count;
-			batch->tombstones += request->tombstone_count;
-			batch->truncate |= request->truncate;
-			batch->transactions++;
+			request->taken = true;
+			entry->bytes += request->rows_len;
+			entry->reserved += request->size;
+			entry->rows += request->row_count;
+			entry->tombstones += request->tombstone_count;
+			entry->truncate |= request->truncate;
+			entry->transactions++;
 			if (DsaPointerIsValid(taken_tail))
 				((CommitRequest *) dsa_get_address(area, taken_tail))->next = p;
 			else
-				batch->head = p;
+				entry->requests = p;
 			taken_tail = p;
 		}
 		else
@@ -223,50 +291,193 @@ leader_take_requests(SharedStoreSlot *slot, dsa_area *area, dsa_pointer own,
 	 * and the writer may have been fenced since its request was queued.
 	 */
 	batch->writer_ready = slot->writer_state == WRITER_READY;
-	batch->epoch = slot->epoch;
-	batch->position = slot->tip + 1;
-	batch->previous_stamp = slot->last_stamp;
 	batch->tip_observed_at = slot->tip_observed_at;
+	if (entry->transactions == 0)
+	{
+		/* another leader took our request while we waited: nothing to write */
+		slot->leaders_active--;
+		LWLockRelease(&slot->lock);
+		ConditionVariableBroadcast(&slot->state_cv);
+		return;
+	}
+	if (batch->writer_ready && DsaPointerIsValid(batch_pointer))
+	{
+		batch->assigned = true;
+		entry->state = PIPELINE_WRITING;
+		entry->epoch = slot->epoch;
+		entry->position = ++slot->next_position;
+		entry->stamp = slot->next_stamp = Max(wal_next_stamp(), slot->next_stamp + 1);
+		entry->started = GetCurrentTimestamp();
+		*pipeline_entry(slot, entry->position) = *entry;
+	}
 	LWLockRelease(&slot->lock);
 }
 
 /*
- * Fail every request of the batch with one SQLSTATE and message, and give
- * up leadership.  stats_error, if not NULL, is counted as the store's
- * latest error.
+ * Fail every request of a chain with one SQLSTATE and message, counting
+ * them as failed transactions (slot lock held).
  */
 static void
-leader_fail(SharedStoreSlot *slot, dsa_area *area, LeaderBatch *batch,
-			int error_code, const char *message, const char *stats_error)
+pipeline_fail_requests(SharedStoreSlot *slot, dsa_area *area, dsa_pointer head,
+					   int64 transactions, int error_code, const char *message)
 {
-	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-	requests_finish(area, batch->head, REQUEST_FAILED, 0, error_code, message);
-	slot->leader_active = false;
-	if (stats_error != NULL)
+	requests_finish(area, head, REQUEST_FAILED, 0, error_code, message);
+	slot->transactions_failed += transactions;
+	slot->errors++;
+	strlcpy(slot->last_error, message, SLOT_ERROR_LEN);
+	slot->last_error_at = GetCurrentTimestamp();
+}
+
+/*
+ * A durable entry whose turn has come (every position before it is
+ * settled): its requests become the memtable batch, the counters move, and
+ * the committers learn the outcome (slot lock held).
+ */
+static void
+pipeline_publish(SharedStoreSlot *slot, dsa_area *area, PipelineEntry *entry)
+{
+	CommitRequest *first = dsa_get_address(area, entry->requests);
+
+	slot->tip = entry->position;
+	slot->last_stamp = entry->stamp;
+	slot->tip_observed_at = entry->started;
+	memtable_add_batch(slot, entry->batch, entry->requests, entry->position,
+					   entry->stamp, entry->truncate, first->fingerprint);
+	slot->queued_bytes -= entry->reserved;
+	slot->rows_appended += entry->rows;
+	slot->rows_deleted += entry->tombstones;
+	slot->bytes_appended += entry->bytes;
+	slot->transactions_committed += entry->transactions;
+	slot->last_group_transactions = entry->transactions;
+	slot->wal_puts++;
+	slot->put_time_total_us += entry->elapsed_us;
+	slot->put_time_max_us = Max(slot->put_time_max_us, entry->elapsed_us);
+	requests_finish(area, entry->requests, REQUEST_DONE, entry->position, 0, NULL);
+}
+
+/*
+ * Settle the pipeline in position order (slot lock held): publish each
+ * landed entry whose turn has come, fail each failed one (its position holds
+ * no rows of it, so the entries after it go on), and stop at an entry still
+ * being written.  A broken entry stops the pipeline: it and every entry
+ * after it fail as they finish, since what lies at its position is unknown
+ * (or a newer writer's) and so the entries after it must never be
+ * acknowledged.  Once the last of them finished, the pipeline is empty
+ * again, and a writer that was not fenced claims the shard again at the next
+ * commit: the claim's fence makes the leftovers after the broken position
+ * dead for every reader (docs/WRITER.md, "Pipelined WAL writes").
+ */
+static void
+pipeline_settle(SharedStoreSlot *slot, dsa_area *area)
+{
+	while (!slot->pipeline_broken && slot->tip < slot->next_position)
 	{
-		slot->transactions_failed += batch->transactions;
-		slot->errors++;
-		strlcpy(slot->last_error, stats_error, SLOT_ERROR_LEN);
-		slot->last_error_at = GetCurrentTimestamp();
+		PipelineEntry *entry = pipeline_entry(slot, slot->tip + 1);
+
+		if (entry->state == PIPELINE_WRITING)
+			return;
+		if (entry->state == PIPELINE_BROKEN)
+		{
+			slot->pipeline_broken = true;
+			slot->pipeline_error_code = entry->error_code;
+			strlcpy(slot->pipeline_error, entry->error, sizeof(slot->pipeline_error));
+			break;
+		}
+		if (entry->state == PIPELINE_LANDED)
+			pipeline_publish(slot, area, entry);
+		else
+		{
+			pipeline_fail_requests(slot, area, entry->requests, entry->transactions,
+								   entry->error_code, entry->error);
+			dsa_free(area, entry->batch);
+			slot->tip = entry->position;
+		}
+		entry->state = PIPELINE_FREE;
 	}
+	if (!slot->pipeline_broken)
+		return;
+
+	for (int64 position = slot->tip + 1; position <= slot->next_position; position++)
+	{
+		PipelineEntry *entry = pipeline_entry(slot, position);
+
+		if (entry->state == PIPELINE_WRITING || entry->state == PIPELINE_FREE)
+			continue;
+		pipeline_fail_requests(slot, area, entry->requests, entry->transactions,
+							   slot->pipeline_error_code, slot->pipeline_error);
+		dsa_free(area, entry->batch);
+		entry->state = PIPELINE_FREE;
+	}
+	if (slot->leaders_active > 0)
+		return;
+	slot->pipeline_broken = false;
+	slot->next_position = slot->tip;
+	if (slot->writer_state == WRITER_READY)
+		slot->writer_state = WRITER_NONE;
+}
+
+/*
+ * A leader is done with its entry, which now stands at state (LANDED,
+ * FAILED or BROKEN, with error_code and error for the last two): record it,
+ * settle what can be settled, give up leadership and wake the committers.
+ */
+static void
+leader_finish(SharedStoreSlot *slot, dsa_area *area, LeaderBatch *batch,
+			  PipelineState state, int error_code, const char *error)
+{
+	PipelineEntry *entry;
+
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	entry = pipeline_entry(slot, batch->entry.position);
+	entry->state = state;
+	entry->elapsed_us = (int64) (GetCurrentTimestamp() - entry->started);
+	entry->error_code = error_code;
+	if (error != NULL)
+		strlcpy(entry->error, error, sizeof(entry->error));
+	slot->leaders_active--;
+	pipeline_settle(slot, area);
 	LWLockRelease(&slot->lock);
 	ConditionVariableBroadcast(&slot->commit_cv);
+	ConditionVariableBroadcast(&slot->state_cv);
+}
+
+/*
+ * Fail the requests of a batch that got no position (the writer is not
+ * ready, or no batch header could be allocated) and give up leadership.
+ */
+static void
+leader_fail_unassigned(SharedStoreSlot *slot, dsa_area *area, LeaderBatch *batch,
+					   int error_code, const char *message)
+{
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	requests_finish(area, batch->entry.requests, REQUEST_FAILED, 0, error_code, message);
+	slot->leaders_active--;
+	if (slot->pipeline_broken)
+		pipeline_settle(slot, area);
+	LWLockRelease(&slot->lock);
+	ConditionVariableBroadcast(&slot->commit_cv);
+	ConditionVariableBroadcast(&slot->state_cv);
 }
 
 /*
  * Write the batch as the WAL entry at its position, through the local file
  * path: every request's rows in queue (commit) order, with their ingest
- * references.  ERROR unless the entry is ours; nothing is overwritten.
+ * references.  Returns WAL_PUT_CREATED, or WAL_PUT_TAKEN when a previous
+ * writer's entry of an older epoch holds the position (dead: see
+ * leader_write).  ERROR for anything else, with *fenced set when the
+ * position holds a newer writer's entry; nothing is overwritten.
  */
-static void
+static WalPutResult
 leader_write_entry(RolloutStore *store, SharedStoreSlot *slot, dsa_area *area,
-				   LeaderBatch *batch, const char *path)
+				   LeaderBatch *batch, const char *path, volatile bool *fenced)
 {
+	PipelineEntry *entry = &batch->entry;
 	WalEntryMetadata metadata = {0};
 	List	   *blobs = NIL;
 	int64		owner_epoch;
+	WalPutResult put;
 
-	for (dsa_pointer p = batch->head; DsaPointerIsValid(p);)
+	for (dsa_pointer p = entry->requests; DsaPointerIsValid(p);)
 	{
 		CommitRequest *request = dsa_get_address(area, p);
 		StringInfo	blob = palloc0(sizeof(StringInfoData));
@@ -280,88 +491,165 @@ leader_write_entry(RolloutStore *store, SharedStoreSlot *slot, dsa_area *area,
 	}
 	metadata.kind = "wal";
 	metadata.shard = store->shard;
-	metadata.epoch = batch->epoch;
-	metadata.stamp = Max(wal_next_stamp(), batch->previous_stamp + 1);
+	metadata.epoch = entry->epoch;
+	metadata.stamp = entry->stamp;
 	metadata.put_id = objstore_new_put_id();
-	metadata.transactions = batch->transactions;
-	metadata.truncate = batch->truncate;
+	metadata.transactions = entry->transactions;
+	metadata.truncate = entry->truncate;
+	strlcpy(batch->put_id, metadata.put_id, sizeof(batch->put_id));
 
 	/*
 	 * A tip learnt longer ago than half the minimum gc grace (an idle writer)
 	 * is checked against the shard manifest first (grace.h).
 	 */
 	if (rollout_output_too_old(batch->tip_observed_at))
-		writer_check_still_owner(store, slot, batch->epoch, batch->position);
+		writer_check_still_owner(store, slot, entry->epoch, entry->position);
+	rollout_fault_point("group_commit.before_put");
 	wal_write_entry_file(store, blobs, &metadata, path);
-	switch (wal_put_entry(store, batch->position, path, metadata.put_id,
-						  batch->epoch, &owner_epoch))
+	rollout_fault_point("group_commit.instead_of_put");
+	put = wal_put_entry(store, entry->position, path, metadata.put_id,
+						entry->epoch, &owner_epoch);
+	if (put == WAL_PUT_FENCED)
 	{
-		case WAL_PUT_CREATED:
-			break;
-		case WAL_PUT_FENCED:
-			writer_note_fenced(slot, batch->epoch);
-			shard_raise_taken_over(store, batch->position, owner_epoch, batch->epoch);
-			break;
-		case WAL_PUT_TAKEN:
-			/* an entry we did not know of: never skip it */
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("WAL position %lld of shard \"%s\" in store \"%s\" is taken by an unexpected entry",
-							(long long) batch->position, store->shard, store->name),
-					 errdetail("Nothing was overwritten.")));
+		*fenced = true;
+		writer_note_fenced(slot, entry->epoch);
+		shard_raise_taken_over(store, entry->position, owner_epoch, entry->epoch);
 	}
-	batch->stamp = metadata.stamp;
+	if (put == WAL_PUT_TAKEN && owner_epoch == entry->epoch)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("WAL position %lld of shard \"%s\" in store \"%s\" is taken by an unexpected entry",
+						(long long) entry->position, store->shard, store->name),
+				 errdetail("Nothing was overwritten.")));
+	return put;
 }
 
 /*
- * The batch's entry is durable: its requests become the memtable batch at
- * batch_pointer, the counters move, and the committers learn the outcome.
+ * Settle the position of an entry whose PUT failed while entries after it
+ * are in flight: they may land, and must never be acknowledged over a hole
+ * that could still be filled.  So the position is filled here, with an
+ * empty entry of our epoch (create-if-absent).  Created: the position holds
+ * none of the batch's rows, for good, and the pipeline goes on (FAILED).
+ * Taken by our own PUT after all (its put id): LANDED.  Taken by anything
+ * else, or no answer: BROKEN, and the pipeline drains.
  */
-static void
-leader_publish(RolloutStore *store, SharedStoreSlot *slot, dsa_area *area,
-			   dsa_pointer batch_pointer, LeaderBatch *batch, TimestampTz started)
+static PipelineState
+leader_fill_position(RolloutStore *store, SharedStoreSlot *slot,
+					 LeaderBatch *batch, const char *path)
 {
-	int64		elapsed_us = (int64) (GetCurrentTimestamp() - started);
+	PipelineEntry *entry = &batch->entry;
+	WalEntryMetadata filler = {0};
+	volatile PipelineState state = PIPELINE_BROKEN;
+	MemoryContext caller_context = CurrentMemoryContext;
 
-	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-
-	/*
-	 * A claim that ran meanwhile (the writer was fenced by someone else's
-	 * entry and reopened) sealed this entry with its replay and owns the tip
-	 * now; the batch is then at or below its replay_after, which scans and
-	 * the next flush skip.
-	 */
-	if (slot->epoch == batch->epoch)
+	filler.kind = "wal";
+	filler.shard = store->shard;
+	filler.epoch = entry->epoch;
+	filler.stamp = entry->stamp;
+	filler.put_id = objstore_new_put_id();
+	filler.transactions = 0;
+	PG_TRY();
 	{
-		slot->tip = batch->position;
-		slot->last_stamp = batch->stamp;
-		slot->tip_observed_at = started;
+		int64		owner_epoch;
+		WalEntryMetadata *owner;
+
+		wal_write_entry_file(store, NIL, &filler, path);
+		switch (wal_put_entry(store, entry->position, path, filler.put_id,
+							  entry->epoch, &owner_epoch))
+		{
+			case WAL_PUT_CREATED:
+				state = PIPELINE_FAILED;
+				break;
+			case WAL_PUT_FENCED:
+				writer_note_fenced(slot, entry->epoch);
+				break;
+			case WAL_PUT_TAKEN:
+				owner = wal_read_metadata(store,
+										  rollout_key_wal(store, store->shard, entry->position),
+										  entry->position);
+				if (strcmp(owner->put_id, batch->put_id) == 0)
+					state = PIPELINE_LANDED;
+				else if (owner->epoch < entry->epoch)
+					state = PIPELINE_FAILED;	/* a previous writer's dead
+												 * entry */
+				break;
+		}
 	}
-	memtable_add_batch(slot, batch_pointer, batch->head, batch->position,
-					   batch->stamp, batch->truncate,
-					   store->objstore->access_fingerprint);
-	slot->queued_bytes -= batch->reserved;
-	slot->rows_appended += batch->rows;
-	slot->rows_deleted += batch->tombstones;
-	slot->bytes_appended += batch->bytes;
-	slot->transactions_committed += batch->transactions;
-	slot->last_group_transactions = batch->transactions;
-	slot->wal_puts++;
-	slot->put_time_total_us += elapsed_us;
-	slot->put_time_max_us = Max(slot->put_time_max_us, elapsed_us);
-	requests_finish(area, batch->head, REQUEST_DONE, batch->position, 0, NULL);
-	slot->leader_active = false;
-	LWLockRelease(&slot->lock);
-	ConditionVariableBroadcast(&slot->commit_cv);
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(caller_context);
+		FlushErrorState();
+	}
+	PG_END_TRY();
+	(void) unlink(path);
+	ereport(LOG,
+			(errmsg("rollout_fdw: WAL position %lld of shard \"%s\" in store \"%s\" %s after its write failed",
+					(long long) entry->position, store->shard, store->name,
+					state == PIPELINE_FAILED ? "was filled with an empty entry" :
+					state == PIPELINE_LANDED ? "was found written" :
+					"could not be settled"),
+			 errdetail("Entries after it were in flight.")));
+	return state;
 }
 
 /*
- * Lead: write the queued requests (own among them) as one WAL entry.  Called
- * with interrupts held; gives up leadership before returning, and on every
- * failure fails exactly the requests it took, since none may stay pending
- * while their committers wait.
+ * The entry's PUT failed with error (its SQLSTATE error_code).  With nothing
+ * after it in the pipeline, its position is given back, as a writer
+ * without a pipeline does: the next leader writes there again.  Otherwise
+ * the position is settled first (leader_fill_position).  Returns whether
+ * the committers fail with error itself (not when the entry was found
+ * written, nor when the outcome stays unknown).
  */
-static void
+static bool
+leader_settle_failure(RolloutStore *store, SharedStoreSlot *slot,
+					  dsa_area *area, LeaderBatch *batch, const char *path,
+					  bool fenced, int error_code, const char *error)
+{
+	PipelineEntry *entry = &batch->entry;
+	PipelineState state;
+
+	if (!fenced)
+	{
+		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+		if (slot->next_position == entry->position)
+		{
+			slot->next_position--;
+			pipeline_entry(slot, entry->position)->state = PIPELINE_FREE;
+			pipeline_fail_requests(slot, area, entry->requests, entry->transactions,
+								   error_code, error);
+			slot->leaders_active--;
+			if (slot->pipeline_broken)
+				pipeline_settle(slot, area);
+			LWLockRelease(&slot->lock);
+			dsa_free(area, entry->batch);
+			ConditionVariableBroadcast(&slot->commit_cv);
+			ConditionVariableBroadcast(&slot->state_cv);
+			return true;
+		}
+		LWLockRelease(&slot->lock);
+	}
+	state = fenced ? PIPELINE_BROKEN : leader_fill_position(store, slot, batch, path);
+	if (state == PIPELINE_BROKEN && !fenced)
+	{
+		leader_finish(slot, area, batch, state, ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN,
+					  psprintf("the outcome of WAL position %lld is unknown: %s",
+							   (long long) entry->position, error));
+		return false;
+	}
+	leader_finish(slot, area, batch, state, error_code, error);
+	return state != PIPELINE_LANDED;
+}
+
+/*
+ * Lead: write the queued requests (own among them) as one WAL entry at the
+ * next position, while up to rollout_fdw.wal_pipeline_depth - 1 other
+ * leaders write the positions before or after it.  Called with interrupts
+ * held and leadership counted; gives up leadership before returning.
+ * Whatever happens, the entry ends settled (leader_finish): every committer
+ * learns its outcome from its request, this leader included, and nothing
+ * is raised here.  Returns the error its write raised, if any.
+ */
+static ErrorData *
 group_commit_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own)
 {
 	dsa_area   *area = memtable_dsa();
@@ -369,56 +657,68 @@ group_commit_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own)
 	MemoryContext caller_context = CurrentMemoryContext;
 	LeaderBatch batch;
 	dsa_pointer batch_pointer;
-	TimestampTz started;
 	char	   *path;
+	volatile bool fenced = false;
+	volatile WalPutResult put = WAL_PUT_CREATED;
+	ErrorData  *volatile edata = NULL;
 
 	if (delay_us > 0)
 		pg_usleep(delay_us);
 
 	/* the batch header first: once the PUT landed nothing may fail */
 	batch_pointer = dsa_allocate_extended(area, sizeof(MemBatch), DSA_ALLOC_NO_OOM);
-	leader_take_requests(slot, area, own, &batch);
-	if (!batch.writer_ready)
+	leader_take_requests(slot, area, own, batch_pointer, &batch);
+	if (batch.entry.transactions == 0)
 	{
-		leader_fail(slot, area, &batch, ERRCODE_T_R_SERIALIZATION_FAILURE,
-					psprintf("the writer of shard \"%s\" is being reopened after it was fenced; retry the transaction",
-							 store->shard), NULL);
 		if (DsaPointerIsValid(batch_pointer))
 			dsa_free(area, batch_pointer);
-		return;
+		return NULL;
 	}
-	if (!DsaPointerIsValid(batch_pointer))
+	if (!batch.assigned)
 	{
-		leader_fail(slot, area, &batch, ERRCODE_OUT_OF_MEMORY,
-					"the rollout_fdw memtable has no room for a batch header", NULL);
-		return;
+		if (DsaPointerIsValid(batch_pointer))
+			dsa_free(area, batch_pointer);
+		leader_fail_unassigned(slot, area, &batch,
+							   batch.writer_ready ? ERRCODE_OUT_OF_MEMORY : ERRCODE_T_R_SERIALIZATION_FAILURE,
+							   batch.writer_ready
+							   ? "the rollout_fdw memtable has no room for a batch header"
+							   : psprintf("the writer of shard \"%s\" is being reopened; retry the transaction",
+										  store->shard));
+		return NULL;
 	}
 
 	path = rollout_scratch_file_path("wal");
-	started = GetCurrentTimestamp();
 	PG_TRY();
 	{
-		leader_write_entry(store, slot, area, &batch, path);
+		put = leader_write_entry(store, slot, area, &batch, path, &fenced);
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
-
 		MemoryContextSwitchTo(caller_context);
 		edata = CopyErrorData();
-		(void) unlink(path);
-		/* followers get the same SQLSTATE, message and context */
-		leader_fail(slot, area, &batch, edata->sqlerrcode,
-					edata->context
-					? psprintf("%s (%s)", edata->message, edata->context)
-					: edata->message,
-					edata->message);
-		dsa_free(area, batch_pointer);
-		PG_RE_THROW();
+		FlushErrorState();
 	}
 	PG_END_TRY();
 	(void) unlink(path);
-	leader_publish(store, slot, area, batch_pointer, &batch, started);
+
+	if (edata != NULL)
+	{
+		/* followers get the same SQLSTATE, message and context */
+		if (!leader_settle_failure(store, slot, area, &batch, path, fenced,
+								   edata->sqlerrcode,
+								   edata->context
+								   ? psprintf("%s (%s)", edata->message, edata->context)
+								   : edata->message))
+			edata = NULL;
+	}
+	else if (put == WAL_PUT_TAKEN)
+		leader_finish(slot, area, &batch, PIPELINE_FAILED,
+					  ERRCODE_T_R_SERIALIZATION_FAILURE,
+					  psprintf("WAL position %lld of shard \"%s\" holds an entry a previous writer left behind; retry the transaction",
+							   (long long) batch.entry.position, store->shard));
+	else
+		leader_finish(slot, area, &batch, PIPELINE_LANDED, 0, NULL);
+	return edata;
 }
 
 /*
@@ -530,22 +830,27 @@ commit_request_release(SharedStoreSlot *slot, dsa_pointer pointer)
 }
 
 /*
- * Queue the request and wait for its outcome, leading whenever no leader
- * is active.  Interrupts are held throughout: once our rows may be in a
- * PUT, a cancel must not report failure for a write that lands; the wait
- * is bounded by the leader's PUT.  Returns the request's final status and,
- * when done, its entry's *position: read under the lock, since a done
- * request belongs to the memtable, which a flush may trim at any moment.
+ * Queue the request and wait for its outcome, leading whenever the
+ * pipeline takes another leader (pipeline_may_lead).  Interrupts are held
+ * throughout: once our rows may be in a PUT, a cancel must not report
+ * failure for a write that lands; the wait is bounded by the leaders' PUTs.
+ * Returns the request's final status and, when done, its entry's
+ * *position: read under the lock, since a done request belongs to the
+ * memtable, which a flush may trim at any moment.  When this backend led
+ * the entry that failed, *own_error is the error its write raised (NULL
+ * otherwise), so that its committer reports it whole.
  */
 static RequestStatus
 commit_request_await(RolloutStore *store, SharedStoreSlot *slot,
-					 dsa_pointer pointer, int64 *position)
+					 dsa_pointer pointer, int64 *position, ErrorData **own_error)
 {
 	dsa_area   *area = memtable_dsa();
 	CommitRequest *request = dsa_get_address(area, pointer);
 	bool		leader = false;
+	long		wait_ms = 0;
 	RequestStatus status;
 
+	*own_error = NULL;
 	HOLD_INTERRUPTS();
 	ConditionVariablePrepareToSleep(&slot->commit_cv);
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
@@ -554,45 +859,37 @@ commit_request_await(RolloutStore *store, SharedStoreSlot *slot,
 	else
 		slot->queue_head = pointer;
 	slot->queue_tail = pointer;
-	if (!slot->leader_active)
-		slot->leader_active = leader = true;
+	leader = pipeline_may_lead(slot, &wait_ms);
 	LWLockRelease(&slot->lock);
 
 	for (;;)
 	{
 		if (leader)
 		{
-			PG_TRY();
-			{
-				group_commit_lead(store, slot, pointer);
-			}
-			PG_CATCH();
-			{
-				/*
-				 * Our own request was in the failed entry (marked FAILED):
-				 * release it and fail this transaction.  The ERROR already
-				 * reset the interrupt holdoff count.
-				 */
-				ConditionVariableCancelSleep();
-				commit_request_release(slot, pointer);
-				PG_RE_THROW();
-			}
-			PG_END_TRY();
+			/* settles its entry whatever happens: never raises */
+			*own_error = group_commit_lead(store, slot, pointer);
 			leader = false;
 		}
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 		status = request->status;
 		*position = request->position;
-		if (status == REQUEST_PENDING && !slot->leader_active)
-			slot->leader_active = leader = true;
+		if (status == REQUEST_PENDING && !request->taken)
+			leader = pipeline_may_lead(slot, &wait_ms);
 		LWLockRelease(&slot->lock);
 		if (status != REQUEST_PENDING)
 			break;
-		if (!leader)
+		if (leader)
+			continue;
+		if (wait_ms > 0)
+			(void) ConditionVariableTimedSleep(&slot->commit_cv, wait_ms,
+											   PG_WAIT_EXTENSION);
+		else
 			ConditionVariableSleep(&slot->commit_cv, PG_WAIT_EXTENSION);
 	}
 	ConditionVariableCancelSleep();
 	RESUME_INTERRUPTS();
+	if (status != REQUEST_FAILED)
+		*own_error = NULL;
 	return status;
 }
 
@@ -614,6 +911,7 @@ group_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 	dsa_pointer pointer;
 	CommitRequest *request;
 	int64		position;
+	ErrorData  *own_error;
 
 	/*
 	 * A slot still holding state of an older creation of the store (deleted
@@ -629,13 +927,24 @@ group_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 									  tombstone_count, &refs);
 	request = dsa_get_address(area, pointer);
 	request->truncate = truncate;
-	if (commit_request_await(store, slot, pointer, &position) == REQUEST_FAILED)
+	if (commit_request_await(store, slot, pointer, &position, &own_error) == REQUEST_FAILED)
 	{
 		char		error[SLOT_ERROR_LEN * 2];
 		int			error_code = request->error_code;
 
+		if (own_error != NULL)
+		{
+			/* this backend wrote the failed entry: its error, whole */
+			commit_request_release(slot, pointer);
+			ReThrowError(own_error);
+		}
 		strlcpy(error, request->error, sizeof(error));
 		commit_request_release(slot, pointer);
+		if (error_code == ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN)
+			ereport(ERROR,
+					(errcode(error_code),
+					 errmsg("could not commit to store \"%s\": %s", store->name, error),
+					 errdetail("The store did not say whether the group commit's WAL entry was written: its rows become visible if it was, when this cluster claims the shard again.")));
 		ereport(ERROR,
 				(errcode(error_code ? error_code : ERRCODE_IO_ERROR),
 				 errmsg("could not commit to store \"%s\": %s", store->name, error),

@@ -106,6 +106,39 @@ shard_write_fence(RolloutStore *store, const WalEntryMetadata *fence,
 }
 
 /*
+ * The position after which the writer of a fresh claim writes: its fence's,
+ * or past the entries right after the fence that a previous writer's
+ * pipeline still landed.  Those are dead (an older epoch after a newer one,
+ * never acknowledged; readers skip them, docs/WRITER.md), and passing them
+ * here spares the first commits a position that is taken.  A newer epoch
+ * there means another cluster claimed after us; an entry of our own epoch
+ * is left for the next PUT to meet, as any unexpected entry.
+ */
+static int64
+shard_claim_pass_dead_entries(RolloutStore *store, int64 epoch,
+							  int64 fence_position)
+{
+	int64		tip = fence_position;
+	ListCell   *lc;
+
+	foreach(lc, wal_contiguous_prefix(wal_list_after(store, store->shard,
+													 fence_position),
+									  fence_position))
+	{
+		WalEntryRef *entry = lfirst(lc);
+		WalEntryMetadata *owner = wal_read_metadata(store, entry->key,
+													entry->position);
+
+		if (owner->epoch > epoch)
+			shard_raise_taken_over(store, entry->position, owner->epoch, epoch);
+		if (owner->epoch == epoch)
+			break;
+		tip = entry->position;
+	}
+	return tip;
+}
+
+/*
  * Claim the shard (writer_epoch.h).  Each round first refuses a cluster
  * superseded by a promoted standby and a stale copy in the default location,
  * then flushes the durable WAL tail, commits the next epoch with
@@ -185,8 +218,9 @@ shard_claim(RolloutStore *store, bool only_for_new_timeline,
 			claim.manifest_version = manifest->version;
 			claim.drops_covered_by_base = manifest->drops_covered_by_base;
 			claim.fence_position = position;
+			claim.tip = shard_claim_pass_dead_entries(store, fence.epoch, position);
 			claim.stamp = fence.stamp;
-			store->wal_tip_hint = position;
+			store->wal_tip_hint = claim.tip;
 			return claim;
 		}
 
@@ -221,9 +255,32 @@ writer_claim(RolloutStore *store, SharedStoreSlot *slot,
 	memtable_trim(slot, claim.fence_position - 1, claim.manifest_version,
 				  claim.drops_covered_by_base);
 	slot->epoch = claim.epoch;
-	slot->tip = claim.fence_position;
-	slot->last_stamp = claim.stamp;
+	slot->tip = slot->next_position = claim.tip;
+	slot->last_stamp = slot->next_stamp = claim.stamp;
 	slot->tip_observed_at = claim.observed_at;
+}
+
+/*
+ * Wait until no group-commit leader of the previous claim is writing: a
+ * claim sets the tip and the epoch that leaders build on, and its fence
+ * must come after every entry they may still land.  Their PUTs are bounded.
+ */
+static void
+writer_wait_for_pipeline(SharedStoreSlot *slot)
+{
+	ConditionVariablePrepareToSleep(&slot->state_cv);
+	for (;;)
+	{
+		int			leaders;
+
+		LWLockAcquire(&slot->lock, LW_SHARED);
+		leaders = slot->leaders_active;
+		LWLockRelease(&slot->lock);
+		if (leaders == 0)
+			break;
+		ConditionVariableSleep(&slot->state_cv, PG_WAIT_EXTENSION);
+	}
+	ConditionVariableCancelSleep();
 }
 
 /* Make sure this cluster's writer of the shard is ready (claim it once). */
@@ -281,6 +338,7 @@ writer_ensure_ready(RolloutStore *store, SharedStoreSlot *slot)
 
 	PG_TRY();
 	{
+		writer_wait_for_pipeline(slot);
 		writer_claim(store, slot, &superseded);
 	}
 	PG_CATCH();
