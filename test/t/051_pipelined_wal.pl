@@ -1,0 +1,227 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+#
+# 051_pipelined_wal.pl — the windows pipelined WAL writes open
+# (docs/WRITER.md, "Pipelined WAL writes"): with rollout_fdw.wal_pipeline_depth
+# > 1 a group-commit leader writes position p+1 while p is still being
+# written, and a commit is acknowledged only once every position up to its
+# own is settled.  Fault points stop the leader of p between taking its
+# group and its PUT (group_commit.before_put, instead_of_put) while a second
+# session's entry lands at p+1:
+#
+#   1. p fails while p+1 lands: the leader fills p with an empty entry of its
+#      epoch, p's transaction fails, p+1's is acknowledged, and no reader
+#      ever sees p's rows;
+#   2. a crash with p+1 durable and p not: p+1 was never acknowledged; until
+#      the next claim no reader sees it (readers stop at the hole), and the
+#      claim's fence at p makes it dead for good (an older epoch after a
+#      newer one).  A dead entry landing later, right after a flushed fence
+#      (sealed_epoch), is skipped too, and the commit that meets it at its
+#      position fails with a retryable error instead of overwriting it;
+#   3. fencing in the middle of a pipeline: another cluster claims the shard
+#      (same shard id) while p is being written and p+1 has landed; both of
+#      this cluster's transactions fail as taken over, and p+1's rows are
+#      visible nowhere, also after flushes and a restart.
+# A third cluster reads the shard's WAL tail from the store (read_wal_tail)
+# throughout: every acknowledged row exactly once, no row of a failed or
+# unacknowledged commit.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use PsqlScript;
+use RolloutStore;
+use RolloutTest qw(writer_node still_running wait_for_fault
+  restart_after_crash count_in_log);
+use Time::HiRes ();
+use Test::More;
+
+my $SHARD = 'twin';
+my $store = RolloutStore->for_test('051_pipelined_wal');
+my $wal = "piped/shards/$SHARD/wal";
+
+my $A = writer_node('pipe_a', 'rollout_fdw.shard_id' => $SHARD,
+	'rollout_fdw.wal_pipeline_depth' => 4);
+my $B = writer_node('pipe_b', 'rollout_fdw.shard_id' => $SHARD,
+	'rollout_fdw.wal_pipeline_depth' => 4);
+my $C = PostgreSQL::Test::Cluster->new('pipe_reader');
+$C->init;
+$C->start;
+for my $n ($A, $B, $C)
+{
+	$store->create_extension_and_server($n);
+	my $tail = $n == $C ? ", read_wal_tail 'true'" : '';
+	$n->safe_psql('postgres',
+		"CREATE FOREIGN TABLE t (id text, v int) SERVER s OPTIONS (store 'piped', key 'id'$tail)");
+}
+
+my %acknowledged;    # id => 1
+
+# Commit row $id on $n; remembers it when the commit returned success.
+sub commit_row
+{
+	my ($n, $id) = @_;
+	my ($ret, $out, $err) = $n->psql('postgres', "INSERT INTO t VALUES ('$id', 1)");
+	$acknowledged{$id} = 1 if $ret == 0;
+	return ($ret, $err);
+}
+
+sub ids_on
+{
+	my ($n) = @_;
+	return $n->safe_psql('postgres', 'SELECT string_agg(id, \',\' ORDER BY id) FROM t');
+}
+
+sub expected_ids { return join(',', sort keys %acknowledged); }
+
+# Whether object $key appears within 30 s.
+sub wait_for_object
+{
+	my ($key) = @_;
+	for (1 .. 300)
+	{
+		return 1 if $store->exists($key);
+		Time::HiRes::usleep(100_000);
+	}
+	return 0;
+}
+
+sub last_position { my @p = $store->wal_positions($wal); return $p[-1] // 0; }
+
+# Start a session on $n whose commit of $id leads its own group and stops at
+# the fault points of @faults; returns the session once it sleeps.
+sub start_stopped_leader
+{
+	my ($n, $id, @faults) = @_;
+	my $offset = -s $n->logfile;
+	my $s = PsqlScript->start($n,
+		sql => "SET rollout_fdw.fail_at = '" . join(', ', @faults) . "';\nINSERT INTO t VALUES ('$id', 1);\n");
+	wait_for_fault($n, 'group_commit.before_put', $offset);
+	return $s;
+}
+
+# A session on $n committing $id while the leader of position $p sleeps:
+# waits until its entry landed at $p + 1.
+sub start_follower
+{
+	my ($n, $id, $p) = @_;
+	my $s = PsqlScript->start($n, sql => "INSERT INTO t VALUES ('$id', 1);\n");
+	ok(wait_for_object($store->wal_key($wal, $p + 1)),
+		"$id: its entry landed at " . ($p + 1) . " while $p is still being written");
+	return $s;
+}
+
+# A few commits first: the leaders' spacing is a share of the mean PUT time.
+for my $i (1 .. 5)
+{
+	my ($ret, $err) = commit_row($A, "a$i");
+	is($ret, 0, "a$i commits") or diag($err);
+}
+is(ids_on($C), expected_ids(), 'the reading cluster sees the first commits');
+
+# ---------------------------------------------------------------------------
+# 1. p fails while p+1 lands
+# ---------------------------------------------------------------------------
+my $p = last_position() + 1;
+my $s1 = start_stopped_leader($A, 'f1', 'group_commit.before_put:sleep=3',
+	'group_commit.instead_of_put:error');
+my $s2 = start_follower($A, 'f2', $p);
+is(still_running($A, q{INSERT INTO t VALUES (''f2''%}), 1,
+	'f2 is not acknowledged while the position before it is open');
+my ($exit, $out, $err) = $s1->finish;
+isnt($exit, 0, 'f1 fails');
+like($err, qr/fault point "group_commit.instead_of_put" reached/, '... with its write error');
+($exit, $out, $err) = $s2->finish;
+is($exit, 0, 'f2 is acknowledged once p is settled') or diag($err);
+$acknowledged{f2} = 1;
+my $filler = $store->wal_entry($wal, $p);
+is($filler->{transactions}, 0, "position $p holds an empty entry");
+is($filler->{epoch}, $store->wal_entry($wal, $p + 1)->{epoch}, '... of the writer\'s epoch');
+is(count_in_log($A, qr/WAL position $p of shard "$SHARD" in store "piped" was filled with an empty entry/, 0),
+	1, 'the filler is logged');
+is(ids_on($A), expected_ids(), 'the writer sees f2, not f1');
+is(ids_on($C), expected_ids(), 'so does the cluster reading the WAL tail');
+
+# ---------------------------------------------------------------------------
+# 2. a crash with p+1 durable and p not
+# ---------------------------------------------------------------------------
+my $epoch_before = $store->wal_entry($wal, last_position())->{epoch};
+$p = last_position() + 1;
+$s1 = start_stopped_leader($A, 'c1', 'group_commit.before_put:sleep=3',
+	'group_commit.instead_of_put:crash');
+$s2 = start_follower($A, 'c2', $p);
+($exit) = $s1->finish;
+isnt($exit, 0, 'c1: the leader of p crashed');
+($exit) = $s2->finish;
+isnt($exit, 0, 'c2: its committer lost its connection unacknowledged');
+ok(restart_after_crash($A), 'the postmaster stopped after the crash and started again');
+ok(!$store->exists($store->wal_key($wal, $p)), "position $p is a hole");
+is($store->wal_entry($wal, $p + 1)->{epoch}, $epoch_before, 'position ' . ($p + 1) . ' holds c2\'s entry');
+is(ids_on($A), expected_ids(), 'before the next claim, readers stop at the hole: no c1, no c2');
+is(ids_on($C), expected_ids(), '... on the reading cluster too');
+
+my ($ret);
+($ret, $err) = commit_row($A, 'c3');
+is($ret, 0, 'the next commit claims the shard and commits') or diag($err);
+my $fence = $store->wal_entry($wal, $p);
+is($fence->{kind}, 'fence', "the claim's fence took the hole at $p");
+is($fence->{epoch}, $epoch_before + 1, '... under the next epoch');
+ok($store->exists($store->wal_key($wal, $p + 2)), 'c3 landed after the dead entry, at ' . ($p + 2));
+is(ids_on($A), expected_ids(), 'c2 is dead: visible nowhere');
+is(ids_on($C), expected_ids(), '... not on the reading cluster either');
+
+is($A->safe_psql('postgres', q{SELECT count(*) FROM rollout_flush('t')}), '1', 'a flush seals the fence and c3');
+my $manifest = $store->newest_manifest("piped/shards/$SHARD/_manifest");
+is($manifest->{sealed_epoch}, $epoch_before + 1, 'the shard manifest records the epoch of what it sealed');
+
+# A dead entry landing late, right after the flushed fence: the old
+# writer's PUT of c2, as if it had been slow.
+my $late = last_position() + 1;
+$store->put($store->wal_key($wal, $late), $store->get($store->wal_key($wal, $p + 1)));
+is(ids_on($C), expected_ids(), 'a dead entry right after replay_after is skipped (sealed_epoch)');
+($ret, $err) = commit_row($A, 'c4');
+isnt($ret, 0, 'the commit whose position holds the dead entry fails');
+like($err, qr/holds an entry a previous writer left behind; retry the transaction/, '... asking for a retry');
+is($store->wal_entry($wal, $late)->{epoch}, $epoch_before, '... and leaves the entry there as it was');
+($ret, $err) = commit_row($A, 'c4');
+is($ret, 0, 'the retry commits') or diag($err);
+is(ids_on($A), expected_ids(), 'the writer sees c4, not c2');
+is(ids_on($C), expected_ids(), '... and so does the reading cluster');
+
+# ---------------------------------------------------------------------------
+# 3. fencing in the middle of a pipeline
+# ---------------------------------------------------------------------------
+$p = last_position() + 1;
+$s1 = start_stopped_leader($A, 'm1', 'group_commit.before_put:sleep=4');
+$s2 = start_follower($A, 'm2', $p);
+($ret, $err) = commit_row($B, 'b1');
+is($ret, 0, 'another cluster with the same shard id claims the shard and commits') or diag($err);
+is($store->wal_entry($wal, $p)->{kind}, 'fence', "its fence took position $p, which A was still writing");
+my $taken = qr/shard "\Q$SHARD\E" of store "piped" was taken over by another writer/;
+($exit, $out, $err) = $s1->finish;
+isnt($exit, 0, 'm1 fails');
+like($err, $taken, '... taken over');
+($exit, $out, $err) = $s2->finish;
+isnt($exit, 0, 'm2, whose entry landed after the position the fence took, fails');
+like($err, $taken, '... taken over too');
+is(ids_on($B), expected_ids(), 'the new owner sees every acknowledged row, and no m1 or m2');
+is(ids_on($C), expected_ids(), '... and so does the reading cluster');
+
+($ret, $err) = commit_row($A, 'a6');
+is($ret, 0, 'A claims the shard back (fenced once) and commits') or diag($err);
+is($A->safe_psql('postgres', q{SELECT count(*) FROM rollout_flush('t')}), '1', 'A flushes');
+is(ids_on($C), expected_ids(), 'after the flushes, exactly the acknowledged rows');
+$A->restart;
+$B->restart;
+is(ids_on($A), expected_ids(), 'after a restart: the same on A');
+is(ids_on($C), expected_ids(), '... and on the reading cluster');
+is($C->safe_psql('postgres', q{SELECT count(*) FROM t}), scalar(keys %acknowledged),
+	'each acknowledged row once');
+
+done_testing();
