@@ -255,6 +255,10 @@ writer_claim(RolloutStore *store, SharedStoreSlot *slot,
 	memtable_trim(slot, claim.fence_position - 1, claim.manifest_version,
 				  claim.drops_covered_by_base);
 	slot->epoch = claim.epoch;
+	/* the pipeline drained before the claim (writer_wait_for_pipeline) */
+	for (int i = 0; i < WAL_PIPELINE_MAX; i++)
+		Assert(slot->pipeline[i].state == PIPELINE_FREE);
+	slot->pipeline_broken = false;
 	slot->tip = slot->next_position = claim.tip;
 	slot->last_stamp = slot->next_stamp = claim.stamp;
 	slot->tip_observed_at = claim.observed_at;

@@ -5,7 +5,8 @@
 # because something is slow.  Run as root.
 #
 #   bash test/bench/objstore_commit.sh [--quick] [--duration S] [--clients "1 8 32"]
-#        [--delay-ms MS] [--backends "s3 azure rgw"] [--no-build] [--keep] [--out FILE]
+#        [--delay-ms MS] [--backends "s3 azure rgw"] [--depths "1 4"] [--no-build] [--keep]
+#        [--out FILE]
 #
 #   --quick       5 s per run instead of 15 s
 #   --duration S  seconds per pgbench run (default 15)
@@ -13,6 +14,10 @@
 #   --delay-ms MS proxy delay per direction (default 10, i.e. a 20 ms round trip)
 #   --backends L  which stores (default "s3 azure", plus rgw when its server runs):
 #                 s3 = moto, azure = Azurite, rgw = Ceph RGW (test/servers/*.sh)
+#   --depths L    rollout_fdw.wal_pipeline_depth values to run each remote store
+#                 with, one after another in the same cluster (default "1 4": one
+#                 WAL PUT in flight per shard against the pipeline); its rows are
+#                 labelled store_dN
 #   --no-build    do not run make / make install
 #   --keep        keep the work directory (logs)
 #   --out FILE    also write the markdown table to FILE
@@ -44,6 +49,7 @@ duration=15
 clients="1 8 32"
 delay=10
 backends=
+depths="1 4"
 build=1
 keep=0
 out=
@@ -54,6 +60,7 @@ while [ $# -gt 0 ]; do
 	--clients) clients=$2; shift ;;
 	--delay-ms) delay=$2; shift ;;
 	--backends) backends=$2; shift ;;
+	--depths) depths=$2; shift ;;
 	--no-build) build=0 ;;
 	--keep) keep=1 ;;
 	--out) out=$2; shift ;;
@@ -122,7 +129,7 @@ cat >>"$DATA/postgresql.conf" <<EOF
 listen_addresses = ''
 port = $PORT
 unix_socket_directories = '$WORK'
-max_connections = 100
+max_connections = 200
 shared_buffers = 256MB
 shared_preload_libraries = 'rollout_fdw'
 rollout_fdw.worker_databases = 'postgres'
@@ -230,13 +237,18 @@ for b in $backends; do
 	esac
 	psql_q -c "CREATE FOREIGN TABLE t_$b (id text, v bigint, payload jsonb) SERVER b_$b OPTIONS (store 't_$b', key 'id')" \
 		-c "INSERT INTO t_$b VALUES ('warm-up', 0, '{}')"
-	echo "== $b through the proxy ($delay ms each way), ${duration}s per run" >&2
-	for c in $clients; do run_one "t_$b" "$b" "$c"; done
+	for d in $depths; do
+		psql_q -c "ALTER SYSTEM SET rollout_fdw.wal_pipeline_depth = $d" -c "SELECT pg_reload_conf()" >/dev/null
+		sleep 0.5
+		echo "== $b through the proxy ($delay ms each way), wal_pipeline_depth $d, ${duration}s per run" >&2
+		for c in $clients; do run_one "t_$b" "${b}_d$d" "$c"; done
+		labels+=("${b}_d$d")
+	done
+	psql_q -c "ALTER SYSTEM RESET rollout_fdw.wal_pipeline_depth" -c "SELECT pg_reload_conf()" >/dev/null
 	# exactness: every row once
 	read -r n d <<<"$(psql_q -c "SELECT count(*) || ' ' || count(DISTINCT id) FROM t_$b")"
 	[ "$n" = "$d" ] || { echo "objstore_commit.sh: $b has duplicate rows ($n rows, $d keys)" >&2; exit 1; }
 	kill_proxy
-	labels+=("$b")
 done
 
 rtt=$((2 * delay))
@@ -261,9 +273,19 @@ table=$(
 			ok1 = (t >= 400); ok2 = (ppt < 0.2); ok3 = (p99 < 3 * rtt);
 			printf "Bar at %s clients, %s: %.0f tps (>= 400: %s), %.3f WAL PUTs/xact (< 0.2: %s), p99 %.1f ms = %.1f round trips (< 3: %s)\n",
 				c, l, t, ok1 ? "met" : "missed", ppt, ok2 ? "met" : "missed", p99, p99 / rtt, ok3 ? "met" : "missed" }'
+		# issue 15: >= 2,500 tps at 32 clients, >= 6,000 and <= 0.05 WAL PUTs/xact at 128
+		for c in 32 128; do
+			k=$l-$c
+			[ -n "${TPS[$k]:-}" ] || continue
+			awk -v l="$l" -v c="$c" -v t="${TPS[$k]}" -v ppt="${PPT[$k]}" -v p99="${P99[$k]}" -v rtt="$rtt" 'BEGIN {
+				want = (c == 32) ? 2500 : 6000;
+				printf "Issue 15 at %s clients, %s: %.0f tps (>= %d: %s), p99 %.1f round trips (< 3: %s)%s\n",
+					c, l, t, want, (t >= want) ? "met" : "missed", p99 / rtt, (p99 < 3 * rtt) ? "met" : "missed",
+					(c == 128) ? sprintf(", %.3f WAL PUTs/xact (<= 0.05: %s)", ppt, (ppt <= 0.05) ? "met" : "missed") : "" }'
+		done
 	done
 	echo
-	echo "Setup: PostgreSQL 15, rollout_fdw preloaded (group commit), sweeper flush every 1 s, proxy delay $delay ms each way (round trip $rtt ms), ${duration} s per run, $(nproc) CPUs; servers on loopback (moto, Azurite$( [[ " ${labels[*]} " == *" rgw "* ]] && echo ", Ceph RGW"))."
+	echo "Setup: PostgreSQL 15, rollout_fdw preloaded (group commit), sweeper flush every 1 s, proxy delay $delay ms each way (round trip $rtt ms), ${duration} s per run, $(nproc) CPUs; servers on loopback (moto, Azurite$( [[ " ${labels[*]} " == *" rgw_"* ]] && echo ", Ceph RGW"))."
 )
 echo
 echo "$table"
