@@ -209,6 +209,9 @@ typedef struct SharedStoreSlot
 	int64		transactions_committed;
 	int64		transactions_failed;
 	int64		wal_puts;
+	int64		wal_puts_pipelined; /* begun while an earlier position was
+									 * still being written */
+	int64		wal_fillers;	/* positions filled after a failed PUT */
 	int64		put_time_total_us;
 	int64		put_time_max_us;
 	int64		backpressure_waits;

@@ -53,6 +53,8 @@ typedef struct SharedStoreStats
 	int64		transactions_committed;
 	int64		transactions_failed;
 	int64		wal_puts;
+	int64		wal_puts_pipelined;
+	int64		wal_fillers;
 	int64		put_time_total_us;
 	int64		put_time_max_us;
 	int64		memtable_rows;

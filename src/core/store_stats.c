@@ -128,6 +128,8 @@ shared_store_stats(SharedStoreStats **stats_out)
 			s->transactions_committed = slot->transactions_committed;
 			s->transactions_failed = slot->transactions_failed;
 			s->wal_puts = slot->wal_puts;
+			s->wal_puts_pipelined = slot->wal_puts_pipelined;
+			s->wal_fillers = slot->wal_fillers;
 			s->put_time_total_us = slot->put_time_total_us;
 			s->put_time_max_us = slot->put_time_max_us;
 			s->memtable_rows = slot->mem_rows;

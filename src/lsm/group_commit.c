@@ -345,6 +345,8 @@ leader_take_requests(SharedStoreSlot *slot, dsa_area *area, dsa_pointer own,
 	if (batch->writer_ready && DsaPointerIsValid(batch_pointer))
 	{
 		batch->assigned = true;
+		if (slot->next_position > slot->tip)
+			slot->wal_puts_pipelined++;
 		entry->state = PIPELINE_WRITING;
 		entry->epoch = slot->epoch;
 		entry->position = ++slot->next_position;
@@ -598,6 +600,9 @@ leader_fill_position(RolloutStore *store, SharedStoreSlot *slot,
 		{
 			case WAL_PUT_CREATED:
 				state = PIPELINE_FAILED;
+				LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+				slot->wal_fillers++;
+				LWLockRelease(&slot->lock);
 				break;
 			case WAL_PUT_FENCED:
 				writer_note_fenced(slot, entry->epoch);

@@ -21,11 +21,12 @@
 PG_FUNCTION_INFO_V1(rollout_stat_stores);
 
 /*
- * Version 0.5 of the SQL definitions has all of them; 0.3 and 0.4 lack the
- * last (rows_deleted), 0.2 the last five (and the disk cache's).  A database
- * still at an older version gets the columns it declares.
+ * Version 0.6 of the SQL definitions has all of them; 0.5 lacks the last
+ * two (the pipeline's), 0.3 and 0.4 the last three (rows_deleted), 0.2 the
+ * last seven (and the disk cache's).  A database still at an older version
+ * gets the columns it declares.
  */
-#define STAT_STORES_COLUMNS 33
+#define STAT_STORES_COLUMNS 35
 
 /*
  * The set-returning function behind the rollout_stat_stores view: one row per
@@ -95,6 +96,8 @@ rollout_stat_stores(PG_FUNCTION_ARGS)
 		values[c++] = Int64GetDatum(s->cache_hit_bytes);
 		values[c++] = Int64GetDatum(s->cache_miss_bytes);
 		values[c++] = Int64GetDatum(s->rows_deleted);
+		values[c++] = Int64GetDatum(s->wal_puts_pipelined);
+		values[c++] = Int64GetDatum(s->wal_fillers);
 		Assert(c == STAT_STORES_COLUMNS);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

@@ -145,6 +145,8 @@ is($filler->{transactions}, 0, "position $p holds an empty entry");
 is($filler->{epoch}, $store->wal_entry($wal, $p + 1)->{epoch}, '... of the writer\'s epoch');
 is(count_in_log($A, qr/WAL position $p of shard "$SHARD" in store "piped" was filled with an empty entry/, 0),
 	1, 'the filler is logged');
+is($A->safe_psql('postgres', q{SELECT wal_fillers || ',' || (wal_puts_pipelined > 0) FROM rollout_stat_stores WHERE store = 'piped'}),
+	'1,true', 'rollout_stat_stores counts the filler and the pipelined PUT');
 is(ids_on($A), expected_ids(), 'the writer sees f2, not f1');
 is(ids_on($C), expected_ids(), 'so does the cluster reading the WAL tail');
 
