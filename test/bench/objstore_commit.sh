@@ -31,7 +31,8 @@
 # per transaction (rollout_stat_stores) and HTTP requests per transaction
 # (the proxy's counter: WAL PUTs, flushes, everything) and the mean time of
 # a WAL PUT (rollout_stat_stores), which separates the store's own latency
-# from time spent queueing for a group.  The same workload on
+# from time spent queueing for a group, and the share of WAL PUTs begun while
+# an earlier one was in flight (wal_puts_pipelined).  The same workload on
 # the local file:// store, in the same cluster, is the baseline.
 #
 # The bar of issue 5, printed as met or missed: at 32 clients and a 20 ms
@@ -171,13 +172,13 @@ proxy_requests() {
 	fi
 }
 
-declare -A TPS P50 P99 PPT RPT XACTS PUTMS
+declare -A TPS P50 P99 PPT RPT XACTS PUTMS PIPED
 run_one() {	# table label clients
 	local t=$1 label=$2 c=$3
 	local prefix=$LOGS/$label-$c jobs=$c
 	[ "$jobs" -gt 4 ] && jobs=4
 	local s0 s1 r0 r1
-	s0=$(psql_q -c "SELECT wal_puts || ' ' || transactions_committed || ' ' || put_latency_mean_ms FROM rollout_stat_stores WHERE store = '$t'")
+	s0=$(psql_q -c "SELECT wal_puts || ' ' || transactions_committed || ' ' || put_latency_mean_ms || ' ' || wal_puts_pipelined FROM rollout_stat_stores WHERE store = '$t'")
 	r0=$(proxy_requests)
 	sed "s/INTO t /INTO $t /" "$BENCH/group_commit/insert.sql" >"$WORK/insert_$t.sql"
 	as_pg pgbench -n -h "$WORK" -p "$PORT" -c "$c" -j "$jobs" -T "$duration" \
@@ -187,9 +188,9 @@ run_one() {	# table label clients
 		exit 1
 	}
 	r1=$(proxy_requests)
-	s1=$(psql_q -c "SELECT wal_puts || ' ' || transactions_committed || ' ' || put_latency_mean_ms FROM rollout_stat_stores WHERE store = '$t'")
-	read -r p0 x0 m0 <<<"$s0"
-	read -r p1 x1 m1 <<<"$s1"
+	s1=$(psql_q -c "SELECT wal_puts || ' ' || transactions_committed || ' ' || put_latency_mean_ms || ' ' || wal_puts_pipelined FROM rollout_stat_stores WHERE store = '$t'")
+	read -r p0 x0 m0 q0 <<<"$s0"
+	read -r p1 x1 m1 q1 <<<"$s1"
 	local k=$label-$c x=$((x1 - x0))
 	TPS[$k]=$(sed -nE 's/^tps = ([0-9.]+) \(without initial connection time\)/\1/p' "$prefix.out")
 	P50[$k]=$(cat "$prefix".[0-9]* | awk '{ print $3 / 1000 }' | percentile 50)
@@ -198,9 +199,11 @@ run_one() {	# table label clients
 	PPT[$k]=$(awk -v p=$((p1 - p0)) -v x="$x" 'BEGIN { if (x > 0) printf "%.3f", p / x; else print "nan" }')
 	RPT[$k]=$(awk -v p=$((r1 - r0)) -v x="$x" 'BEGIN { if (x > 0) printf "%.3f", p / x; else print "nan" }')
 	# the mean time of this run's WAL PUTs, from the view's running mean
+	# the share of this run's WAL PUTs begun while an earlier one was in flight
+	PIPED[$k]=$(awk -v p=$((p1 - p0)) -v q=$((q1 - q0)) 'BEGIN { if (p > 0) printf "%.2f", q / p; else print "nan" }')
 	PUTMS[$k]=$(awk -v p0="$p0" -v p1="$p1" -v m0="$m0" -v m1="$m1" 'BEGIN { if (p1 > p0) printf "%.2f", (m1 * p1 - m0 * p0) / (p1 - p0); else print "nan" }')
-	printf '   %-6s %3s clients: %8.1f tps, p50 %7.2f ms, p99 %7.2f ms, %.3f WAL PUTs/xact, %s requests/xact, WAL PUT %s ms\n' \
-		"$label" "$c" "${TPS[$k]}" "${P50[$k]}" "${P99[$k]}" "${PPT[$k]}" "${RPT[$k]}" "${PUTMS[$k]}" >&2
+	printf '   %-8s %3s clients: %8.1f tps, p50 %7.2f ms, p99 %7.2f ms, %.3f WAL PUTs/xact, %s requests/xact, WAL PUT %s ms, %s pipelined\n' \
+		"$label" "$c" "${TPS[$k]}" "${P50[$k]}" "${P99[$k]}" "${PPT[$k]}" "${RPT[$k]}" "${PUTMS[$k]}" "${PIPED[$k]}" >&2
 }
 
 run_id=$(basename "$WORK")
@@ -253,15 +256,15 @@ done
 
 rtt=$((2 * delay))
 table=$(
-	echo "| store | clients | tps | vs file:// | p50 ms | p99 ms | p99 in round trips | WAL PUTs / xact | requests / xact | mean WAL PUT ms | transactions |"
-	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| store | clients | tps | vs file:// | p50 ms | p99 ms | p99 in round trips | WAL PUTs / xact | requests / xact | mean WAL PUT ms | PUTs pipelined | transactions |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for l in "${labels[@]}"; do
 		for c in $clients; do
 			k=$l-$c
 			awk -v l="$l" -v c="$c" -v t="${TPS[$k]}" -v tb="${TPS[file-$c]}" -v p50="${P50[$k]}" -v p99="${P99[$k]}" \
-				-v rtt="$rtt" -v ppt="${PPT[$k]}" -v rpt="${RPT[$k]}" -v x="${XACTS[$k]}" -v pm="${PUTMS[$k]}" 'BEGIN {
+				-v rtt="$rtt" -v ppt="${PPT[$k]}" -v rpt="${RPT[$k]}" -v x="${XACTS[$k]}" -v pm="${PUTMS[$k]}" -v pp="${PIPED[$k]}" 'BEGIN {
 				rt = (l == "file") ? "-" : sprintf("%.1f", p99 / rtt);
-				printf "| %s | %s | %.0f | %.2fx | %.2f | %.2f | %s | %s | %s | %s | %s |\n", l, c, t, t / tb, p50, p99, rt, ppt, (l == "file") ? "-" : rpt, pm, x }'
+				printf "| %s | %s | %.0f | %.2fx | %.2f | %.2f | %s | %s | %s | %s | %s | %s |\n", l, c, t, t / tb, p50, p99, rt, ppt, (l == "file") ? "-" : rpt, pm, pp, x }'
 		done
 	done
 	echo
