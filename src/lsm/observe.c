@@ -34,6 +34,56 @@
 #include "rollout/wal.h"
 
 /*
+ * WAL entries whose footers say how many rows they hold, in position order
+ * per shard, each with the running epoch its shard's run starts from (the
+ * first entry of a run; -1 for the others): see wal_entry_count_live_rows.
+ */
+typedef struct WalFooters
+{
+	int			count;
+	int			capacity;
+	char	  **keys;
+	int64	   *sizes;
+	int64	   *epoch_floors;
+} WalFooters;
+
+static void
+wal_footers_add(WalFooters *footers, char *key, int64 size, int64 epoch_floor)
+{
+	if (footers->count == footers->capacity)
+	{
+		footers->capacity = Max(16, footers->capacity * 2);
+		footers->keys = footers->keys
+			? repalloc(footers->keys, sizeof(char *) * footers->capacity)
+			: palloc(sizeof(char *) * footers->capacity);
+		footers->sizes = footers->sizes
+			? repalloc(footers->sizes, sizeof(int64) * footers->capacity)
+			: palloc(sizeof(int64) * footers->capacity);
+		footers->epoch_floors = footers->epoch_floors
+			? repalloc(footers->epoch_floors, sizeof(int64) * footers->capacity)
+			: palloc(sizeof(int64) * footers->capacity);
+	}
+	footers->keys[footers->count] = key;
+	footers->sizes[footers->count] = size;
+	footers->epoch_floors[footers->count++] = epoch_floor;
+}
+
+/*
+ * The rows of the live entries among footers (dead ones hold none a read
+ * returns), their footers fetched in batches of concurrent requests.
+ */
+static int64
+wal_footers_count_rows(RolloutStore *store, WalFooters *footers)
+{
+	WalLiveRows live = {0};
+
+	live.epoch_floors = footers->epoch_floors;
+	rollout_segment_footers(store, footers->keys, footers->sizes, footers->count,
+							wal_entry_count_live_rows, &live);
+	return live.rows;
+}
+
+/*
  * Observe store (observe.h).  The cheap count reads in a snapshot's order, the
  * memtable first, then the shard manifests, then the base, so that a
  * concurrent flush or merge can make rows count twice but never vanish.  The
@@ -50,12 +100,7 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 	BaseManifest *base;
 	ListCell   *lc;
 	SharedStoreSlot *slot = shared_store_lookup(store);
-	int			wal_capacity = 16;
-	int			wal_count = 0;
-	char	  **wal_keys = palloc(sizeof(char *) * wal_capacity);
-	int64	   *wal_sizes = palloc(sizeof(int64) * wal_capacity);
-	int64	   *wal_floors = palloc(sizeof(int64) * wal_capacity);
-	WalLiveRows live = {0};
+	WalFooters	footers = {0};
 
 	/*
 	 * The memtable first, as a snapshot does: a flush commits the shard
@@ -120,34 +165,15 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 			if (own && result.unflushed_known)
 				continue;
 			foreach(ec, wal_contiguous_prefix(entries, manifest->replay_after))
-			{
-				WalEntryRef *entry = lfirst(ec);
-
-				if (wal_count == wal_capacity)
-				{
-					wal_capacity *= 2;
-					wal_keys = repalloc(wal_keys, sizeof(char *) * wal_capacity);
-					wal_sizes = repalloc(wal_sizes, sizeof(int64) * wal_capacity);
-					wal_floors = repalloc(wal_floors, sizeof(int64) * wal_capacity);
-				}
-				wal_keys[wal_count] = entry->key;
-				wal_floors[wal_count] = foreach_current_index(ec) == 0 ? manifest->sealed_epoch : -1;
-				wal_sizes[wal_count++] = entry->size;
-			}
+				wal_footers_add(&footers, ((WalEntryRef *) lfirst(ec))->key,
+								((WalEntryRef *) lfirst(ec))->size,
+								foreach_current_index(ec) == 0 ? manifest->sealed_epoch : -1);
 		}
 	}
 
-	/*
-	 * Their footers, fetched in batches of concurrent requests (the exact
-	 * count below counts the unflushed rows of its own snapshot instead).
-	 */
+	/* (the exact count below counts the unflushed rows of its own snapshot) */
 	if (!exact)
-	{
-		live.epoch_floors = wal_floors;
-		rollout_segment_footers(store, wal_keys, wal_sizes, wal_count,
-								wal_entry_count_live_rows, &live);
-		result.unflushed_rows += live.rows;
-	}
+		result.unflushed_rows += wal_footers_count_rows(store, &footers);
 	result.unflushed_known = true;
 
 	if (exact)
@@ -158,15 +184,11 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 		bool	   *isnull = palloc0(sizeof(bool) * store->schema.ncolumns);
 		MergeReadOptions options = {0};
 		MergeRead  *read;
-		int			source_count = Max(list_length(snapshot->sources), 1);
 
 		options.keep_tombstones = false;
 		options.follow_ingest = true;
 		read = merge_read_begin(store, snapshot, want, NULL, &options);
-		wal_keys = palloc(sizeof(char *) * source_count);
-		wal_sizes = palloc(sizeof(int64) * source_count);
-		wal_floors = palloc(sizeof(int64) * source_count);
-		wal_count = 0;
+		footers.count = 0;
 
 		while (merge_read_next(read, values, isnull))
 			result.exact_row_count++;
@@ -185,18 +207,10 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 			if (source->kind == SNAPSHOT_MEMTABLE || source->kind == SNAPSHOT_INGEST)
 				result.unflushed_rows += Max(source->rows, 0);
 			else if (source->kind == SNAPSHOT_WAL_ENTRY)
-			{
-				wal_keys[wal_count] = source->key;
-				wal_floors[wal_count] = source->epoch_floor;
-				wal_sizes[wal_count++] = source->bytes;
-			}
+				wal_footers_add(&footers, source->key, source->bytes,
+								source->epoch_floor);
 		}
-		/* their footers, fetched in batches of concurrent requests */
-		live.rows = 0;
-		live.epoch_floors = wal_floors;
-		rollout_segment_footers(store, wal_keys, wal_sizes, wal_count,
-								wal_entry_count_live_rows, &live);
-		result.unflushed_rows += live.rows;
+		result.unflushed_rows += wal_footers_count_rows(store, &footers);
 	}
 	result.row_count = result.base_rows + result.generation_rows +
 		result.unflushed_rows;
