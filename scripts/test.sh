@@ -22,15 +22,19 @@
 #               "# Backends: all" (they get their store from
 #               RolloutStore->for_test, test/perl) run against it; the other
 #               TAP tests are about one backend or one mode and run in the
-#               file:// runs.
+#               file:// runs.  In the whole matrix, a plain run leaves the
+#               TAP tests marked "# Modes: preload" (their nodes preload the
+#               writer whatever the mode: RolloutTest::writer_node) to the
+#               same backend's preloaded run, when the matrix has one.
 #   --keep      keep the temporary test tree (results/, tmp_check/) for inspection
 #   --checks-only  only the source checks (see below), nothing built
 #
 # What it does:
 #   0. with the whole matrix (or --checks-only), checks the sources first,
 #      each check counting as one test: the include rules of
-#      docs/ARCHITECTURE.md (scripts/check_layers.pl) and PostgreSQL's code
-#      layout (scripts/indent.pl, pg_bsd_indent);
+#      docs/ARCHITECTURE.md (scripts/check_layers.pl), the TAP tests'
+#      "# Modes: preload" marks (scripts/check_test_modes.pl) and
+#      PostgreSQL's code layout (scripts/indent.pl, pg_bsd_indent);
 #   1. installs the Debian packages (scripts/install-deps.sh) unless --no-deps;
 #   2. copies the source tree (without .git and build outputs) into a fresh
 #      postgres-owned directory /tmp/rollout_fdw_test.XXXXXX;
@@ -163,7 +167,7 @@ stop_servers() {
 check_passed=0 check_failed=0
 run_source_checks() {
 	local name
-	for name in check_layers indent; do
+	for name in check_layers check_test_modes indent; do
 		say "source check: $name"
 		if perl "$ROOT/scripts/$name.pl"; then
 			check_passed=$((check_passed + 1))
@@ -250,7 +254,12 @@ if [ "$mode" = both ]; then
 				echo "test.sh: could not start Azurite for lane $2" >&2
 			}
 		fi
+		# a plain run leaves the "# Modes: preload" tests to the same
+		# backend's preloaded run when the matrix has one
+		local preloaded_too=
+		[ "$m" = plain ] && [[ " $matrix " == *" $b:preload "* ]] && preloaded_too=1
 		env "${azurite_env[@]}" PGPORT=$((5440 + $2)) ROLLOUT_TEST_SERVERS_RUNNING=1 \
+			ROLLOUT_TEST_PRELOADED_RUN_TOO=$preloaded_too \
 			bash "${BASH_SOURCE[0]}" "${args[@]}" >"$3" 2>&1 || true
 		local line
 		line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$3" | tail -n 1)
@@ -463,6 +472,14 @@ fi
 if [ -n "${PROVE_TESTS:-}" ]; then
 	# shellcheck disable=SC2207,SC2086  # PROVE_TESTS: globs relative to the tree
 	tap_files=($(cd "$SRC" && echo $PROVE_TESTS))
+fi
+if [ -n "${ROLLOUT_TEST_PRELOADED_RUN_TOO:-}" ] && [ -z "$preload" ]; then
+	# the matrix also has this backend's preloaded run: the tests whose
+	# nodes preload the writer whatever the mode ("# Modes: preload") run
+	# there only, not twice
+	mapfile -t tap_files < <(grep -L '^# Modes: preload\b' "${tap_files[@]}" /dev/null | grep -vx /dev/null | sort)
+	PROVE_TESTS=$(for f in "${tap_files[@]}"; do printf '%s ' "${f#"$SRC"/}"; done)
+	export PROVE_TESTS
 fi
 shopt -u nullglob
 [ "${#regress_files[@]}" -gt 0 ] || [ "${#tap_files[@]}" -gt 0 ] ||

@@ -1,6 +1,8 @@
 
 # Copyright (c) rollout_fdw authors
 #
+# Modes: preload  (its clusters preload the writer in every run; scripts/test.sh)
+#
 # 012_memtable_worker_flush.pl — read-your-writes from the memtable and
 # flushes by the background worker (DESIGN.md §6.4, §9; issue 4).
 #

@@ -1,6 +1,8 @@
 
 # Copyright (c) rollout_fdw authors
 #
+# Modes: preload  (its clusters preload the writer in every run; scripts/test.sh)
+#
 # 013_group_commit.pl — group commit under 16 concurrent committers
 # (DESIGN.md §6.2; issue 4).
 #

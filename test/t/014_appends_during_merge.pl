@@ -1,6 +1,8 @@
 
 # Copyright (c) rollout_fdw authors
 #
+# Modes: preload  (its clusters preload the writer in every run; scripts/test.sh)
+#
 # 014_appends_during_merge.pl — with the shared-memory writer, appends keep
 # committing while a merge is held open (DESIGN.md §7.1, §11.3; issue 4).
 #

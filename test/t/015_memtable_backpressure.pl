@@ -1,6 +1,8 @@
 
 # Copyright (c) rollout_fdw authors
 #
+# Modes: preload  (its clusters preload the writer in every run; scripts/test.sh)
+#
 # 015_memtable_backpressure.pl — a full memtable makes committers wait for a
 # flush, never fail (DESIGN.md §6.4; issue 4).
 #

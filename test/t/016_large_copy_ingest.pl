@@ -1,6 +1,8 @@
 
 # Copyright (c) rollout_fdw authors
 #
+# Modes: preload  (its clusters preload the writer in every run; scripts/test.sh)
+#
 # 016_large_copy_ingest.pl — large transactions through ingest segments with
 # the shared-memory writer (DESIGN.md §6.3, §7.3; issue 4).
 #

@@ -1,6 +1,8 @@
 
 # Copyright (c) rollout_fdw authors
 #
+# Modes: preload  (its clusters preload the writer in every run; scripts/test.sh)
+#
 # 017_worker_store_errors.pl — the background worker survives a store that
 # became unreadable, reports it, and recovers (DESIGN.md §9; issue 4).
 #

@@ -1,6 +1,8 @@
 
 # Copyright (c) rollout_fdw authors
 #
+# Modes: preload  (its clusters preload the writer in every run; scripts/test.sh)
+#
 # 018_fencing.pl — two clusters misconfigured with the same shard id on one
 # store: epochs, fence markers, reopen-once (DESIGN.md §8; issue 4).
 #

@@ -1,6 +1,8 @@
 
 # Copyright (c) rollout_fdw authors
 #
+# Modes: preload  (its clusters preload the writer in every run; scripts/test.sh)
+#
 # Writers that act on an old view of the WAL must never land an entry in a
 # position garbage collection emptied: such an entry would sit at or below
 # the shard's replay_after, acknowledged and never read.

@@ -1,6 +1,8 @@
 
 # Copyright (c) rollout_fdw authors
 #
+# Modes: preload  (its clusters preload the writer in every run; scripts/test.sh)
+#
 # 040_sweeper_analyze.pl — with rollout_fdw.analyze_after_compaction the
 # background sweeper runs ANALYZE on a rollout table once it finds the
 # store's base compacted (worker/sweeper.c): not before a compaction, after

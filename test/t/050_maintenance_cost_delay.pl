@@ -3,6 +3,8 @@
 #
 # Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
 #
+# Modes: preload  (its clusters preload the writer in every run; scripts/test.sh)
+#
 # 050_maintenance_cost_delay.pl — merge, compaction and garbage collection
 # yield to commits with a cost-based delay, as VACUUM does
 # (objstore/maintenance_cost.c):

@@ -3,6 +3,8 @@
 #
 # Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
 #
+# Modes: preload  (its clusters preload the writer in every run; scripts/test.sh)
+#
 # 051_pipelined_wal.pl — the windows pipelined WAL writes open
 # (docs/WRITER.md, "Pipelined WAL writes"): with rollout_fdw.wal_pipeline_depth
 # > 1 a group-commit leader writes position p+1 while p is still being

@@ -3,6 +3,8 @@
 #
 # Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
 #
+# Modes: preload  (its clusters preload the writer in every run; scripts/test.sh)
+#
 # 052_crash_loop.pl — hard kills under load lose no acknowledged row and
 # duplicate none (DESIGN.md §6; docs/WRITER.md).
 #
