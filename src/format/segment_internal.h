@@ -98,6 +98,16 @@ extern bool segment_key_filter_test(const uint8 *bits, uint64 nbits,
 #define SEGMENT_ZSTD_LEVEL_FAST			(-1)
 
 /*
+ * A page of fewer raw bytes than this is compressed once, in fast mode,
+ * without trying level 1 first: what level 1 could save on it is a few
+ * hundred bytes at most, while the second compression is most of the CPU a
+ * one-row WAL entry spends in zstd (every page of such an entry is this
+ * small).  Pages of a full chunk are SEGMENT page_size (8 kB by default), so
+ * in larger segments only a chunk's last page can be this small.
+ */
+#define SEGMENT_SMALL_PAGE_SIZE			2048
+
+/*
  * Compression dictionaries (format version 4).  Pages of a few kB compress
  * poorly on their own (zstd has nothing to refer back to); a dictionary
  * trained on the column's first row group gives each page that history, so

@@ -487,6 +487,7 @@ compress_frame(SegmentWriter *writer, StringInfo raw, char *compressed,
  * running CRC of its chunk.  Returns the frame's size.  The frame is level
  * 1's, or fast mode's where that costs little room (segment_internal.h):
  * reads of such pages, lookups above all, then spend far less time in zstd.
+ * A small page is compressed in fast mode only (SEGMENT_SMALL_PAGE_SIZE).
  */
 static int64
 write_page(SegmentWriter *writer, StringInfo raw, const ZSTD_CDict *dictionary,
@@ -510,6 +511,9 @@ write_page(SegmentWriter *writer, StringInfo raw, const ZSTD_CDict *dictionary,
 					 errmsg("could not compress a chunk of segment \"%s\": %s",
 							writer->path, ZSTD_getErrorName(compressed_size))));
 	}
+	else if (raw->len < SEGMENT_SMALL_PAGE_SIZE)
+		compressed_size = compress_frame(writer, raw, compressed, bound,
+										 SEGMENT_ZSTD_LEVEL_FAST);
 	else if ((compressed_size = compress_frame(writer, raw, compressed, bound,
 											   SEGMENT_ZSTD_LEVEL)) >
 			 (size_t) raw->len -
