@@ -42,7 +42,8 @@ use Time::HiRes ();
 our @EXPORT_OK = qw(preload configure_node mode_node writer_node shard_of
   slurp_bin write_bin segment_metadata contiguous poll_until store_stats
   observe still_running wait_for_fault count_in_log create_mapping try_sql
-  restart_after_crash plan_node_types find_plan_node loop_size run_concurrently);
+  restart_after_crash plan_node_types find_plan_node loop_size run_concurrently
+  pump_if_running);
 
 # True when the suite runs with the shared-memory writer.
 sub preload
@@ -312,6 +313,21 @@ sub try_sql
 	my $rc = $node->psql('postgres', $sql, stdout => \$out, stderr => \$err);
 	push @$stderr_seen, $err if $stderr_seen;
 	return ($rc == 0, $out, $err, Time::HiRes::time() - $t0);
+}
+
+# Collect what the IPC::Run harness $h has printed so far, without waiting;
+# false once its process has ended.  IPC::Run's pump_nb dies with "process
+# ended prematurely" when the process ends between a pumpable() and the
+# pump, which a polling loop cannot rule out: that is an end here, not an
+# error.
+sub pump_if_running
+{
+	my ($h) = @_;
+	return 0 unless $h->pumpable;
+	my $running = eval { $h->pump_nb; 1 };
+	return 1 if $running;
+	die $@ unless $@ =~ /process ended prematurely/;
+	return 0;
 }
 
 # Run each SQL string of @$sqls in a psql of its own, all at once (say, racing

@@ -27,7 +27,7 @@ use Time::HiRes qw(sleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(mode_node contiguous run_concurrently);
+use RolloutTest qw(mode_node contiguous run_concurrently pump_if_running);
 use Test::More;
 
 my $node = mode_node('tempfiles');
@@ -55,12 +55,11 @@ sub run_watched
 		  '-c', "SET rollout_fdw.file_unnamed_temp_files = $setting", '-c', $sql ],
 		'>', \$out, '2>', \$err);
 	my %seen;
-	while ($h->pumpable)
+	do
 	{
 		$seen{$_} = 1 for temp_names();
 		sleep(0.002);
-		$h->pump_nb;
-	}
+	} while (pump_if_running($h));
 	$h->finish;
 	return ($h->full_result(0) >> 8, $err, sort keys %seen);
 }

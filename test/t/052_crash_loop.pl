@@ -34,7 +34,7 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(writer_node loop_size);
+use RolloutTest qw(writer_node loop_size pump_if_running);
 use IPC::Run ();
 use Time::HiRes ();
 use Test::More;
@@ -97,7 +97,7 @@ sub wait_first_ack
 		my $running = 0;
 		for my $run (@$runs)
 		{
-			$running++ if $run->{h}->pumpable && $run->{h}->pump_nb;
+			$running++ if pump_if_running($run->{h});
 			return Time::HiRes::time() - $start if $run->{out} =~ /^ack /m;
 		}
 		last unless $running;
