@@ -28,7 +28,7 @@ for my $test (@tests)
 	close $fh;
 	my $marked = $text =~ /^# Modes: preload\b/m;
 	(my $code = $text) =~ s/^\s*#.*$//mg;
-	my $asks_mode = $code =~ /\b(?:mode_node|configure_node|preload)\s*\(|ROLLOUT_TEST_PRELOAD/;
+	my $asks_mode = $code =~ /\b(?:mode_node|configure_node)\s*\(|\bpreload\b(?!\s*=>)|ROLLOUT_TEST_PRELOAD/;
 	my $writer_nodes = $code =~ /\bwriter_node\s*\(/;
 	push @findings, "$test: marked \"# Modes: preload\" but depends on the run's mode"
 	  if $marked && $asks_mode;

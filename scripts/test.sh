@@ -477,7 +477,12 @@ if [ -n "${ROLLOUT_TEST_PRELOADED_RUN_TOO:-}" ] && [ -z "$preload" ]; then
 	# the matrix also has this backend's preloaded run: the tests whose
 	# nodes preload the writer whatever the mode ("# Modes: preload") run
 	# there only, not twice
-	mapfile -t tap_files < <(grep -L '^# Modes: preload\b' "${tap_files[@]}" /dev/null | grep -vx /dev/null | sort)
+	# (tap_files are relative to the copy here, and may be a user's globs)
+	for f in "${tap_files[@]}"; do
+		[ -f "$SRC/$f" ] || [ -f "$f" ] || die "no such TAP test: $f"
+	done
+	mapfile -t tap_files < <(cd "$SRC" && grep -L '^# Modes: preload\b' "${tap_files[@]}" /dev/null |
+		grep -vx /dev/null | sort)
 	PROVE_TESTS=$(for f in "${tap_files[@]}"; do printf '%s ' "${f#"$SRC"/}"; done)
 	export PROVE_TESTS
 fi

@@ -324,8 +324,8 @@ sub pump_if_running
 {
 	my ($h) = @_;
 	return 0 unless $h->pumpable;
-	my $running = eval { $h->pump_nb; 1 };
-	return 1 if $running;
+	my $running;
+	return $running ? 1 : 0 if eval { $running = $h->pump_nb; 1 };
 	die $@ unless $@ =~ /process ended prematurely/;
 	return 0;
 }

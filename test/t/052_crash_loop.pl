@@ -143,7 +143,7 @@ for my $r (1 .. $ROUNDS)
 	for my $run (@runs)
 	{
 		$run->{h}->finish;
-		$round_failed{$1}++ for $run->{out} =~ /^fail (\w+) /mg;
+		$round_failed{$_}++ for $run->{out} =~ /^fail (\w+) /mg;
 		for my $line (split /\n/, $run->{out})
 		{
 			# a failure whose outcome is unknown (08007) may have landed
