@@ -15,7 +15,8 @@
 # that returned success; one to two seconds after the round's first
 # acknowledgement a backend is killed with SIGKILL (a committing one, or the
 # sweeper), so the postmaster resets shared memory (the memtable with it)
-# and every session loses its connection, some in the middle of a commit.  After the last round:
+# and every session loses its connection, some in the middle of a commit.
+# After the last round:
 #   - every acknowledged id is there exactly once, also after a flush and a
 #     clean restart;
 #   - nothing else is there but ids some session tried (a commit cut by the
