@@ -87,45 +87,82 @@ $A->safe_psql('postgres', 'TRUNCATE r');
 is($ids->($B), '', 'a second TRUNCATE of an empty table is harmless');
 
 # --- order against concurrent inserts on both clusters ---------------------
-my $inserts = sub {
-	my ($first, $count) = @_;
-	return join('', map { "INSERT INTO r VALUES ($_, 'c'); SELECT pg_sleep(0.002);\n" }
-		  $first .. $first + $count - 1);
+# Each session commits one row per transaction, in id order, until told to
+# stop; it stops only after the TRUNCATE has returned and rows of both
+# sessions committed after it are visible, however slow the machine (a
+# fixed number of inserts could all land before the TRUNCATE on a loaded
+# machine, and then the test would check nothing). CALL prints its last id.
+my %first = (a => 10_000, b => 50_000);
+for my $n ($A, $B)
+{
+	$n->safe_psql('postgres', q{
+CREATE TABLE insert_control (stop bool NOT NULL);
+INSERT INTO insert_control VALUES (false);
+CREATE PROCEDURE insert_until_stopped(first int, INOUT last int) LANGUAGE plpgsql AS $$
+BEGIN
+	last := first - 1;
+	LOOP
+		INSERT INTO r VALUES (last + 1, 'c');
+		COMMIT;
+		last := last + 1;
+		-- 20,000 commits is far more than the test waits for: a runaway
+		-- session ends on its own
+		EXIT WHEN last >= first + 19999 OR (SELECT stop FROM insert_control);
+		PERFORM pg_sleep(0.002);
+	END LOOP;
+END $$;
+});
+}
+my %session = (
+	a => PsqlScript->start($A, command => "CALL insert_until_stopped($first{a}, NULL)"),
+	b => PsqlScript->start($B, command => "CALL insert_until_stopped($first{b}, NULL)"));
+# SELECT of $aggregate over session a's rows, then over session b's
+my $per_session = sub {
+	my ($aggregate) = @_;
+	return "SELECT $aggregate FILTER (WHERE id < $first{b}), $aggregate FILTER (WHERE id >= $first{b}) FROM r";
 };
-my $count = 400;
-my $sa = PsqlScript->start($A, sql => $inserts->(1000, $count), name => 'ins_a');
-my $sb = PsqlScript->start($B, sql => $inserts->(5000, $count), name => 'ins_b');
-ok(defined poll_until($A,
-		'SELECT count(*) FILTER (WHERE id < 5000) >= 100 AND count(*) FILTER (WHERE id >= 5000) >= 100 FROM r',
-		't', 120),
+my $both_have = sub {
+	my ($rows) = @_;
+	return "SELECT count(*) FILTER (WHERE id < $first{b}) >= $rows"
+	  . " AND count(*) FILTER (WHERE id >= $first{b}) >= $rows FROM r";
+};
+ok(defined poll_until($A, $both_have->(100), 't', 120),
 	'both inserting sessions have committed 100 rows');
-my ($max_a, $max_b) = split /\|/, $A->safe_psql('postgres',
-	'SELECT max(id) FILTER (WHERE id < 5000), max(id) FILTER (WHERE id >= 5000) FROM r');
+my %max_before;
+@max_before{qw(a b)} = split /\|/, $A->safe_psql('postgres', $per_session->('max(id)'));
 $A->safe_psql('postgres', 'TRUNCATE r');
-my ($after_a, $after_b) = split /\|/, $A->safe_psql('postgres',
-	'SELECT coalesce(max(id) FILTER (WHERE id < 5000), 0), coalesce(max(id) FILTER (WHERE id >= 5000), 0) FROM r');
-my ($exit_a) = $sa->finish;
-my ($exit_b) = $sb->finish;
-is($exit_a + $exit_b, 0, 'both inserting sessions finished');
+my %after;
+@after{qw(a b)} = split /\|/, $A->safe_psql('postgres', $per_session->('max(id)'));
+ok(defined poll_until($A, $both_have->(20), 't', 120),
+	'both sessions have committed 20 rows after the TRUNCATE returned');
+$_->safe_psql('postgres', 'UPDATE insert_control SET stop = true') for ($A, $B);
+my %last;
+for my $who ('a', 'b')
+{
+	my ($exit, $out, $err) = $session{$who}->finish;
+	is($exit, 0, "inserting session $who finished") or diag($err);
+	$last{$who} = $out;
+}
 $B->safe_psql('postgres', q{SELECT rollout_flush('r')});
 $A->safe_psql('postgres', q{SELECT rollout_flush('r')});
 
 for my $reader ($A, $B)
 {
 	my $name = $reader == $A ? 'a' : 'b';
-	for my $session ([ 'a', 1000, $max_a ], [ 'b', 5000, $max_b ])
+	for my $who ('a', 'b')
 	{
-		my ($who, $first, $max_before) = @$session;
-		my $last = $first + $count - 1;
 		my ($n, $lo, $hi) = split /\|/, $reader->safe_psql('postgres',
-			"SELECT count(*), min(id), max(id) FROM r WHERE id BETWEEN $first AND $last");
-		cmp_ok($lo, '>', $max_before,
+			"SELECT count(*), min(id), max(id) FROM r WHERE id BETWEEN $first{$who} AND $last{$who}");
+		cmp_ok($lo, '>', $max_before{$who},
 			"read on $name: session $who\'s rows committed before the TRUNCATE began are hidden");
-		is($hi, $last, "read on $name: session $who\'s rows committed after it are visible");
+		is($hi, $last{$who}, "read on $name: session $who\'s rows committed after it are visible");
 		is($n, $hi - $lo + 1, "read on $name: session $who\'s visible rows are a suffix of its ids");
 	}
 }
-note("visible right after the TRUNCATE: up to $after_a of session a, $after_b of session b");
+note(join('; ', map {
+	"session $_: up to $max_before{$_} before the TRUNCATE, up to "
+	  . ($after{$_} || 'none') . " right after it, last $last{$_}"
+} 'a', 'b'));
 
 # --- the cut survives flush, merge, a crash, a restart; compaction ---------
 $A->safe_psql('postgres', q{INSERT INTO r VALUES (1, 'pre')});
