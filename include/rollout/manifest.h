@@ -98,6 +98,14 @@ typedef struct FragmentEntry
 	bool		has_key_range;
 	Datum		min_key;
 	Datum		max_key;
+
+	/*
+	 * The fragments one compaction wrote share this name (the first output's
+	 * file) and no key: each key of their rows is in one of them only.  NULL
+	 * for the other fragments.  A reader's zone maps need not fear that a
+	 * fragment shadows another of its own set (docs/FORMAT.md, "Zone maps").
+	 */
+	char	   *disjoint_set;
 } FragmentEntry;
 
 /* merged[shard] = highest generation folded into the base. */
@@ -182,6 +190,12 @@ extern ManifestCommitResult shard_manifest_commit(RolloutStore *store,
 												  ShardManifest *manifest);
 extern ManifestCommitResult base_manifest_commit(RolloutStore *store,
 												 BaseManifest *manifest);
+
+/*
+ * The base's fragments, the outputs of one compaction (a disjoint set)
+ * counted as one: what compaction's min_fragments compares with.
+ */
+extern int	base_manifest_run_count(const BaseManifest *base);
 
 /* Is a fragment with this file name in fragments (FragmentEntry *)? */
 extern bool fragment_entry_listed(List *fragments, const char *file);

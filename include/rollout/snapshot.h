@@ -74,6 +74,9 @@ typedef struct SnapshotSource
 	 */
 	int64		max_ts;
 
+	/* Fragments: the manifest's disjoint_set (manifest.h), or NULL */
+	char	   *disjoint_set;
+
 	/* SNAPSHOT_MEMTABLE, _TRANSACTION: the rows as a row blob (row_blob.h) */
 	const char *rows_data;
 	int64		rows_len;

@@ -593,6 +593,7 @@ base_manifest_parse(RolloutStore *store, int64 version, StringInfo json,
 		entry->has_key_range =
 			manifest_read_key(store, doc, f, "min_key", &entry->min_key) &&
 			manifest_read_key(store, doc, f, "max_key", &entry->max_key);
+		entry->disjoint_set = json_doc_text(doc, f, "disjoint_set", false);
 		manifest->fragments = lappend(manifest->fragments, entry);
 	}
 
@@ -714,6 +715,8 @@ base_manifest_commit(RolloutStore *store, BaseManifest *manifest)
 			manifest_append_key(store, &buf, &ffirst, "min_key", entry->min_key);
 			manifest_append_key(store, &buf, &ffirst, "max_key", entry->max_key);
 		}
+		if (entry->disjoint_set != NULL)
+			json_append_member_text(&buf, &ffirst, "disjoint_set", entry->disjoint_set);
 		appendStringInfoChar(&buf, '}');
 	}
 	appendStringInfoString(&buf, "]");
@@ -746,6 +749,36 @@ base_manifest_commit(RolloutStore *store, BaseManifest *manifest)
 	manifest->version = version;
 	store->base_manifest_hint = version;
 	return MANIFEST_COMMITTED;
+}
+
+/*
+ * The fragments, those of one disjoint set counted once (manifest.h).  A
+ * set has few members, and a base few sets: the quadratic search is cheap.
+ */
+int
+base_manifest_run_count(const BaseManifest *base)
+{
+	int			runs = 0;
+	ListCell   *lc;
+
+	foreach(lc, base->fragments)
+	{
+		FragmentEntry *fragment = lfirst(lc);
+		bool		counted = false;
+
+		for (ListCell *earlier = list_head(base->fragments);
+			 fragment->disjoint_set != NULL && earlier != lc;
+			 earlier = lnext(base->fragments, earlier))
+		{
+			const char *set = ((FragmentEntry *) lfirst(earlier))->disjoint_set;
+
+			if (set != NULL && strcmp(set, fragment->disjoint_set) == 0)
+				counted = true;
+		}
+		if (!counted)
+			runs++;
+	}
+	return runs;
 }
 
 /* Is a fragment with this file name in fragments (manifest.h)? */

@@ -239,6 +239,8 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 		}
 		source->stamp_floor = -1;
 		source->max_ts = fragment->max_ts;
+		source->disjoint_set = fragment->disjoint_set == NULL ? NULL
+			: pstrdup(fragment->disjoint_set);
 		snapshot->sources = lappend(snapshot->sources, source);
 		snapshot->fragment_count++;
 	}

@@ -277,12 +277,19 @@ merge_source_oldest_stamp(RowSource *source)
 	return oldest;
 }
 
-/* May two sources hold a common key?  Without key ranges to tell: yes. */
+/*
+ * May two sources hold a common key?  Not when one compaction wrote both
+ * (their disjoint set, manifest.h) or their key ranges miss each other;
+ * without either to tell: yes.
+ */
 static bool
 merge_sources_may_overlap(RolloutStore *store, RowSource *a, RowSource *b)
 {
 	const SegmentColumn *key = &store->schema.columns[store->key_column];
 
+	if (a->meta->disjoint_set != NULL && b->meta->disjoint_set != NULL &&
+		strcmp(a->meta->disjoint_set, b->meta->disjoint_set) == 0)
+		return false;
 	if (a->reader == NULL || b->reader == NULL ||
 		!a->reader->has_key_range || !b->reader->has_key_range)
 		return true;
@@ -303,7 +310,9 @@ merge_sources_may_overlap(RolloutStore *store, RowSource *a, RowSource *b)
  * share a key with G's source is strictly newer than G: its oldest stamp
  * (merge_source_oldest_stamp) is above G's newest _ts.  Ties are not
  * skipped (the merge breaks them by shard and position).  Within one source
- * a key appears once.  The transaction's own rows are newer than all, never
+ * a key appears once, and within the fragments of one compaction too (a
+ * compaction that clusters its outputs by a column, compact.c, writes
+ * fragments whose key ranges all overlap but which share no key).  The transaction's own rows are newer than all, never
  * an obstacle and never skipped.  Sources opened at all are the only ones
  * that can hold a key of the read's range (the others were skipped by key
  * range or key filter).  docs/FORMAT.md, "Zone maps", gives the argument
