@@ -57,6 +57,7 @@ OBJS = \
 	src/lsm/group_commit.o \
 	src/lsm/commit.o \
 	src/lsm/rewrite.o \
+	src/lsm/cluster_ranges.o \
 	src/lsm/flush.o \
 	src/lsm/merge.o \
 	src/lsm/tombstone_horizon.o \

@@ -21,13 +21,16 @@ typedef struct CompactResult
 } CompactResult;
 
 /*
- * Compact the base table when it has at least min_fragments fragments,
+ * Compact the base table when it has at least min_fragments fragments (the
+ * outputs of one compaction counting as one, base_manifest_run_count),
  * reading at most max_source_fragments of them, into fragments of about
- * target_rows_per_fragment rows.
+ * target_rows_per_fragment rows; with cluster_column >= 0 (an index in the
+ * store's schema), one set of them per range of that column.
  */
 extern CompactResult rollout_compact_store(RolloutStore *store, int min_fragments,
 										   int64 target_rows_per_fragment,
-										   int max_source_fragments);
+										   int max_source_fragments,
+										   int cluster_column);
 
 /* Record a failed compaction in the base manifest (best effort). */
 extern void rollout_compaction_record_error(RolloutStore *store, const char *message);

@@ -26,6 +26,7 @@ typedef struct RolloutTableOptions
 	char	   *key_column;		/* default: "id" */
 	bool		read_wal_tail;	/* read other shards' WAL tails too */
 	int			batch_size;		/* rows per ExecForeignBatchInsert call */
+	char	   *cluster_by;		/* the column compaction clusters by, or NULL */
 } RolloutTableOptions;
 
 extern RolloutTableOptions *rollout_table_options(Oid relid);

@@ -21,6 +21,19 @@ typedef struct RewriteOutput
 	int64		max_ts;
 } RewriteOutput;
 
+/*
+ * Ranges of one column to spread a rewrite's rows over (cluster_ranges.h):
+ * a row whose value v has i boundaries <= v goes to range i, a NULL to
+ * range boundary_count + 1.  Each range has outputs of its own, every one
+ * sorted by key.
+ */
+typedef struct RewriteClusters
+{
+	int			column;			/* index in the store's schema */
+	int			boundary_count;
+	Datum	   *boundaries;		/* ascending, distinct */
+} RewriteClusters;
+
 typedef struct RewriteResult
 {
 	List	   *outputs;		/* RewriteOutput * */
@@ -38,15 +51,18 @@ typedef struct RewriteResult
  * Merge the sources of snapshot by key (newest version wins, tombstones
  * kept, except those with _ts < drop_tombstones_before; 0 keeps all; keys
  * below the snapshot's or the WAL entries' truncate cut left out) into
- * segments of at most rows_per_output rows each (0: one segment).  Each
- * output carries metadata as its footer metadata.  Unless follow_ingest, the
+ * segments of at most rows_per_output rows each (0: one segment); with
+ * clusters, the rows of each of its ranges into segments of their own.
+ * Each output carries metadata as its footer metadata.  Unless follow_ingest, the
  * ingest segments named by WAL entries are not read but reported in
  * result->ingest_seen.  The caller provides a zeroed *result before its
  * PG_TRY, uploads the files, and must call rewrite_cleanup(result) on every
  * path.
  */
 extern void rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
-							int64 rows_per_output, const char *metadata,
+							int64 rows_per_output,
+							const RewriteClusters *clusters,
+							const char *metadata,
 							bool follow_ingest, int64 drop_tombstones_before,
 							RewriteResult *result);
 

@@ -59,6 +59,7 @@ static const RolloutOption rollout_options[] = {
 	{"key", ForeignTableRelationId},
 	{"read_wal_tail", ForeignTableRelationId},
 	{"batch_size", ForeignTableRelationId},
+	{"cluster_by", ForeignTableRelationId},
 	{NULL, InvalidOid}
 };
 
@@ -159,12 +160,14 @@ rollout_fdw_validator(PG_FUNCTION_ARGS)
 								defGetString(def)),
 						 errdetail("%s", problem)));
 		}
-		else if (strcmp(def->defname, "key") == 0)
+		else if (strcmp(def->defname, "key") == 0 ||
+				 strcmp(def->defname, "cluster_by") == 0)
 		{
 			if (defGetString(def)[0] == '\0')
 				ereport(ERROR,
 						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
-						 errmsg("invalid value for option \"key\": the column name is empty")));
+						 errmsg("invalid value for option \"%s\": the column name is empty",
+								def->defname)));
 		}
 		else if (strcmp(def->defname, "read_wal_tail") == 0 ||
 				 strcmp(def->defname, "verify_tls") == 0)
@@ -299,6 +302,8 @@ rollout_table_options(Oid relid)
 			options->read_wal_tail = defGetBoolean(def);
 		else if (strcmp(def->defname, "batch_size") == 0)
 			(void) parse_int(defGetString(def), &options->batch_size, 0, NULL);
+		else if (strcmp(def->defname, "cluster_by") == 0)
+			options->cluster_by = defGetString(def);
 	}
 	if (options->store_name == NULL)
 	{
@@ -362,6 +367,48 @@ rollout_check_is_rollout_table(Oid relid)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not a rollout foreign table", name),
 				 errdetail("Its foreign-data wrapper is not rollout_fdw.")));
+}
+
+/*
+ * The column of the option cluster_by (compact.c spreads a compaction's
+ * outputs over ranges of it) must exist, must not be the key, and must be of
+ * a type whose values are held by value and have the same order in every
+ * database (a timestamp, a date, a number): the ranges are chosen from a
+ * sample of plain values, and zone maps keep their minimum and maximum.
+ */
+static void
+rollout_check_cluster_column(Relation rel, const RolloutTableOptions *options)
+{
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+	Form_pg_attribute column = NULL;
+
+	for (int i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+
+		if (!attr->attisdropped && strcmp(NameStr(attr->attname), options->cluster_by) == 0)
+			column = attr;
+	}
+	if (column == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("cluster_by column \"%s\" does not exist in foreign table \"%s\"",
+						options->cluster_by, RelationGetRelationName(rel))));
+	if (strcmp(options->cluster_by, options->key_column) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("cluster_by column \"%s\" of foreign table \"%s\" is its key",
+						options->cluster_by, RelationGetRelationName(rel)),
+				 errdetail("A compacted store is sorted by its key already.")));
+	if (!column->attbyval ||
+		portable_type_encoding(column->atttypid, NULL) != PORTABLE_IMAGE ||
+		!OidIsValid(lookup_type_cache(column->atttypid, TYPECACHE_CMP_PROC)->cmp_proc))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cluster_by column \"%s\" of foreign table \"%s\" has type %s, which compaction cannot cluster by",
+						options->cluster_by, RelationGetRelationName(rel),
+						format_type_be(column->atttypid)),
+				 errhint("Cluster by a column of a type such as timestamptz, date or bigint.")));
 }
 
 /*
@@ -463,6 +510,8 @@ rollout_fdw_check_table(PG_FUNCTION_ARGS)
 							format_type_be(attr->atttypid)),
 					 errhint("Use a key of a type that can be sorted, such as text, uuid or bigint.")));
 	}
+	if (options->cluster_by != NULL)
+		rollout_check_cluster_column(rel, options);
 	table_close(rel, AccessShareLock);
 
 	if (pinned)

@@ -47,6 +47,8 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
+#include "rollout/cluster_ranges.h"
+
 #include "scan_internal.h"
 
 /* the planner's row count when the store is not asked (no SELECT privilege) */
@@ -480,9 +482,15 @@ rollout_column_correlation(RangeTblEntry *rte, AttrNumber attno, double *correla
  * values follow the store's key order (pg_stats.correlation near 1 or -1,
  * measured on ANALYZE's sample in key order, fdw/analyze.c) is read about
  * as much as its conditions select, an unrelated one (correlation near 0)
- * whole; in between the squared correlation interpolates.  The smallest
- * share of any column counts, since the conditions are ANDed.  1 without
- * statistics, or with zone maps off.
+ * whole; in between the squared correlation interpolates.  The column the
+ * table's compactions cluster by (its option cluster_by) is read as much as
+ * its conditions select plus one of the ranges compaction spreads the rows
+ * over (lsm/cluster_ranges.c), whatever ANALYZE measured: its sample comes
+ * in key order, in which that column follows nothing.  This assumes the
+ * store was compacted since the option was set, into the most ranges
+ * (CLUSTER_MAX_RANGES; a small store has fewer).  The smallest share of any
+ * column counts, since the conditions are ANDed.  1 for other columns
+ * without statistics, or with zone maps off.
  */
 static double
 rollout_zone_map_share(PlannerInfo *root, RelOptInfo *baserel,
@@ -492,22 +500,28 @@ rollout_zone_map_share(PlannerInfo *root, RelOptInfo *baserel,
 	const char *use_zone_maps = GetConfigOption("rollout_fdw.use_zone_maps", true, false);
 	Bitmapset  *done = NULL;
 	double		share = 1.0;
+	AttrNumber	cluster_attno = InvalidAttrNumber;
 	ListCell   *lc;
 
 	if (use_zone_maps == NULL || strcmp(use_zone_maps, "on") != 0)
 		return 1.0;
+	if (state->options->cluster_by != NULL)
+		cluster_attno = get_attnum(rte->relid, state->options->cluster_by);
 	foreach(lc, state->pushed_conditions)
 	{
 		PushedCondition *condition = lfirst(lc);
 		List	   *clauses = NIL;
-		double		correlation;
+		double		correlation = 0.0;
+		bool		has_correlation;
 		double		squared;
 		Selectivity selectivity;
 		ListCell   *rc;
 
 		if (condition->zone_strategy == 0 ||
-			bms_is_member(condition->attno, done) ||
-			!rollout_column_correlation(rte, condition->attno, &correlation))
+			bms_is_member(condition->attno, done))
+			continue;
+		has_correlation = rollout_column_correlation(rte, condition->attno, &correlation);
+		if (!has_correlation && condition->attno != cluster_attno)
 			continue;
 		done = bms_add_member(done, condition->attno);
 
@@ -528,7 +542,10 @@ rollout_zone_map_share(PlannerInfo *root, RelOptInfo *baserel,
 		selectivity = clauselist_selectivity(root, clauses, baserel->relid,
 											 JOIN_INNER, NULL);
 		squared = correlation * correlation;
-		share = Min(share, selectivity * squared + (1.0 - squared));
+		if (has_correlation)
+			share = Min(share, selectivity * squared + (1.0 - squared));
+		if (condition->attno == cluster_attno)
+			share = Min(share, Min(1.0, selectivity + 1.0 / CLUSTER_MAX_RANGES));
 	}
 	return share;
 }

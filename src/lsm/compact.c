@@ -6,7 +6,11 @@
  * One pass picks fragments smallest first (at most max_source_fragments),
  * merges them by key keeping the newest version of each key, writes
  * fragments of about target_rows_per_fragment rows, and commits base v+1 =
- * v - inputs + outputs.
+ * v - inputs + outputs.  The outputs share no key, and the manifest says so
+ * (their disjoint set, manifest.h); min_fragments counts them as one.  With
+ * a cluster column (the table option cluster_by), the rows are spread over
+ * ranges of that column first, each range's fragments sorted by key
+ * (cluster_ranges.c), so that a filter on the column reads few of them.
  *
  * Any subset of fragments may be compacted: the version order is carried by
  * the rows (_ts, shard), not by which fragment holds them, so keeping only
@@ -41,6 +45,7 @@
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 
+#include "rollout/cluster_ranges.h"
 #include "rollout/compact.h"
 #include "rollout/fault.h"
 #include "rollout/grace.h"
@@ -89,6 +94,25 @@ fragment_size_compare(const ListCell *a, const ListCell *b)
 	return strcmp(fa->file, fb->file);
 }
 
+/* Are the inputs all of one disjoint set (manifest.h)? */
+static bool
+compact_inputs_one_set(List *inputs)
+{
+	const char *set = ((FragmentEntry *) linitial(inputs))->disjoint_set;
+	ListCell   *lc;
+
+	if (set == NULL)
+		return false;
+	foreach(lc, inputs)
+	{
+		const char *other = ((FragmentEntry *) lfirst(lc))->disjoint_set;
+
+		if (other == NULL || strcmp(other, set) != 0)
+			return false;
+	}
+	return true;
+}
+
 /*
  * The input fragments as the sources of a rewrite.  They carry no key range
  * and no size, so each is read in full.  With the store's truncate cut, the
@@ -124,13 +148,19 @@ compact_sources(List *inputs, int64 truncate_stamp)
  */
 static List *
 compact_write_outputs(RolloutStore *store, List *inputs, int64 target_rows,
-					  int64 horizon, int64 truncate_stamp, RewriteResult *rewrite,
-					  TimestampTz *first_upload_at)
+					  int cluster_column, int64 horizon, int64 truncate_stamp,
+					  RewriteResult *rewrite, TimestampTz *first_upload_at)
 {
 	List	   *entries = NIL;
+	RewriteClusters *clusters = NULL;
+	char	   *disjoint_set = NULL;
 	ListCell   *lc;
 
+	if (cluster_column >= 0)
+		clusters = cluster_ranges_choose(store, compact_sources(inputs, truncate_stamp),
+										 cluster_column, horizon);
 	rewrite_sources(store, compact_sources(inputs, truncate_stamp), target_rows,
+					clusters,
 					"{\"kind\": \"fragment\", \"made_by\": \"compaction\"}",
 					true, horizon, rewrite);
 	*first_upload_at = GetCurrentTimestamp();
@@ -138,6 +168,7 @@ compact_write_outputs(RolloutStore *store, List *inputs, int64 target_rows,
 	{
 		RewriteOutput *output = lfirst(lc);
 		char	   *key = rollout_key_new_fragment(store);
+		FragmentEntry *entry;
 
 		CHECK_FOR_INTERRUPTS();
 		if (objstore_create_from_file_if_absent(store->objstore, key, output->path,
@@ -145,7 +176,11 @@ compact_write_outputs(RolloutStore *store, List *inputs, int64 target_rows,
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("fragment \"%s\" of store \"%s\" already exists", key, store->name)));
-		entries = lappend(entries, rollout_fragment_entry(key, output));
+		entry = rollout_fragment_entry(key, output);
+		/* named after the first output, whose name no other object takes */
+		if (list_length(rewrite->outputs) > 1)
+			disjoint_set = entry->disjoint_set = disjoint_set != NULL ? disjoint_set : key;
+		entries = lappend(entries, entry);
 		rollout_fault_point("compact.after_fragment_put");
 	}
 	return entries;
@@ -157,7 +192,7 @@ compact_write_outputs(RolloutStore *store, List *inputs, int64 target_rows,
  */
 static List *
 compact_prepare_outputs(RolloutStore *store, List *inputs, int64 target_rows,
-						int64 horizon, int64 truncate_stamp,
+						int cluster_column, int64 horizon, int64 truncate_stamp,
 						RewriteResult *rewrite, TimestampTz *first_upload_at)
 {
 	List	   *volatile outputs = NIL;
@@ -166,8 +201,9 @@ compact_prepare_outputs(RolloutStore *store, List *inputs, int64 target_rows,
 	cost_was_active = maintenance_cost_begin();
 	PG_TRY();
 	{
-		outputs = compact_write_outputs(store, inputs, target_rows, horizon,
-										truncate_stamp, rewrite, first_upload_at);
+		outputs = compact_write_outputs(store, inputs, target_rows, cluster_column,
+										horizon, truncate_stamp, rewrite,
+										first_upload_at);
 	}
 	PG_CATCH();
 	{
@@ -239,7 +275,8 @@ compact_commit(RolloutStore *store, List *inputs, List *outputs,
  */
 CompactResult
 rollout_compact_store(RolloutStore *store, int min_fragments,
-					  int64 target_rows_per_fragment, int max_source_fragments)
+					  int64 target_rows_per_fragment, int max_source_fragments,
+					  int cluster_column)
 {
 	CompactResult result = {0};
 	TimestampTz started = GetCurrentTimestamp();
@@ -249,6 +286,7 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 	int64		truncate_stamp = 0;
 	List	   *inputs;
 	List	   *outputs;
+	int			runs;
 	RewriteResult *rewrite = palloc0(sizeof(RewriteResult));
 	TimestampTz uploaded_at;
 	int64		versions_in = 0;
@@ -265,10 +303,20 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 		result.skipped_reason = "another compaction of this store is running";
 		return result;
 	}
-	if (result.fragments_before < Max(min_fragments, 2))
+
+	/*
+	 * The outputs of one compaction count as one fragment: compacting them
+	 * again drops no version, unless the caller asks for it (min_fragments 1:
+	 * to drop tombstones they kept, or to lay them out anew by cluster_by).
+	 */
+	runs = base_manifest_run_count(base);
+	if (result.fragments_before < 2 || runs < min_fragments)
 	{
-		result.skipped_reason = psprintf("%d fragments, fewer than min_fragments (%d)",
-										 result.fragments_before, Max(min_fragments, 2));
+		result.skipped_reason = runs == result.fragments_before
+			? psprintf("%d fragments, fewer than min_fragments (%d)",
+					   result.fragments_before, Max(min_fragments, 2))
+			: psprintf("%d fragments, of which the outputs of one compaction count as one: %d, fewer than min_fragments (%d)",
+					   result.fragments_before, runs, min_fragments);
 		return result;
 	}
 
@@ -289,6 +337,11 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 		result.skipped_reason = "fewer than two fragments to compact";
 		return result;
 	}
+	if (min_fragments > 1 && compact_inputs_one_set(inputs))
+	{
+		result.skipped_reason = "the smallest fragments (max_source_fragments) are the outputs of one compaction";
+		return result;
+	}
 	foreach(lc, inputs)
 		versions_in += ((FragmentEntry *) lfirst(lc))->rows;
 
@@ -297,8 +350,8 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 	foreach(lc, manifests)
 		truncate_stamp = Max(truncate_stamp, ((ShardManifest *) lfirst(lc))->truncate_stamp);
 	outputs = compact_prepare_outputs(store, inputs, target_rows_per_fragment,
-									  horizon, truncate_stamp, rewrite,
-									  &uploaded_at);
+									  cluster_column, horizon, truncate_stamp,
+									  rewrite, &uploaded_at);
 	rollout_fault_point("compact.before_commit");
 
 	result.skipped_reason = compact_commit(store, inputs, outputs, truncate_stamp,

@@ -134,7 +134,7 @@ flush_write_and_upload(RolloutStore *store, ShardManifest *manifest,
 {
 	RewriteOutput *output;
 
-	rewrite_sources(store, sources, 0,
+	rewrite_sources(store, sources, 0, NULL,
 					flush_generation_metadata(store, generation->first_position,
 											  generation->last_position),
 					false, 0, rewrite);

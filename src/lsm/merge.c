@@ -200,7 +200,7 @@ merge_write_fragment(RolloutStore *store, List *chosen, RewriteResult *rewrite)
 	RewriteOutput *output;
 	char	   *key;
 
-	rewrite_sources(store, merge_sources(store, chosen), 0,
+	rewrite_sources(store, merge_sources(store, chosen), 0, NULL,
 					merge_fragment_metadata(store, first->number, last->number),
 					true, 0, rewrite);
 	if (rewrite->outputs == NIL)

@@ -49,29 +49,85 @@ rewrite_row_bytes(const SegmentSchema *schema, const Datum *values,
 	return bytes;
 }
 
-/* Finish the current output, if any. */
-static void
-rewrite_finish_output(RewriteResult *result, SegmentWriter **writer,
-					  RewriteOutput *output, const char *metadata)
+/* The output being written for one range of the rows (one without clusters) */
+typedef struct RewriteTarget
 {
-	if (*writer == NULL)
+	SegmentWriter *writer;		/* NULL: none open */
+	RewriteOutput *output;
+	int64		rows;			/* in output */
+} RewriteTarget;
+
+/* Finish the target's output, if any. */
+static void
+rewrite_finish_output(RewriteTarget *target, const char *metadata)
+{
+	if (target->writer == NULL)
 		return;
-	segment_writer_finish(*writer, metadata, &output->summary);
-	*writer = NULL;
+	segment_writer_finish(target->writer, metadata, &target->output->summary);
+	target->writer = NULL;
+}
+
+/* Open a new output for target, registered in result before it exists. */
+static void
+rewrite_open_output(RolloutStore *store, RewriteTarget *target,
+					RewriteResult *result)
+{
+	RewriteOutput *output = palloc0(sizeof(RewriteOutput));
+
+	output->path = rollout_scratch_file_path("segment");
+	output->min_ts = PG_INT64_MAX;
+	output->max_ts = PG_INT64_MIN;
+	/* registered before it exists, so cleanup never misses it */
+	result->outputs = lappend(result->outputs, output);
+	target->writer = segment_writer_begin(&store->schema, output->path, true,
+										  store_rows_per_group,
+										  store_key_filter_bits,
+										  store_page_size * 1024,
+										  store_dictionary_size * 1024);
+	target->output = output;
+	target->rows = 0;
+}
+
+/* Which range of clusters a row belongs to (rewrite.h). */
+static int
+rewrite_cluster_of(RolloutStore *store, const RewriteClusters *clusters,
+				   const Datum *values, const bool *isnull)
+{
+	const SegmentColumn *column = &store->schema.columns[clusters->column];
+	int			low = 0;
+	int			high = clusters->boundary_count;
+
+	if (isnull[clusters->column])
+		return clusters->boundary_count + 1;
+	/* the number of boundaries <= the value */
+	while (low < high)
+	{
+		int			middle = (low + high) / 2;
+
+		if (segment_column_compare(column, clusters->boundaries[middle],
+								   values[clusters->column]) <= 0)
+			low = middle + 1;
+		else
+			high = middle;
+	}
+	return low;
 }
 
 /*
  * The common core of flush, merge and compaction (rewrite.h): a merge read of
  * every column over the whole key range, keeping tombstones (but those below
  * drop_tombstones_before, compaction's horizon), cut into outputs
- * of rows_per_output rows.  A vanished source is an ERROR here, not a retry.
+ * of rows_per_output rows, per range of clusters when given.  Every output
+ * is sorted by key, and no key is in two of them.  A vanished source is an
+ * ERROR here, not a retry.
  * Each output is registered in result before its file is created, so
  * rewrite_cleanup never misses one, and the ingest segments the read saw are
  * copied out before merge_read_end frees its memory.
  */
 void
 rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
-				int64 rows_per_output, const char *metadata,
+				int64 rows_per_output, const RewriteClusters *clusters,
+				const char *metadata,
 				bool follow_ingest, int64 drop_tombstones_before,
 				RewriteResult *result)
 {
@@ -79,9 +135,8 @@ rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 	bool	   *want = palloc(sizeof(bool) * ncolumns);
 	Datum	   *values = palloc0(sizeof(Datum) * ncolumns);
 	bool	   *isnull = palloc0(sizeof(bool) * ncolumns);
-	SegmentWriter *writer = NULL;
-	RewriteOutput *output = NULL;
-	int64		rows_in_output = 0;
+	int			target_count = clusters == NULL ? 1 : clusters->boundary_count + 2;
+	RewriteTarget *targets = palloc0(sizeof(RewriteTarget) * target_count);
 	MergeRead  *read;
 	MergeReadOptions options = {0};
 	const MergeReadStats *stats;
@@ -97,36 +152,27 @@ rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 	while (merge_read_next(read, values, isnull))
 	{
 		int64		ts = DatumGetInt64(values[store->ts_column]);
+		RewriteTarget *target = &targets[clusters == NULL ? 0
+										 : rewrite_cluster_of(store, clusters,
+															  values, isnull)];
 
-		if (writer == NULL)
-		{
-			output = palloc0(sizeof(RewriteOutput));
-			output->path = rollout_scratch_file_path("segment");
-			output->min_ts = PG_INT64_MAX;
-			output->max_ts = PG_INT64_MIN;
-			/* registered before it exists, so cleanup never misses it */
-			result->outputs = lappend(result->outputs, output);
-			writer = segment_writer_begin(&store->schema, output->path, true,
-										  store_rows_per_group,
-										  store_key_filter_bits,
-										  store_page_size * 1024,
-										  store_dictionary_size * 1024);
-			rows_in_output = 0;
-		}
-		segment_writer_add_row(writer, values, isnull);
+		if (target->writer == NULL)
+			rewrite_open_output(store, target, result);
+		segment_writer_add_row(target->writer, values, isnull);
 		if (maintenance_cost_active())
 		{
 			maintenance_cost_charge_row_bytes(rewrite_row_bytes(&store->schema,
 																values, isnull));
 			maintenance_cost_delay_point();
 		}
-		output->min_ts = Min(output->min_ts, ts);
-		output->max_ts = Max(output->max_ts, ts);
+		target->output->min_ts = Min(target->output->min_ts, ts);
+		target->output->max_ts = Max(target->output->max_ts, ts);
 		result->rows_written++;
-		if (rows_per_output > 0 && ++rows_in_output >= rows_per_output)
-			rewrite_finish_output(result, &writer, output, metadata);
+		if (rows_per_output > 0 && ++target->rows >= rows_per_output)
+			rewrite_finish_output(target, metadata);
 	}
-	rewrite_finish_output(result, &writer, output, metadata);
+	for (int i = 0; i < target_count; i++)
+		rewrite_finish_output(&targets[i], metadata);
 
 	stats = merge_read_stats(read);
 	result->versions_read = stats->versions_read;

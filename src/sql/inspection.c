@@ -99,7 +99,8 @@ hour_is_quiet(int hour, int start, int end)
  *						  quiet_hours text DEFAULT NULL) returns boolean
  *
  * A gate for schedulers: true when the base has at least min_fragments
- * fragments and the current UTC hour is outside the quiet hours.
+ * fragments (the outputs of one compaction counting as one, as for
+ * rollout_compact) and the current UTC hour is outside the quiet hours.
  */
 Datum
 rollout_should_compact(PG_FUNCTION_ARGS)
@@ -130,7 +131,7 @@ rollout_should_compact(PG_FUNCTION_ARGS)
 	rel = rollout_open_table_argument(fcinfo, "rollout_should_compact", ROLLOUT_ACCESS_READ);
 	base = base_manifest_read_latest(rollout_store_for_relation(rel));
 	table_close(rel, AccessShareLock);
-	PG_RETURN_BOOL(!quiet && list_length(base->fragments) >= min_fragments);
+	PG_RETURN_BOOL(!quiet && base_manifest_run_count(base) >= min_fragments);
 }
 
 /*

@@ -33,6 +33,7 @@
 #include "rollout/merge.h"
 #include "rollout/observe.h"
 #include "rollout/sql_common.h"
+#include "rollout/store_definition.h"
 #include "rollout/subtransaction.h"
 
 PG_FUNCTION_INFO_V1(rollout_flush);
@@ -106,6 +107,7 @@ typedef struct CompactCall
 	int			min_fragments;
 	int64		target_rows;
 	int			max_source_fragments;
+	int			cluster_column;
 	CompactResult result;
 } CompactCall;
 
@@ -116,7 +118,8 @@ compact_step(void *arg)
 
 	call->result = rollout_compact_store(call->store, call->min_fragments,
 										 call->target_rows,
-										 call->max_source_fragments);
+										 call->max_source_fragments,
+										 call->cluster_column);
 }
 
 /*
@@ -127,7 +130,8 @@ compact_step(void *arg)
  */
 static CompactResult
 rollout_compact_recording_errors(RolloutStore *store, int min_fragments,
-								 int64 target_rows, int max_source_fragments)
+								 int64 target_rows, int max_source_fragments,
+								 int cluster_column)
 {
 	CompactCall call = {0};
 	ErrorData  *error;
@@ -136,6 +140,7 @@ rollout_compact_recording_errors(RolloutStore *store, int min_fragments,
 	call.min_fragments = min_fragments;
 	call.target_rows = target_rows;
 	call.max_source_fragments = max_source_fragments;
+	call.cluster_column = cluster_column;
 	error = rollout_try_in_subtransaction(compact_step, &call);
 
 	if (error != NULL)
@@ -161,6 +166,9 @@ rollout_compact(PG_FUNCTION_ARGS)
 	int			min_fragments;
 	int64		target_rows;
 	int			max_source_fragments = 0;
+	RolloutStore *store;
+	char	   *cluster_by;
+	int			cluster_column = -1;
 	CompactResult result;
 	Datum		values[5];
 	bool		nulls[5] = {false, false, false, false, false};
@@ -187,10 +195,32 @@ rollout_compact(PG_FUNCTION_ARGS)
 					 errhint("Pass NULL for no limit.")));
 	}
 	rel = rollout_open_table_argument(fcinfo, "rollout_compact", ROLLOUT_ACCESS_MAINTAIN);
+	store = rollout_store_for_relation_as_owner(rel);
+	cluster_by = rollout_table_options(RelationGetRelid(rel))->cluster_by;
+	if (cluster_by != NULL)
+	{
+		/*
+		 * The event trigger checked the table's column, but it may not have
+		 * run (event triggers off); the sample holds plain values, ordered.
+		 */
+		cluster_column = rollout_store_column_index(store, cluster_by);
+		if (cluster_column < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("cluster_by column \"%s\" is not a column of store \"%s\"",
+							cluster_by, store->name)));
+		if (cluster_column == store->key_column ||
+			!store->schema.columns[cluster_column].typbyval ||
+			!store->schema.columns[cluster_column].has_order)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("compaction cannot cluster store \"%s\" by column \"%s\"",
+							store->name, cluster_by),
+					 errhint("Cluster by a column other than the key, of a type such as timestamptz, date or bigint.")));
+	}
 
-	result = rollout_compact_recording_errors(rollout_store_for_relation_as_owner(rel),
-											  min_fragments, target_rows,
-											  max_source_fragments);
+	result = rollout_compact_recording_errors(store, min_fragments, target_rows,
+											  max_source_fragments, cluster_column);
 	table_close(rel, AccessShareLock);
 	values[0] = Int32GetDatum(result.fragments_before);
 	values[1] = Int32GetDatum(result.fragments_after);

@@ -253,10 +253,10 @@ COLS="id uuid NOT NULL, rollout_id uuid NOT NULL, step int NOT NULL, role text N
 make_heap_table() { # name
 	psql_q -c "DROP TABLE IF EXISTS $1" -c "CREATE TABLE $1 ($COLS, PRIMARY KEY (id))"
 }
-make_rollout_table() { # name — a fresh store named like the table, on the bench server
+make_rollout_table() { # name [more table options] — a fresh store named like the table, on the bench server
 	psql_q -c "DROP FOREIGN TABLE IF EXISTS $1"
 	rm -rf "${STORE:?}/$1"
-	psql_q -c "CREATE FOREIGN TABLE $1 ($COLS) SERVER bench_store OPTIONS (store '$1', key 'id')"
+	psql_q -c "CREATE FOREIGN TABLE $1 ($COLS) SERVER bench_store OPTIONS (store '$1', key 'id'${2:+, $2})"
 }
 make_table() { # kind name
 	if [ "$1" = heap ]; then make_heap_table "$2"; else make_rollout_table "$2"; fi
@@ -699,6 +699,48 @@ for kind in heap rollout; do
 done
 psql_q -c "DROP TABLE scan7_heap" -c "DROP FOREIGN TABLE scan7_rollout"
 rm -rf "${STORE:?}/scan7_rollout"
+
+# ---------------------------------------------------------------- clustered compaction
+# The same rows and random uuid keys, in a table with cluster_by 'created_at':
+# its compaction writes one set of key-sorted fragments per range of
+# created_at (lsm/cluster_ranges.c), so a created_at window reads one or two
+# of them. What that costs the reads that use the key is measured with it:
+# a full scan merges the sets' fragments, a lookup asks each one's key filter.
+CURRENT="clustered compaction"
+say "the same rows, compacted with cluster_by created_at"
+make_rollout_table scanc_rollout "cluster_by 'created_at'"
+t1=$(date +%s%N)
+# in two halves, each merged into a fragment: a compaction needs two
+for half in "step < 16" "step >= 16"; do
+	psql_q -c "INSERT INTO scanc_rollout SELECT * FROM scan_heap WHERE $half" \
+		-c "SELECT * FROM rollout_flush('scanc_rollout')" -c "SELECT * FROM rollout_merge('scanc_rollout')" >/dev/null
+done
+t2=$(date +%s%N)
+psql_q -c "SELECT * FROM rollout_compact('scanc_rollout', 2, 1048576)" >"$LOGS/compact_clustered.out"
+t3=$(date +%s%N)
+psql_q -c "ANALYZE scanc_rollout" >/dev/null
+gc_now scanc_rollout
+h=$(psql_q -c "SELECT count(*), sum(reward)::numeric(20,4) FROM scan_heap")
+r=$(psql_q -c "SELECT count(*), sum(reward)::numeric(20,4) FROM scanc_rollout")
+[ "$h" = "$r" ] || die "heap and the clustered store differ: heap $h, rollout $r"
+say "clustered compaction: $(cat "$LOGS/compact_clustered.out") in $(((t3 - t2) / 1000000)) ms (load: $(((t2 - t1) / 1000000)) ms)"
+for w in ctime full lookup; do
+	cp "$SCRIPTS/${w}_heap.sql" "$SCRIPTS/${w}c_heap.sql"
+	sed "s/scan_rollout/scanc_rollout/" "$SCRIPTS/${w}_rollout.sql" >"$SCRIPTS/${w}c_rollout.sql"
+done
+chmod 644 "$SCRIPTS"/*.sql
+secc="Reads with random uuid keys, compacted with cluster_by 'created_at'"
+workload ctimec "$secc" "filter on created_at, 1 % of rows" ms lower
+workload fullc "$secc" "full scan, every column" ms lower
+workload lookupc "$secc" "key lookup, median of $LOOKUPS per run" ms lower
+for kind in heap rollout; do
+	say "reads compacted with cluster_by: $kind"
+	latency_runs ctimec "$kind" "$SCRIPTS/ctimec_$kind.sql" "$RUNS"
+	latency_runs fullc "$kind" "$SCRIPTS/fullc_$kind.sql" "$RUNS"
+	latency_runs lookupc "$kind" "$SCRIPTS/lookupc_$kind.sql" $((LOOKUPS * RUNS))
+done
+psql_q -c "DROP FOREIGN TABLE scanc_rollout"
+rm -rf "${STORE:?}/scanc_rollout"
 
 CURRENT="analyze"
 say "ANALYZE"
