@@ -43,7 +43,7 @@ our @EXPORT_OK = qw(preload configure_node mode_node writer_node shard_of
   slurp_bin write_bin segment_metadata contiguous poll_until store_stats
   observe still_running wait_for_fault count_in_log create_mapping try_sql
   restart_after_crash plan_node_types find_plan_node loop_size run_concurrently
-  pump_if_running);
+  pump_if_running foreign_scan_of);
 
 # True when the suite runs with the shared-memory writer.
 sub preload
@@ -360,6 +360,16 @@ sub plan_node_types
 {
 	my ($plan) = @_;
 	return ($plan->{'Node Type'}, map { plan_node_types($_) } @{ $plan->{Plans} // [] });
+}
+
+# The Foreign Scan node of EXPLAIN (ANALYZE[, VERBOSE], FORMAT JSON) output
+# (as psql prints it): its counters, such as 'Row Groups Read'.  Dies when
+# the plan has none.
+sub foreign_scan_of
+{
+	my ($json) = @_;
+	return find_plan_node(decode_json($json)->[0]{Plan}, 'Foreign Scan')
+	  // die "no Foreign Scan in the plan: $json";
 }
 
 # The first node of a decoded plan tree of type $type, or undef.

@@ -40,7 +40,7 @@ use PostgreSQL::Test::Utils;
 use LatencyProxy;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(mode_node wait_for_fault count_in_log);
+use RolloutTest qw(mode_node wait_for_fault count_in_log foreign_scan_of);
 use Test::More;
 
 my ($endpoint, $bucket, $region) = RolloutStore::s3_settings('S3');
@@ -172,9 +172,7 @@ sub scan_counters
 	my $json = $node->safe_psql('postgres',
 		"SET rollout_fdw.max_concurrent_requests = $width; SET rollout_fdw.footer_cache_size = 0; "
 		  . "EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) SELECT count(*), sum(v) FROM $table");
-	my $plan = decode_json($json)->[0]{Plan};
-	$plan = $plan->{Plans}[0] while $plan->{'Node Type'} ne 'Foreign Scan';
-	return $plan;
+	return foreign_scan_of($json);
 }
 
 # ---------------------------------------------------------------------------

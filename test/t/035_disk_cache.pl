@@ -29,11 +29,10 @@ use warnings;
 use File::Path qw(make_path);
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
-use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(mode_node count_in_log);
+use RolloutTest qw(mode_node count_in_log foreign_scan_of);
 use Test::More;
 
 my $cache_dir = PostgreSQL::Test::Utils::tempdir('rollout_cache') . '/cache';
@@ -80,8 +79,7 @@ sub counters
 	my ($query, $prefix) = @_;
 	my $json = $node->safe_psql('postgres',
 		($prefix // '') . "EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) $query");
-	my $plan = decode_json($json)->[0]{Plan};
-	$plan = $plan->{Plans}[0] while $plan->{'Node Type'} ne 'Foreign Scan';
+	my $plan = foreign_scan_of($json);
 	return {
 		hits => $plan->{'Disk Cache Hits'} // 0,
 		misses => $plan->{'Disk Cache Misses'} // 0,
@@ -231,8 +229,7 @@ SKIP:
 	my $files = scalar(cache_files());
 	my $json = $node->safe_psql('postgres',
 		"EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) $queries[0]", connstr => 'user=reader dbname=postgres');
-	my $plan = decode_json($json)->[0]{Plan};
-	$plan = $plan->{Plans}[0] while $plan->{'Node Type'} ne 'Foreign Scan';
+	my $plan = foreign_scan_of($json);
 	# (a cold scan also hits: a read of one row group fetches the whole
 	# block, the start of the next one included)
 	is($plan->{'Disk Cache Misses'}, $cold->{misses},

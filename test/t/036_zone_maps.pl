@@ -30,7 +30,7 @@ use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(mode_node);
+use RolloutTest qw(mode_node foreign_scan_of);
 use Test::More;
 
 my $node = mode_node('zone_maps', conf => ['rollout_fdw.rows_per_group = 20']);
@@ -140,9 +140,7 @@ sub scan_counters
 	my ($query, $settings) = @_;
 	my $json = $node->safe_psql('postgres',
 		($settings // '') . "EXPLAIN (ANALYZE, FORMAT JSON) $query");
-	my $plan = decode_json($json)->[0]{Plan};
-	$plan = $plan->{Plans}[0] while $plan->{'Node Type'} ne 'Foreign Scan';
-	return $plan;
+	return foreign_scan_of($json);
 }
 my $window = 'SELECT * FROM z WHERE c BETWEEN 100000 AND 100010';
 my $on = scan_counters($window);

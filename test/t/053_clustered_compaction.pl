@@ -36,7 +36,7 @@ use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(mode_node observe try_sql loop_size);
+use RolloutTest qw(mode_node observe try_sql loop_size foreign_scan_of);
 use Test::More;
 
 my $seed = $ENV{ROLLOUT_TEST_SEED} // 53;
@@ -110,9 +110,7 @@ sub scan_counters
 	my ($query, $settings) = @_;
 	my $json = $node->safe_psql('postgres',
 		($settings // '') . "EXPLAIN (ANALYZE, FORMAT JSON) $query");
-	my $plan = decode_json($json)->[0]{Plan};
-	$plan = $plan->{Plans}[0] while $plan->{'Node Type'} ne 'Foreign Scan';
-	return $plan;
+	return foreign_scan_of($json);
 }
 my $window = sub {
 	my ($table, $from_s, $to_s) = @_;
