@@ -12,6 +12,9 @@
 # nothing visible.  A second run has one session flush again and again while
 # the others insert: the generations must cover the WAL positions exactly
 # once, and the result must again be exact, before and after a final flush.
+# Its inserting sessions stop half-way at a gate (an advisory lock) until a
+# flush has sealed their first halves, so that rows are flushed both before
+# and after the gate however fast they commit.
 # Runs against every backend (test/perl/RolloutStore.pm).
 
 use strict;
@@ -24,7 +27,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(preload mode_node shard_of contiguous loop_size);
+use RolloutTest qw(preload mode_node shard_of contiguous loop_size poll_until);
 use Test::More;
 
 my $node = mode_node('concurrent', conf => ['max_connections = 30']);
@@ -86,9 +89,21 @@ sub session_script
 sub run_parallel
 {
 	my ($label, @files) = @_;
-	my @runs = map { [ $_, PsqlScript->start($node, file => $_) ] } @files;
+	return finish_sessions($label, start_sessions(@files));
+}
+
+sub start_sessions
+{
+	return [ map { [ $_, PsqlScript->start($node, file => $_) ] } @_ ];
+}
+
+# Wait for the sessions of start_sessions; check each succeeded; their output
+# by script.
+sub finish_sessions
+{
+	my ($label, $runs) = @_;
 	my %output;
-	for my $r (@runs)
+	for my $r (@$runs)
 	{
 		my ($f, $session) = @$r;
 		my ($ret, undef, $err) = $session->finish;
@@ -142,11 +157,18 @@ my @expected_fences = $group_commit ? (1) : ();
 # to $scripts/<name>_<k>.sql; returns (rows, sum, transactions, files).
 sub write_session_scripts
 {
-	my ($table, $prefix, $name, @k) = @_;
+	my ($table, $prefix, $name, $gate, @k) = @_;
 	my ($rows, $sum, $xacts, @files) = (0, 0, 0);
 	for my $k (@k)
 	{
 		my ($sql, $r, $s, $x) = session_script($table, $prefix, $k);
+
+		# the gate, before the middle single-row insert: it waits while the
+		# test holds the advisory lock $gate
+		my $middle = "INSERT INTO $table VALUES ('$prefix$k-" . (int($SINGLE / 2) + 1) . "'";
+		$sql =~ s/^(?=\Q$middle\E)/SELECT pg_advisory_lock_shared($gate); SELECT pg_advisory_unlock_shared($gate);\n/m
+		  or die "no middle insert in the script of session $k"
+		  if defined $gate;
 		my $f = "$scripts/${name}_$k.sql";
 		open(my $fh, '>', $f) or die;
 		print $fh $sql;
@@ -167,7 +189,7 @@ sub check_table
 
 # ---------------------------------------------------------------------------
 # Run 1: eight inserting sessions.
-my ($rows1, $sum1, $xacts1, @files1) = write_session_scripts('t1', 's', 'ins1', 0 .. 7);
+my ($rows1, $sum1, $xacts1, @files1) = write_session_scripts('t1', 's', 'ins1', undef, 0 .. 7);
 my $t0 = time;
 run_parallel('8 inserters', @files1);
 note(sprintf('8 sessions committed %d transactions in %d s', $xacts1, time - $t0));
@@ -215,7 +237,7 @@ is("$m->{generations}[0]{first_position}-$m->{generations}[0]{last_position}",
 
 # ---------------------------------------------------------------------------
 # Run 2: seven inserting sessions and one that flushes over and over.
-my ($rows2, $sum2, $xacts2, @files2) = write_session_scripts('t2', 'f', 'ins2', 0 .. 6);
+my ($rows2, $sum2, $xacts2, @files2) = write_session_scripts('t2', 'f', 'ins2', 2002, 0 .. 6);
 my $flusher = "$scripts/flusher.sql";
 {
 	open(my $fh, '>', $flusher) or die;
@@ -223,14 +245,24 @@ my $flusher = "$scripts/flusher.sql";
 	  for 1 .. 60;
 	close $fh;
 }
+my $gate_lock = q{SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 2002};
+my $gate = PsqlScript->start($node, command => 'SELECT pg_advisory_lock(2002); SELECT pg_sleep(600)');
+ok(defined poll_until($node, "$gate_lock AND granted", '1', 60), 'the gate is closed');
 $t0 = time;
-my $outputs = run_parallel('7 inserters + flusher', @files2, $flusher);
+my $sessions = start_sessions(@files2, $flusher);
+ok(defined poll_until($node, "$gate_lock AND NOT granted", '7', 180),
+	'every inserting session waits at the gate, half-way');
+my $at_gate = $node->safe_psql('postgres', q{SELECT rows_flushed, generation FROM rollout_flush('t2')});
+my $generations_at_gate = scalar(@{ $store->newest_manifest("conc2/shards/$shard/_manifest")->{generations} });
+cmp_ok($generations_at_gate, '>=', 1, 'the first halves are flushed while the sessions wait');
+$node->safe_psql('postgres',
+	q{SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(600)%' AND pid <> pg_backend_pid()});
+$gate->finish;
+my $outputs = finish_sessions('7 inserters + flusher', $sessions);
 note(sprintf('7 sessions committed %d transactions in %d s while flushing', $xacts2, time - $t0));
 
-my @flushes = grep { /^\d+\|\d+$/ } split /\n/, $outputs->{$flusher};
-my @made = grep { (split /\|/)[0] > 0 } @flushes;
-cmp_ok(scalar(@made), '>=', 2, 'the concurrent flusher made several generations')
-  or diag("flusher output:\n$outputs->{$flusher}");
+# the non-empty flushes: the flusher's and the one at the gate
+my @made = grep { (split /\|/)[0] > 0 } $at_gate, grep { /^\d+\|\d+$/ } split /\n/, $outputs->{$flusher};
 
 check_table('t2', $rows2, $sum2, 'after inserts racing with flushes');
 
@@ -257,6 +289,9 @@ check_table('t2', $rows2, $sum2, 'after an empty flush');
 $m = $store->newest_manifest("conc2/shards/$shard/_manifest");
 my @gens = sort { $a->{number} <=> $b->{number} } @{ $m->{generations} };
 my %is_fence = map { $_ => 1 } @$fences2;
+cmp_ok(scalar(@gens), '>', $generations_at_gate,
+	'the second halves are in generations of their own, after the gate')
+  or diag("flusher output:\n$outputs->{$flusher}");
 my ($next, $ok, $gen_rows) = (1, 1, 0);
 for my $g (@gens)
 {
