@@ -114,7 +114,11 @@ cluster_ranges_choose(RolloutStore *store, RolloutSnapshot *snapshot,
 		CHECK_FOR_INTERRUPTS();
 		if (!isnull[column])
 			cluster_sample_offer(&sample, values[column]);
-		/* the pass is the compaction's work too: it yields as the rewrite does */
+
+		/*
+		 * the pass is the compaction's work too: it yields as the rewrite
+		 * does
+		 */
 		if (maintenance_cost_active())
 		{
 			maintenance_cost_charge_row_bytes(cluster_row_bytes(store, values));
