@@ -185,14 +185,18 @@ is($layout->{'WAL Entries Read'}, 3, '(a) ... and 3 unflushed commits');
 cmp_ok($layout->{'Row Groups Read'}, '>', 3 * 22, '(a) ... of several row groups each')
   or diag(encode_json($layout));
 check_queries('s3t', $model, '(a) S3');
+# The two widths compared in the same state, after the queries above: the
+# first scan after the store was written once sent one request more than
+# a later one (a CI run, 111 against 110), whatever its width.
 my $sequential = scan_counters('s3t', 1);
+my $parallel = scan_counters('s3t', 16);
 is($sequential->{'Remote Request Rounds'}, $sequential->{'Remote Requests'},
 	'(a) with 1 request in flight, every request is a round of its own');
-is($layout->{'Remote Requests'}, $sequential->{'Remote Requests'},
+is($parallel->{'Remote Requests'}, $sequential->{'Remote Requests'},
 	'(a) both send the same requests');
-cmp_ok($layout->{'Remote Request Rounds'} * 3, '<', $sequential->{'Remote Request Rounds'},
+cmp_ok($parallel->{'Remote Request Rounds'} * 3, '<', $sequential->{'Remote Request Rounds'},
 	'(a) with 16, in far fewer rounds')
-  or diag("16: $layout->{'Remote Request Rounds'} rounds, 1: $sequential->{'Remote Request Rounds'}");
+  or diag("16: $parallel->{'Remote Request Rounds'} rounds, 1: $sequential->{'Remote Request Rounds'}");
 
 # (a) correctness on Azure
 SKIP:
