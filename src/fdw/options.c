@@ -369,6 +369,20 @@ rollout_check_is_rollout_table(Oid relid)
 				 errdetail("Its foreign-data wrapper is not rollout_fdw.")));
 }
 
+/* The live column of tupdesc called name, or NULL. */
+static Form_pg_attribute
+rollout_column_named(TupleDesc tupdesc, const char *name)
+{
+	for (int i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+
+		if (!attr->attisdropped && strcmp(NameStr(attr->attname), name) == 0)
+			return attr;
+	}
+	return NULL;
+}
+
 /*
  * The column of the option cluster_by (compact.c spreads a compaction's
  * outputs over ranges of it) must exist, must not be the key, and must be of
@@ -379,16 +393,9 @@ rollout_check_is_rollout_table(Oid relid)
 static void
 rollout_check_cluster_column(Relation rel, const RolloutTableOptions *options)
 {
-	TupleDesc	tupdesc = RelationGetDescr(rel);
-	Form_pg_attribute column = NULL;
+	Form_pg_attribute column = rollout_column_named(RelationGetDescr(rel),
+													options->cluster_by);
 
-	for (int i = 0; i < tupdesc->natts; i++)
-	{
-		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
-
-		if (!attr->attisdropped && strcmp(NameStr(attr->attname), options->cluster_by) == 0)
-			column = attr;
-	}
 	if (column == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
@@ -436,7 +443,7 @@ rollout_fdw_check_table(PG_FUNCTION_ARGS)
 	RolloutTableOptions *options;
 	Relation	rel;
 	TupleDesc	tupdesc;
-	int			key_attno = InvalidAttrNumber;
+	Form_pg_attribute key;
 	bool		pinned = false;
 	ListCell   *lc;
 
@@ -460,14 +467,8 @@ rollout_fdw_check_table(PG_FUNCTION_ARGS)
 	options = rollout_table_options(relid);
 	rel = table_open(relid, AccessShareLock);
 	tupdesc = RelationGetDescr(rel);
-	for (int i = 0; i < tupdesc->natts; i++)
-	{
-		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
-
-		if (!attr->attisdropped && strcmp(NameStr(attr->attname), options->key_column) == 0)
-			key_attno = attr->attnum;
-	}
-	if (key_attno == InvalidAttrNumber)
+	key = rollout_column_named(tupdesc, options->key_column);
+	if (key == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
 				 errmsg("key column \"%s\" does not exist in foreign table \"%s\"",
@@ -489,7 +490,7 @@ rollout_fdw_check_table(PG_FUNCTION_ARGS)
 					 errhint("Store the object's name (text) instead.")));
 	}
 	{
-		Form_pg_attribute attr = TupleDescAttr(tupdesc, key_attno - 1);
+		Form_pg_attribute attr = key;
 		TypeCacheEntry *typentry = lookup_type_cache(attr->atttypid,
 													 TYPECACHE_CMP_PROC);
 
