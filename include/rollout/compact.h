@@ -22,7 +22,7 @@ typedef struct CompactResult
 
 /*
  * Compact the base table when it has at least min_fragments fragments (the
- * outputs of one compaction counting as one, base_manifest_run_count),
+ * outputs of one compaction counting as one, fragment_run_count),
  * reading at most max_source_fragments of them, into fragments of about
  * target_rows_per_fragment rows; with cluster_column >= 0 (an index in the
  * store's schema), one set of them per range of that column.

@@ -192,10 +192,11 @@ extern ManifestCommitResult base_manifest_commit(RolloutStore *store,
 												 BaseManifest *manifest);
 
 /*
- * The base's fragments, the outputs of one compaction (a disjoint set)
- * counted as one: what compaction's min_fragments compares with.
+ * How many fragments (FragmentEntry *), the outputs of one compaction (a
+ * disjoint set) counted as one: what compaction's min_fragments compares
+ * with.
  */
-extern int	base_manifest_run_count(const BaseManifest *base);
+extern int	fragment_run_count(List *fragments);
 
 /* Is a fragment with this file name in fragments (FragmentEntry *)? */
 extern bool fragment_entry_listed(List *fragments, const char *file);

@@ -756,19 +756,19 @@ base_manifest_commit(RolloutStore *store, BaseManifest *manifest)
  * set has few members, and a base few sets: the quadratic search is cheap.
  */
 int
-base_manifest_run_count(const BaseManifest *base)
+fragment_run_count(List *fragments)
 {
 	int			runs = 0;
 	ListCell   *lc;
 
-	foreach(lc, base->fragments)
+	foreach(lc, fragments)
 	{
 		FragmentEntry *fragment = lfirst(lc);
 		bool		counted = false;
 
-		for (ListCell *earlier = list_head(base->fragments);
+		for (ListCell *earlier = list_head(fragments);
 			 fragment->disjoint_set != NULL && earlier != lc;
-			 earlier = lnext(base->fragments, earlier))
+			 earlier = lnext(fragments, earlier))
 		{
 			const char *set = ((FragmentEntry *) lfirst(earlier))->disjoint_set;
 

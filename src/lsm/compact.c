@@ -94,25 +94,6 @@ fragment_size_compare(const ListCell *a, const ListCell *b)
 	return strcmp(fa->file, fb->file);
 }
 
-/* Are the inputs all of one disjoint set (manifest.h)? */
-static bool
-compact_inputs_one_set(List *inputs)
-{
-	const char *set = ((FragmentEntry *) linitial(inputs))->disjoint_set;
-	ListCell   *lc;
-
-	if (set == NULL)
-		return false;
-	foreach(lc, inputs)
-	{
-		const char *other = ((FragmentEntry *) lfirst(lc))->disjoint_set;
-
-		if (other == NULL || strcmp(other, set) != 0)
-			return false;
-	}
-	return true;
-}
-
 /*
  * The input fragments as the sources of a rewrite.  They carry no key range
  * and no size, so each is read in full.  With the store's truncate cut, the
@@ -309,7 +290,7 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 	 * again drops no version, unless the caller asks for it (min_fragments 1:
 	 * to drop tombstones they kept, or to lay them out anew by cluster_by).
 	 */
-	runs = base_manifest_run_count(base);
+	runs = fragment_run_count(base->fragments);
 	if (result.fragments_before < 2 || runs < min_fragments)
 	{
 		result.skipped_reason = runs == result.fragments_before
@@ -337,7 +318,7 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 		result.skipped_reason = "fewer than two fragments to compact";
 		return result;
 	}
-	if (min_fragments > 1 && compact_inputs_one_set(inputs))
+	if (min_fragments > 1 && fragment_run_count(inputs) < 2)
 	{
 		result.skipped_reason = "the smallest fragments (max_source_fragments) are the outputs of one compaction";
 		return result;

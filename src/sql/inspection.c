@@ -131,7 +131,7 @@ rollout_should_compact(PG_FUNCTION_ARGS)
 	rel = rollout_open_table_argument(fcinfo, "rollout_should_compact", ROLLOUT_ACCESS_READ);
 	base = base_manifest_read_latest(rollout_store_for_relation(rel));
 	table_close(rel, AccessShareLock);
-	PG_RETURN_BOOL(!quiet && base_manifest_run_count(base) >= min_fragments);
+	PG_RETURN_BOOL(!quiet && fragment_run_count(base->fragments) >= min_fragments);
 }
 
 /*
