@@ -115,10 +115,7 @@ cluster_ranges_choose(RolloutStore *store, RolloutSnapshot *snapshot,
 		if (!isnull[column])
 			cluster_sample_offer(&sample, values[column]);
 
-		/*
-		 * the pass is the compaction's work too: it yields as the rewrite
-		 * does
-		 */
+		/* compaction's work too: it yields as the rewrite does */
 		if (maintenance_cost_active())
 		{
 			maintenance_cost_charge_row_bytes(cluster_row_bytes(store, values));
