@@ -337,25 +337,25 @@ footer_cache_max_footer(const char *identity)
 }
 
 /*
- * Keep the footer of identity in this backend, unless it is larger than
- * footer_cache_max_footer.
+ * Keep in this backend the footer of identity, whose bytes are in
+ * footer_cache_context and now belong to the cache, unless it is larger than
+ * footer_cache_max_footer (then they are freed).  Returns the entry, or NULL.
  */
-static void
-footer_cache_keep(const char *identity, const char *footer,
-				  int64 footer_length, int64 object_size)
+static FooterCacheEntry *
+footer_cache_adopt(const char *identity, char *footer, int64 footer_length,
+				   int64 object_size)
 {
 	uint64		hash = footer_cache_hash(identity);
 	FooterCacheEntry *entry;
 	Size		charge;
 	bool		found;
 
-	if (!footer_cache_enabled())
-		return;
 	charge = footer_length + strlen(identity) + 1 + sizeof(FooterCacheEntry);
 	if (charge > footer_cache_limit() / FOOTER_CACHE_LARGEST_SHARE)
-		return;
-	if (footer_cache == NULL)
-		footer_cache_init();
+	{
+		pfree(footer);
+		return NULL;
+	}
 
 	entry = hash_search(footer_cache, &hash, HASH_FIND, NULL);
 	if (entry != NULL)
@@ -367,8 +367,7 @@ footer_cache_keep(const char *identity, const char *footer,
 	entry->identity = MemoryContextStrdup(footer_cache_context, identity);
 	entry->bytes = MemoryContextAllocZero(footer_cache_context, sizeof(FooterBytes));
 	entry->bytes->entry = entry;
-	entry->bytes->footer = MemoryContextAlloc(footer_cache_context, footer_length);
-	memcpy(entry->bytes->footer, footer, footer_length);
+	entry->bytes->footer = footer;
 	entry->footer_length = footer_length;
 	entry->object_size = object_size;
 	entry->charge = charge;
@@ -376,6 +375,28 @@ footer_cache_keep(const char *identity, const char *footer,
 	dlist_push_head(&footer_cache_lru, &entry->lru);
 	footer_cache_bytes += charge;
 	footer_cache_shrink();
+	return entry;
+}
+
+/*
+ * Keep a copy of the footer of identity in this backend, unless it is larger
+ * than footer_cache_max_footer.
+ */
+static void
+footer_cache_keep(const char *identity, const char *footer,
+				  int64 footer_length, int64 object_size)
+{
+	char	   *copy;
+
+	if (!footer_cache_enabled() ||
+		footer_length > footer_cache_max_footer(identity))
+		return;
+	if (footer_cache == NULL)
+		footer_cache_init();
+	copy = MemoryContextAllocExtended(footer_cache_context, footer_length,
+									  MCXT_ALLOC_HUGE);
+	memcpy(copy, footer, footer_length);
+	(void) footer_cache_adopt(identity, copy, footer_length, object_size);
 }
 
 /* Keep a footer read and checked, here and in the shared cache. */
@@ -402,14 +423,24 @@ footer_cache_fetch_shared(const char *identity, int64 object_size_hint)
 	int64		footer_length;
 	int64		object_size;
 	FooterCacheEntry *entry;
+	MemoryContext oldcontext;
+	bool		found;
 
-	if (!shared_footer_cache_copy(identity, object_size_hint,
-								  footer_cache_max_footer(identity), &footer,
-								  &footer_length, &object_size))
+	if (footer_cache == NULL)
+		footer_cache_init();
+
+	/*
+	 * Copied straight into the cache's memory: a large store's footers are
+	 * megabytes, and in a new backend every page of a copy is a page fault.
+	 */
+	oldcontext = MemoryContextSwitchTo(footer_cache_context);
+	found = shared_footer_cache_copy(identity, object_size_hint,
+									 footer_cache_max_footer(identity),
+									 &footer, &footer_length, &object_size);
+	MemoryContextSwitchTo(oldcontext);
+	if (!found)
 		return false;
-	footer_cache_keep(identity, footer, footer_length, object_size);
-	pfree(footer);
-	entry = footer_cache_find(identity, footer_cache_hash(identity));
+	entry = footer_cache_adopt(identity, footer, footer_length, object_size);
 	if (entry == NULL)
 		return false;			/* too large for this backend's cache */
 	entry->from_shared = true;
