@@ -46,6 +46,7 @@ OBJS = \
 	src/core/snapshot.o \
 	src/core/snapshot_serial.o \
 	src/core/store_snapshot.o \
+	src/core/named_snapshot.o \
 	src/read/key_range.o \
 	src/read/key_split.o \
 	src/read/row_source.o \
@@ -83,6 +84,7 @@ OBJS = \
 	src/worker/sweeper.o \
 	src/sql/sql_common.o \
 	src/sql/maintenance.o \
+	src/sql/named_snapshots.o \
 	src/sql/inspection.o \
 	src/sql/store_list.o \
 	src/sql/stat_view.o
@@ -90,7 +92,8 @@ OBJS = \
 EXTENSION = rollout_fdw
 DATA = rollout_fdw--0.1.sql rollout_fdw--0.2.sql rollout_fdw--0.1--0.2.sql \
 	rollout_fdw--0.2--0.3.sql rollout_fdw--0.3--0.4.sql \
-	rollout_fdw--0.4--0.5.sql rollout_fdw--0.5--0.6.sql
+	rollout_fdw--0.4--0.5.sql rollout_fdw--0.5--0.6.sql \
+	rollout_fdw--0.6--0.7.sql
 
 REGRESS = $(notdir $(basename $(sort $(wildcard sql/*.sql))))
 REGRESS_OPTS = --inputdir=. --outputdir=. --load-extension=rollout_fdw

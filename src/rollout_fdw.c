@@ -25,6 +25,7 @@
 #include "rollout/group_commit.h"
 #include "rollout/memtable.h"
 #include "rollout/merge.h"
+#include "rollout/named_snapshot.h"
 #include "rollout/objstore.h"
 #include "rollout/read_cache.h"
 #include "rollout/row_source.h"
@@ -55,6 +56,7 @@ _PG_init(void)
 	scan_filter_define_settings();
 	shard_define_settings();
 	manifest_view_define_settings();
+	named_snapshot_define_settings();
 	wal_define_settings();
 	commit_define_settings();
 	group_commit_define_settings();

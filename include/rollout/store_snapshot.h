@@ -9,6 +9,7 @@
 #ifndef ROLLOUT_STORE_SNAPSHOT_H
 #define ROLLOUT_STORE_SNAPSHOT_H
 
+#include "rollout/manifest_view.h"
 #include "rollout/snapshot.h"
 
 /*
@@ -27,5 +28,22 @@ extern RolloutSnapshot *rollout_snapshot_take(RolloutStore *store,
  */
 extern RolloutSnapshot *rollout_snapshot_take_for_counting(RolloutStore *store,
 														   bool all_wal_tails);
+
+/*
+ * The newest manifest versions of store, listed from the store in the order
+ * a snapshot takes them (every shard manifest, then the base manifest), so
+ * that together they are a consistent cut; each was read once, so each
+ * existed.
+ */
+extern void rollout_snapshot_newest_versions(RolloutStore *store,
+											 ManifestVersions *versions);
+
+/*
+ * A snapshot of exactly the given manifest versions (a named snapshot,
+ * core/named_snapshot.c): the base's fragments and the shards' generations,
+ * no WAL entry and no memtable.  NULL when a version no longer exists.
+ */
+extern RolloutSnapshot *rollout_snapshot_at_versions(RolloutStore *store,
+													 const ManifestVersions *versions);
 
 #endif							/* ROLLOUT_STORE_SNAPSHOT_H */

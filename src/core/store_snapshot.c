@@ -88,7 +88,8 @@ snapshot_manifests_from_view(RolloutStore *store, List **shards,
 static void
 snapshot_manifests_from_store(RolloutStore *store, List **shards,
 							  const ShardManifest ***manifests,
-							  const BaseManifest **base)
+							  const BaseManifest **base,
+							  ManifestVersions *listed)
 {
 	for (int attempt = 1;; attempt++)
 	{
@@ -110,6 +111,8 @@ snapshot_manifests_from_store(RolloutStore *store, List **shards,
 		{
 			manifest_view_publish(store, started_at, &versions);
 			*shards = versions.shards;
+			if (listed != NULL)
+				*listed = versions;
 			return;
 		}
 		if (attempt >= 5)
@@ -167,6 +170,53 @@ snapshot_add_generations(RolloutStore *store, RolloutSnapshot *snapshot,
 }
 
 /*
+ * Steps 2 and 3 of snapshot_take once the manifests are read: the truncate
+ * cut they know, the base's fragments and the generations it has not folded
+ * in yet, as sources copied out of the manifests (which belong to the
+ * manifest cache).
+ */
+static void
+snapshot_add_manifests(RolloutStore *store, RolloutSnapshot *snapshot,
+					   List *shards, const ShardManifest **manifests,
+					   const BaseManifest *base)
+{
+	ListCell   *lc;
+
+	snapshot->shard_count = list_length(shards);
+	for (int i = 0; i < snapshot->shard_count; i++)
+		snapshot->truncate_stamp = Max(snapshot->truncate_stamp,
+									   manifests[i]->truncate_stamp);
+
+	snapshot->base_version = base->version;
+	snapshot->truncate_stamp = Max(snapshot->truncate_stamp, base->truncate_stamp);
+	foreach(lc, base->fragments)
+	{
+		FragmentEntry *fragment = lfirst(lc);
+		SnapshotSource *source = snapshot_source_new(SNAPSHOT_FRAGMENT);
+
+		source->key = pstrdup(fragment->file);
+		source->rows = fragment->rows;
+		source->bytes = fragment->bytes > 0 ? fragment->bytes : -1;
+		source->has_key_range = fragment->has_key_range;
+		if (fragment->has_key_range)
+		{
+			source->min_key = snapshot_copy_key(store, fragment->min_key);
+			source->max_key = snapshot_copy_key(store, fragment->max_key);
+		}
+		source->stamp_floor = -1;
+		source->max_ts = fragment->max_ts;
+		source->disjoint_set = fragment->disjoint_set == NULL ? NULL
+			: pstrdup(fragment->disjoint_set);
+		snapshot->sources = lappend(snapshot->sources, source);
+		snapshot->fragment_count++;
+	}
+
+	/* generations not yet folded into the base */
+	snapshot_add_generations(store, snapshot, manifests, snapshot->shard_count,
+							 base);
+}
+
+/*
  * Take store's snapshot in the order the file header explains.  Besides that
  * order: this cluster's memtable is copied before anything else and stands in
  * for its own shard's WAL tail when the writer is ready; every WAL tail read
@@ -183,7 +233,6 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 	List	   *shards = NIL;
 	const ShardManifest **manifests;
 	const BaseManifest *base;
-	ListCell   *lc;
 	SharedStoreSlot *slot = shared_store_lookup(store);
 	List	   *memtable = NIL;
 	bool		have_memtable = false;
@@ -215,39 +264,8 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 	snapshot->manifests_from_view = !all_wal_tails &&
 		snapshot_manifests_from_view(store, &shards, &manifests, &base);
 	if (!snapshot->manifests_from_view)
-		snapshot_manifests_from_store(store, &shards, &manifests, &base);
-	snapshot->shard_count = list_length(shards);
-	for (int i = 0; i < snapshot->shard_count; i++)
-		snapshot->truncate_stamp = Max(snapshot->truncate_stamp,
-									   manifests[i]->truncate_stamp);
-
-	snapshot->base_version = base->version;
-	snapshot->truncate_stamp = Max(snapshot->truncate_stamp, base->truncate_stamp);
-	foreach(lc, base->fragments)
-	{
-		FragmentEntry *fragment = lfirst(lc);
-		SnapshotSource *source = snapshot_source_new(SNAPSHOT_FRAGMENT);
-
-		source->key = pstrdup(fragment->file);
-		source->rows = fragment->rows;
-		source->bytes = fragment->bytes > 0 ? fragment->bytes : -1;
-		source->has_key_range = fragment->has_key_range;
-		if (fragment->has_key_range)
-		{
-			source->min_key = snapshot_copy_key(store, fragment->min_key);
-			source->max_key = snapshot_copy_key(store, fragment->max_key);
-		}
-		source->stamp_floor = -1;
-		source->max_ts = fragment->max_ts;
-		source->disjoint_set = fragment->disjoint_set == NULL ? NULL
-			: pstrdup(fragment->disjoint_set);
-		snapshot->sources = lappend(snapshot->sources, source);
-		snapshot->fragment_count++;
-	}
-
-	/* 3. generations not yet folded into the base */
-	snapshot_add_generations(store, snapshot, manifests, snapshot->shard_count,
-							 base);
+		snapshot_manifests_from_store(store, &shards, &manifests, &base, NULL);
+	snapshot_add_manifests(store, snapshot, shards, manifests, base);
 
 	/* 4. WAL tails */
 	for (int i = 0; i < snapshot->shard_count; i++)
@@ -320,4 +338,29 @@ RolloutSnapshot *
 rollout_snapshot_take_for_counting(RolloutStore *store, bool all_wal_tails)
 {
 	return snapshot_take(store, all_wal_tails, true);
+}
+
+void
+rollout_snapshot_newest_versions(RolloutStore *store, ManifestVersions *versions)
+{
+	List	   *shards;
+	const ShardManifest **manifests;
+	const BaseManifest *base;
+
+	snapshot_manifests_from_store(store, &shards, &manifests, &base, versions);
+}
+
+RolloutSnapshot *
+rollout_snapshot_at_versions(RolloutStore *store,
+							 const ManifestVersions *versions)
+{
+	RolloutSnapshot *snapshot;
+	const ShardManifest **manifests;
+	const BaseManifest *base;
+
+	if (!manifest_cache_read(store, versions, &manifests, &base))
+		return NULL;
+	snapshot = palloc0(sizeof(RolloutSnapshot));
+	snapshot_add_manifests(store, snapshot, versions->shards, manifests, base);
+	return snapshot;
 }

@@ -19,6 +19,11 @@
  * is about to commit; such a writer abandons its commit when its outputs
  * have waited longer than half the grace period (rollout_output_too_old).
  *
+ * Named snapshots (core/named_snapshot.c) that a retention keeps are kept
+ * the same way: the manifest versions a retained token names are kept with
+ * everything they reference, whatever their age, until the retention
+ * expires; expired retentions are deleted.
+ *
  * What is deleted, each only when older than the grace period:
  *	- base fragments no kept base version references (any cluster);
  *	- this shard's generations no kept shard version references, and WAL
@@ -46,6 +51,7 @@
 #include "rollout/ingest.h"
 #include "rollout/maintenance_cost.h"
 #include "rollout/manifest.h"
+#include "rollout/named_snapshot.h"
 #include "rollout/shard.h"
 #include "rollout/shared_store.h"
 #include "rollout/store_keys.h"
@@ -54,20 +60,22 @@
 #include "rollout/wal.h"
 
 /* The manifest versions of one _manifest/ folder, oldest first. */
-typedef struct ManifestVersions
+typedef struct GcVersions
 {
 	List	   *entries;		/* ObjectStoreEntry * of versions */
 	int			first_kept;		/* index of the oldest kept version */
-} ManifestVersions;
+	int64	   *retained;		/* version numbers retentions keep */
+	int			retained_count;
+} GcVersions;
 
 /*
  * List a manifest folder and decide which versions readers may still use:
  * the newest, and every version whose successor was created after cutoff.
  */
-static ManifestVersions
+static GcVersions
 gc_manifest_versions(RolloutStore *store, const char *prefix, TimestampTz cutoff)
 {
-	ManifestVersions versions = {NIL, 0};
+	GcVersions	versions = {NIL, 0, NULL, 0};
 	List	   *objects = objstore_list_all(store->objstore, prefix, NULL);
 	ListCell   *lc;
 	int			n;
@@ -94,6 +102,66 @@ gc_manifest_versions(RolloutStore *store, const char *prefix, TimestampTz cutoff
 }
 
 /*
+ * Note in versions the version numbers that the unexpired retentions' tokens
+ * of this creation of the store name: of the base manifest (shard NULL) or
+ * of shard's manifest.
+ */
+static void
+gc_note_retained(RolloutStore *store, List *retentions, const char *shard,
+				 GcVersions *versions)
+{
+	ListCell   *lc;
+
+	versions->retained = palloc(sizeof(int64) * Max(list_length(retentions), 1));
+	foreach(lc, retentions)
+	{
+		RetainedSnapshot *retained = lfirst(lc);
+		NamedSnapshot *named = retained->snapshot;
+		ListCell   *sc;
+
+		if (named == NULL || !named_snapshot_of_store(store, named))
+			continue;
+		if (shard == NULL)
+		{
+			versions->retained[versions->retained_count++] =
+				named->versions.base_version;
+			continue;
+		}
+		foreach(sc, named->versions.shards)
+		{
+			if (strcmp(lfirst(sc), shard) == 0)
+				versions->retained[versions->retained_count++] =
+					named->versions.shard_versions[foreach_current_index(sc)];
+		}
+	}
+}
+
+/* Is version number a retention keeps? */
+static bool
+gc_version_retained(const GcVersions *versions, int64 number)
+{
+	for (int i = 0; i < versions->retained_count; i++)
+	{
+		if (versions->retained[i] == number)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The versions gc reads the references of: the kept ones, and the older
+ * ones a retention keeps.
+ */
+static bool
+gc_version_referenced(const GcVersions *versions, int index)
+{
+	ObjectStoreEntry *entry = list_nth(versions->entries, index);
+
+	return index >= versions->first_kept ||
+		gc_version_retained(versions, rollout_key_number(entry->key));
+}
+
+/*
  * Delete one listed object, counting it and the size the listing reported in
  * result.  Returns false, counting nothing, when it was already gone (a
  * concurrent gc).  The fault point gc.after_delete follows each deletion.
@@ -113,14 +181,15 @@ gc_delete(RolloutStore *store, ObjectStoreEntry *entry, GcResult *result)
 
 /* Delete the manifest versions older than the kept ones. */
 static void
-gc_delete_old_versions(RolloutStore *store, ManifestVersions *versions,
+gc_delete_old_versions(RolloutStore *store, GcVersions *versions,
 					   TimestampTz cutoff, GcResult *result)
 {
 	for (int i = 0; i < versions->first_kept; i++)
 	{
 		ObjectStoreEntry *entry = list_nth(versions->entries, i);
 
-		if (entry->modified <= cutoff)
+		if (entry->modified <= cutoff &&
+			!gc_version_retained(versions, rollout_key_number(entry->key)))
 			(void) gc_delete(store, entry, result);
 	}
 }
@@ -144,21 +213,25 @@ gc_key_in(List *keys, const char *key)
 
 /* Base fragments and base manifest versions. */
 static void
-gc_base(RolloutStore *store, TimestampTz cutoff, GcResult *result)
+gc_base(RolloutStore *store, List *retentions, TimestampTz cutoff,
+		GcResult *result)
 {
-	ManifestVersions versions;
+	GcVersions	versions;
 	List	   *referenced = NIL;
 	List	   *objects;
 	ListCell   *lc;
 
 	versions = gc_manifest_versions(store, rollout_key_base_manifest_prefix(store),
 									cutoff);
-	for (int i = versions.first_kept; i < list_length(versions.entries); i++)
+	gc_note_retained(store, retentions, NULL, &versions);
+	for (int i = 0; i < list_length(versions.entries); i++)
 	{
 		ObjectStoreEntry *entry = list_nth(versions.entries, i);
-		BaseManifest *base = base_manifest_read_version(store,
-														rollout_key_number(entry->key));
+		BaseManifest *base;
 
+		if (!gc_version_referenced(&versions, i))
+			continue;
+		base = base_manifest_read_version(store, rollout_key_number(entry->key));
 		if (base == NULL)
 			continue;			/* removed by a concurrent gc */
 		foreach(lc, base->fragments)
@@ -304,9 +377,10 @@ gc_own_wal(RolloutStore *store, int64 replay_after, TimestampTz cutoff,
 
 /* This cluster's shard: generations, WAL entries and manifest versions. */
 static void
-gc_own_shard(RolloutStore *store, TimestampTz cutoff, GcResult *result)
+gc_own_shard(RolloutStore *store, List *retentions, TimestampTz cutoff,
+			 GcResult *result)
 {
-	ManifestVersions versions;
+	GcVersions	versions;
 	List	   *referenced = NIL;
 	int64		replay_after = -1;
 	List	   *objects;
@@ -317,16 +391,24 @@ gc_own_shard(RolloutStore *store, TimestampTz cutoff, GcResult *result)
 									cutoff);
 	if (versions.entries == NIL)
 		return;					/* the shard never flushed */
-	for (int i = versions.first_kept; i < list_length(versions.entries); i++)
+	gc_note_retained(store, retentions, store->shard, &versions);
+	for (int i = 0; i < list_length(versions.entries); i++)
 	{
 		ObjectStoreEntry *entry = list_nth(versions.entries, i);
-		ShardManifest *manifest = shard_manifest_read_version(store, store->shard,
-															  rollout_key_number(entry->key));
+		ShardManifest *manifest;
 
+		if (!gc_version_referenced(&versions, i))
+			continue;
+		manifest = shard_manifest_read_version(store, store->shard,
+											   rollout_key_number(entry->key));
 		if (manifest == NULL)
 			continue;
 		foreach(lc, manifest->generations)
 			referenced = lappend(referenced, ((GenerationEntry *) lfirst(lc))->file);
+
+		/* a named snapshot reads no WAL entry: only kept versions count */
+		if (i < versions.first_kept)
+			continue;
 		if (replay_after < 0 || manifest->replay_after < replay_after)
 			replay_after = manifest->replay_after;
 	}
@@ -348,6 +430,25 @@ gc_own_shard(RolloutStore *store, TimestampTz cutoff, GcResult *result)
 }
 
 /*
+ * Delete the retentions that had expired when this gc began (they kept
+ * nothing in this run either).
+ */
+static void
+gc_expired_retentions(RolloutStore *store, List *retentions, TimestampTz now,
+					  GcResult *result)
+{
+	ListCell   *lc;
+
+	foreach(lc, retentions)
+	{
+		RetainedSnapshot *retained = lfirst(lc);
+
+		if (retained->until <= now)
+			(void) gc_delete(store, retained->entry, result);
+	}
+}
+
+/*
  * Collect garbage in store (gc.h): base fragments and base manifests, then
  * this shard's generations, WAL entries, ingest segments and manifests, then
  * what interrupted uploads left.  cutoff (now minus the grace) bounds every
@@ -362,13 +463,16 @@ rollout_gc_store(RolloutStore *store, int64 grace_seconds)
 	TimestampTz started = GetCurrentTimestamp();
 	TimestampTz cutoff = started - grace_seconds * USECS_PER_SEC;
 	bool		cost_was_active;
+	List	   *retentions;
 
 	rollout_check_writable(store, "collect garbage in");
 	cost_was_active = maintenance_cost_begin();
 	PG_TRY();
 	{
-		gc_base(store, cutoff, &result);
-		gc_own_shard(store, cutoff, &result);
+		retentions = named_snapshot_retentions(store, started);
+		gc_base(store, retentions, cutoff, &result);
+		gc_own_shard(store, retentions, cutoff, &result);
+		gc_expired_retentions(store, retentions, started, &result);
 		result.objects_deleted +=
 			objstore_remove_abandoned_uploads(store->objstore, cutoff,
 											  &result.bytes_freed);

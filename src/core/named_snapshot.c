@@ -1,0 +1,368 @@
+/*-------------------------------------------------------------------------
+ *
+ * named_snapshot.c
+ *		Snapshots with a name: a token for a store as it is now, reads as of
+ *		such a token, and retentions that keep what a token needs from
+ *		garbage collection until a given time.
+ *
+ * A token names manifest versions: the base manifest's and every shard
+ * manifest's, listed in the order a snapshot takes them (store_snapshot.c),
+ * so that together they are a consistent cut of the store.  A manifest
+ * version never changes once written, so a token reads the same rows for as
+ * long as those versions and the fragments and generations they name exist.
+ * It names no WAL entry: rollout_snapshot flushes this cluster's shard
+ * before it takes the token, so that everything this cluster committed
+ * before the call is in a generation.  Rows other clusters committed and
+ * have not flushed yet are not in it, as they are not in a read without
+ * read_wal_tail.
+ *
+ * Token text: "rs1:<incarnation>:<base version>:<shard>=<version>,...",
+ * shards in the order of the listing (sorted).  The incarnation of the
+ * store (_store.json) ties a token to one creation of one store: a store
+ * dropped and created again numbers its manifests from 1 again.
+ *
+ * Retention.  Garbage collection keeps a manifest version only for its grace
+ * period after a newer one replaced it.  rollout_retain writes
+ * <store>/_retained/<hash of the token>.<until, µs since 2000>.json holding
+ * the token, create-if-absent like every object of a store: retaining a
+ * token longer is another object, and the latest until wins.  gc (lsm/gc.c)
+ * lists them, reads those not expired, keeps the manifest versions they name
+ * and everything those reference, and deletes the expired ones.
+ * rollout_release deletes every retention of a token.  The until time is in
+ * the key so that gc and listings know it without reading the object.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/hashfn.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
+
+#include "rollout/json_doc.h"
+#include "rollout/named_snapshot.h"
+#include "rollout/shard.h"
+#include "rollout/store_snapshot.h"
+
+#define TOKEN_PREFIX		"rs1:"
+
+char	   *named_snapshot_as_of = NULL;
+
+static bool
+check_as_of(char **newval, void **extra, GucSource source)
+{
+	const char *problem;
+
+	if (*newval == NULL || (*newval)[0] == '\0')
+		return true;
+	if (named_snapshot_parse(*newval, &problem) == NULL)
+	{
+		GUC_check_errdetail("%s", problem);
+		return false;
+	}
+	return true;
+}
+
+void
+named_snapshot_define_settings(void)
+{
+	DefineCustomStringVariable("rollout_fdw.as_of",
+							   "Named snapshot (a token of rollout_snapshot) that scans of its store read.",
+							   "Empty reads the store as it is now. Scans of other stores are not affected.",
+							   &named_snapshot_as_of,
+							   "",
+							   PGC_USERSET,
+							   0,
+							   check_as_of, NULL, NULL);
+}
+
+char *
+named_snapshot_take(RolloutStore *store)
+{
+	ManifestVersions versions;
+	StringInfoData token;
+	ListCell   *lc;
+
+	if (store->incarnation == NULL || store->incarnation[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("store \"%s\" does not exist yet", store->name),
+				 errdetail("A store is created by its first write; there is nothing to name a snapshot of.")));
+	rollout_snapshot_newest_versions(store, &versions);
+	initStringInfo(&token);
+	appendStringInfo(&token, TOKEN_PREFIX "%s:" INT64_FORMAT ":",
+					 store->incarnation, versions.base_version);
+	foreach(lc, versions.shards)
+		appendStringInfo(&token, "%s%s=" INT64_FORMAT,
+						 foreach_current_index(lc) > 0 ? "," : "",
+						 (char *) lfirst(lc),
+						 versions.shard_versions[foreach_current_index(lc)]);
+	return token.data;
+}
+
+/* A version number of a token: digits, at least 1 (0 for the base) */
+static bool
+parse_version(const char *text, int64 minimum, int64 *version)
+{
+	int64		value = 0;
+
+	if (*text == '\0')
+		return false;
+	for (const char *c = text; *c != '\0'; c++)
+	{
+		if (*c < '0' || *c > '9' || value > (PG_INT64_MAX - 9) / 10)
+			return false;
+		value = value * 10 + (*c - '0');
+	}
+	*version = value;
+	return value >= minimum;
+}
+
+NamedSnapshot *
+named_snapshot_parse(const char *text, const char **problem)
+{
+	NamedSnapshot *snapshot = palloc0(sizeof(NamedSnapshot));
+	char	   *copy;
+	char	   *incarnation;
+	char	   *base;
+	char	   *shards;
+	char	   *next;
+	int			count = 0;
+	const char *dummy;
+
+	if (problem == NULL)
+		problem = &dummy;
+	*problem = "A token is the text rollout_snapshot returned, \"rs1:\" and then the store's incarnation, the base version and the shards' versions.";
+	if (strncmp(text, TOKEN_PREFIX, strlen(TOKEN_PREFIX)) != 0)
+		return NULL;
+	copy = pstrdup(text + strlen(TOKEN_PREFIX));
+	incarnation = copy;
+	if ((base = strchr(incarnation, ':')) == NULL)
+		return NULL;
+	*base++ = '\0';
+	if ((shards = strchr(base, ':')) == NULL)
+		return NULL;
+	*shards++ = '\0';
+	if (incarnation[0] == '\0' ||
+		strspn(incarnation, "0123456789abcdefABCDEF-") != strlen(incarnation) ||
+		!parse_version(base, 0, &snapshot->versions.base_version))
+		return NULL;
+	snapshot->incarnation = incarnation;
+	snapshot->versions.shard_versions =
+		palloc(sizeof(int64) * (strlen(shards) / 3 + 1));
+	for (char *shard = shards; *shard != '\0'; shard = next)
+	{
+		char	   *equals = strchr(shard, '=');
+
+		next = strchr(shard, ',');
+		if (next != NULL)
+			*next++ = '\0';
+		else
+			next = shard + strlen(shard);
+		if (equals == NULL)
+			return NULL;
+		*equals = '\0';
+		if (!rollout_shard_id_is_valid(shard) ||
+			!parse_version(equals + 1, 1,
+						   &snapshot->versions.shard_versions[count]))
+			return NULL;
+		snapshot->versions.shards = lappend(snapshot->versions.shards, shard);
+		count++;
+	}
+	*problem = NULL;
+	return snapshot;
+}
+
+bool
+named_snapshot_of_store(RolloutStore *store, const NamedSnapshot *snapshot)
+{
+	return store->incarnation != NULL &&
+		strcmp(store->incarnation, snapshot->incarnation) == 0;
+}
+
+void
+named_snapshot_raise_expired(RolloutStore *store, const char *token)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_SNAPSHOT_TOO_OLD),
+			 errmsg("snapshot \"%s\" of store \"%s\" has expired", token,
+					store->name),
+			 errdetail("Garbage collection removed objects it needs."),
+			 errhint("Keep a snapshot with rollout_retain, or with retain_until of rollout_snapshot, for as long as it is read.")));
+}
+
+RolloutSnapshot *
+named_snapshot_read(RolloutStore *store, const char *token)
+{
+	const char *problem;
+	NamedSnapshot *named = named_snapshot_parse(token, &problem);
+	RolloutSnapshot *snapshot;
+
+	if (named == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid snapshot token \"%s\"", token),
+				 errdetail("%s", problem)));
+	if (!named_snapshot_of_store(store, named))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("snapshot \"%s\" is not a snapshot of store \"%s\"",
+						token, store->name),
+				 errdetail("It was taken of another store, or of an earlier creation of this one.")));
+	snapshot = rollout_snapshot_at_versions(store, &named->versions);
+	if (snapshot == NULL)
+		named_snapshot_raise_expired(store, token);
+	return snapshot;
+}
+
+/* The folder of store's retentions, and the key prefix of token's */
+static char *
+retention_prefix(RolloutStore *store, const char *token)
+{
+	if (token == NULL)
+		return psprintf("%s/_retained/", store->name);
+	return psprintf("%s/_retained/%016" INT64_MODIFIER "x.", store->name,
+					(int64) hash_bytes_extended((const unsigned char *) token,
+												(int) strlen(token), 0));
+}
+
+/* The until time in a retention's key, or false when it is not one */
+static bool
+retention_until(const char *key, TimestampTz *until)
+{
+	const char *name = strrchr(key, '/');
+	const char *dot;
+	char	   *digits;
+
+	name = name == NULL ? key : name + 1;
+	if ((dot = strchr(name, '.')) == NULL || dot - name != 16)
+		return false;
+	digits = pstrdup(dot + 1);
+	if (strlen(digits) <= 5 || strcmp(digits + strlen(digits) - 5, ".json") != 0)
+		return false;
+	digits[strlen(digits) - 5] = '\0';
+	return parse_version(digits, 0, until);
+}
+
+/*
+ * Does every object snapshot reads exist?  One listing per object: only
+ * rollout_retain of a token that is not new asks.
+ */
+static bool
+named_snapshot_objects_exist(RolloutStore *store, RolloutSnapshot *snapshot)
+{
+	ListCell   *lc;
+
+	foreach(lc, snapshot->sources)
+	{
+		SnapshotSource *source = lfirst(lc);
+		List	   *listed = objstore_list_all(store->objstore, source->key, NULL);
+
+		if (listed == NIL ||
+			strcmp(((ObjectStoreEntry *) linitial(listed))->key, source->key) != 0)
+			return false;
+	}
+	return true;
+}
+
+void
+named_snapshot_retain(RolloutStore *store, const char *token, TimestampTz until,
+					  bool just_taken)
+{
+	char	   *key = psprintf("%s" INT64_FORMAT ".json",
+							   retention_prefix(store, token), (int64) until);
+	StringInfoData body;
+	bool		first = true;
+	RolloutSnapshot *snapshot;
+
+	(void) named_snapshot_read(store, token);	/* checks store and syntax */
+	rollout_check_writable(store, "retain a snapshot of");
+	initStringInfo(&body);
+	appendStringInfoChar(&body, '{');
+	json_append_member_text(&body, &first, "token", token);
+	json_append_member_text(&body, &first, "until",
+							timestamptz_to_str(until));
+	appendStringInfoString(&body, "}\n");
+	(void) objstore_create_if_absent(store->objstore, key, body.data, body.len,
+									 objstore_new_put_id());
+
+	/*
+	 * The versions of a token just taken are the newest, which gc keeps for
+	 * its grace period anyway.  An older token's may be in the middle of
+	 * being collected by a gc that listed the retentions before this one
+	 * existed (it deletes the objects before the manifests): look at them
+	 * again now that every later gc sees the retention.
+	 */
+	if (just_taken)
+		return;
+	snapshot = rollout_snapshot_at_versions(store,
+											&named_snapshot_parse(token, NULL)->versions);
+	if (snapshot == NULL || !named_snapshot_objects_exist(store, snapshot))
+	{
+		(void) objstore_delete(store->objstore, key);
+		named_snapshot_raise_expired(store, token);
+	}
+}
+
+int
+named_snapshot_release(RolloutStore *store, const char *token)
+{
+	const char *problem;
+	List	   *objects;
+	ListCell   *lc;
+	int			released = 0;
+
+	if (named_snapshot_parse(token, &problem) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid snapshot token \"%s\"", token),
+				 errdetail("%s", problem)));
+	rollout_check_writable(store, "release a snapshot of");
+	objects = objstore_list_all(store->objstore,
+								retention_prefix(store, token), NULL);
+	foreach(lc, objects)
+	{
+		ObjectStoreEntry *entry = lfirst(lc);
+		TimestampTz until;
+
+		if (retention_until(entry->key, &until) &&
+			objstore_delete(store->objstore, entry->key))
+			released++;
+	}
+	return released;
+}
+
+List *
+named_snapshot_retentions(RolloutStore *store, TimestampTz now)
+{
+	List	   *objects = objstore_list_all(store->objstore,
+											retention_prefix(store, NULL), NULL);
+	List	   *retentions = NIL;
+	ListCell   *lc;
+
+	foreach(lc, objects)
+	{
+		ObjectStoreEntry *entry = lfirst(lc);
+		RetainedSnapshot *retained;
+		StringInfoData body;
+		TimestampTz until;
+		JsonDoc    *doc;
+
+		if (!retention_until(entry->key, &until))
+			continue;			/* not a retention: left alone */
+		retained = palloc0(sizeof(RetainedSnapshot));
+		retained->entry = entry;
+		retained->until = until;
+		retentions = lappend(retentions, retained);
+		if (until <= now)
+			continue;
+		initStringInfo(&body);
+		if (!objstore_get(store->objstore, entry->key, &body))
+			continue;			/* released meanwhile */
+		doc = json_doc_parse(body.data, body.len, entry->key);
+		retained->token = json_doc_text(doc, doc->root, "token", true);
+		retained->snapshot = named_snapshot_parse(retained->token, NULL);
+	}
+	return retentions;
+}
