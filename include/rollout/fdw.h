@@ -27,7 +27,16 @@ typedef struct RolloutTableOptions
 	bool		read_wal_tail;	/* read other shards' WAL tails too */
 	int			batch_size;		/* rows per ExecForeignBatchInsert call */
 	char	   *cluster_by;		/* the column compaction clusters by, or NULL */
+	char	   *as_of;			/* the named snapshot scans read, or NULL */
 } RolloutTableOptions;
+
+/*
+ * The named snapshot (a token) scans of rel read: its option as_of, else
+ * rollout_fdw.as_of when that names a snapshot of store; NULL for the store
+ * as it is now.
+ */
+extern const char *rollout_table_as_of(const RolloutTableOptions *options,
+									   RolloutStore *store);
 
 extern RolloutTableOptions *rollout_table_options(Oid relid);
 

@@ -167,6 +167,24 @@ rollout_plan_foreign_modify(PlannerInfo *root, ModifyTable *plan,
 }
 
 /*
+ * ERROR when rel is read as of a named snapshot (its option as_of, or
+ * rollout_fdw.as_of naming a snapshot of its store): a write would change
+ * the store as it is now, which the session does not read, and an UPDATE
+ * or DELETE would pick its rows from the past.
+ */
+static void
+rollout_refuse_write_as_of(Relation rel, RolloutStore *store)
+{
+	if (rollout_table_as_of(rollout_table_options(RelationGetRelid(rel)),
+							store) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot modify foreign table \"%s\" while it is read as of a named snapshot",
+						RelationGetRelationName(rel)),
+				 errhint("Reset rollout_fdw.as_of, or drop the table option as_of, to write.")));
+}
+
+/*
  * Build the per-result-relation state that BeginForeignModify and
  * BeginForeignInsert share: the table's store, opened with the user mapping of
  * the role its range table entry names (the current user when the relation has
@@ -183,6 +201,7 @@ rollout_modify_state_create(EState *estate, ResultRelInfo *rinfo)
 	state->store = rollout_store_for_relation_as(rel,
 												 rollout_user_for_range_table_entry(estate,
 																					rinfo->ri_RangeTableIndex));
+	rollout_refuse_write_as_of(rel, state->store);
 	state->batch_size = rollout_table_options(RelationGetRelid(rel))->batch_size;
 	return state;
 }
@@ -468,9 +487,10 @@ rollout_exec_foreign_truncate(List *rels, DropBehavior behavior, bool restart_se
 	foreach(lc, rels)
 	{
 		Relation	rel = lfirst(lc);
+		RolloutStore *store = rollout_store_for_relation(rel);
 
-		xact_buffer_add_truncate(rel, rollout_store_for_relation(rel),
-								 GetCurrentCommandId(true));
+		rollout_refuse_write_as_of(rel, store);
+		xact_buffer_add_truncate(rel, store, GetCurrentCommandId(true));
 	}
 }
 

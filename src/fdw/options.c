@@ -31,6 +31,7 @@
 #include "utils/typcache.h"
 
 #include "rollout/fdw.h"
+#include "rollout/named_snapshot.h"
 
 /* Which options exist, and where they may appear. */
 typedef struct RolloutOption
@@ -60,6 +61,7 @@ static const RolloutOption rollout_options[] = {
 	{"read_wal_tail", ForeignTableRelationId},
 	{"batch_size", ForeignTableRelationId},
 	{"cluster_by", ForeignTableRelationId},
+	{"as_of", ForeignTableRelationId},
 	{NULL, InvalidOid}
 };
 
@@ -172,6 +174,17 @@ rollout_fdw_validator(PG_FUNCTION_ARGS)
 		else if (strcmp(def->defname, "read_wal_tail") == 0 ||
 				 strcmp(def->defname, "verify_tls") == 0)
 			(void) defGetBoolean(def);
+		else if (strcmp(def->defname, "as_of") == 0)
+		{
+			const char *problem;
+
+			if (named_snapshot_parse(defGetString(def), &problem) == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+						 errmsg("invalid value for option \"as_of\": \"%s\"",
+								defGetString(def)),
+						 errdetail("%s", problem)));
+		}
 		else if (strcmp(def->defname, "url_style") == 0)
 		{
 			char	   *value = defGetString(def);
@@ -304,6 +317,8 @@ rollout_table_options(Oid relid)
 			(void) parse_int(defGetString(def), &options->batch_size, 0, NULL);
 		else if (strcmp(def->defname, "cluster_by") == 0)
 			options->cluster_by = defGetString(def);
+		else if (strcmp(def->defname, "as_of") == 0)
+			options->as_of = defGetString(def);
 	}
 	if (options->store_name == NULL)
 	{
@@ -518,4 +533,20 @@ rollout_fdw_check_table(PG_FUNCTION_ARGS)
 	if (pinned)
 		PG_RETURN_NULL();
 	PG_RETURN_TEXT_P(cstring_to_text(options->store_name));
+}
+
+/* See fdw.h. */
+const char *
+rollout_table_as_of(const RolloutTableOptions *options, RolloutStore *store)
+{
+	NamedSnapshot *named;
+
+	if (options->as_of != NULL)
+		return options->as_of;	/* read checks that it is store's */
+	if (named_snapshot_as_of == NULL || named_snapshot_as_of[0] == '\0')
+		return NULL;
+	named = named_snapshot_parse(named_snapshot_as_of, NULL);
+	if (named == NULL || !named_snapshot_of_store(store, named))
+		return NULL;
+	return named_snapshot_as_of;
 }

@@ -28,6 +28,7 @@
 #include "utils/rel.h"
 
 #include "rollout/fault.h"
+#include "rollout/named_snapshot.h"
 #include "rollout/scan_snapshot.h"
 #include "rollout/store_definition.h"
 #include "rollout/xact_buffer.h"
@@ -69,6 +70,7 @@ rollout_begin_foreign_scan(ForeignScanState *node, int eflags)
 	state->store = rollout_store_for_relation_as(state->rel,
 												 rollout_user_for_range_table_entry(node->ss.ps.state,
 																					plan->scan.scanrelid));
+	state->as_of = rollout_table_as_of(state->options, state->store);
 	state->scan_context = AllocSetContextCreate(CurrentMemoryContext,
 												"rollout scan",
 												ALLOCSET_DEFAULT_SIZES);
@@ -251,15 +253,20 @@ rollout_scan_accumulate_stats(RolloutScanState *state)
 /*
  * The snapshot the scan reads, in scan_context: its statement's or
  * transaction's store snapshot, with the transaction's own rows as the
- * newest source when it inserted into the table before this command.
+ * newest source when it inserted into the table before this command; or the
+ * named snapshot of as_of, alone.
  */
 RolloutSnapshot *
 rollout_scan_take_snapshot(RolloutScanState *state)
 {
-	RolloutSnapshot *shared = rollout_scan_snapshot(state->store,
-													state->options->read_wal_tail,
-													state->estate);
+	RolloutSnapshot *shared;
 	RolloutSnapshot *snapshot;
+
+	/* a named snapshot is the past: not the transaction's own rows */
+	if (state->as_of != NULL)
+		return named_snapshot_read(state->store, state->as_of);
+	shared = rollout_scan_snapshot(state->store, state->options->read_wal_tail,
+								   state->estate);
 
 	rollout_fault_point("scan.after_snapshot");
 	if (!state->own_rows_taken)
@@ -345,7 +352,7 @@ rollout_scan_open_read(ForeignScanState *node, RolloutScanState *state)
 	{
 		bool		vanished = false;
 		bool		may_retake = state->parallel == NULL &&
-		attempt < SCAN_MAX_SNAPSHOT_ATTEMPTS - 1;
+		(state->as_of != NULL || attempt < SCAN_MAX_SNAPSHOT_ATTEMPTS - 1);
 		MergeReadOptions options = {0};
 
 		if (state->snapshot == NULL)
@@ -362,6 +369,8 @@ rollout_scan_open_read(ForeignScanState *node, RolloutScanState *state)
 									   state->want, &range, &options);
 		if (state->read != NULL)
 			break;
+		if (state->as_of != NULL)	/* a named snapshot is never retaken */
+			named_snapshot_raise_expired(state->store, state->as_of);
 		rollout_scan_snapshot_vanished(state->store,
 									   state->options->read_wal_tail,
 									   state->estate);

@@ -47,6 +47,10 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 	RolloutScanState *state = node->fdw_state;
 
 	ExplainPropertyText("Rollout Store", state->options->store_name, es);
+	/* rollout_fdw.as_of is known to apply once the store is open (ANALYZE) */
+	if (state->as_of != NULL || state->options->as_of != NULL)
+		ExplainPropertyText("As Of",
+							state->as_of ? state->as_of : state->options->as_of, es);
 	if (es->verbose)
 		ExplainPropertyText("Location",
 							state->options->location ? state->options->location

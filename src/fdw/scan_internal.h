@@ -75,6 +75,7 @@ typedef struct RolloutScanState
 	Relation	rel;
 	RolloutStore *store;
 	RolloutTableOptions *options;
+	const char *as_of;			/* the named snapshot read, or NULL: now */
 	int			natts;
 	int		   *attr_to_column; /* per attno-1: segment column, or -1 */
 	bool	   *want;			/* per segment column */

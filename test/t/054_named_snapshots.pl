@@ -1,0 +1,276 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+#
+# 054_named_snapshots.pl — named snapshots (core/named_snapshot.c):
+#   (a) rollout_snapshot returns a token; with rollout_fdw.as_of set to it,
+#       scans read the store as it was, whatever was inserted, updated,
+#       deleted, truncated, flushed, merged and compacted since, serially
+#       and in parallel, while the store as it is now reads differently;
+#       the transaction's own rows are not part of the past; a table of
+#       another store is not affected; writes are refused while as_of
+#       applies;
+#   (b) the table option as_of does the same for one table; bad tokens are
+#       refused as options and settings;
+#   (c) retention: gc keeps what a retained token reads and collects what
+#       an unretained one read, which then fails as expired; rollout_release
+#       lets gc collect it; an expired retention is deleted by gc;
+#       rollout_retain of an expired token is refused and leaves nothing;
+#   (d) random rounds: a token per round, retained, each checked against a
+#       heap copy of the table at that moment after every round's changes
+#       and maintenance, and after gc;
+#   (e) privileges: a role with SELECT reads a snapshot but cannot take,
+#       retain or release one.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RolloutStore;
+use RolloutTest qw(mode_node try_sql loop_size);
+use Test::More;
+
+my $seed = $ENV{ROLLOUT_TEST_SEED} // 54;
+srand($seed);
+note("seed $seed");
+
+# min_gc_grace 0: gc collects what no kept manifest names at once
+my $node = mode_node('named',
+	conf => [ 'rollout_fdw.rows_per_group = 50', 'rollout_fdw.min_gc_grace = 0' ]);
+my $store = RolloutStore->for_test('054_named_snapshots');
+$store->create_extension_and_server($node);
+
+$node->safe_psql('postgres', q{
+CREATE FOREIGN TABLE e (id int NOT NULL, v int, note text) SERVER s OPTIONS (store 'named', key 'id');
+CREATE FOREIGN TABLE other (id int NOT NULL, v int) SERVER s OPTIONS (store 'other', key 'id');
+INSERT INTO other SELECT g, g FROM generate_series(1, 30) g;
+INSERT INTO e SELECT g, g, 'first' FROM generate_series(1, 300) g;
+CREATE TABLE h1 AS SELECT * FROM e;
+});
+
+# The rows of e read as of $token (or now, with undef) that are not in heap
+# $heap, plus those of $heap not read: 0 when the read is the heap.
+sub differences
+{
+	my ($token, $heap, %opts) = @_;
+	my $set = defined $token ? "SET rollout_fdw.as_of = '$token';" : '';
+	my $parallel = $opts{parallel}
+	  ? 'SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0; SET max_parallel_workers_per_gather = 2;'
+	  : '';
+	my $table = $opts{table} // 'e';
+	return $node->safe_psql('postgres', qq{$set $parallel
+SELECT count(*) FROM ((SELECT * FROM $table EXCEPT ALL SELECT * FROM $heap)
+  UNION ALL (SELECT * FROM $heap EXCEPT ALL SELECT * FROM $table)) d});
+}
+
+sub snapshot_reads
+{
+	my ($token, $heap, $what, %opts) = @_;
+	is(differences($token, $heap, %opts), 0, $what);
+}
+
+# --- (a) as_of reads the past -----------------------------------------------
+my $t1 = $node->safe_psql('postgres', q{SELECT rollout_snapshot('e')});
+like($t1, qr/^rs1:[0-9a-f-]+:\d+:[A-Za-z0-9_-]+=\d+$/, 'rollout_snapshot returns a token');
+
+$node->safe_psql('postgres', q{
+UPDATE e SET v = -v, note = 'second' WHERE id % 3 = 0;
+DELETE FROM e WHERE id % 7 = 0;
+INSERT INTO e SELECT g, g, 'second' FROM generate_series(301, 360) g;
+SELECT 1 FROM rollout_flush('e');
+SELECT 1 FROM rollout_merge('e');
+UPDATE e SET note = 'third' WHERE id % 5 = 0;
+SELECT 1 FROM rollout_merge('e');
+SELECT 1 FROM rollout_compact('e', min_fragments => 1);
+DELETE FROM e WHERE id % 11 = 0;
+});
+cmp_ok(differences(undef, 'h1'), '>', 100, 'the store as it is now differs from the first copy');
+snapshot_reads($t1, 'h1', 'as_of reads the store as it was at rollout_snapshot');
+snapshot_reads($t1, 'h1', 'the same in a parallel scan', parallel => 1);
+is($node->safe_psql('postgres', qq{SET rollout_fdw.as_of = '$t1'; SELECT count(*) FROM e WHERE id = 14}),
+	1, 'a key deleted since is there as of the token');
+is($node->safe_psql('postgres', qq{SET rollout_fdw.as_of = '$t1'; SELECT count(*) FROM other}),
+	30, 'a table of another store is read as it is now');
+
+# the transaction's own rows are not part of the past
+is($node->safe_psql('postgres', qq{BEGIN; INSERT INTO e VALUES (9999, 1, 'mine');
+SET LOCAL rollout_fdw.as_of = '$t1'; SELECT count(*) FROM e WHERE id = 9999; ROLLBACK;}),
+	0, "a transaction's own uncommitted rows are not read as of a token");
+
+for my $write (
+	q{INSERT INTO e VALUES (5000, 1, 'x')},
+	q{UPDATE e SET v = 0 WHERE id = 1},
+	q{DELETE FROM e WHERE id = 1},
+	q{TRUNCATE e})
+{
+	my ($ok, $out, $err) = try_sql($node, "SET rollout_fdw.as_of = '$t1'; $write");
+	ok(!$ok && $err =~ /cannot modify foreign table "e" while it is read as of a named snapshot/,
+		"$write is refused while as_of applies") or diag($err);
+}
+my ($ok, $out, $err) = try_sql($node, qq{SET rollout_fdw.as_of = '$t1'; INSERT INTO other VALUES (31, 31)});
+ok($ok, 'a table of another store can be written while as_of names another store') or diag($err);
+
+# a TRUNCATE after a token hides nothing the token reads
+$node->safe_psql('postgres', q{CREATE TABLE h2 AS SELECT * FROM e});
+my $t2 = $node->safe_psql('postgres', q{SELECT rollout_snapshot('e', now() + interval '1 hour')});
+$node->safe_psql('postgres', q{TRUNCATE e; INSERT INTO e VALUES (1, 1, 'after truncate'); SELECT 1 FROM rollout_flush('e');});
+is($node->safe_psql('postgres', 'SELECT count(*) FROM e'), 1, 'after TRUNCATE the store holds one row');
+snapshot_reads($t2, 'h2', 'a token taken before a TRUNCATE reads the rows the TRUNCATE hid');
+
+# --- (b) the table option --------------------------------------------------
+$node->safe_psql('postgres',
+	qq{CREATE FOREIGN TABLE e_then (id int NOT NULL, v int, note text) SERVER s OPTIONS (store 'named', key 'id', as_of '$t2')});
+snapshot_reads(undef, 'h2', 'a table with the option as_of reads its snapshot', table => 'e_then');
+like($node->safe_psql('postgres', 'EXPLAIN SELECT * FROM e_then'), qr/As Of: \Q$t2\E/,
+	'EXPLAIN shows the snapshot a table with as_of reads');
+like($node->safe_psql('postgres', qq{SET rollout_fdw.as_of = '$t2'; EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM e}),
+	qr/As Of: \Q$t2\E/, 'EXPLAIN ANALYZE shows the snapshot rollout_fdw.as_of makes a scan read');
+($ok, $out, $err) = try_sql($node, q{INSERT INTO e_then VALUES (5000, 1, 'x')});
+ok(!$ok && $err =~ /while it is read as of a named snapshot/, 'a table with as_of cannot be written')
+  or diag($err);
+for my $bad ('nope', 'rs1:xyz:1:', 'rs1:abc:-1:', 'rs1:abc:1:bad shard=1', 'rs1:abc:1:s=0')
+{
+	($ok, $out, $err) = try_sql($node, qq{ALTER FOREIGN TABLE e_then OPTIONS (SET as_of '$bad')});
+	ok(!$ok && $err =~ /invalid value for option "as_of"/, "option as_of '$bad' is refused") or diag($err);
+	# (a first read loads the library, which checks the setting from then on)
+	($ok, $out, $err) = try_sql($node, qq{SELECT count(*) FROM other; SET rollout_fdw.as_of = '$bad'});
+	ok(!$ok && $err =~ /invalid value for parameter "rollout_fdw.as_of"/, "setting as_of '$bad' is refused")
+	  or diag($err);
+}
+my $t_other = $node->safe_psql('postgres', q{SELECT rollout_snapshot('other')});
+($ok, $out, $err) = try_sql($node, qq{ALTER FOREIGN TABLE e_then OPTIONS (SET as_of '$t_other'); SELECT count(*) FROM e_then});
+ok(!$ok && $err =~ /is not a snapshot of store "named"/, "a table option naming another store's snapshot is an error")
+  or diag($err);
+$node->safe_psql('postgres', qq{ALTER FOREIGN TABLE e_then OPTIONS (SET as_of '$t2')});
+
+# --- (c) retention ------------------------------------------------------------
+my $t3 = $node->safe_psql('postgres', q{SELECT rollout_snapshot('e')});    # not retained
+$node->safe_psql('postgres', q{CREATE TABLE h3 AS SELECT * FROM e});
+$node->safe_psql('postgres', q{
+INSERT INTO e SELECT g, g, 'later' FROM generate_series(2, 200) g;
+SELECT 1 FROM rollout_merge('e');
+SELECT 1 FROM rollout_compact('e', min_fragments => 1);
+SELECT 1 FROM rollout_gc('e', '0');
+});
+snapshot_reads($t2, 'h2', 'gc keeps what a retained token reads');
+snapshot_reads(undef, 'h2', 'and the table option still reads it', table => 'e_then');
+for my $token ($t1, $t3)
+{
+	($ok, $out, $err) = try_sql($node, qq{SET rollout_fdw.as_of = '$token'; SELECT count(*) FROM e});
+	ok(!$ok && $err =~ /snapshot "\Q$token\E" of store "named" has expired/,
+		'an unretained token is expired once gc collected what it read') or diag($err);
+}
+($ok, $out, $err) = try_sql($node, qq{SELECT rollout_retain('e', '$t3', now() + interval '1 hour')});
+ok(!$ok && $err =~ /has expired/, 'rollout_retain of an expired token is refused') or diag($err);
+is($node->safe_psql('postgres', q{SELECT string_agg(token, ',') FROM rollout_retained('e')}),
+	$t2, 'rollout_retained lists the one retained token, not the refused one');
+($ok, $out, $err) = try_sql($node, qq{SELECT rollout_retain('e', '$t2', now() - interval '1 hour')});
+ok(!$ok && $err =~ /must be a finite time in the future/, 'a retention must end in the future') or diag($err);
+
+# a token retained after it was taken, before gc collected it, is kept
+my $t5 = $node->safe_psql('postgres', q{SELECT rollout_snapshot('e')});
+$node->safe_psql('postgres', q{CREATE TABLE h5 AS SELECT * FROM e});
+$node->safe_psql('postgres', q{DELETE FROM e WHERE id < 100; SELECT 1 FROM rollout_merge('e'); SELECT 1 FROM rollout_compact('e', min_fragments => 1);});
+$node->safe_psql('postgres', qq{SELECT rollout_retain('e', '$t5', now() + interval '1 hour')});
+$node->safe_psql('postgres', q{SELECT 1 FROM rollout_gc('e', '0')});
+snapshot_reads($t5, 'h5', 'a token retained by rollout_retain after it was taken survives gc');
+is($node->safe_psql('postgres', qq{SELECT rollout_release('e', '$t5')}), 1, 'and is released');
+
+# a retention that expires is deleted by gc, and then keeps nothing
+my $t4 = $node->safe_psql('postgres', q{SELECT rollout_snapshot('e', now() + interval '2 seconds')});
+$node->safe_psql('postgres', q{CREATE TABLE h4 AS SELECT * FROM e});
+$node->safe_psql('postgres', q{UPDATE e SET v = 0; SELECT 1 FROM rollout_merge('e'); SELECT 1 FROM rollout_compact('e', min_fragments => 1); SELECT 1 FROM rollout_gc('e', '0');});
+snapshot_reads($t4, 'h4', 'a retention keeps its snapshot until it expires');
+sleep(3);
+is($node->safe_psql('postgres', q{SELECT count(*) FILTER (WHERE expired) FROM rollout_retained('e')}),
+	1, 'rollout_retained shows the retention as expired');
+$node->safe_psql('postgres', q{SELECT 1 FROM rollout_gc('e', '0')});
+is($node->safe_psql('postgres', q{SELECT count(*) FROM rollout_retained('e')}),
+	1, 'gc deleted the expired retention (the other is left)');
+($ok, $out, $err) = try_sql($node, qq{SET rollout_fdw.as_of = '$t4'; SELECT count(*) FROM e});
+ok(!$ok && $err =~ /has expired/, 'after its retention expired, gc collected what the token read') or diag($err);
+
+# release
+is($node->safe_psql('postgres', qq{SELECT rollout_release('e', '$t2')}), 1, 'rollout_release removes the retention');
+is($node->safe_psql('postgres', qq{SELECT rollout_release('e', '$t2')}), 0, 'releasing again removes nothing');
+$node->safe_psql('postgres', q{SELECT 1 FROM rollout_gc('e', '0')});
+($ok, $out, $err) = try_sql($node, qq{SET rollout_fdw.as_of = '$t2'; SELECT count(*) FROM e});
+ok(!$ok && $err =~ /has expired/ && $err =~ /rollout_retain/, 'a released token is expired after gc, with a hint')
+  or diag($err);
+
+# --- (d) random rounds ----------------------------------------------------------
+my $rounds = loop_size(file => 8, remote => 4);
+my @tokens;
+for my $round (1 .. $rounds)
+{
+	my @sql;
+	for (1 .. 3)
+	{
+		my $dice = rand();
+		my $from = 1 + int(rand(400));
+		my $to = $from + int(rand(60));
+		if ($dice < 0.4)
+		{
+			push @sql, "UPDATE e SET v = $round WHERE id BETWEEN $from AND $to;",
+			  "INSERT INTO e SELECT g, $round, 'round $round' FROM generate_series($from, $to) g WHERE g % 2 = 0;";
+		}
+		elsif ($dice < 0.7)
+		{
+			push @sql, "DELETE FROM e WHERE id BETWEEN $from AND $to AND id % 3 <> 0;";
+		}
+		elsif ($dice < 0.75)
+		{
+			push @sql, "TRUNCATE e; INSERT INTO e SELECT g, $round, 'refilled' FROM generate_series(1, 50) g;";
+		}
+		else
+		{
+			push @sql, "SELECT 1 FROM rollout_flush('e');";
+		}
+	}
+	push @sql, q{SELECT 1 FROM rollout_merge('e');} if rand() < 0.5;
+	push @sql, q{SELECT 1 FROM rollout_compact('e', min_fragments => 1);} if rand() < 0.3;
+	push @sql, q{SELECT 1 FROM rollout_gc('e', '0');} if rand() < 0.5;
+	($ok, $out, $err) = try_sql($node, join("\n", @sql));
+	ok($ok, "round $round: the changes and maintenance ran") or diag($err);
+	$node->safe_psql('postgres', "CREATE TABLE r$round AS SELECT * FROM e");
+	push @tokens,
+	  $node->safe_psql('postgres', q{SELECT rollout_snapshot('e', now() + interval '1 hour')});
+	my $bad = 0;
+	for my $i (0 .. $#tokens)
+	{
+		$bad++ if differences($tokens[$i], 'r' . ($i + 1)) != 0;
+	}
+	is($bad, 0, "round $round: every token so far reads its round's copy");
+}
+$node->safe_psql('postgres', q{SELECT 1 FROM rollout_merge('e'); SELECT 1 FROM rollout_compact('e', min_fragments => 1); SELECT 1 FROM rollout_gc('e', '0');});
+for my $i (0 .. $#tokens)
+{
+	snapshot_reads($tokens[$i], 'r' . ($i + 1), 'after a final compaction and gc, round ' . ($i + 1) . ' reads its copy');
+}
+snapshot_reads(undef, "r$rounds", 'and the store as it is now reads the last copy');
+
+# --- (e) privileges ---------------------------------------------------------------
+$node->safe_psql('postgres', q{
+CREATE ROLE reader LOGIN;
+GRANT SELECT ON e TO reader;
+GRANT USAGE ON FOREIGN SERVER s TO reader;
+});
+# (the server's user mapping is for PUBLIC)
+my $last = $tokens[-1];
+my $reader_diff = $node->safe_psql('postgres', qq{SET ROLE reader; SET rollout_fdw.as_of = '$last';
+SELECT count(*) FROM e});
+is($reader_diff, $node->safe_psql('postgres', "SELECT count(*) FROM r$rounds"),
+	'a role with SELECT reads a snapshot');
+for my $call (q{rollout_snapshot('e')}, qq{rollout_retain('e', '$last', now() + interval '1 day')},
+	qq{rollout_release('e', '$last')})
+{
+	($ok, $out, $err) = try_sql($node, "SET ROLE reader; SELECT $call");
+	ok(!$ok && $err =~ /must be owner|permission denied/, "a role with SELECT cannot call $call")
+	  or diag($err);
+}
+
+done_testing();
