@@ -136,7 +136,7 @@ named_snapshot_parse(const char *text, const char **problem)
 	*problem = "A token is the text rollout_snapshot returned, \"rs1:\" and then the store's incarnation, the base version and the shards' versions.";
 	if (strncmp(text, TOKEN_PREFIX, strlen(TOKEN_PREFIX)) != 0)
 		return NULL;
-	copy = pstrdup(text + strlen(TOKEN_PREFIX));
+	copy = pstrdup(text +strlen(TOKEN_PREFIX));
 	incarnation = copy;
 	if ((base = strchr(incarnation, ':')) == NULL)
 		return NULL;
@@ -276,8 +276,8 @@ named_snapshot_retain(RolloutStore *store, const char *token, TimestampTz until,
 	bool		first = true;
 	RolloutSnapshot *snapshot;
 
-	(void) named_snapshot_read(store, token);	/* checks store and syntax */
 	rollout_check_writable(store, "retain a snapshot of");
+	(void) named_snapshot_read(store, token);	/* checks store and syntax */
 	initStringInfo(&body);
 	appendStringInfoChar(&body, '{');
 	json_append_member_text(&body, &first, "token", token);
@@ -313,12 +313,12 @@ named_snapshot_release(RolloutStore *store, const char *token)
 	ListCell   *lc;
 	int			released = 0;
 
+	rollout_check_writable(store, "release a snapshot of");
 	if (named_snapshot_parse(token, &problem) == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid snapshot token \"%s\"", token),
 				 errdetail("%s", problem)));
-	rollout_check_writable(store, "release a snapshot of");
 	objects = objstore_list_all(store->objstore,
 								retention_prefix(store, token), NULL);
 	foreach(lc, objects)

@@ -16,7 +16,6 @@
 #include "postgres.h"
 
 #include "access/table.h"
-#include "access/xlog.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/rel.h"
@@ -25,6 +24,7 @@
 #include "rollout/fdw.h"
 #include "rollout/flush.h"
 #include "rollout/named_snapshot.h"
+#include "rollout/shard.h"
 #include "rollout/sql_common.h"
 
 PG_FUNCTION_INFO_V1(rollout_snapshot);
@@ -48,8 +48,8 @@ check_until(TimestampTz until, const char *function)
  * returns text
  *
  * A token for the table's store as it is now: this cluster's shard is
- * flushed first (not on a standby, which writes nothing), so the token
- * holds every row this cluster committed before the call.  With
+ * flushed first, so the token holds every row this cluster committed before
+ * the call.  Not on a standby (reading a token there is fine).  With
  * retain_until, the token is retained until then at once, while gc still
  * keeps its manifest versions for their grace.
  */
@@ -63,8 +63,13 @@ rollout_snapshot(PG_FUNCTION_ARGS)
 
 	if (!PG_ARGISNULL(1))
 		check_until(PG_GETARG_TIMESTAMPTZ(1), "rollout_snapshot");
-	if (!RecoveryInProgress())
-		(void) rollout_flush_shard(store);
+
+	/*
+	 * A standby can flush nothing, so its token would miss what the primary
+	 * committed and has not flushed yet, although the standby reads it.
+	 */
+	rollout_check_writable(store, "take a named snapshot of");
+	(void) rollout_flush_shard(store);
 	token = named_snapshot_take(store);
 	if (!PG_ARGISNULL(1))
 		named_snapshot_retain(store, token, PG_GETARG_TIMESTAMPTZ(1), true);

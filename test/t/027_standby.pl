@@ -110,6 +110,32 @@ like($err, qr/cannot read store "local_only" in the embedded default location on
 like($err, qr/HINT:.*location both servers reach/, '... and a hint to use a shared location');
 is($primary->safe_psql('postgres', 'SELECT count(*) FROM d'), '5', 'the primary reads it');
 
+# --- named snapshots: taken, retained and released on the primary only; a
+# token taken there reads the same on the standby
+$before = store_listing();
+for my $call (
+	"SELECT rollout_snapshot('t')",
+	"SELECT rollout_retain('t', 'rs1:0:1:', now() + interval '1 hour')",
+	"SELECT rollout_release('t', 'rs1:0:1:')")
+{
+	($ret, $out, $err) = $standby->psql('postgres', "\\set VERBOSITY verbose\n$call");
+	like($err, qr/ERROR:\s+25006: cannot (take a named snapshot|retain a snapshot|release a snapshot) of store "ha" during recovery/,
+		"refused on the standby with SQLSTATE 25006: $call");
+}
+is(store_listing(), $before, 'the refused calls wrote nothing');
+# (a store of its own, so that the promotion below finds "ha" as it was)
+$primary->safe_psql('postgres', q{
+CREATE FOREIGN TABLE ns (id int, origin text) SERVER shared OPTIONS (store 'ha_named');
+INSERT INTO ns SELECT g, 'first' FROM generate_series(1, 20) g;});
+my $token = $primary->safe_psql('postgres', q{SELECT rollout_snapshot('ns', now() + interval '1 hour')});
+$primary->safe_psql('postgres', q{UPDATE ns SET origin = 'changed' WHERE id <= 10});
+$primary->wait_for_catchup($standby);
+is($standby->safe_psql('postgres', q{SELECT count(*) FILTER (WHERE origin = 'changed'), count(*) FROM ns}),
+	'10|20', 'the standby reads the update made after the token');
+is($standby->safe_psql('postgres', qq{SET rollout_fdw.as_of = '$token'; SELECT count(*) FILTER (WHERE origin = 'changed'), count(*) FROM ns}),
+	'0|20', 'and, as of the token taken on the primary, the rows as they were');
+$primary->safe_psql('postgres', qq{SELECT rollout_release('ns', '$token')});
+
 # --- the view of the store's manifest versions across a promotion.  The
 # standby reads with a long refresh interval, so (preloaded) its shared view
 # keeps the shard and base versions of that read; then the primary merges
@@ -132,8 +158,10 @@ $standby->promote;
 $standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
   or die 'the standby did not leave recovery';
 my $new = $standby;
-is($new->safe_psql('postgres', 'SELECT timeline_id FROM pg_control_checkpoint()') >= 2
-	  ? 't' : 'f', 't', 'the promoted standby writes on a new timeline');
+# the control file shows the new timeline after the checkpoint that
+# promotion requests, which runs in the background
+ok($new->poll_query_until('postgres', 'SELECT timeline_id >= 2 FROM pg_control_checkpoint()'),
+	'the promoted standby writes on a new timeline');
 
 my $manifests = "ha/shards/$shard/_manifest";
 my $epoch_before = $store->newest_manifest($manifests)->{writer_epoch};
