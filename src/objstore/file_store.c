@@ -507,17 +507,21 @@ file_store_define_settings(void)
 
 /*
  * A new, unique path for a named temporary file in <root>/_tmp/.  The name
- * combines the process id, a per-process counter and random bits, so that
+ * combines the process id, a per-process counter (or "probe" for the one
+ * file_store_probe_unnamed_temp_files links) and random bits, so that
  * processes of different clusters sharing the directory (possibly on
  * different hosts, with equal pids) do not collide.
  */
 static char *
-file_store_temp_name(FileStore *file_store, int attempt)
+file_store_temp_name(FileStore *file_store, int attempt, bool probe)
 {
 	uint32		random_bits = 0;
 
 	if (!pg_strong_random(&random_bits, sizeof(random_bits)))
 		random_bits = (uint32) MyStartTime ^ (uint32) attempt;
+	if (probe)
+		return psprintf("%s/%d.probe.%08x.tmp", file_store->temp_dir,
+						MyProcPid, random_bits);
 	return psprintf("%s/%d.%u.%08x.tmp", file_store->temp_dir, MyProcPid,
 					++file_store_temp_counter, random_bits);
 }
@@ -550,7 +554,7 @@ static void
 file_store_probe_unnamed_temp_files(ObjectStore *store, int fd)
 {
 	FileStore  *file_store = (FileStore *) store->backend;
-	char	   *path = file_store_temp_name(file_store, 0);
+	char	   *path = file_store_temp_name(file_store, 0, true);
 
 	if (file_store_link_unnamed(fd, path) == 0)
 	{
@@ -632,7 +636,7 @@ file_store_open_temp(ObjectStore *store, const char *key, char **temp_path)
 		return unnamed_fd;
 	for (int attempt = 0;; attempt++)
 	{
-		char	   *path = file_store_temp_name(file_store, attempt);
+		char	   *path = file_store_temp_name(file_store, attempt, false);
 		int			fd = OpenTransientFile(path, O_WRONLY | O_CREAT | O_EXCL | PG_BINARY);
 
 		if (fd >= 0)
