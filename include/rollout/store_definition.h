@@ -34,6 +34,15 @@ extern void rollout_store_close(RolloutStore *store);
 /* Create _store.json if the store is new (before its first write). */
 extern void rollout_store_ensure_created(RolloutStore *store);
 
+/*
+ * Does the store exist?  A handle opened before anyone wrote to the store
+ * holds the definition it would create, with an incarnation of its own;
+ * when another session or cluster has created the store since, this takes
+ * over that one's incarnation (what names snapshots and change feed
+ * positions).
+ */
+extern bool rollout_store_exists(RolloutStore *store);
+
 /* The segment column of a table column, by name; -1 if none. */
 extern int	rollout_store_column_index(RolloutStore *store, const char *name);
 

@@ -43,6 +43,7 @@
 #include "rollout/json_doc.h"
 #include "rollout/named_snapshot.h"
 #include "rollout/shard.h"
+#include "rollout/store_definition.h"
 #include "rollout/store_snapshot.h"
 
 #define TOKEN_PREFIX		"rs1:"
@@ -84,7 +85,8 @@ named_snapshot_take(RolloutStore *store)
 	StringInfoData token;
 	ListCell   *lc;
 
-	if (store->incarnation == NULL || store->incarnation[0] == '\0')
+	if (!rollout_store_exists(store) ||
+		store->incarnation == NULL || store->incarnation[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("store \"%s\" does not exist yet", store->name),
@@ -177,7 +179,7 @@ named_snapshot_parse(const char *text, const char **problem)
 bool
 named_snapshot_of_store(RolloutStore *store, const NamedSnapshot *snapshot)
 {
-	return store->incarnation != NULL &&
+	return rollout_store_exists(store) && store->incarnation != NULL &&
 		strcmp(store->incarnation, snapshot->incarnation) == 0;
 }
 

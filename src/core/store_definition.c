@@ -168,38 +168,19 @@ rollout_store_open(const RolloutStoreSpec *spec, MemoryContext parent)
 }
 
 /*
- * Make sure _store.json exists before the first write.  Two clusters may
- * create the same store at once: the loser of the create-if-absent checks
- * that the winner's definition is the one this store was opened with.
+ * Take over the definition another session or cluster wrote to _store.json
+ * (key, its text in json) for a store this handle was about to create:
+ * ERROR unless it is the definition this store was opened with; then the
+ * store's incarnation is the one written, and nothing is pending.
  */
-void
-rollout_store_ensure_created(RolloutStore *store)
+static void
+store_adopt_definition(RolloutStore *store, const char *key, StringInfo json)
 {
-	char	   *key;
-	StringInfoData json;
-	JsonDoc    *doc;
-	JsonbContainer *columns;
+	JsonDoc    *doc = json_doc_parse(json->data, json->len, key);
+	JsonbContainer *columns = json_doc_container(doc, doc->root, "columns", true, true);
 	bool		same;
+	char	   *winner;
 
-	if (store->pending_definition == NULL)
-		return;
-	key = rollout_key_store_json(store);
-	if (objstore_create_if_absent(store->objstore, key, store->pending_definition,
-								  strlen(store->pending_definition),
-								  objstore_new_put_id()) == OBJSTORE_CREATED)
-	{
-		store->pending_definition = NULL;
-		return;
-	}
-
-	initStringInfo(&json);
-	if (!objstore_get(store->objstore, key, &json))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("store \"%s\" vanished while it was being created",
-						store->name)));
-	doc = json_doc_parse(json.data, json.len, key);
-	columns = json_doc_container(doc, doc->root, "columns", true, true);
 	same = strcmp(json_doc_text(doc, doc->root, "key", true),
 				  store->schema.columns[store->key_column].name) == 0 &&
 		json_doc_array_length(columns) == store->user_column_count;
@@ -222,15 +203,57 @@ rollout_store_ensure_created(RolloutStore *store)
 				 errmsg("store \"%s\" was just created by another session with a different definition",
 						store->name),
 				 errhint("Check the foreign table against %s and retry.", key)));
-	{
-		char	   *winner = json_doc_text(doc, doc->root, "incarnation", false);
-		MemoryContext oldcontext = MemoryContextSwitchTo(store->context);
-
-		if (winner != NULL)
-			store->incarnation = pstrdup(winner);
-		MemoryContextSwitchTo(oldcontext);
-	}
+	winner = json_doc_text(doc, doc->root, "incarnation", false);
+	if (winner != NULL)
+		store->incarnation = MemoryContextStrdup(store->context, winner);
 	store->pending_definition = NULL;
+}
+
+/*
+ * Make sure _store.json exists before the first write.  Two clusters may
+ * create the same store at once: the loser of the create-if-absent checks
+ * that the winner's definition is the one this store was opened with.
+ */
+void
+rollout_store_ensure_created(RolloutStore *store)
+{
+	char	   *key;
+	StringInfoData json;
+
+	if (store->pending_definition == NULL)
+		return;
+	key = rollout_key_store_json(store);
+	if (objstore_create_if_absent(store->objstore, key, store->pending_definition,
+								  strlen(store->pending_definition),
+								  objstore_new_put_id()) == OBJSTORE_CREATED)
+	{
+		store->pending_definition = NULL;
+		return;
+	}
+
+	initStringInfo(&json);
+	if (!objstore_get(store->objstore, key, &json))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("store \"%s\" vanished while it was being created",
+						store->name)));
+	store_adopt_definition(store, key, &json);
+}
+
+bool
+rollout_store_exists(RolloutStore *store)
+{
+	char	   *key;
+	StringInfoData json;
+
+	if (store->pending_definition == NULL)
+		return true;
+	key = rollout_key_store_json(store);
+	initStringInfo(&json);
+	if (!objstore_get(store->objstore, key, &json))
+		return false;
+	store_adopt_definition(store, key, &json);
+	return true;
 }
 
 void
