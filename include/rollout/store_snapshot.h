@@ -9,8 +9,10 @@
 #ifndef ROLLOUT_STORE_SNAPSHOT_H
 #define ROLLOUT_STORE_SNAPSHOT_H
 
+#include "rollout/manifest.h"
 #include "rollout/manifest_view.h"
 #include "rollout/snapshot.h"
+#include "rollout/wal.h"
 
 /*
  * Take a snapshot: every shard manifest first, then the base manifest, then
@@ -45,5 +47,20 @@ extern void rollout_snapshot_newest_versions(RolloutStore *store,
  */
 extern RolloutSnapshot *rollout_snapshot_at_versions(RolloutStore *store,
 													 const ManifestVersions *versions);
+
+/* A generation of shard as a snapshot's source (copied out of its manifest). */
+extern SnapshotSource *rollout_snapshot_generation_source(RolloutStore *store,
+														  const char *shard,
+														  const GenerationEntry *generation);
+
+/*
+ * A WAL entry of shard as a snapshot's source; the first entry of a run
+ * after replay_after gets the stamp and epoch its readers start from (the
+ * manifest's last_stamp and sealed_epoch), the others -1.
+ */
+extern SnapshotSource *rollout_snapshot_wal_source(const char *shard,
+												   const WalEntryRef *entry,
+												   int64 stamp_floor,
+												   int64 epoch_floor);
 
 #endif							/* ROLLOUT_STORE_SNAPSHOT_H */

@@ -124,6 +124,48 @@ snapshot_manifests_from_store(RolloutStore *store, List **shards,
 	}
 }
 
+/* See store_snapshot.h. */
+SnapshotSource *
+rollout_snapshot_generation_source(RolloutStore *store, const char *shard,
+								   const GenerationEntry *generation)
+{
+	SnapshotSource *source = snapshot_source_new(SNAPSHOT_GENERATION);
+
+	source->key = pstrdup(generation->file);
+	source->shard = pstrdup(shard);
+	source->shard_hash = rollout_shard_hash(shard);
+	source->position = generation->last_position;
+	source->rows = generation->rows;
+	source->bytes = generation->bytes > 0 ? generation->bytes : -1;
+	source->has_key_range = generation->has_key_range;
+	if (generation->has_key_range)
+	{
+		source->min_key = snapshot_copy_key(store, generation->min_key);
+		source->max_key = snapshot_copy_key(store, generation->max_key);
+	}
+	source->stamp_fixed = generation->stamp > 0 ? generation->stamp : -1;
+	source->max_ts = generation->stamp > 0 ? generation->stamp : generation->max_ts;
+	return source;
+}
+
+/* See store_snapshot.h. */
+SnapshotSource *
+rollout_snapshot_wal_source(const char *shard, const WalEntryRef *entry,
+							int64 stamp_floor, int64 epoch_floor)
+{
+	SnapshotSource *source = snapshot_source_new(SNAPSHOT_WAL_ENTRY);
+
+	source->key = entry->key;
+	source->shard = pstrdup(shard);
+	source->shard_hash = rollout_shard_hash(shard);
+	source->position = entry->position;
+	source->rows = -1;
+	source->bytes = entry->size > 0 ? entry->size : -1;
+	source->stamp_floor = stamp_floor;
+	source->epoch_floor = epoch_floor;
+	return source;
+}
+
 /*
  * Step 3 of snapshot_take: each shard's generations that base has not
  * folded in yet, as sources (copied out of the manifests, which belong to
@@ -138,7 +180,7 @@ snapshot_add_generations(RolloutStore *store, RolloutSnapshot *snapshot,
 	{
 		const ShardManifest *manifest = manifests[i];
 		int64		merged = base_manifest_merged_generation(base, manifest->shard);
-		char	   *shard = pstrdup(manifest->shard);
+		const char *shard = manifest->shard;
 		ListCell   *gc;
 
 		foreach(gc, manifest->generations)
@@ -148,21 +190,7 @@ snapshot_add_generations(RolloutStore *store, RolloutSnapshot *snapshot,
 
 			if (generation->number <= merged)
 				continue;
-			source = snapshot_source_new(SNAPSHOT_GENERATION);
-			source->key = pstrdup(generation->file);
-			source->shard = shard;
-			source->shard_hash = rollout_shard_hash(manifest->shard);
-			source->position = generation->last_position;
-			source->rows = generation->rows;
-			source->bytes = generation->bytes > 0 ? generation->bytes : -1;
-			source->has_key_range = generation->has_key_range;
-			if (generation->has_key_range)
-			{
-				source->min_key = snapshot_copy_key(store, generation->min_key);
-				source->max_key = snapshot_copy_key(store, generation->max_key);
-			}
-			source->stamp_fixed = generation->stamp > 0 ? generation->stamp : -1;
-			source->max_ts = generation->stamp > 0 ? generation->stamp : generation->max_ts;
+			source = rollout_snapshot_generation_source(store, shard, generation);
 			snapshot->sources = lappend(snapshot->sources, source);
 			snapshot->generation_count++;
 		}
@@ -310,16 +338,12 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 		foreach(ec, entries)
 		{
 			WalEntryRef *entry = lfirst(ec);
-			SnapshotSource *source = snapshot_source_new(SNAPSHOT_WAL_ENTRY);
+			bool		first = foreach_current_index(ec) == 0;
+			SnapshotSource *source;
 
-			source->key = entry->key;
-			source->shard = pstrdup(manifest->shard);
-			source->shard_hash = rollout_shard_hash(manifest->shard);
-			source->position = entry->position;
-			source->rows = -1;
-			source->bytes = entry->size > 0 ? entry->size : -1;
-			source->stamp_floor = foreach_current_index(ec) == 0 ? manifest->last_stamp : -1;
-			source->epoch_floor = foreach_current_index(ec) == 0 ? manifest->sealed_epoch : -1;
+			source = rollout_snapshot_wal_source(manifest->shard, entry,
+												 first ? manifest->last_stamp : -1,
+												 first ? manifest->sealed_epoch : -1);
 			snapshot->sources = lappend(snapshot->sources, source);
 			snapshot->wal_entry_count++;
 			snapshot->wal_object_count++;
