@@ -65,6 +65,7 @@ OBJS = \
 	src/lsm/compact.o \
 	src/lsm/gc.o \
 	src/lsm/observe.o \
+	src/lsm/change_feed.o \
 	src/fdw/handler.o \
 	src/fdw/options.o \
 	src/fdw/store_cache.o \
@@ -85,6 +86,7 @@ OBJS = \
 	src/sql/sql_common.o \
 	src/sql/maintenance.o \
 	src/sql/named_snapshots.o \
+	src/sql/changes.o \
 	src/sql/inspection.o \
 	src/sql/store_list.o \
 	src/sql/stat_view.o
@@ -93,7 +95,7 @@ EXTENSION = rollout_fdw
 DATA = rollout_fdw--0.1.sql rollout_fdw--0.2.sql rollout_fdw--0.1--0.2.sql \
 	rollout_fdw--0.2--0.3.sql rollout_fdw--0.3--0.4.sql \
 	rollout_fdw--0.4--0.5.sql rollout_fdw--0.5--0.6.sql \
-	rollout_fdw--0.6--0.7.sql
+	rollout_fdw--0.6--0.7.sql rollout_fdw--0.7--0.8.sql
 
 REGRESS = $(notdir $(basename $(sort $(wildcard sql/*.sql))))
 REGRESS_OPTS = --inputdir=. --outputdir=. --load-extension=rollout_fdw

@@ -1,0 +1,662 @@
+/*-------------------------------------------------------------------------
+ *
+ * change_feed.c
+ *		A store's change feed: every version committed after a consumer's
+ *		position, read by WAL position, never by a scan of the base.
+ *
+ * A position says, per shard, which WAL position P the consumer has seen
+ * everything up to, the effective stamp S of P and the running writer epoch
+ * E there, and the stamp T up to which it has seen the shard's versions (T
+ * is S, or more when max_rows cut a read short).  Effective stamps grow
+ * strictly along a shard's live WAL entries (row_source.c gives each the
+ * maximum of its own stamp and its predecessor's plus one), and flush,
+ * merge and compaction keep every version's stamp, so "committed after P"
+ * is "stamped after S" in whatever object the version now lives.
+ *
+ * What a read of one shard opens:
+ *	- the generations that hold positions after P: those of the newest shard
+ *	  manifest with last_position > P, and when a merge has already dropped
+ *	  some of them from it, those of older versions of the manifest, walked
+ *	  back until one holds P + 1 or seals nothing after P;
+ *	- the WAL entries after max(P, replay_after), up to the first hole, read
+ *	  from the store like another cluster's tail (so the memtable's
+ *	  acknowledged batches are read where they are durable), their stamps and
+ *	  epochs running on from S and E, or from the manifest's last_stamp and
+ *	  sealed_epoch when the generations end the run.
+ * One deduplicating merge over them, tombstones kept, gives each key's
+ * newest version among them; a version stamped <= T is not emitted (a
+ * generation may straddle P).  Base fragments are never read: their rows
+ * were all committed at or before some replay_after a consumer has passed,
+ * or are reached through the generations they were merged from while those
+ * are kept.  Garbage collection keeps superseded manifest versions and what
+ * they name for its grace period, so a consumer that polls more often than
+ * that never finds a generation gone; one that does gets an error naming
+ * the oldest position still available.
+ *
+ * A TRUNCATE hides every version of every shard stamped below its cut.  The
+ * position carries the newest cut delivered; a read that finds a newer one
+ * (in a shard manifest or a WAL entry it opens) emits one TRUNCATE row and
+ * drops the versions below the cut.
+ *
+ * max_rows: a first pass reads only the keys and hidden columns, to find
+ * the highest stamp up to which at most max_rows versions were committed
+ * (whole WAL entries: a transaction is never split); the second emits up to
+ * that stamp.  A shard cut short keeps P, S and E and advances only T.
+ *
+ * Position text: "cf1:<incarnation>:<truncate cut>:<shard>=P/S/E/T,...".
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/builtins.h"
+
+#include "rollout/change_feed.h"
+#include "rollout/manifest.h"
+#include "rollout/merge_read.h"
+#include "rollout/named_snapshot.h"
+#include "rollout/shard.h"
+#include "rollout/store_definition.h"
+#include "rollout/store_snapshot.h"
+#include "rollout/wal.h"
+
+#define POSITION_PREFIX		"cf1:"
+
+/* One shard's part of a read. */
+typedef struct FeedShard
+{
+	ChangeFeedShard from;
+	const ShardManifest *manifest;	/* newest */
+	List	   *sources;		/* SnapshotSource *: generations, then WAL */
+	int64		last_wal_position;	/* of the WAL entries read (0: none) */
+	int64		wal_stamp;		/* the running stamp after them */
+	int64		wal_epoch;		/* the running epoch after them */
+	int64	   *stamps;			/* pass 1: stamps of the versions after T */
+	int64		stamp_count;
+} FeedShard;
+
+/* Parse a non-negative int64 that is the whole of text. */
+static bool
+feed_parse_int64(const char *text, int64 *value)
+{
+	char	   *end;
+
+	if (text[0] < '0' || text[0] > '9')
+		return false;
+	errno = 0;
+	*value = strtoll(text, &end, 10);
+	return errno == 0 && *end == '\0';
+}
+
+static ChangeFeedShard *
+feed_shard_new(const char *shard)
+{
+	ChangeFeedShard *entry = palloc0(sizeof(ChangeFeedShard));
+
+	entry->shard = pstrdup(shard);
+	return entry;
+}
+
+/* The "cf1:" text parsed, or NULL when it is not one. */
+static ChangeFeedPosition *
+feed_position_parse_text(const char *text)
+{
+	ChangeFeedPosition *position = palloc0(sizeof(ChangeFeedPosition));
+	char	   *copy = pstrdup(text +strlen(POSITION_PREFIX));
+	char	   *cut;
+	char	   *shards;
+	char	   *next;
+
+	if ((cut = strchr(copy, ':')) == NULL)
+		return NULL;
+	*cut++ = '\0';
+	if ((shards = strchr(cut, ':')) == NULL)
+		return NULL;
+	*shards++ = '\0';
+	if (copy[0] == '\0' ||
+		strspn(copy, "0123456789abcdefABCDEF-") != strlen(copy) ||
+		!feed_parse_int64(cut, &position->truncate_stamp))
+		return NULL;
+	position->incarnation = copy;
+	for (char *shard = shards; *shard != '\0'; shard = next)
+	{
+		char	   *equals = strchr(shard, '=');
+		char	   *fields[4];
+		int64		numbers[4];
+		ChangeFeedShard *entry;
+
+		next = strchr(shard, ',');
+		if (next != NULL)
+			*next++ = '\0';
+		else
+			next = shard + strlen(shard);
+		if (equals == NULL)
+			return NULL;
+		*equals = '\0';
+		fields[0] = equals + 1;
+		for (int i = 1; i < 4; i++)
+		{
+			if ((fields[i] = strchr(fields[i - 1], '/')) == NULL)
+				return NULL;
+			*fields[i]++ = '\0';
+		}
+		for (int i = 0; i < 4; i++)
+			if (!feed_parse_int64(fields[i], &numbers[i]))
+				return NULL;
+		if (!rollout_shard_id_is_valid(shard) || numbers[3] < numbers[1])
+			return NULL;
+		entry = feed_shard_new(shard);
+		entry->position = numbers[0];
+		entry->position_stamp = numbers[1];
+		entry->epoch = numbers[2];
+		entry->delivered_stamp = numbers[3];
+		position->shards = lappend(position->shards, entry);
+	}
+	return position;
+}
+
+/*
+ * The position just after a named snapshot: per shard, the replay_after of
+ * the manifest version the token names, with its stamp and epoch.
+ */
+static ChangeFeedPosition *
+feed_position_of_snapshot(RolloutStore *store, const char *token,
+						  const NamedSnapshot *named)
+{
+	ChangeFeedPosition *position = palloc0(sizeof(ChangeFeedPosition));
+	ShardManifest **manifests;
+	BaseManifest *base;
+	int			count = list_length(named->versions.shards);
+
+	if (!named_snapshot_of_store(store, named))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("snapshot \"%s\" is not a snapshot of store \"%s\"",
+						token, store->name)));
+	manifests = shard_manifests_read_versions(store, named->versions.shards,
+											  named->versions.shard_versions);
+	base = base_manifest_read_version(store, named->versions.base_version);
+	if (base == NULL && named->versions.base_version > 0)
+		named_snapshot_raise_expired(store, token);
+	position->incarnation = pstrdup(named->incarnation);
+	position->truncate_stamp = base != NULL ? base->truncate_stamp : 0;
+	for (int i = 0; i < count; i++)
+	{
+		ChangeFeedShard *entry;
+
+		if (manifests[i] == NULL)
+			named_snapshot_raise_expired(store, token);
+		entry = feed_shard_new(list_nth(named->versions.shards, i));
+		entry->position = manifests[i]->replay_after;
+		entry->position_stamp = manifests[i]->last_stamp;
+		entry->epoch = manifests[i]->sealed_epoch;
+		entry->delivered_stamp = manifests[i]->last_stamp;
+		position->truncate_stamp = Max(position->truncate_stamp,
+									   manifests[i]->truncate_stamp);
+		position->shards = lappend(position->shards, entry);
+	}
+	return position;
+}
+
+ChangeFeedPosition *
+change_feed_position_parse(RolloutStore *store, const char *since)
+{
+	ChangeFeedPosition *position;
+
+	if (since == NULL)
+	{
+		position = palloc0(sizeof(ChangeFeedPosition));
+		if (rollout_store_exists(store))
+			position->incarnation = store->incarnation;
+		return position;
+	}
+	if (strncmp(since, "rs1:", 4) == 0)
+	{
+		const char *problem;
+		NamedSnapshot *named = named_snapshot_parse(since, &problem);
+
+		if (named == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid snapshot token \"%s\"", since),
+					 errdetail("%s", problem)));
+		return feed_position_of_snapshot(store, since, named);
+	}
+	position = strncmp(since, POSITION_PREFIX, strlen(POSITION_PREFIX)) == 0 ?
+		feed_position_parse_text(since) : NULL;
+	if (position == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid change feed position \"%s\"", since),
+				 errdetail("A position is the next_since text rollout_changes returned, or a token of rollout_snapshot, or NULL for the start.")));
+	if (!rollout_store_exists(store) || store->incarnation == NULL ||
+		strcmp(store->incarnation, position->incarnation) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("change feed position \"%s\" is not a position in store \"%s\"",
+						since, store->name),
+				 errdetail("It was handed out for another store, or for an earlier creation of this one.")));
+	return position;
+}
+
+char *
+change_feed_position_text(const ChangeFeedPosition *position)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "%s%s:%lld:", POSITION_PREFIX,
+					 position->incarnation ? position->incarnation : "",
+					 (long long) position->truncate_stamp);
+	foreach(lc, position->shards)
+	{
+		ChangeFeedShard *entry = lfirst(lc);
+
+		appendStringInfo(&buf, "%s%s=%lld/%lld/%lld/%lld",
+						 foreach_current_index(lc) > 0 ? "," : "",
+						 entry->shard, (long long) entry->position,
+						 (long long) entry->position_stamp,
+						 (long long) entry->epoch,
+						 (long long) entry->delivered_stamp);
+	}
+	return buf.data;
+}
+
+/* The consumer's entry for shard, or a fresh one at the shard's start. */
+static ChangeFeedShard
+feed_shard_since(const ChangeFeedPosition *since, const char *shard)
+{
+	ListCell   *lc;
+	ChangeFeedShard start = {0};
+
+	foreach(lc, since->shards)
+	{
+		ChangeFeedShard *entry = lfirst(lc);
+
+		if (strcmp(entry->shard, shard) == 0)
+			return *entry;
+	}
+	start.shard = pstrdup(shard);
+	return start;
+}
+
+/* Is there an entry for shard in list (ChangeFeedShard *)? */
+static bool
+feed_shard_listed(List *list, const char *shard)
+{
+	ListCell   *lc;
+
+	foreach(lc, list)
+		if (strcmp(((ChangeFeedShard *) lfirst(lc))->shard, shard) == 0)
+		return true;
+	return false;
+}
+
+static int
+feed_shard_cmp(const ListCell *a, const ListCell *b)
+{
+	return strcmp(((ChangeFeedShard *) lfirst(a))->shard,
+				  ((ChangeFeedShard *) lfirst(b))->shard);
+}
+
+/* ERROR: what a read after position of shard needs is gone. */
+static void
+feed_raise_too_old(RolloutStore *store, const char *shard, int64 position,
+				   int64 oldest)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_SNAPSHOT_TOO_OLD),
+			 errmsg("change feed position %lld of shard \"%s\" in store \"%s\" is older than what garbage collection kept",
+					(long long) position, shard, store->name),
+			 oldest >= 0 ?
+			 errdetail("The oldest position still available in that shard is %lld.",
+					   (long long) oldest) : 0,
+			 errhint("Poll more often than the grace period of garbage collection (rollout_fdw.gc_grace, or the grace of rollout_gc), or start again from a token of rollout_snapshot.")));
+}
+
+/* Is a generation of number already in list (GenerationEntry *)? */
+static bool
+feed_generation_listed(List *list, int64 number)
+{
+	ListCell   *lc;
+
+	foreach(lc, list)
+	{
+		if (((GenerationEntry *) lfirst(lc))->number == number)
+			return true;
+	}
+	return false;
+}
+
+static int
+feed_generation_cmp(const ListCell *a, const ListCell *b)
+{
+	int64		x = ((GenerationEntry *) lfirst(a))->number;
+	int64		y = ((GenerationEntry *) lfirst(b))->number;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The generations of shard that hold positions after from->position: those
+ * of the newest manifest, and, when they do not reach back to the position
+ * after it, those of older versions, until a version holds that position or
+ * seals nothing after it.  ERROR when a version needed is gone.
+ */
+static List *
+feed_generations(RolloutStore *store, const ShardManifest *newest,
+				 const ChangeFeedShard *from)
+{
+	List	   *generations = NIL;
+	int64		lowest_first = newest->replay_after + 1;
+	const ShardManifest *manifest = newest;
+
+	if (from->position >= newest->replay_after)
+		return NIL;
+	for (int64 version = newest->version;; version--)
+	{
+		ListCell   *lc;
+
+		foreach(lc, manifest->generations)
+		{
+			GenerationEntry *generation = lfirst(lc);
+
+			if (generation->last_position <= from->position ||
+				feed_generation_listed(generations, generation->number))
+				continue;
+			generations = lappend(generations, generation);
+			lowest_first = Min(lowest_first, generation->first_position);
+		}
+		if (lowest_first <= from->position + 1 ||
+			manifest->replay_after <= from->position || version <= 1)
+			break;
+		manifest = shard_manifest_read_version(store, newest->shard, version - 1);
+		if (manifest == NULL)
+			feed_raise_too_old(store, newest->shard, from->position,
+							   lowest_first - 1);
+	}
+	list_sort(generations, feed_generation_cmp);
+	return generations;
+}
+
+/*
+ * Collect shard's sources after from (feed_generations, then the WAL run
+ * without holes), into feed.
+ */
+static void
+feed_shard_sources(RolloutStore *store, FeedShard *feed)
+{
+	const ShardManifest *manifest = feed->manifest;
+	const ChangeFeedShard *from = &feed->from;
+	int64		wal_after = Max(from->position, manifest->replay_after);
+	int64		stamp_floor = manifest->last_stamp;
+	int64		epoch_floor = manifest->sealed_epoch;
+	List	   *entries;
+	ListCell   *lc;
+
+	foreach(lc, feed_generations(store, manifest, from))
+		feed->sources = lappend(feed->sources,
+								rollout_snapshot_generation_source(store, manifest->shard,
+																   lfirst(lc)));
+
+	/*
+	 * The first WAL entry's readers go on from the stamp and epoch of the
+	 * position before it: the consumer's, or the manifest's when the
+	 * generations end after the consumer's position.
+	 */
+	if (from->position >= manifest->replay_after)
+	{
+		stamp_floor = from->position_stamp;
+		epoch_floor = Max(from->epoch, manifest->sealed_epoch);
+	}
+	entries = wal_contiguous_prefix(wal_list_after(store, manifest->shard,
+												   wal_after),
+									wal_after);
+	foreach(lc, entries)
+	{
+		bool		first = foreach_current_index(lc) == 0;
+
+		feed->sources = lappend(feed->sources,
+								rollout_snapshot_wal_source(manifest->shard,
+															lfirst(lc),
+															first ? stamp_floor : -1,
+															first ? epoch_floor : -1));
+		feed->last_wal_position = ((WalEntryRef *) lfirst(lc))->position;
+	}
+}
+
+/*
+ * Begin a read of feed's sources (every version, tombstones kept) and fold
+ * the truncate cut of the WAL entries it opened into *truncate_stamp.
+ */
+static MergeRead *
+feed_read_begin(RolloutStore *store, FeedShard *feed, const bool *want,
+				int64 *truncate_stamp)
+{
+	RolloutSnapshot *snapshot = palloc0(sizeof(RolloutSnapshot));
+	MergeReadOptions options = {0};
+	bool		vanished = false;
+	MergeRead  *read;
+	const MergeReadStats *stats;
+
+	snapshot->sources = list_copy(feed->sources);
+	snapshot->shard_count = 1;
+	options.keep_tombstones = true;
+	options.follow_ingest = true;
+	options.vanished = &vanished;
+	read = merge_read_begin(store, snapshot, want, NULL, &options);
+	if (read == NULL)
+		feed_raise_too_old(store, feed->from.shard, feed->from.position, -1);
+	stats = merge_read_stats(read);
+	feed->wal_stamp = stats->last_wal_stamp;
+	feed->wal_epoch = stats->last_wal_epoch;
+	*truncate_stamp = Max(*truncate_stamp, stats->wal_truncate_stamp);
+	return read;
+}
+
+static int
+feed_stamp_cmp(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The highest stamp up to which at most max_rows of the stamps were
+ * committed, never inside a run of equal stamps (one WAL entry); when the
+ * first run alone is longer, its stamp.  PG_INT64_MAX when there are no
+ * more than max_rows.
+ */
+static int64
+feed_cut(int64 *stamps, int64 count, int64 max_rows)
+{
+	int64		i;
+
+	if (count <= max_rows)
+		return PG_INT64_MAX;
+	qsort(stamps, count, sizeof(int64), feed_stamp_cmp);
+	for (i = max_rows; i > 0 && stamps[i - 1] == stamps[i]; i--)
+		;
+	return i > 0 ? stamps[i - 1] : stamps[0];
+}
+
+/* The new position of feed's shard after a read cut at cut. */
+static ChangeFeedShard *
+feed_shard_after(const FeedShard *feed, int64 cut)
+{
+	ChangeFeedShard *after = palloc(sizeof(ChangeFeedShard));
+	bool		cut_short = false;
+
+	*after = feed->from;
+	for (int64 i = 0; i < feed->stamp_count; i++)
+		cut_short |= feed->stamps[i] > cut;
+	if (cut_short)
+	{
+		after->delivered_stamp = Max(after->delivered_stamp, cut);
+		return after;
+	}
+	if (feed->last_wal_position > 0)
+	{
+		after->position = feed->last_wal_position;
+		after->position_stamp = feed->wal_stamp;
+		after->epoch = feed->wal_epoch;
+	}
+	else if (after->position < feed->manifest->replay_after)
+	{
+		after->position = feed->manifest->replay_after;
+		after->position_stamp = feed->manifest->last_stamp;
+		after->epoch = Max(after->epoch, feed->manifest->sealed_epoch);
+	}
+	after->delivered_stamp = Max(after->delivered_stamp, after->position_stamp);
+	return after;
+}
+
+ChangeFeedPosition *
+change_feed_read(RolloutStore *store, const ChangeFeedPosition *since,
+				 int64 max_rows, const bool *want, ChangeFeedEmit emit,
+				 void *arg)
+{
+	ChangeFeedPosition *after = palloc0(sizeof(ChangeFeedPosition));
+	ManifestVersions versions;
+	ShardManifest **manifests;
+	int			count;
+	FeedShard  *feeds;
+	int64		truncate_stamp = since->truncate_stamp;
+	int64		total = 0;
+	int64	   *all_stamps;
+	int64		cut;
+	int			ncolumns = store->schema.ncolumns;
+	bool	   *want_stamps = palloc0(sizeof(bool) * ncolumns);
+	bool	   *want_rows = palloc(sizeof(bool) * ncolumns);
+	Datum	   *values = palloc0(sizeof(Datum) * ncolumns);
+	bool	   *isnull = palloc0(sizeof(bool) * ncolumns);
+	ListCell   *lc;
+
+	/* a read returns the hidden columns it is asked for, like any other */
+	memcpy(want_rows, want, sizeof(bool) * ncolumns);
+	want_stamps[store->ts_column] = want_rows[store->ts_column] = true;
+	want_stamps[store->op_column] = want_rows[store->op_column] = true;
+	want_stamps[store->key_column] = want_rows[store->key_column] = true;
+
+	after->incarnation = since->incarnation;
+	if (since->incarnation == NULL)
+		return after;			/* nothing was ever written */
+
+	/* the newest manifests, in the order a snapshot reads them */
+	rollout_snapshot_newest_versions(store, &versions);
+	count = list_length(versions.shards);
+	manifests = shard_manifests_read_versions(store, versions.shards,
+											  versions.shard_versions);
+	feeds = palloc0(sizeof(FeedShard) * Max(count, 1));
+	for (int i = 0; i < count; i++)
+	{
+		if (manifests[i] == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the newest manifest of shard \"%s\" of store \"%s\" vanished while it was read",
+							(char *) list_nth(versions.shards, i), store->name)));
+		feeds[i].manifest = manifests[i];
+		feeds[i].from = feed_shard_since(since, manifests[i]->shard);
+		truncate_stamp = Max(truncate_stamp, manifests[i]->truncate_stamp);
+		feed_shard_sources(store, &feeds[i]);
+	}
+
+	/* pass 1: the stamps of the versions after each shard's T */
+	for (int i = 0; i < count; i++)
+	{
+		FeedShard  *feed = &feeds[i];
+		MergeRead  *read;
+		int64		allocated = 64;
+
+		if (feed->sources == NIL)
+			continue;
+		read = feed_read_begin(store, feed, want_stamps, &truncate_stamp);
+		feed->stamps = palloc(sizeof(int64) * allocated);
+		while (merge_read_next(read, values, isnull))
+		{
+			int64		stamp = DatumGetInt64(values[store->ts_column]);
+
+			if (stamp <= feed->from.delivered_stamp)
+				continue;
+			if (feed->stamp_count == allocated)
+			{
+				allocated *= 2;
+				feed->stamps = repalloc_huge(feed->stamps, sizeof(int64) * allocated);
+			}
+			feed->stamps[feed->stamp_count++] = stamp;
+		}
+		merge_read_end(read);
+	}
+
+	/* versions below the newest truncate cut are gone; then max_rows */
+	for (int i = 0; i < count; i++)
+	{
+		FeedShard  *feed = &feeds[i];
+		int64		kept = 0;
+
+		for (int64 j = 0; j < feed->stamp_count; j++)
+			if (feed->stamps[j] >= truncate_stamp)
+				feed->stamps[kept++] = feed->stamps[j];
+		feed->stamp_count = kept;
+		total += kept;
+	}
+	all_stamps = palloc_extended(sizeof(int64) * Max(total, 1), MCXT_ALLOC_HUGE);
+	total = 0;
+	for (int i = 0; i < count; i++)
+	{
+		memcpy(all_stamps + total, feeds[i].stamps,
+			   sizeof(int64) * feeds[i].stamp_count);
+		total += feeds[i].stamp_count;
+	}
+	cut = feed_cut(all_stamps, total, Max(max_rows, 1));
+
+	/* pass 2: emit */
+	if (truncate_stamp > since->truncate_stamp)
+	{
+		ChangeFeedRow row = {NULL, truncate_stamp, ROLLOUT_OP_TRUNCATE, NULL, NULL};
+
+		emit(arg, &row);
+	}
+	for (int i = 0; i < count; i++)
+	{
+		FeedShard  *feed = &feeds[i];
+		MergeRead  *read;
+		int64		ignored = 0;
+
+		if (feed->stamp_count == 0)
+			continue;
+		read = feed_read_begin(store, feed, want_rows, &ignored);
+		while (merge_read_next(read, values, isnull))
+		{
+			ChangeFeedRow row;
+
+			row.stamp = DatumGetInt64(values[store->ts_column]);
+			if (row.stamp <= feed->from.delivered_stamp ||
+				row.stamp < truncate_stamp || row.stamp > cut)
+				continue;
+			row.shard = feed->from.shard;
+			row.op = DatumGetInt16(values[store->op_column]);
+			row.values = values;
+			row.isnull = isnull;
+			emit(arg, &row);
+		}
+		merge_read_end(read);
+	}
+
+	/* the position after: every shard of the store, and any it forgot */
+	after->truncate_stamp = truncate_stamp;
+	for (int i = 0; i < count; i++)
+		after->shards = lappend(after->shards, feed_shard_after(&feeds[i], cut));
+	foreach(lc, since->shards)
+	{
+		ChangeFeedShard *entry = lfirst(lc);
+
+		if (!feed_shard_listed(after->shards, entry->shard))
+			after->shards = lappend(after->shards, entry);
+	}
+	list_sort(after->shards, feed_shard_cmp);
+	return after;
+}

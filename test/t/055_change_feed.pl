@@ -1,0 +1,388 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+#
+# 055_change_feed.pl — rollout_changes (lsm/change_feed.c, sql/changes.c):
+#   (a) a consumer keeps a heap replica by applying every change it is
+#       given, in the order given, and remembers its position; random
+#       inserts, upserts, deletes and truncates, on one cluster and then on
+#       two sharing the store (the second one's shard appears in the middle
+#       of the feed), interleaved with flush, merge, compaction, gc (with an
+#       hour's grace), crashes of a cluster and polls of random max_rows,
+#       some left unfinished across the steps after them.  Whenever the
+#       consumer has caught up, the replica is exactly the table, and no
+#       version (key, stamp, shard) was ever delivered twice;
+#   (b) the semantics in small: commit order, a key written twice between
+#       polls comes once as its newest version, a delete as 'delete', a
+#       TRUNCATE as one 'truncate' row, a transaction is never split by
+#       max_rows, an empty poll returns nothing, a poll that moved the
+#       position without a change returns one 'position' row, a named
+#       snapshot token is a starting position;
+#   (c) garbage collection: a consumer whose position gc has passed gets a
+#       clear error (SQLSTATE 72000) naming the oldest position still
+#       available, and can start again from a token of rollout_snapshot;
+#   (d) bad positions, a position of another store, max_rows < 1 are
+#       refused; a role needs SELECT on the table;
+#   (e) a session that opened the table before the store existed, which
+#       another session then created, hands out positions and snapshot
+#       tokens of the store as it exists (its incarnation).
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RolloutStore;
+use RolloutTest qw(mode_node restart_after_crash try_sql loop_size pump_if_running);
+use Test::More;
+
+my $seed = $ENV{ROLLOUT_TEST_SEED} // 55;
+srand($seed);
+note("seed $seed");
+
+my $store = RolloutStore->for_test('055_change_feed');
+my %node;
+for my $name ('a', 'b')
+{
+	my $n = mode_node("feed_$name",
+		conf => [ 'rollout_fdw.rows_per_group = 50', 'rollout_fdw.min_gc_grace = 0' ]);
+	$store->create_extension_and_server($n);
+	$n->safe_psql('postgres', q{
+CREATE FOREIGN TABLE f (id int, v int, note text)
+  SERVER s OPTIONS (store 'feed', key 'id', read_wal_tail 'true');
+});
+	$node{$name} = $n;
+}
+my $a = $node{a};
+$a->safe_psql('postgres', q{
+CREATE TABLE replica (id int PRIMARY KEY, v int, note text);
+CREATE TABLE delivered (id int, stamp timestamptz, shard text);
+});
+
+# --- (a) a consumer against random writes and maintenance --------------------
+
+my $pos;                # the consumer's position (undef: the start)
+my $polls = 0;
+
+# One poll of at most $max changes, applied to the replica in the order
+# given, in one transaction with the record of what was delivered; returns
+# how many changes (not 'position' rows) it brought.
+sub poll
+{
+	my ($max) = @_;
+	my $since = defined $pos ? "'$pos'" : 'NULL';
+	my $out = $a->safe_psql('postgres',
+		"SELECT op, coalesce(key, ''), coalesce(shard, ''), coalesce(stamp::text, ''), coalesce(\"row\"::text, ''), next_since
+		   FROM rollout_changes('f', $since, $max)");
+	$polls++;
+	my @sql = ('BEGIN;');
+	my $changes = 0;
+	for my $line (split /\n/, $out)
+	{
+		my ($op, $key, $shard, $stamp, $row, $next) = split /\|/, $line, 6;
+		$pos = $next;
+		next if $op eq 'position';
+		$changes++;
+		if ($op eq 'truncate')
+		{
+			push @sql, 'TRUNCATE replica;';
+			next;
+		}
+		push @sql, "INSERT INTO delivered VALUES ($key, '$stamp', '$shard');";
+		if ($op eq 'delete')
+		{
+			push @sql, "DELETE FROM replica WHERE id = $key;";
+		}
+		else
+		{
+			push @sql,
+			  "INSERT INTO replica SELECT * FROM jsonb_populate_record(NULL::replica, '$row') ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, note = EXCLUDED.note;";
+		}
+	}
+	push @sql, 'COMMIT;';
+	$a->safe_psql('postgres', join("\n", @sql));
+	return $changes;
+}
+
+# Poll until a poll brings nothing.
+sub drain
+{
+	my $rounds = 0;
+	while (poll(1 + int(rand(40))) > 0)
+	{
+		die "the feed never ends" if ++$rounds > 1_000;
+	}
+	return;
+}
+
+# Rows of the table not in the replica and the other way round.
+sub replica_differences
+{
+	return $a->safe_psql('postgres', q{
+SELECT count(*) FROM ((SELECT * FROM f EXCEPT ALL SELECT * FROM replica)
+  UNION ALL (SELECT * FROM replica EXCEPT ALL SELECT * FROM f)) d});
+}
+
+sub repeats
+{
+	return $a->safe_psql('postgres',
+		'SELECT count(*) FROM (SELECT 1 FROM delivered GROUP BY id, stamp, shard HAVING count(*) > 1) r');
+}
+
+my $next_id = 1;
+my @ids;    # keys written so far (some deleted since)
+
+sub random_step
+{
+	my ($writers) = @_;
+	my $on = $writers->[ int(rand(@$writers)) ];
+	my $n = $node{$on};
+	my $r = rand();
+	if ($r < 0.30 || !@ids)
+	{
+		my $count = 1 + int(rand(30));
+		my $first = $next_id;
+		$next_id += $count;
+		push @ids, $first .. $next_id - 1;
+		$n->safe_psql('postgres',
+			"INSERT INTO f SELECT g, g * 10, '$on new' FROM generate_series($first, " . ($next_id - 1) . ') g');
+		return "$on: insert $count";
+	}
+	if ($r < 0.50)
+	{
+		my @some = map { $ids[ int(rand(@ids)) ] } 1 .. 1 + int(rand(10));
+		my %uniq = map { $_ => 1 } @some;
+		my $values = join(',', map { "($_, " . int(rand(1000)) . ", '$on upsert')" } sort keys %uniq);
+		$n->safe_psql('postgres', "INSERT INTO f VALUES $values");
+		return "$on: upsert";
+	}
+	if ($r < 0.60)
+	{
+		my $m = 2 + int(rand(7));
+		$n->safe_psql('postgres', "DELETE FROM f WHERE id % $m = " . int(rand($m)));
+		return "$on: delete";
+	}
+	if ($r < 0.63)
+	{
+		$n->safe_psql('postgres', 'TRUNCATE f');
+		return "$on: truncate";
+	}
+	if ($r < 0.71)
+	{
+		$n->safe_psql('postgres', "SELECT rollout_flush('f')");
+		return "$on: flush";
+	}
+	if ($r < 0.79)
+	{
+		$n->safe_psql('postgres', "SELECT rollout_merge('f')");
+		return "$on: merge";
+	}
+	if ($r < 0.84)
+	{
+		$n->safe_psql('postgres', "SELECT rollout_compact('f')");
+		return "$on: compact";
+	}
+	if ($r < 0.88)
+	{
+		$n->safe_psql('postgres', "SELECT rollout_gc('f', '1 hour')");
+		return "$on: gc";
+	}
+	if ($r < 0.91)
+	{
+		$n->stop('immediate');
+		$n->start;
+		return "$on: crash and restart";
+	}
+	poll(1 + int(rand(20)));
+	return 'a poll in between';
+}
+
+my $steps = 0;
+my $checks = 0;
+my ($first_failure, $first_repeat);
+for my $phase ([ 'a' ], [ 'a', 'b' ])
+{
+	my $rounds = loop_size(file => 40, remote => 15, long => 300);
+	for my $round (1 .. $rounds)
+	{
+		my @done;
+		push @done, random_step($phase) for 1 .. 1 + int(rand(6));
+		$steps += @done;
+		drain();
+		$checks++;
+		my $diff = replica_differences();
+		$first_failure //= "phase @$phase, round $round (@done): $diff rows differ" if $diff ne '0';
+		my $rep = repeats();
+		$first_repeat //= "phase @$phase, round $round (@done): $rep versions delivered twice" if $rep ne '0';
+	}
+}
+note("$steps random steps, $checks checks, $polls polls");
+is($first_failure, undef, '(a) whenever the consumer caught up, its replica was exactly the table');
+is($first_repeat, undef, '(a) no version was ever delivered twice');
+like($pos, qr/^cf1:[0-9a-f-]+:\d+:[A-Za-z0-9_-]+=\d+\/\d+\/\d+\/\d+,[A-Za-z0-9_-]+=\d+\/\d+\/\d+\/\d+$/,
+	'(a) the position names both shards');
+cmp_ok($a->safe_psql('postgres', 'SELECT count(DISTINCT shard) FROM delivered'), '==', 2,
+	'(a) changes of both shards were delivered');
+
+# --- (b) the semantics in small ---------------------------------------------
+
+$a->safe_psql('postgres', q{
+CREATE FOREIGN TABLE small (id int, v text) SERVER s OPTIONS (store 'feed_small', key 'id');
+});
+sub changes
+{
+	my ($since, $max, $cols) = @_;
+	$cols //= q{op || ':' || coalesce(key, '') || ':' || coalesce("row"->>'v', '')};
+	my $s = defined $since ? "'$since'" : 'NULL';
+	my $m = defined $max ? $max : 10000;
+	return $a->safe_psql('postgres', "SELECT string_agg($cols, ' ') FROM rollout_changes('small', $s, $m)");
+}
+sub next_of
+{
+	my ($since, $max) = @_;
+	my $s = defined $since ? "'$since'" : 'NULL';
+	my $m = defined $max ? $max : 10000;
+	return $a->safe_psql('postgres', "SELECT next_since FROM rollout_changes('small', $s, $m) LIMIT 1");
+}
+
+is($a->safe_psql('postgres', q{SELECT count(*) FROM rollout_changes('small')}), '0',
+	'(b) a store nobody wrote yet has no changes and no position');
+$a->safe_psql('postgres', q{INSERT INTO small VALUES (3, 'c'), (1, 'a')});
+$a->safe_psql('postgres', q{INSERT INTO small VALUES (2, 'b')});
+is(changes(undef), 'upsert:1:a upsert:3:c upsert:2:b',
+	'(b) from the start: commit order, one transaction in key order');
+my $p1 = next_of(undef);
+is(changes($p1), '', '(b) a poll with nothing new returns nothing');
+$a->safe_psql('postgres', q{INSERT INTO small VALUES (1, 'a2')});
+$a->safe_psql('postgres', q{INSERT INTO small VALUES (1, 'a3'), (4, 'd')});
+$a->safe_psql('postgres', q{DELETE FROM small WHERE id = 3});
+is(changes($p1), 'upsert:1:a3 upsert:4:d delete:3:',
+	'(b) a key written twice comes once, as its newest version; a delete as delete');
+is(changes($p1, 1), 'upsert:1:a3 upsert:4:d',
+	'(b) max_rows 1 does not split the transaction of two rows');
+my $p2 = next_of($p1, 1);
+is(changes($p2, 1), 'delete:3:', '(b) the next poll goes on after it');
+$a->safe_psql('postgres', q{SELECT rollout_flush('small'); SELECT rollout_merge('small')});
+is(changes($p1), 'upsert:1:a3 upsert:4:d delete:3:', '(b) the same after a flush and a merge');
+is(changes($p2, 1), 'delete:3:', '(b) ... also from a position inside a flushed generation');
+my $p3 = next_of($p1);
+$a->safe_psql('postgres', q{TRUNCATE small; INSERT INTO small VALUES (9, 'i')});
+is(changes($p3), 'truncate:: upsert:9:i', '(b) a TRUNCATE is one row, before what followed it');
+is(changes($p1), 'truncate:: upsert:9:i', '(b) ... and hides what it removed from a consumer further back');
+my $token = $a->safe_psql('postgres', q{SELECT rollout_snapshot('small')});
+$a->safe_psql('postgres', q{INSERT INTO small VALUES (10, 'j')});
+is(changes($token), 'upsert:10:j', '(b) a snapshot token is the position right after the snapshot');
+my $p4 = next_of($token);
+like($p4, qr/^cf1:/, '(b) ... and gives a cf1 position');
+is(changes($p4), '', '(b) ... which has nothing after it');
+my $token2 = $a->safe_psql('postgres', q{SELECT rollout_snapshot('small')});
+is(changes($token2), 'position::', '(b) a token with nothing after it gives one position row');
+is($a->safe_psql('postgres', qq{SELECT next_since FROM rollout_changes('small', '$token2')}), $p4,
+	'(b) ... holding the same position as the poll that read up to there');
+like($a->safe_psql('postgres', qq{SELECT stamp > now() - interval '1 hour' AND shard IS NOT NULL FROM rollout_changes('small', '$token')}),
+	qr/^t$/, '(b) a change carries its shard and a commit stamp');
+# a fence marker (the claim of a restarted writer) moves the position without a change
+$a->restart;
+$a->safe_psql('postgres', q{SELECT rollout_flush('small')});
+my $moved = $a->safe_psql('postgres', qq{SELECT op || ':' || (next_since <> '$p4') FROM rollout_changes('small', '$p4')});
+ok($moved eq '' || $moved eq 'position:true',
+	'(b) a poll past entries without changes returns no change, at most one position row') or diag($moved);
+
+# --- (c) garbage collection passes a consumer ---------------------------------
+
+$a->safe_psql('postgres', q{
+CREATE FOREIGN TABLE lag (id int, v int) SERVER s OPTIONS (store 'feed_lag', key 'id');
+INSERT INTO lag SELECT g, g FROM generate_series(1, 10) g;
+});
+my $lag_pos = $a->safe_psql('postgres', q{SELECT next_since FROM rollout_changes('lag') LIMIT 1});
+for my $i (1 .. 3)
+{
+	$a->safe_psql('postgres', "INSERT INTO lag SELECT g, g FROM generate_series($i * 100, $i * 100 + 9) g");
+	$a->safe_psql('postgres', q{SELECT rollout_flush('lag')});
+}
+is($a->safe_psql('postgres', qq{SELECT count(*) FROM rollout_changes('lag', '$lag_pos')}), '30',
+	'(c) before gc a lagging consumer gets everything after its position');
+$a->safe_psql('postgres', q{SELECT rollout_merge('lag')});
+is($a->safe_psql('postgres', qq{SELECT count(*) FROM rollout_changes('lag', '$lag_pos')}), '30',
+	'(c) ... also after the merge dropped the generations from the newest manifest');
+$a->safe_psql('postgres', q{SELECT rollout_gc('lag', '0 seconds')});
+my ($ok, $out, $err) = try_sql($a,
+	qq{\\set VERBOSITY verbose\nSELECT count(*) FROM rollout_changes('lag', '$lag_pos')});
+ok(!$ok, '(c) after gc passed the position, the poll fails');
+like($err, qr/72000.*change feed position \d+ of shard "[^"]+" in store "feed_lag" is older than what garbage collection kept/s,
+	'(c) ... with SQLSTATE 72000 and the position');
+like($err, qr/The oldest position still available in that shard is \d+/, '(c) ... naming the oldest position still available');
+my $lag_token = $a->safe_psql('postgres', q{SELECT rollout_snapshot('lag')});
+$a->safe_psql('postgres', q{INSERT INTO lag VALUES (1000, 1000)});
+is($a->safe_psql('postgres', qq{SELECT string_agg(key, ',') FROM rollout_changes('lag', '$lag_token')}),
+	'1000', '(c) a consumer starts again from a snapshot token');
+
+# --- (d) bad input and privileges ---------------------------------------------
+
+for my $case (
+	[ q{'garbage'}, qr/invalid change feed position "garbage"/, 'a position that is not one' ],
+	[ q{'cf1:0000:0:bad shard=1/1/1/1'}, qr/invalid change feed position/, 'a malformed position' ],
+	[ q{'rs1:x'}, qr/invalid snapshot token/, 'a malformed snapshot token' ],
+	[ "'$p4', 0", qr/max_rows must be at least 1/, 'max_rows 0' ])
+{
+	my ($since, $re, $what) = @$case;
+	my ($ok2, undef, $err2) = try_sql($a, "SELECT * FROM rollout_changes('small', $since)");
+	ok(!$ok2 && $err2 =~ $re, "(d) refused: $what") or diag($err2);
+}
+my ($ok3, undef, $err3) = try_sql($a, qq{SELECT * FROM rollout_changes('lag', '$p4')});
+ok(!$ok3 && $err3 =~ /is not a position in store "feed_lag"/, '(d) refused: a position of another store')
+  or diag($err3);
+$a->safe_psql('postgres', q{
+CREATE ROLE reader LOGIN; GRANT SELECT ON small TO reader;
+CREATE ROLE stranger LOGIN;
+GRANT USAGE ON FOREIGN SERVER s TO reader, stranger;
+});
+is($a->safe_psql('postgres', qq{SET ROLE reader; SELECT count(*) FROM rollout_changes('small', '$token')}),
+	'1', '(d) a role with SELECT on the table reads its feed');
+my ($ok4, undef, $err4) = try_sql($a, q{SET ROLE stranger; SELECT * FROM rollout_changes('small')});
+ok(!$ok4 && $err4 =~ /permission denied for foreign table small/, '(d) a role without SELECT does not')
+  or diag($err4);
+
+# --- (e) a handle opened before the store existed ----------------------------
+
+# late for the feed, late2 for a snapshot token: each session's first use
+for my $n ($a, $node{b})
+{
+	$n->safe_psql('postgres', q{
+CREATE FOREIGN TABLE late (id int, v int) SERVER s OPTIONS (store 'feed_late', key 'id');
+CREATE FOREIGN TABLE late2 (id int, v int) SERVER s OPTIONS (store 'feed_late2', key 'id');
+});
+}
+my ($late_out, $late_err) = ('', '');
+my $h = IPC::Run::start(
+	[ 'psql', '-X', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-d', $a->connstr('postgres'),
+	  '-c', q{SELECT count(*) FROM rollout_changes('late')},
+	  '-c', q{SELECT count(*) FROM late2},
+	  '-c', q{SELECT pg_sleep(3)},
+	  '-c', q{SELECT op || ':' || key || ' ' || next_since FROM rollout_changes('late')},
+	  '-c', q{SELECT rollout_snapshot('late2')} ],
+	'>', \$late_out, '2>', \$late_err);
+sleep(1);
+$node{b}->safe_psql('postgres', q{
+INSERT INTO late VALUES (7, 7); INSERT INTO late2 VALUES (7, 7);
+SELECT rollout_flush('late2');
+});
+$h->finish;
+# (pg_sleep prints an empty line, left out)
+my @late = grep { $_ ne '' } split /\n/, $late_out;
+is("@late[0, 1]", '0 0', '(e) before the stores exist the session sees nothing') or diag($late_err);
+like($late[2] // '', qr/^upsert:7 cf1:/, '(e) the same session then sees the other cluster\'s row') or diag($late_err);
+my ($late_pos) = ($late[2] // '') =~ / (cf1:\S+)$/;
+my $late_token = $late[3] // '';
+$node{b}->safe_psql('postgres', q{INSERT INTO late VALUES (8, 8)});
+is($node{b}->safe_psql('postgres', qq{SELECT string_agg(key, ',') FROM rollout_changes('late', '$late_pos')}),
+	'8', '(e) ... and its position is one of the store as it exists');
+my ($ok5, $as_of, $err5) = try_sql($node{b},
+	qq{SET rollout_fdw.as_of = '$late_token'; SELECT string_agg(id::text, ',') FROM late2});
+is($as_of, '7', '(e) ... and so is a snapshot token it takes') or diag($err5);
+
+done_testing();
