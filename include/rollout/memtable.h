@@ -57,10 +57,12 @@ extern void memtable_clear(SharedStoreSlot *slot);
  * shard's writer is not ready, i.e. the WAL tail must be read from the
  * store.  *truncate_stamp: the newest truncate cut among the batches (0:
  * none), read with them under one hold of the lock, so that a snapshot never
- * has a TRUNCATE's rows without its cut.
+ * has a TRUNCATE's rows without its cut.  *epoch (unless epoch is NULL):
+ * the writer epoch every batch was written under.
  */
 extern bool memtable_sources(RolloutStore *store, SharedStoreSlot *slot,
-							 List **sources, int64 *truncate_stamp);
+							 List **sources, int64 *truncate_stamp,
+							 int64 *epoch);
 
 /*
  * For flush: every batch as sources (rows only) plus the ingest references

@@ -88,6 +88,12 @@ extern MergeRead *merge_read_begin(RolloutStore *store, RolloutSnapshot *snapsho
 extern bool merge_read_next(MergeRead *read, Datum *values, bool *isnull);
 
 extern const MergeReadStats *merge_read_stats(MergeRead *read);
+
+/*
+ * How many versions the sources the read opened hold (a dead WAL entry
+ * none): a bound on the rows it can return, known before the first one.
+ */
+extern int64 merge_read_versions_held(MergeRead *read);
 extern void merge_read_end(MergeRead *read);
 
 #endif							/* ROLLOUT_MERGE_READ_H */

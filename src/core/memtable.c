@@ -375,7 +375,7 @@ memtable_batch_sources(RolloutStore *store, dsa_area *area, MemBatch *batch,
 static bool
 memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,
 				 List **sources, List **ingest_seen, int64 *last_position,
-				 int64 *last_stamp, int64 *truncate_stamp)
+				 int64 *last_stamp, int64 *truncate_stamp, int64 *epoch)
 {
 	dsa_area   *area = memtable_dsa();
 	bool		ready;
@@ -384,6 +384,10 @@ memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,
 	*truncate_stamp = 0;
 	LWLockAcquire(&slot->lock, LW_SHARED);
 	ready = slot->writer_state == WRITER_READY;
+
+	/* a claim drops the batches of earlier epochs (writer_epoch.c) */
+	if (epoch)
+		*epoch = slot->epoch;
 	if (ready)
 	{
 		for (dsa_pointer p = slot->mem_head; DsaPointerIsValid(p);)
@@ -406,10 +410,10 @@ memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,
 
 bool
 memtable_sources(RolloutStore *store, SharedStoreSlot *slot, List **sources,
-				 int64 *truncate_stamp)
+				 int64 *truncate_stamp, int64 *epoch)
 {
 	return memtable_collect(store, slot, false, sources, NULL, NULL, NULL,
-							truncate_stamp);
+							truncate_stamp, epoch);
 }
 
 /*
@@ -427,7 +431,7 @@ memtable_for_flush(RolloutStore *store, SharedStoreSlot *slot,
 	*ingest_seen = NIL;
 	*last_position = 0;
 	return memtable_collect(store, slot, true, sources, ingest_seen,
-							last_position, last_stamp, truncate_stamp) &&
+							last_position, last_stamp, truncate_stamp, NULL) &&
 		*last_position > 0;
 }
 

@@ -283,7 +283,7 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 	}
 	else if (slot != NULL)
 		have_memtable = memtable_sources(store, slot, &memtable,
-										 &snapshot->truncate_stamp);
+										 &snapshot->truncate_stamp, NULL);
 
 	/*
 	 * 1 and 2. every shard manifest, then the base manifest; the own shard

@@ -18,11 +18,13 @@
  *	  manifest with last_position > P, and when a merge has already dropped
  *	  some of them from it, those of older versions of the manifest, walked
  *	  back until one holds P + 1 or seals nothing after P;
- *	- the WAL entries after max(P, replay_after), up to the first hole, read
- *	  from the store like another cluster's tail (so the memtable's
- *	  acknowledged batches are read where they are durable), their stamps and
- *	  epochs running on from S and E, or from the manifest's last_stamp and
- *	  sealed_epoch when the generations end the run.
+ *	- the WAL entries after max(P, replay_after), up to the first hole,
+ *	  their stamps and epochs running on from S and E, or from the
+ *	  manifest's last_stamp and sealed_epoch when the generations end the
+ *	  run; for this cluster's own shard, when its writer is ready, the
+ *	  memtable's batches instead (copied before the manifests are read, as
+ *	  a snapshot copies them), which hold the same rows without a read of
+ *	  the store.
  * One deduplicating merge over them, tombstones kept, gives each key's
  * newest version among them; a version stamped <= T is not emitted (a
  * generation may straddle P).  Base fragments are never read: their rows
@@ -38,10 +40,12 @@
  * (in a shard manifest or a WAL entry it opens) emits one TRUNCATE row and
  * drops the versions below the cut.
  *
- * max_rows: a first pass reads only the keys and hidden columns, to find
- * the highest stamp up to which at most max_rows versions were committed
- * (whole WAL entries: a transaction is never split); the second emits up to
- * that stamp.  A shard cut short keeps P, S and E and advances only T.
+ * max_rows: when the sources opened hold no more versions than max_rows
+ * (their footers say how many), one pass emits them all.  Otherwise a first
+ * pass reads only the keys and hidden columns, to find the highest stamp up
+ * to which at most max_rows versions were committed (whole WAL entries: a
+ * transaction is never split), and a second emits up to that stamp.  A
+ * shard cut short keeps P, S and E and advances only T.
  *
  * Position text: "cf1:<incarnation>:<truncate cut>:<shard>=P/S/E/T,...".
  *
@@ -53,9 +57,11 @@
 
 #include "rollout/change_feed.h"
 #include "rollout/manifest.h"
+#include "rollout/memtable.h"
 #include "rollout/merge_read.h"
 #include "rollout/named_snapshot.h"
 #include "rollout/shard.h"
+#include "rollout/shared_store.h"
 #include "rollout/store_definition.h"
 #include "rollout/store_snapshot.h"
 #include "rollout/wal.h"
@@ -68,6 +74,11 @@ typedef struct FeedShard
 	ChangeFeedShard from;
 	const ShardManifest *manifest;	/* newest */
 	List	   *sources;		/* SnapshotSource *: generations, then WAL */
+	List	   *memtable;		/* this cluster's shard when its writer is
+								 * ready: the WAL tail as copied from shared
+								 * memory (else NIL) */
+	bool		use_memtable;
+	int64		memtable_epoch; /* the writer epoch of its batches */
 	int64		last_wal_position;	/* of the WAL entries read (0: none) */
 	int64		wal_stamp;		/* the running stamp after them */
 	int64		wal_epoch;		/* the running epoch after them */
@@ -410,6 +421,27 @@ feed_shard_sources(RolloutStore *store, FeedShard *feed)
 		stamp_floor = from->position_stamp;
 		epoch_floor = Max(from->epoch, manifest->sealed_epoch);
 	}
+
+	/*
+	 * This cluster's own tail is in the memtable when its writer is ready:
+	 * every batch after replay_after, acknowledged, in position order, with
+	 * its effective stamp.  A batch a flush sealed after the copy is in a
+	 * generation of the manifest read since, and left out here.
+	 */
+	if (feed->use_memtable)
+	{
+		foreach(lc, feed->memtable)
+		{
+			SnapshotSource *source = lfirst(lc);
+
+			if (source->position <= wal_after)
+				continue;
+			feed->sources = lappend(feed->sources, source);
+			feed->last_wal_position = Max(feed->last_wal_position,
+										  source->position);
+		}
+		return;
+	}
 	entries = wal_contiguous_prefix(wal_list_after(store, manifest->shard,
 												   wal_after),
 									wal_after);
@@ -502,7 +534,8 @@ feed_shard_after(const FeedShard *feed, int64 cut)
 	{
 		after->position = feed->last_wal_position;
 		after->position_stamp = feed->wal_stamp;
-		after->epoch = feed->wal_epoch;
+		after->epoch = Max(Max(after->epoch, feed->wal_epoch),
+						   feed->memtable_epoch);
 	}
 	else if (after->position < feed->manifest->replay_after)
 	{
@@ -512,6 +545,64 @@ feed_shard_after(const FeedShard *feed, int64 cut)
 	}
 	after->delivered_stamp = Max(after->delivered_stamp, after->position_stamp);
 	return after;
+}
+
+/*
+ * The first of two passes: the stamps of the versions of feed's shard
+ * after what the consumer has seen and not below the truncate cut, into
+ * feed->stamps.
+ */
+static void
+feed_collect_stamps(RolloutStore *store, FeedShard *feed,
+					const bool *want_stamps, int64 truncate_stamp)
+{
+	int64		allocated = 64;
+	int64		ignored = 0;
+	Datum	   *values = palloc0(sizeof(Datum) * store->schema.ncolumns);
+	bool	   *isnull = palloc0(sizeof(bool) * store->schema.ncolumns);
+	MergeRead  *read = feed_read_begin(store, feed, want_stamps, &ignored);
+
+	feed->stamps = palloc(sizeof(int64) * allocated);
+	while (merge_read_next(read, values, isnull))
+	{
+		int64		stamp = DatumGetInt64(values[store->ts_column]);
+
+		if (stamp <= feed->from.delivered_stamp || stamp < truncate_stamp)
+			continue;
+		if (feed->stamp_count == allocated)
+		{
+			allocated *= 2;
+			feed->stamps = repalloc_huge(feed->stamps, sizeof(int64) * allocated);
+		}
+		feed->stamps[feed->stamp_count++] = stamp;
+	}
+	merge_read_end(read);
+}
+
+/*
+ * Emit the versions read returns that the consumer has not seen, not below
+ * the truncate cut and not after cut.
+ */
+static void
+feed_emit(RolloutStore *store, FeedShard *feed, MergeRead *read,
+		  int64 truncate_stamp, int64 cut, ChangeFeedEmit emit, void *arg)
+{
+	Datum	   *values = palloc0(sizeof(Datum) * store->schema.ncolumns);
+	bool	   *isnull = palloc0(sizeof(bool) * store->schema.ncolumns);
+	ChangeFeedRow row;
+
+	row.shard = feed->from.shard;
+	row.values = values;
+	row.isnull = isnull;
+	while (merge_read_next(read, values, isnull))
+	{
+		row.stamp = DatumGetInt64(values[store->ts_column]);
+		if (row.stamp <= feed->from.delivered_stamp ||
+			row.stamp < truncate_stamp || row.stamp > cut)
+			continue;
+		row.op = DatumGetInt16(values[store->op_column]);
+		emit(arg, &row);
+	}
 }
 
 ChangeFeedPosition *
@@ -526,13 +617,17 @@ change_feed_read(RolloutStore *store, const ChangeFeedPosition *since,
 	FeedShard  *feeds;
 	int64		truncate_stamp = since->truncate_stamp;
 	int64		total = 0;
+	int64		held = 0;
 	int64	   *all_stamps;
 	int64		cut;
+	MergeRead **reads;
+	SharedStoreSlot *slot;
+	List	   *memtable = NIL;
+	bool		have_memtable = false;
+	int64		memtable_epoch = 0;
 	int			ncolumns = store->schema.ncolumns;
 	bool	   *want_stamps = palloc0(sizeof(bool) * ncolumns);
 	bool	   *want_rows = palloc(sizeof(bool) * ncolumns);
-	Datum	   *values = palloc0(sizeof(Datum) * ncolumns);
-	bool	   *isnull = palloc0(sizeof(bool) * ncolumns);
 	ListCell   *lc;
 
 	/* a read returns the hidden columns it is asked for, like any other */
@@ -541,9 +636,25 @@ change_feed_read(RolloutStore *store, const ChangeFeedPosition *since,
 	want_stamps[store->op_column] = want_rows[store->op_column] = true;
 	want_stamps[store->key_column] = want_rows[store->key_column] = true;
 
+	max_rows = Max(max_rows, 1);
 	after->incarnation = since->incarnation;
 	if (since->incarnation == NULL)
 		return after;			/* nothing was ever written */
+
+	/*
+	 * This cluster's memtable before any manifest, as a snapshot copies it
+	 * (store_snapshot.c): a flush drops batches only after committing the
+	 * manifest that seals them.
+	 */
+	slot = shared_store_lookup(store);
+	if (slot != NULL)
+	{
+		int64		memtable_truncate = 0;
+
+		have_memtable = memtable_sources(store, slot, &memtable,
+										 &memtable_truncate, &memtable_epoch);
+		truncate_stamp = Max(truncate_stamp, memtable_truncate);
+	}
 
 	/* the newest manifests, in the order a snapshot reads them */
 	rollout_snapshot_newest_versions(store, &versions);
@@ -560,60 +671,59 @@ change_feed_read(RolloutStore *store, const ChangeFeedPosition *since,
 							(char *) list_nth(versions.shards, i), store->name)));
 		feeds[i].manifest = manifests[i];
 		feeds[i].from = feed_shard_since(since, manifests[i]->shard);
+		if (have_memtable && strcmp(manifests[i]->shard, store->shard) == 0)
+		{
+			feeds[i].use_memtable = true;
+			feeds[i].memtable = memtable;
+			feeds[i].memtable_epoch = memtable_epoch;
+		}
 		truncate_stamp = Max(truncate_stamp, manifests[i]->truncate_stamp);
 		feed_shard_sources(store, &feeds[i]);
 	}
 
-	/* pass 1: the stamps of the versions after each shard's T */
+	/*
+	 * Open every shard's read: the truncate cut is whole once all are open.
+	 * When their sources hold no more versions than max_rows, one pass emits
+	 * everything; otherwise a first pass over the stamps finds the cut, and
+	 * the reads are opened again to emit up to it.
+	 */
+	reads = palloc0(sizeof(MergeRead *) * Max(count, 1));
 	for (int i = 0; i < count; i++)
 	{
-		FeedShard  *feed = &feeds[i];
-		MergeRead  *read;
-		int64		allocated = 64;
-
-		if (feed->sources == NIL)
+		if (feeds[i].sources == NIL)
 			continue;
-		read = feed_read_begin(store, feed, want_stamps, &truncate_stamp);
-		feed->stamps = palloc(sizeof(int64) * allocated);
-		while (merge_read_next(read, values, isnull))
+		reads[i] = feed_read_begin(store, &feeds[i], want_rows, &truncate_stamp);
+		held += merge_read_versions_held(reads[i]);
+	}
+	cut = PG_INT64_MAX;
+	if (held > max_rows)
+	{
+		for (int i = 0; i < count; i++)
 		{
-			int64		stamp = DatumGetInt64(values[store->ts_column]);
-
-			if (stamp <= feed->from.delivered_stamp)
+			if (reads[i] == NULL)
 				continue;
-			if (feed->stamp_count == allocated)
-			{
-				allocated *= 2;
-				feed->stamps = repalloc_huge(feed->stamps, sizeof(int64) * allocated);
-			}
-			feed->stamps[feed->stamp_count++] = stamp;
+			merge_read_end(reads[i]);
+			reads[i] = NULL;
+			feed_collect_stamps(store, &feeds[i], want_stamps, truncate_stamp);
+			total += feeds[i].stamp_count;
 		}
-		merge_read_end(read);
+		all_stamps = palloc_extended(sizeof(int64) * Max(total, 1), MCXT_ALLOC_HUGE);
+		total = 0;
+		for (int i = 0; i < count; i++)
+		{
+			if (feeds[i].stamp_count == 0)
+				continue;
+			memcpy(all_stamps + total, feeds[i].stamps,
+				   sizeof(int64) * feeds[i].stamp_count);
+			total += feeds[i].stamp_count;
+		}
+		cut = feed_cut(all_stamps, total, max_rows);
+		for (int i = 0; i < count; i++)
+			if (feeds[i].stamp_count > 0)
+				reads[i] = feed_read_begin(store, &feeds[i], want_rows, &truncate_stamp);
 	}
 
-	/* versions below the newest truncate cut are gone; then max_rows */
-	for (int i = 0; i < count; i++)
-	{
-		FeedShard  *feed = &feeds[i];
-		int64		kept = 0;
-
-		for (int64 j = 0; j < feed->stamp_count; j++)
-			if (feed->stamps[j] >= truncate_stamp)
-				feed->stamps[kept++] = feed->stamps[j];
-		feed->stamp_count = kept;
-		total += kept;
-	}
-	all_stamps = palloc_extended(sizeof(int64) * Max(total, 1), MCXT_ALLOC_HUGE);
-	total = 0;
-	for (int i = 0; i < count; i++)
-	{
-		memcpy(all_stamps + total, feeds[i].stamps,
-			   sizeof(int64) * feeds[i].stamp_count);
-		total += feeds[i].stamp_count;
-	}
-	cut = feed_cut(all_stamps, total, Max(max_rows, 1));
-
-	/* pass 2: emit */
+	/* emit: the TRUNCATE first, then each shard's versions up to the cut */
 	if (truncate_stamp > since->truncate_stamp)
 	{
 		ChangeFeedRow row = {NULL, truncate_stamp, ROLLOUT_OP_TRUNCATE, NULL, NULL};
@@ -622,28 +732,10 @@ change_feed_read(RolloutStore *store, const ChangeFeedPosition *since,
 	}
 	for (int i = 0; i < count; i++)
 	{
-		FeedShard  *feed = &feeds[i];
-		MergeRead  *read;
-		int64		ignored = 0;
-
-		if (feed->stamp_count == 0)
+		if (reads[i] == NULL)
 			continue;
-		read = feed_read_begin(store, feed, want_rows, &ignored);
-		while (merge_read_next(read, values, isnull))
-		{
-			ChangeFeedRow row;
-
-			row.stamp = DatumGetInt64(values[store->ts_column]);
-			if (row.stamp <= feed->from.delivered_stamp ||
-				row.stamp < truncate_stamp || row.stamp > cut)
-				continue;
-			row.shard = feed->from.shard;
-			row.op = DatumGetInt16(values[store->op_column]);
-			row.values = values;
-			row.isnull = isnull;
-			emit(arg, &row);
-		}
-		merge_read_end(read);
+		feed_emit(store, &feeds[i], reads[i], truncate_stamp, cut, emit, arg);
+		merge_read_end(reads[i]);
 	}
 
 	/* the position after: every shard of the store, and any it forgot */

@@ -643,6 +643,25 @@ merge_read_stats(MergeRead *read)
 	return &read->stats;
 }
 
+int64
+merge_read_versions_held(MergeRead *read)
+{
+	int64		held = 0;
+
+	for (int i = 0; i < read->source_count; i++)
+	{
+		RowSource  *source = read->sources[i];
+
+		if (source->dead)
+			continue;
+		if (source->reader != NULL)
+			held += source->reader->row_count;
+		else if (source->loaded)
+			held += source->order_count;
+	}
+	return held;
+}
+
 /*
  * Close every source and free the read.  The prefetcher forgets its sources
  * first, so closing them one by one does not search and shrink its list each

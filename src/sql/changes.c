@@ -54,7 +54,7 @@ typedef struct Change
 	int64		stamp;
 	int			shard;			/* index in the position's shards; -1 TRUNCATE */
 	int64		sequence;		/* emission order: key order within a shard */
-	char	   *key;
+	text	   *key;			/* NULL for a TRUNCATE */
 	Datum		row;			/* jsonb */
 	int16		op;
 } Change;
@@ -121,6 +121,9 @@ changes_emit(void *arg, const ChangeFeedRow *row)
 	ChangesState *state = arg;
 	RolloutStore *store = state->store;
 	Change	   *change;
+	MemoryContext oldcontext;
+	char	   *key = NULL;
+	Datum		jsonb = (Datum) 0;
 
 	if (state->count == state->allocated)
 	{
@@ -138,6 +141,11 @@ changes_emit(void *arg, const ChangeFeedRow *row)
 	if (row->op == ROLLOUT_OP_TRUNCATE || row->op == CHANGES_OP_POSITION)
 		return;
 
+	/*
+	 * Decoding, the key's output and the row's jsonb make garbage in the
+	 * per-row memory; only the key's text and the jsonb are kept.
+	 */
+	oldcontext = MemoryContextSwitchTo(state->econtext->ecxt_per_tuple_memory);
 	for (int i = 0; i < state->tupdesc->natts; i++)
 	{
 		int			column = state->attr_to_column[i];
@@ -152,8 +160,7 @@ changes_emit(void *arg, const ChangeFeedRow *row)
 			state->attr_values[i] = portable_decode(&store->codecs[column],
 													state->attr_values[i]);
 		if (column == store->key_column)
-			change->key = OutputFunctionCall(&state->key_output,
-											 state->attr_values[i]);
+			key = OutputFunctionCall(&state->key_output, state->attr_values[i]);
 	}
 	if (row->op == ROLLOUT_OP_INSERT)
 	{
@@ -163,13 +170,14 @@ changes_emit(void *arg, const ChangeFeedRow *row)
 
 		state->params->params[0].value = HeapTupleGetDatum(tuple);
 		state->params->params[0].isnull = false;
-		change->row = ExecEvalExprSwitchContext(state->to_jsonb, state->econtext,
-												&isnull);
-		/* the result lives in the per-tuple memory: keep a copy */
-		change->row = PointerGetDatum(PG_DETOAST_DATUM_COPY(change->row));
-		ResetExprContext(state->econtext);
-		heap_freetuple(tuple);
+		jsonb = ExecEvalExpr(state->to_jsonb, state->econtext, &isnull);
 	}
+	MemoryContextSwitchTo(oldcontext);
+	if (key != NULL)
+		change->key = cstring_to_text(key);
+	if (jsonb != (Datum) 0)
+		change->row = PointerGetDatum(PG_DETOAST_DATUM_COPY(jsonb));
+	ResetExprContext(state->econtext);
 }
 
 static int
@@ -222,6 +230,7 @@ rollout_changes(PG_FUNCTION_ARGS)
 	bool		key_varlena;
 	char	   *since_text;
 	char	   *next_since = NULL;
+	Datum		next_since_datum;
 
 	if (max_rows < 1)
 		ereport(ERROR,
@@ -269,6 +278,7 @@ rollout_changes(PG_FUNCTION_ARGS)
 	}
 
 	InitMaterializedSRF(fcinfo, 0);
+	next_since_datum = next_since ? CStringGetTextDatum(next_since) : (Datum) 0;
 	if (state.count > 0)
 		qsort(state.changes, state.count, sizeof(Change), changes_cmp);
 	for (int64 i = 0; i < state.count; i++)
@@ -284,10 +294,10 @@ rollout_changes(PG_FUNCTION_ARGS)
 		values[1] = TimestampTzGetDatum(change->stamp);
 		values[2] = CStringGetTextDatum(changes_op_name(change->op));
 		nulls[3] = change->key == NULL;
-		values[3] = nulls[3] ? (Datum) 0 : CStringGetTextDatum(change->key);
+		values[3] = PointerGetDatum(change->key);
 		nulls[4] = change->op != ROLLOUT_OP_INSERT;
 		values[4] = change->row;
-		values[5] = CStringGetTextDatum(next_since);
+		values[5] = next_since_datum;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	FreeExprContext(state.econtext, true);
