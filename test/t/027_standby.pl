@@ -10,7 +10,8 @@
 # location outside their data directories (shared storage).
 #   1. The standby reads every committed row, the primary's unflushed ones
 #      included (from the WAL entries on the store), and keeps up with new
-#      commits.
+#      commits.  A named snapshot's token taken on the primary reads the
+#      same there, and so does the change feed after it.
 #   2. On the standby rollout_flush, rollout_merge, rollout_compact and
 #      rollout_gc fail with SQLSTATE 25006 (read-only SQL transaction), and
 #      INSERT fails as PostgreSQL makes it: the store's objects stay exactly
@@ -134,6 +135,8 @@ is($standby->safe_psql('postgres', q{SELECT count(*) FILTER (WHERE origin = 'cha
 	'10|20', 'the standby reads the update made after the token');
 is($standby->safe_psql('postgres', qq{SET rollout_fdw.as_of = '$token'; SELECT count(*) FILTER (WHERE origin = 'changed'), count(*) FROM ns}),
 	'0|20', 'and, as of the token taken on the primary, the rows as they were');
+is($standby->safe_psql('postgres', qq{SELECT string_agg(op || ':' || ("row"->>'origin'), ',' ORDER BY key::int), count(DISTINCT next_since) FROM rollout_changes('ns', '$token')}),
+	join(',', ('upsert:changed') x 10) . '|1', 'the change feed after the token works on the standby');
 $primary->safe_psql('postgres', qq{SELECT rollout_release('ns', '$token')});
 
 # --- the view of the store's manifest versions across a promotion.  The
