@@ -46,6 +46,7 @@ OBJS = \
 	src/core/snapshot.o \
 	src/core/snapshot_serial.o \
 	src/core/store_snapshot.o \
+	src/core/store_token.o \
 	src/core/named_snapshot.o \
 	src/read/key_range.o \
 	src/read/key_split.o \

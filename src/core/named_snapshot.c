@@ -45,6 +45,7 @@
 #include "rollout/shard.h"
 #include "rollout/store_definition.h"
 #include "rollout/store_snapshot.h"
+#include "rollout/store_token.h"
 
 #define TOKEN_PREFIX		"rs1:"
 
@@ -125,53 +126,31 @@ NamedSnapshot *
 named_snapshot_parse(const char *text, const char **problem)
 {
 	NamedSnapshot *snapshot = palloc0(sizeof(NamedSnapshot));
-	char	   *copy;
-	char	   *incarnation;
-	char	   *base;
-	char	   *shards;
-	char	   *next;
+	StoreToken	token;
+	char	   *shard;
+	char	   *version;
+	bool		malformed;
 	int			count = 0;
 	const char *dummy;
 
 	if (problem == NULL)
 		problem = &dummy;
 	*problem = "A token is the text rollout_snapshot returned, \"rs1:\" and then the store's incarnation, the base version and the shards' versions.";
-	if (strncmp(text, TOKEN_PREFIX, strlen(TOKEN_PREFIX)) != 0)
+	if (!store_token_split(text, TOKEN_PREFIX, &token) ||
+		!parse_version(token.head, 0, &snapshot->versions.base_version))
 		return NULL;
-	copy = pstrdup(text +strlen(TOKEN_PREFIX));
-	incarnation = copy;
-	if ((base = strchr(incarnation, ':')) == NULL)
-		return NULL;
-	*base++ = '\0';
-	if ((shards = strchr(base, ':')) == NULL)
-		return NULL;
-	*shards++ = '\0';
-	if (incarnation[0] == '\0' ||
-		strspn(incarnation, "0123456789abcdefABCDEF-") != strlen(incarnation) ||
-		!parse_version(base, 0, &snapshot->versions.base_version))
-		return NULL;
-	snapshot->incarnation = incarnation;
+	snapshot->incarnation = token.incarnation;
 	snapshot->versions.shard_versions =
-		palloc(sizeof(int64) * (strlen(shards) / 3 + 1));
-	for (char *shard = shards; *shard != '\0'; shard = next)
+		palloc(sizeof(int64) * (strlen(token.shards) / 3 + 1));
+	while (store_token_next_shard(&token.shards, &shard, &version, &malformed))
 	{
-		char	   *equals = strchr(shard, '=');
-
-		next = strchr(shard, ',');
-		if (next != NULL)
-			*next++ = '\0';
-		else
-			next = shard + strlen(shard);
-		if (equals == NULL)
-			return NULL;
-		*equals = '\0';
-		if (!rollout_shard_id_is_valid(shard) ||
-			!parse_version(equals + 1, 1,
-						   &snapshot->versions.shard_versions[count]))
+		if (!parse_version(version, 1, &snapshot->versions.shard_versions[count]))
 			return NULL;
 		snapshot->versions.shards = lappend(snapshot->versions.shards, shard);
 		count++;
 	}
+	if (malformed)
+		return NULL;
 	*problem = NULL;
 	return snapshot;
 }

@@ -60,10 +60,10 @@
 #include "rollout/memtable.h"
 #include "rollout/merge_read.h"
 #include "rollout/named_snapshot.h"
-#include "rollout/shard.h"
 #include "rollout/shared_store.h"
 #include "rollout/store_definition.h"
 #include "rollout/store_snapshot.h"
+#include "rollout/store_token.h"
 #include "rollout/wal.h"
 
 #define POSITION_PREFIX		"cf1:"
@@ -113,38 +113,22 @@ static ChangeFeedPosition *
 feed_position_parse_text(const char *text)
 {
 	ChangeFeedPosition *position = palloc0(sizeof(ChangeFeedPosition));
-	char	   *copy = pstrdup(text +strlen(POSITION_PREFIX));
-	char	   *cut;
-	char	   *shards;
-	char	   *next;
+	StoreToken	token;
+	char	   *shard;
+	char	   *value;
+	bool		malformed;
 
-	if ((cut = strchr(copy, ':')) == NULL)
+	if (!store_token_split(text, POSITION_PREFIX, &token) ||
+		!feed_parse_int64(token.head, &position->truncate_stamp))
 		return NULL;
-	*cut++ = '\0';
-	if ((shards = strchr(cut, ':')) == NULL)
-		return NULL;
-	*shards++ = '\0';
-	if (copy[0] == '\0' ||
-		strspn(copy, "0123456789abcdefABCDEF-") != strlen(copy) ||
-		!feed_parse_int64(cut, &position->truncate_stamp))
-		return NULL;
-	position->incarnation = copy;
-	for (char *shard = shards; *shard != '\0'; shard = next)
+	position->incarnation = token.incarnation;
+	while (store_token_next_shard(&token.shards, &shard, &value, &malformed))
 	{
-		char	   *equals = strchr(shard, '=');
 		char	   *fields[4];
 		int64		numbers[4];
 		ChangeFeedShard *entry;
 
-		next = strchr(shard, ',');
-		if (next != NULL)
-			*next++ = '\0';
-		else
-			next = shard + strlen(shard);
-		if (equals == NULL)
-			return NULL;
-		*equals = '\0';
-		fields[0] = equals + 1;
+		fields[0] = value;
 		for (int i = 1; i < 4; i++)
 		{
 			if ((fields[i] = strchr(fields[i - 1], '/')) == NULL)
@@ -154,7 +138,7 @@ feed_position_parse_text(const char *text)
 		for (int i = 0; i < 4; i++)
 			if (!feed_parse_int64(fields[i], &numbers[i]))
 				return NULL;
-		if (!rollout_shard_id_is_valid(shard) || numbers[3] < numbers[1])
+		if (numbers[3] < numbers[1])
 			return NULL;
 		entry = feed_shard_new(shard);
 		entry->position = numbers[0];
@@ -163,7 +147,7 @@ feed_position_parse_text(const char *text)
 		entry->delivered_stamp = numbers[3];
 		position->shards = lappend(position->shards, entry);
 	}
-	return position;
+	return malformed ? NULL : position;
 }
 
 /*
@@ -233,8 +217,7 @@ change_feed_position_parse(RolloutStore *store, const char *since)
 					 errdetail("%s", problem)));
 		return feed_position_of_snapshot(store, since, named);
 	}
-	position = strncmp(since, POSITION_PREFIX, strlen(POSITION_PREFIX)) == 0 ?
-		feed_position_parse_text(since) : NULL;
+	position = feed_position_parse_text(since);
 	if (position == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

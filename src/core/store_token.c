@@ -1,0 +1,72 @@
+/*-------------------------------------------------------------------------
+ *
+ * store_token.c
+ *		Split the tokens that name a state of a store: a prefix naming the
+ *		kind and its version, the store's incarnation (a store dropped and
+ *		created again is another store), a head, then one value per shard.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "rollout/shard.h"
+#include "rollout/store_token.h"
+
+bool
+store_token_split(const char *text, const char *prefix, StoreToken *token)
+{
+	char	   *copy;
+	char	   *head;
+	char	   *shards;
+
+	if (strncmp(text, prefix, strlen(prefix)) != 0)
+		return false;
+	copy = pstrdup(text + strlen(prefix));
+	if ((head = strchr(copy, ':')) == NULL)
+		return false;
+	*head++ = '\0';
+	if ((shards = strchr(head, ':')) == NULL)
+		return false;
+	*shards++ = '\0';
+	if (copy[0] == '\0' ||
+		strspn(copy, "0123456789abcdefABCDEF-") != strlen(copy))
+		return false;
+	token->incarnation = copy;
+	token->head = head;
+	token->shards = shards;
+	return true;
+}
+
+bool
+store_token_next_shard(char **cursor, char **shard, char **value,
+					   bool *malformed)
+{
+	char	   *entry = *cursor;
+	char	   *end;
+	char	   *equals;
+
+	*malformed = false;
+	if (*entry == '\0')
+		return false;
+	end = strchr(entry, ',');
+	if (end != NULL)
+		*end++ = '\0';
+	else
+		end = entry + strlen(entry);
+	*cursor = end;
+	equals = strchr(entry, '=');
+	if (equals == NULL)
+	{
+		*malformed = true;
+		return false;
+	}
+	*equals = '\0';
+	if (!rollout_shard_id_is_valid(entry))
+	{
+		*malformed = true;
+		return false;
+	}
+	*shard = entry;
+	*value = equals + 1;
+	return true;
+}
