@@ -21,10 +21,10 @@ typedef struct StoreToken
 } StoreToken;
 
 /*
- * Split text, which must begin with prefix, into a copy of its parts; false
+ * Split string, which must begin with prefix, into a copy of its parts; false
  * when it is not laid out as above.
  */
-extern bool store_token_split(const char *text, const char *prefix,
+extern bool store_token_split(const char *string, const char *prefix,
 							  StoreToken *token);
 
 /*

@@ -13,15 +13,15 @@
 #include "rollout/store_token.h"
 
 bool
-store_token_split(const char *text, const char *prefix, StoreToken *token)
+store_token_split(const char *string, const char *prefix, StoreToken *token)
 {
 	char	   *copy;
 	char	   *head;
 	char	   *shards;
 
-	if (strncmp(text, prefix, strlen(prefix)) != 0)
+	if (strncmp(string, prefix, strlen(prefix)) != 0)
 		return false;
-	copy = pstrdup(text + strlen(prefix));
+	copy = pstrdup(string + strlen(prefix));
 	if ((head = strchr(copy, ':')) == NULL)
 		return false;
 	*head++ = '\0';
