@@ -79,6 +79,7 @@ typedef struct FeedShard
 								 * memory (else NIL) */
 	bool		use_memtable;
 	int64		memtable_epoch; /* the writer epoch of its batches */
+	int64		memtable_stamp; /* the effective stamp of the last one read */
 	int64		last_wal_position;	/* of the WAL entries read (0: none) */
 	int64		wal_stamp;		/* the running stamp after them */
 	int64		wal_epoch;		/* the running epoch after them */
@@ -96,7 +97,9 @@ feed_parse_int64(const char *text, int64 *value)
 		return false;
 	errno = 0;
 	*value = strtoll(text, &end, 10);
-	return errno == 0 && *end == '\0';
+
+	/* stamps and positions stay far from overflowing the readers' + 1 */
+	return errno == 0 && *end == '\0' && *value < PG_INT64_MAX / 2;
 }
 
 static ChangeFeedShard *
@@ -106,6 +109,18 @@ feed_shard_new(const char *shard)
 
 	entry->shard = pstrdup(shard);
 	return entry;
+}
+
+/* Is there an entry for shard in list (ChangeFeedShard *)? */
+static bool
+feed_shard_listed(List *list, const char *shard)
+{
+	ListCell   *lc;
+
+	foreach(lc, list)
+		if (strcmp(((ChangeFeedShard *) lfirst(lc))->shard, shard) == 0)
+		return true;
+	return false;
 }
 
 /* The "cf1:" text parsed, or NULL when it is not one. */
@@ -138,7 +153,7 @@ feed_position_parse_text(const char *text)
 		for (int i = 0; i < 4; i++)
 			if (!feed_parse_int64(fields[i], &numbers[i]))
 				return NULL;
-		if (numbers[3] < numbers[1])
+		if (numbers[3] < numbers[1] || feed_shard_listed(position->shards, shard))
 			return NULL;
 		entry = feed_shard_new(shard);
 		entry->position = numbers[0];
@@ -201,8 +216,16 @@ change_feed_position_parse(RolloutStore *store, const char *since)
 	if (since == NULL)
 	{
 		position = palloc0(sizeof(ChangeFeedPosition));
-		if (rollout_store_exists(store))
-			position->incarnation = store->incarnation;
+		if (!rollout_store_exists(store))
+			return position;	/* nothing written yet: no position */
+		if (store->incarnation == NULL ||
+			!store_token_incarnation_valid(store->incarnation))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("store \"%s\" has no incarnation to name in a change feed position",
+							store->name),
+					 errdetail("Its _store.json was written by a release that did not record one.")));
+		position->incarnation = store->incarnation;
 		return position;
 	}
 	if (strncmp(since, "rs1:", 4) == 0)
@@ -273,18 +296,6 @@ feed_shard_since(const ChangeFeedPosition *since, const char *shard)
 	}
 	start.shard = pstrdup(shard);
 	return start;
-}
-
-/* Is there an entry for shard in list (ChangeFeedShard *)? */
-static bool
-feed_shard_listed(List *list, const char *shard)
-{
-	ListCell   *lc;
-
-	foreach(lc, list)
-		if (strcmp(((ChangeFeedShard *) lfirst(lc))->shard, shard) == 0)
-		return true;
-	return false;
 }
 
 static int
@@ -360,7 +371,15 @@ feed_generations(RolloutStore *store, const ShardManifest *newest,
 				feed_generation_listed(generations, generation->number))
 				continue;
 			generations = lappend(generations, generation);
-			lowest_first = Min(lowest_first, generation->first_position);
+
+			/*
+			 * An adopted ingest segment (stamp > 0) holds one position in the
+			 * middle of its flush's range, and a merge may take that range
+			 * and leave it: only a flush's rewritten generation says where a
+			 * run of positions begins.
+			 */
+			if (generation->stamp == 0)
+				lowest_first = Min(lowest_first, generation->first_position);
 		}
 		if (lowest_first <= from->position + 1 ||
 			manifest->replay_after <= from->position || version <= 1)
@@ -422,6 +441,10 @@ feed_shard_sources(RolloutStore *store, FeedShard *feed)
 			feed->sources = lappend(feed->sources, source);
 			feed->last_wal_position = Max(feed->last_wal_position,
 										  source->position);
+			/* a batch's effective stamp, whatever kind of source holds it */
+			feed->memtable_stamp = Max(feed->memtable_stamp,
+									   source->stamp_fixed >= 0 ? source->stamp_fixed :
+									   source->stamp_floor + 1);
 		}
 		return;
 	}
@@ -516,7 +539,7 @@ feed_shard_after(const FeedShard *feed, int64 cut)
 	if (feed->last_wal_position > 0)
 	{
 		after->position = feed->last_wal_position;
-		after->position_stamp = feed->wal_stamp;
+		after->position_stamp = Max(feed->wal_stamp, feed->memtable_stamp);
 		after->epoch = Max(Max(after->epoch, feed->wal_epoch),
 						   feed->memtable_epoch);
 	}

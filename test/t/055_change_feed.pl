@@ -21,9 +21,12 @@
 #       snapshot token is a starting position;
 #   (c) garbage collection: a consumer whose position gc has passed gets a
 #       clear error (SQLSTATE 72000) naming the oldest position still
-#       available, and can start again from a token of rollout_snapshot;
-#   (d) bad positions, a position of another store, max_rows < 1 are
-#       refused; a role needs SELECT on the table;
+#       available, and can start again from a token of rollout_snapshot; a
+#       merge that leaves a flush's adopted ingest segment behind loses
+#       nothing;
+#   (d) bad positions, a position of another store, max_rows < 1, a table
+#       pinned to a named snapshot are refused; a role needs SELECT on the
+#       table;
 #   (e) a session that opened the table before the store existed, which
 #       another session then created, hands out positions and snapshot
 #       tokens of the store as it exists (its incarnation).
@@ -321,13 +324,34 @@ $a->safe_psql('postgres', q{INSERT INTO lag VALUES (1000, 1000)});
 is($a->safe_psql('postgres', qq{SELECT string_agg(key, ',') FROM rollout_changes('lag', '$lag_token')}),
 	'1000', '(c) a consumer starts again from a snapshot token');
 
+# an adopted ingest segment (one position inside its flush's range) left
+# behind by a merge that took its flush's other generation
+$a->safe_psql('postgres', q{
+CREATE FOREIGN TABLE ing (id int, v text) SERVER s OPTIONS (store 'feed_ingest', key 'id');
+INSERT INTO ing VALUES (1, 'a');
+});
+my $ing_pos = $a->safe_psql('postgres', q{SELECT next_since FROM rollout_changes('ing') LIMIT 1});
+$a->safe_psql('postgres', q{
+SET rollout_fdw.ingest_threshold = '64kB';
+INSERT INTO ing SELECT g, repeat(md5(g::text), 8) FROM generate_series(100, 2099) g;
+RESET rollout_fdw.ingest_threshold;
+INSERT INTO ing VALUES (2, 'b'), (3, 'c');
+SELECT rollout_flush('ing');
+});
+my $ing_gens = $a->safe_psql('postgres', q{SELECT generations FROM rollout_observe('ing')});
+$a->safe_psql('postgres', q{SELECT rollout_merge('ing', 1)});
+is($a->safe_psql('postgres', qq{SELECT count(*) FROM rollout_changes('ing', '$ing_pos')}),
+	'2002', "(c) a merge that leaves a flush's adopted ingest segment behind loses no change ($ing_gens generations before it)");
+
 # --- (d) bad input and privileges ---------------------------------------------
 
 for my $case (
 	[ q{'garbage'}, qr/invalid change feed position "garbage"/, 'a position that is not one' ],
 	[ q{'cf1:0000:0:bad shard=1/1/1/1'}, qr/invalid change feed position/, 'a malformed position' ],
 	[ q{'rs1:x'}, qr/invalid snapshot token/, 'a malformed snapshot token' ],
-	[ "'$p4', 0", qr/max_rows must be at least 1/, 'max_rows 0' ])
+	[ "'$p4', 0", qr/max_rows must be at least 1/, 'max_rows 0' ],
+	[ "'" . ($p4 =~ s/:(\d+):(.*)$/:$1:$2,$2/r) . "'", qr/invalid change feed position/, 'a shard named twice' ],
+	[ "'" . ($p4 =~ s/=\d+\//=9223372036854775806\//r) . "'", qr/invalid change feed position/, 'a position past any store' ])
 {
 	my ($since, $re, $what) = @$case;
 	my ($ok2, undef, $err2) = try_sql($a, "SELECT * FROM rollout_changes('small', $since)");
@@ -336,6 +360,11 @@ for my $case (
 my ($ok3, undef, $err3) = try_sql($a, qq{SELECT * FROM rollout_changes('lag', '$p4')});
 ok(!$ok3 && $err3 =~ /is not a position in store "feed_lag"/, '(d) refused: a position of another store')
   or diag($err3);
+my $pinned = $a->safe_psql('postgres', q{SELECT rollout_snapshot('small')});
+$a->safe_psql('postgres', qq{CREATE FOREIGN TABLE small_pinned (id int, v text) SERVER s OPTIONS (store 'feed_small', key 'id', as_of '$pinned')});
+my ($ok6, undef, $err6) = try_sql($a, q{SELECT * FROM rollout_changes('small_pinned')});
+ok(!$ok6 && $err6 =~ /rollout_changes cannot read foreign table "small_pinned": it reads the named snapshot of its option as_of/,
+	'(d) refused: a table pinned to a named snapshot') or diag($err6);
 $a->safe_psql('postgres', q{
 CREATE ROLE reader LOGIN; GRANT SELECT ON small TO reader;
 CREATE ROLE stranger LOGIN;
