@@ -27,6 +27,9 @@ typedef struct StoreToken
 extern bool store_token_split(const char *string, const char *prefix,
 							  StoreToken *token);
 
+/* Can incarnation stand in a token (hex digits and dashes, not empty)? */
+extern bool store_token_incarnation_valid(const char *incarnation);
+
 /*
  * The next "<shard>=<value>" of the list at *cursor: *shard and *value
  * point into it, and *cursor moves past it.  False at the end, and with

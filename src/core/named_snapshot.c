@@ -41,6 +41,7 @@
 #include "utils/timestamp.h"
 
 #include "rollout/json_doc.h"
+#include "rollout/manifest_cache.h"
 #include "rollout/named_snapshot.h"
 #include "rollout/shard.h"
 #include "rollout/store_definition.h"
@@ -92,7 +93,35 @@ named_snapshot_take(RolloutStore *store)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("store \"%s\" does not exist yet", store->name),
 				 errdetail("A store is created by its first write; there is nothing to name a snapshot of.")));
-	rollout_snapshot_newest_versions(store, &versions);
+	if (!store_token_incarnation_valid(store->incarnation))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("store \"%s\" has no incarnation to name in a token", store->name),
+				 errdetail("Its _store.json was written by a release that did not record one.")));
+
+	/*
+	 * A merge that commits between the listing of the shard manifests and
+	 * that of the base puts into the base generations the shard versions do
+	 * not list yet.  Reads as of such a token are right (a row read twice is
+	 * deduplicated), but a change feed started from it would deliver those
+	 * rows again: list again until the base merged nothing newer.
+	 */
+	for (int attempt = 1;; attempt++)
+	{
+		const ShardManifest **manifests;
+		const BaseManifest *base;
+		bool		consistent = true;
+
+		rollout_snapshot_newest_versions(store, &versions);
+		if (attempt >= 10 ||
+			!manifest_cache_read(store, &versions, &manifests, &base))
+			break;
+		for (int i = 0; i < list_length(versions.shards); i++)
+			consistent &= base_manifest_merged_generation(base, manifests[i]->shard) <
+				manifests[i]->next_generation;
+		if (consistent)
+			break;
+	}
 	initStringInfo(&token);
 	appendStringInfo(&token, TOKEN_PREFIX "%s:" INT64_FORMAT ":",
 					 store->incarnation, versions.base_version);

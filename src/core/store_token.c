@@ -13,6 +13,13 @@
 #include "rollout/store_token.h"
 
 bool
+store_token_incarnation_valid(const char *incarnation)
+{
+	return incarnation[0] != '\0' &&
+		strspn(incarnation, "0123456789abcdefABCDEF-") == strlen(incarnation);
+}
+
+bool
 store_token_split(const char *string, const char *prefix, StoreToken *token)
 {
 	char	   *copy;
@@ -28,8 +35,7 @@ store_token_split(const char *string, const char *prefix, StoreToken *token)
 	if ((shards = strchr(head, ':')) == NULL)
 		return false;
 	*shards++ = '\0';
-	if (copy[0] == '\0' ||
-		strspn(copy, "0123456789abcdefABCDEF-") != strlen(copy))
+	if (!store_token_incarnation_valid(copy))
 		return false;
 	token->incarnation = copy;
 	token->head = head;

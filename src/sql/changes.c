@@ -33,6 +33,7 @@
 #include "rollout/change_feed.h"
 #include "rollout/fdw.h"
 #include "rollout/portable_values.h"
+#include "rollout/shard.h"
 #include "rollout/sql_common.h"
 #include "rollout/store_definition.h"
 
@@ -52,7 +53,9 @@ PG_FUNCTION_INFO_V1(rollout_changes);
 typedef struct Change
 {
 	int64		stamp;
-	int			shard;			/* index in the position's shards; -1 TRUNCATE */
+	int			shard;			/* index in state->shards; -1 TRUNCATE */
+	int64		shard_hash;		/* the tie-break of equal stamps, as in a
+								 * scan: the higher hash is the newer */
 	int64		sequence;		/* emission order: key order within a shard */
 	text	   *key;			/* NULL for a TRUNCATE */
 	Datum		row;			/* jsonb */
@@ -138,6 +141,7 @@ changes_emit(void *arg, const ChangeFeedRow *row)
 	change->op = row->op;
 	change->sequence = state->count++;
 	change->shard = row->shard == NULL ? -1 : changes_shard_index(state, row->shard);
+	change->shard_hash = row->shard == NULL ? PG_INT64_MIN : rollout_shard_hash(row->shard);
 	if (row->op == ROLLOUT_OP_TRUNCATE || row->op == CHANGES_OP_POSITION)
 		return;
 
@@ -188,8 +192,8 @@ changes_cmp(const void *a, const void *b)
 
 	if (x->stamp != y->stamp)
 		return x->stamp < y->stamp ? -1 : 1;
-	if (x->shard != y->shard)
-		return x->shard < y->shard ? -1 : 1;
+	if (x->shard_hash != y->shard_hash)
+		return x->shard_hash < y->shard_hash ? -1 : 1;
 	return x->sequence < y->sequence ? -1 : x->sequence > y->sequence;
 }
 
@@ -238,6 +242,18 @@ rollout_changes(PG_FUNCTION_ARGS)
 				 errmsg("rollout_changes: max_rows must be at least 1")));
 	rel = rollout_open_table_argument(fcinfo, "rollout_changes",
 									  ROLLOUT_ACCESS_READ);
+
+	/*
+	 * A table pinned to a named snapshot may be what a role was granted in
+	 * place of the store as it is: its feed would show rows its scans never
+	 * do.
+	 */
+	if (rollout_table_options(RelationGetRelid(rel))->as_of != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("rollout_changes cannot read foreign table \"%s\": it reads the named snapshot of its option as_of",
+						RelationGetRelationName(rel)),
+				 errhint("Poll the change feed through a table of the same store without as_of.")));
 	store = rollout_store_for_relation(rel);
 	since_text = PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1));
 	since = change_feed_position_parse(store, since_text);

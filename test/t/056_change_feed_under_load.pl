@@ -87,7 +87,7 @@ sub poll
 	my $max = 1 + int(rand(1500));
 	$polls++;
 	return $node->safe_psql('postgres', qq{
-WITH c AS MATERIALIZED (SELECT * FROM rollout_changes('load', (SELECT pos FROM consumer), $max)),
+WITH c AS MATERIALIZED (SELECT * FROM rollout_changes('load', (SELECT pos FROM consumer FOR UPDATE), $max)),
      d AS (INSERT INTO delivered SELECT key::bigint, stamp, shard FROM c WHERE op = 'upsert'),
      u AS (UPDATE consumer SET pos = (SELECT next_since FROM c LIMIT 1) WHERE EXISTS (SELECT 1 FROM c))
 SELECT count(*) FILTER (WHERE op <> 'position') FROM c});
