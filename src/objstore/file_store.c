@@ -69,6 +69,7 @@
 #include "access/xact.h"
 #include "common/file_perm.h"
 #include "common/file_utils.h"
+#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "rollout/maintenance_cost.h"
 #include "rollout/objstore.h"
@@ -1119,17 +1120,21 @@ file_store_read(ObjectStore *store, int fd, const char *key,
  * the object have ended.  The files are fd.c's virtual file descriptors,
  * which close and reopen the kernel's descriptors themselves when the
  * process runs short; at most FILE_STORE_KEPT_OPEN are kept, the least
- * recently used closed first.  An object kept open reads the bytes it
+ * recently used closed first.  A merge read takes turns among its sources,
+ * so fewer slots than it has sources would reopen a file for nearly every
+ * read (a store compacted with cluster_by has up to 64 fragments in one
+ * set, CLUSTER_MAX_RANGES); the slots are found by the hash of the path.  An object kept open reads the bytes it
  * always had after garbage collection deleted it, which are what a reader
  * whose snapshot still names it expects; once its descriptor is closed, it
  * reads as missing, like any deleted object.
  * ----------------------------------------------------------------
  */
-#define FILE_STORE_KEPT_OPEN	32
+#define FILE_STORE_KEPT_OPEN	128
 
 typedef struct KeptObject
 {
 	char	   *path;			/* NULL: unused slot */
+	uint32		path_hash;
 	File		file;
 	int64		size;
 	uint64		last_used;
@@ -1169,6 +1174,7 @@ static KeptObject *
 file_store_kept_object(ObjectStore *store, const char *key)
 {
 	char	   *path = file_store_object_path(store, key);
+	uint32		path_hash = hash_bytes((const unsigned char *) path, strlen(path));
 	KeptObject *slot = NULL;
 	File		file;
 	struct stat st;
@@ -1178,7 +1184,8 @@ file_store_kept_object(ObjectStore *store, const char *key)
 	{
 		KeptObject *kept = &kept_objects[i];
 
-		if (kept->path != NULL && strcmp(kept->path, path) == 0)
+		if (kept->path != NULL && kept->path_hash == path_hash &&
+			strcmp(kept->path, path) == 0)
 		{
 			kept->last_used = ++kept_objects_clock;
 			pfree(path);
@@ -1214,6 +1221,7 @@ file_store_kept_object(ObjectStore *store, const char *key)
 	if (slot->path != NULL)
 		file_store_forget_kept(slot);
 	slot->path = MemoryContextStrdup(TopMemoryContext, path);
+	slot->path_hash = path_hash;
 	slot->file = file;
 	slot->size = st.st_size;
 	slot->last_used = ++kept_objects_clock;
