@@ -20,17 +20,24 @@ typedef struct CompactResult
 	char	   *skipped_reason; /* NULL when it compacted */
 } CompactResult;
 
+/* The column a compaction spreads its rows over ranges of (cluster_by) */
+typedef struct CompactClustering
+{
+	int			column;			/* an index in the store's schema */
+	int			max_ranges;		/* cluster_ranges */
+} CompactClustering;
+
 /*
  * Compact the base table when it has at least min_fragments fragments (the
  * outputs of one compaction counting as one, fragment_run_count),
  * reading at most max_source_fragments of them, into fragments of about
- * target_rows_per_fragment rows; with cluster_column >= 0 (an index in the
- * store's schema), one set of them per range of that column.
+ * target_rows_per_fragment rows; with clustering (else NULL), one set of
+ * them per range of its column.
  */
 extern CompactResult rollout_compact_store(RolloutStore *store, int min_fragments,
 										   int64 target_rows_per_fragment,
 										   int max_source_fragments,
-										   int cluster_column);
+										   const CompactClustering *clustering);
 
 /* Record a failed compaction in the base manifest (best effort). */
 extern void rollout_compaction_record_error(RolloutStore *store, const char *message);

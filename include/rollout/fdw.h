@@ -27,6 +27,7 @@ typedef struct RolloutTableOptions
 	bool		read_wal_tail;	/* read other shards' WAL tails too */
 	int			batch_size;		/* rows per ExecForeignBatchInsert call */
 	char	   *cluster_by;		/* the column compaction clusters by, or NULL */
+	int			cluster_ranges; /* into at most this many ranges of it */
 	char	   *as_of;			/* the named snapshot scans read, or NULL */
 } RolloutTableOptions;
 

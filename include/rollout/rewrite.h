@@ -26,12 +26,26 @@ typedef struct RewriteOutput
  * a row whose value v has i boundaries <= v goes to range i, a NULL to
  * range boundary_count + 1.  Each range has outputs of its own, every one
  * sorted by key.
+ *
+ * Each open output buffers a row group, so a rewrite writes at most
+ * REWRITE_MAX_OPEN_OUTPUTS ranges at once.  With more ranges it reads its
+ * sources once per group of that many, with a condition that only the
+ * group's rows pass (so the others' wide columns are never decoded), and
+ * once more for the NULLs.  Those passes cannot count what the rewrite
+ * reads and drops; the pass that chose the ranges, which reads with the
+ * rewrite's options, counted it, and the passes must together write
+ * exactly the rows it saw.
  */
+#define REWRITE_MAX_OPEN_OUTPUTS	16
+
 typedef struct RewriteClusters
 {
 	int			column;			/* index in the store's schema */
 	int			boundary_count;
 	Datum	   *boundaries;		/* ascending, distinct */
+	int64		rows;			/* the rewrite's rows, NULLs included */
+	int64		versions_read;	/* of the sources, by the choosing pass */
+	int64		tombstones_dropped; /* below the tombstone horizon */
 } RewriteClusters;
 
 typedef struct RewriteResult

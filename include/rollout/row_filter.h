@@ -27,7 +27,10 @@ typedef enum RowConditionKind
 	ROW_CONDITION_COMPARE,		/* column op value, or value op column */
 	ROW_CONDITION_ARRAY,		/* column op ANY/ALL (elements) */
 	ROW_CONDITION_IS_NULL,
-	ROW_CONDITION_IS_NOT_NULL
+	ROW_CONDITION_IS_NOT_NULL,
+	ROW_CONDITION_SEGMENT_RANGE /* low <= column < high in the segments' order
+								 * (no query makes it: compaction's passes
+								 * over cluster ranges, rewrite.c) */
 } RowConditionKind;
 
 typedef struct RowCondition
@@ -52,6 +55,17 @@ typedef struct RowCondition
 	int			element_count;	/* ARRAY: the elements */
 	Datum	   *elements;
 	bool	   *element_nulls;
+
+	/*
+	 * SEGMENT_RANGE: the bounds, compared by segment_column_compare on the
+	 * column's definition, each absent when its has_ flag is false.  A NULL
+	 * column is in no range.
+	 */
+	const SegmentColumn *definition;
+	bool		has_low;
+	Datum		low;
+	bool		has_high;
+	Datum		high;
 } RowCondition;
 
 /* Conditions that must all hold (AND). */

@@ -30,6 +30,7 @@
 #include "utils/rel.h"
 #include "utils/typcache.h"
 
+#include "rollout/cluster_ranges.h"
 #include "rollout/fdw.h"
 #include "rollout/named_snapshot.h"
 
@@ -61,6 +62,7 @@ static const RolloutOption rollout_options[] = {
 	{"read_wal_tail", ForeignTableRelationId},
 	{"batch_size", ForeignTableRelationId},
 	{"cluster_by", ForeignTableRelationId},
+	{"cluster_ranges", ForeignTableRelationId},
 	{"as_of", ForeignTableRelationId},
 	{NULL, InvalidOid}
 };
@@ -228,6 +230,19 @@ rollout_fdw_validator(PG_FUNCTION_ARGS)
 						 errmsg("invalid value for option \"batch_size\": \"%s\"", value),
 						 errdetail("It must be a positive integer.")));
 		}
+		else if (strcmp(def->defname, "cluster_ranges") == 0)
+		{
+			char	   *value = defGetString(def);
+			int			ranges;
+
+			if (!parse_int(value, &ranges, 0, NULL) ||
+				ranges < 2 || ranges > CLUSTER_MAX_RANGES)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+						 errmsg("invalid value for option \"cluster_ranges\": \"%s\"", value),
+						 errdetail("It must be an integer from 2 to %d.",
+								   CLUSTER_MAX_RANGES)));
+		}
 	}
 	if (catalog == ForeignServerRelationId)
 		rollout_check_server_privileges(options);
@@ -296,6 +311,7 @@ rollout_table_options(Oid relid)
 
 	options->key_column = "id";
 	options->batch_size = ROLLOUT_DEFAULT_BATCH_SIZE;
+	options->cluster_ranges = CLUSTER_DEFAULT_RANGES;
 	foreach(lc, server->options)
 	{
 		DefElem    *def = lfirst(lc);
@@ -317,6 +333,8 @@ rollout_table_options(Oid relid)
 			(void) parse_int(defGetString(def), &options->batch_size, 0, NULL);
 		else if (strcmp(def->defname, "cluster_by") == 0)
 			options->cluster_by = defGetString(def);
+		else if (strcmp(def->defname, "cluster_ranges") == 0)
+			(void) parse_int(defGetString(def), &options->cluster_ranges, 0, NULL);
 		else if (strcmp(def->defname, "as_of") == 0)
 			options->as_of = defGetString(def);
 	}

@@ -30,13 +30,14 @@
 #include "rollout/maintenance_cost.h"
 #include "rollout/store_definition.h"
 
-/* Values kept in the sample: enough for 16 quantiles within about 1 % */
-#define CLUSTER_SAMPLE_SIZE	16384
+/* Values kept in the sample per range, at most */
+#define CLUSTER_SAMPLE_PER_RANGE	1024
 
 /* A reservoir sample of the column's non-NULL values */
 typedef struct ClusterSample
 {
 	Datum	   *values;
+	int			size;			/* values it may keep */
 	int			count;			/* values kept */
 	int64		seen;			/* non-NULL values offered */
 	pg_prng_state random;
@@ -46,14 +47,14 @@ static void
 cluster_sample_offer(ClusterSample *sample, Datum value)
 {
 	sample->seen++;
-	if (sample->count < CLUSTER_SAMPLE_SIZE)
+	if (sample->count < sample->size)
 		sample->values[sample->count++] = value;
 	else
 	{
 		int64		slot = (int64) pg_prng_uint64_range(&sample->random, 0,
 														sample->seen - 1);
 
-		if (slot < CLUSTER_SAMPLE_SIZE)
+		if (slot < sample->size)
 			sample->values[slot] = value;
 	}
 }
@@ -83,7 +84,7 @@ cluster_value_compare(const void *a, const void *b, void *arg)
 
 RewriteClusters *
 cluster_ranges_choose(RolloutStore *store, RolloutSnapshot *snapshot,
-					  int column, int64 drop_tombstones_before)
+					  int column, int max_ranges, int64 drop_tombstones_before)
 {
 	const SegmentColumn *definition = &store->schema.columns[column];
 	int			ncolumns = store->schema.ncolumns;
@@ -94,6 +95,7 @@ cluster_ranges_choose(RolloutStore *store, RolloutSnapshot *snapshot,
 	ClusterSample sample = {0};
 	MergeRead  *read;
 	RewriteClusters *clusters;
+	int64		rows = 0;
 	int			ranges;
 
 	/* the sample holds Datums: the column's values must not be pointers */
@@ -101,7 +103,9 @@ cluster_ranges_choose(RolloutStore *store, RolloutSnapshot *snapshot,
 	want[store->key_column] = true;
 	want[store->ts_column] = true;
 	want[column] = true;
-	sample.values = palloc(sizeof(Datum) * CLUSTER_SAMPLE_SIZE);
+	Assert(max_ranges >= 2 && max_ranges <= CLUSTER_MAX_RANGES);
+	sample.size = CLUSTER_SAMPLE_PER_RANGE * max_ranges;
+	sample.values = palloc(sizeof(Datum) * sample.size);
 	pg_prng_seed(&sample.random, 0x636c7573);	/* "clus" */
 
 	/* the rewrite's options: the sample is of the rows it writes */
@@ -112,6 +116,7 @@ cluster_ranges_choose(RolloutStore *store, RolloutSnapshot *snapshot,
 	while (merge_read_next(read, values, isnull))
 	{
 		CHECK_FOR_INTERRUPTS();
+		rows++;
 		if (!isnull[column])
 			cluster_sample_offer(&sample, values[column]);
 
@@ -122,9 +127,13 @@ cluster_ranges_choose(RolloutStore *store, RolloutSnapshot *snapshot,
 			maintenance_cost_delay_point();
 		}
 	}
+	clusters = palloc0(sizeof(RewriteClusters));
+	clusters->rows = rows;
+	clusters->versions_read = merge_read_stats(read)->versions_read;
+	clusters->tombstones_dropped = merge_read_stats(read)->tombstones_dropped;
 	merge_read_end(read);
 
-	ranges = (int) Min(CLUSTER_MAX_RANGES,
+	ranges = (int) Min(max_ranges,
 					   sample.seen / (2 * (int64) store_rows_per_group));
 	if (ranges < 2)
 		return NULL;
@@ -132,7 +141,6 @@ cluster_ranges_choose(RolloutStore *store, RolloutSnapshot *snapshot,
 			  cluster_value_compare, (void *) definition);
 
 	/* quantiles, distinct: many equal values make fewer ranges */
-	clusters = palloc0(sizeof(RewriteClusters));
 	clusters->column = column;
 	clusters->boundaries = palloc(sizeof(Datum) * (ranges - 1));
 	for (int i = 1; i < ranges; i++)

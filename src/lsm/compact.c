@@ -129,17 +129,19 @@ compact_sources(List *inputs, int64 truncate_stamp)
  */
 static List *
 compact_write_outputs(RolloutStore *store, List *inputs, int64 target_rows,
-					  int cluster_column, int64 horizon, int64 truncate_stamp,
-					  RewriteResult *rewrite, TimestampTz *first_upload_at)
+					  const CompactClustering *clustering, int64 horizon,
+					  int64 truncate_stamp, RewriteResult *rewrite,
+					  TimestampTz *first_upload_at)
 {
 	List	   *entries = NIL;
 	RewriteClusters *clusters = NULL;
 	char	   *disjoint_set = NULL;
 	ListCell   *lc;
 
-	if (cluster_column >= 0)
+	if (clustering != NULL)
 		clusters = cluster_ranges_choose(store, compact_sources(inputs, truncate_stamp),
-										 cluster_column, horizon);
+										 clustering->column,
+										 clustering->max_ranges, horizon);
 	rewrite_sources(store, compact_sources(inputs, truncate_stamp), target_rows,
 					clusters,
 					"{\"kind\": \"fragment\", \"made_by\": \"compaction\"}",
@@ -173,8 +175,9 @@ compact_write_outputs(RolloutStore *store, List *inputs, int64 target_rows,
  */
 static List *
 compact_prepare_outputs(RolloutStore *store, List *inputs, int64 target_rows,
-						int cluster_column, int64 horizon, int64 truncate_stamp,
-						RewriteResult *rewrite, TimestampTz *first_upload_at)
+						const CompactClustering *clustering, int64 horizon,
+						int64 truncate_stamp, RewriteResult *rewrite,
+						TimestampTz *first_upload_at)
 {
 	List	   *volatile outputs = NIL;
 	bool		cost_was_active;
@@ -182,7 +185,7 @@ compact_prepare_outputs(RolloutStore *store, List *inputs, int64 target_rows,
 	cost_was_active = maintenance_cost_begin();
 	PG_TRY();
 	{
-		outputs = compact_write_outputs(store, inputs, target_rows, cluster_column,
+		outputs = compact_write_outputs(store, inputs, target_rows, clustering,
 										horizon, truncate_stamp, rewrite,
 										first_upload_at);
 	}
@@ -257,7 +260,7 @@ compact_commit(RolloutStore *store, List *inputs, List *outputs,
 CompactResult
 rollout_compact_store(RolloutStore *store, int min_fragments,
 					  int64 target_rows_per_fragment, int max_source_fragments,
-					  int cluster_column)
+					  const CompactClustering *clustering)
 {
 	CompactResult result = {0};
 	TimestampTz started = GetCurrentTimestamp();
@@ -331,7 +334,7 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 	foreach(lc, manifests)
 		truncate_stamp = Max(truncate_stamp, ((ShardManifest *) lfirst(lc))->truncate_stamp);
 	outputs = compact_prepare_outputs(store, inputs, target_rows_per_fragment,
-									  cluster_column, horizon, truncate_stamp,
+									  clustering, horizon, truncate_stamp,
 									  rewrite, &uploaded_at);
 	rollout_fault_point("compact.before_commit");
 

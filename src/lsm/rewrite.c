@@ -114,40 +114,31 @@ rewrite_cluster_of(RolloutStore *store, const RewriteClusters *clusters,
 }
 
 /*
- * The common core of flush, merge and compaction (rewrite.h): a merge read of
- * every column over the whole key range, keeping tombstones (but those below
- * drop_tombstones_before, compaction's horizon), cut into outputs
- * of rows_per_output rows, per range of clusters when given.  Every output
- * is sorted by key, and no key is in two of them.  A vanished source is an
- * ERROR here, not a retry.
- * Each output is registered in result before its file is created, so
- * rewrite_cleanup never misses one, and the ingest segments the read saw are
- * copied out before merge_read_end frees its memory.
+ * One read of the sources: every row the filter (or NULL) lets through goes
+ * to its range's target, each output cut at rows_per_output rows.  Returns
+ * the read, still open for its statistics; the caller ends it.  A vanished
+ * source is an ERROR here, not a retry.
  */
-void
-rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
-				int64 rows_per_output, const RewriteClusters *clusters,
-				const char *metadata,
-				bool follow_ingest, int64 drop_tombstones_before,
-				RewriteResult *result)
+static MergeRead *
+rewrite_pass(RolloutStore *store, RolloutSnapshot *snapshot,
+			 int64 rows_per_output, const RewriteClusters *clusters,
+			 RewriteTarget *targets, const RowFilter *filter,
+			 const char *metadata, bool follow_ingest,
+			 int64 drop_tombstones_before, RewriteResult *result)
 {
 	int			ncolumns = store->schema.ncolumns;
 	bool	   *want = palloc(sizeof(bool) * ncolumns);
 	Datum	   *values = palloc0(sizeof(Datum) * ncolumns);
 	bool	   *isnull = palloc0(sizeof(bool) * ncolumns);
-	int			target_count = clusters == NULL ? 1 : clusters->boundary_count + 2;
-	RewriteTarget *targets = palloc0(sizeof(RewriteTarget) * target_count);
-	MergeRead  *read;
 	MergeReadOptions options = {0};
-	const MergeReadStats *stats;
-	ListCell   *lc;
+	MergeRead  *read;
 
 	for (int i = 0; i < ncolumns; i++)
 		want[i] = true;
-
 	options.keep_tombstones = true;
 	options.drop_tombstones_before = drop_tombstones_before;
 	options.follow_ingest = follow_ingest;
+	options.filter = filter;
 	read = merge_read_begin(store, snapshot, want, NULL, &options);
 	while (merge_read_next(read, values, isnull))
 	{
@@ -171,10 +162,52 @@ rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 		if (rows_per_output > 0 && ++target->rows >= rows_per_output)
 			rewrite_finish_output(target, metadata);
 	}
-	for (int i = 0; i < target_count; i++)
-		rewrite_finish_output(&targets[i], metadata);
+	pfree(want);
+	pfree(values);
+	pfree(isnull);
+	return read;
+}
 
-	stats = merge_read_stats(read);
+/*
+ * The condition that lets only the rows of ranges first .. last of clusters
+ * through, the NULLs' range alone when first is it: the row groups of no
+ * other range are then skipped by their zone maps, and the wide columns of
+ * no other range's rows decoded.
+ */
+static RowFilter *
+rewrite_ranges_filter(RolloutStore *store, const RewriteClusters *clusters,
+					  int first, int last)
+{
+	RowFilter  *filter = palloc0(sizeof(RowFilter));
+	RowCondition *condition = palloc0(sizeof(RowCondition));
+
+	filter->count = 1;
+	filter->conditions = condition;
+	condition->column = clusters->column;
+	if (first == clusters->boundary_count + 1)
+	{
+		condition->kind = ROW_CONDITION_IS_NULL;
+		return filter;
+	}
+	/* range i holds boundaries[i - 1] <= v < boundaries[i] */
+	condition->kind = ROW_CONDITION_SEGMENT_RANGE;
+	condition->definition = &store->schema.columns[clusters->column];
+	condition->has_low = first > 0;
+	if (condition->has_low)
+		condition->low = clusters->boundaries[first - 1];
+	condition->has_high = last < clusters->boundary_count;
+	if (condition->has_high)
+		condition->high = clusters->boundaries[last];
+	return filter;
+}
+
+/* Keep what a flush needs of a read's statistics before the read is freed. */
+static void
+rewrite_keep_stats(MergeRead *read, RewriteResult *result)
+{
+	const MergeReadStats *stats = merge_read_stats(read);
+	ListCell   *lc;
+
 	result->versions_read = stats->versions_read;
 	result->tombstones_dropped = stats->tombstones_dropped;
 	result->last_wal_stamp = stats->last_wal_stamp;
@@ -194,7 +227,68 @@ rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 		seen->file = pstrdup(seen->file);
 		result->ingest_seen = lappend(result->ingest_seen, seen);
 	}
-	merge_read_end(read);
+}
+
+/*
+ * The common core of flush, merge and compaction (rewrite.h): a merge read of
+ * every column over the whole key range, keeping tombstones (but those below
+ * drop_tombstones_before, compaction's horizon), cut into outputs
+ * of rows_per_output rows, per range of clusters when given.  Every output
+ * is sorted by key, and no key is in two of them.
+ * Each output is registered in result before its file is created, so
+ * rewrite_cleanup never misses one.
+ */
+void
+rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
+				int64 rows_per_output, const RewriteClusters *clusters,
+				const char *metadata,
+				bool follow_ingest, int64 drop_tombstones_before,
+				RewriteResult *result)
+{
+	int			range_count = clusters == NULL ? 1 : clusters->boundary_count + 2;
+	RewriteTarget *targets = palloc0(sizeof(RewriteTarget) * range_count);
+	MergeRead  *read;
+
+	/* the ranges of values, and the NULLs' */
+	if (range_count <= REWRITE_MAX_OPEN_OUTPUTS + 1)
+	{
+		read = rewrite_pass(store, snapshot, rows_per_output, clusters, targets,
+							NULL, metadata, follow_ingest,
+							drop_tombstones_before, result);
+		for (int i = 0; i < range_count; i++)
+			rewrite_finish_output(&targets[i], metadata);
+		rewrite_keep_stats(read, result);
+		merge_read_end(read);
+		return;
+	}
+
+	/* a pass per group of ranges, the NULLs' range last and alone */
+	for (int first = 0; first < range_count;)
+	{
+		int			last;
+		RowFilter  *filter;
+
+		if (first == range_count - 1)
+			last = first;
+		else
+			last = Min(first + REWRITE_MAX_OPEN_OUTPUTS, range_count - 1) - 1;
+		filter = rewrite_ranges_filter(store, clusters, first, last);
+
+		read = rewrite_pass(store, snapshot, rows_per_output, clusters, targets,
+							filter, metadata, follow_ingest,
+							drop_tombstones_before, result);
+		for (int i = first; i <= last; i++)
+			rewrite_finish_output(&targets[i], metadata);
+		rewrite_keep_stats(read, result);
+		merge_read_end(read);
+		first = last + 1;
+	}
+	if (result->rows_written != clusters->rows)
+		elog(ERROR, "a rewrite in passes over ranges of column \"%s\" wrote " INT64_FORMAT " rows where the read that chose the ranges saw " INT64_FORMAT,
+			 store->schema.columns[clusters->column].name,
+			 result->rows_written, clusters->rows);
+	result->versions_read = clusters->versions_read;
+	result->tombstones_dropped = clusters->tombstones_dropped;
 }
 
 /*

@@ -68,6 +68,19 @@ row_condition_array(const RowCondition *condition, Datum column_value)
 	return saw_null ? false : !condition->use_or;
 }
 
+/* Is a non-null value within a SEGMENT_RANGE condition's bounds? */
+static bool
+row_condition_in_range(const RowCondition *condition, Datum value)
+{
+	const SegmentColumn *column = condition->definition;
+
+	if (condition->has_low &&
+		segment_column_compare(column, value, condition->low) < 0)
+		return false;
+	return !condition->has_high ||
+		segment_column_compare(column, value, condition->high) < 0;
+}
+
 /* Does one condition hold for the current row? */
 static bool
 row_condition_holds(const RowCondition *condition, RowSource *row)
@@ -108,6 +121,8 @@ row_condition_holds(const RowCondition *condition, RowSource *row)
 			if (isnull)
 				return false;
 			return row_condition_array(condition, value);
+		case ROW_CONDITION_SEGMENT_RANGE:
+			return !isnull && row_condition_in_range(condition, value);
 	}
 	return true;				/* unreachable: every kind is handled */
 }
@@ -201,6 +216,15 @@ row_condition_excludes(const RowCondition *condition, const SegmentColumn *colum
 					return true;
 			}
 			return condition->use_or;
+		case ROW_CONDITION_SEGMENT_RANGE:
+			if (all_null)
+				return true;
+			if (!chunk->has_stats)
+				return false;
+			return (condition->has_high &&
+					segment_column_compare(column, chunk->min, condition->high) >= 0) ||
+				(condition->has_low &&
+				 segment_column_compare(column, chunk->max, condition->low) < 0);
 	}
 	return false;
 }

@@ -107,7 +107,7 @@ typedef struct CompactCall
 	int			min_fragments;
 	int64		target_rows;
 	int			max_source_fragments;
-	int			cluster_column;
+	const CompactClustering *clustering;
 	CompactResult result;
 } CompactCall;
 
@@ -119,7 +119,7 @@ compact_step(void *arg)
 	call->result = rollout_compact_store(call->store, call->min_fragments,
 										 call->target_rows,
 										 call->max_source_fragments,
-										 call->cluster_column);
+										 call->clustering);
 }
 
 /*
@@ -131,7 +131,7 @@ compact_step(void *arg)
 static CompactResult
 rollout_compact_recording_errors(RolloutStore *store, int min_fragments,
 								 int64 target_rows, int max_source_fragments,
-								 int cluster_column)
+								 const CompactClustering *clustering)
 {
 	CompactCall call = {0};
 	ErrorData  *error;
@@ -140,7 +140,7 @@ rollout_compact_recording_errors(RolloutStore *store, int min_fragments,
 	call.min_fragments = min_fragments;
 	call.target_rows = target_rows;
 	call.max_source_fragments = max_source_fragments;
-	call.cluster_column = cluster_column;
+	call.clustering = clustering;
 	error = rollout_try_in_subtransaction(compact_step, &call);
 
 	if (error != NULL)
@@ -167,8 +167,10 @@ rollout_compact(PG_FUNCTION_ARGS)
 	int64		target_rows;
 	int			max_source_fragments = 0;
 	RolloutStore *store;
+	const RolloutTableOptions *options;
 	char	   *cluster_by;
-	int			cluster_column = -1;
+	int			cluster_column;
+	CompactClustering clustering;
 	CompactResult result;
 	Datum		values[5];
 	bool		nulls[5] = {false, false, false, false, false};
@@ -196,7 +198,8 @@ rollout_compact(PG_FUNCTION_ARGS)
 	}
 	rel = rollout_open_table_argument(fcinfo, "rollout_compact", ROLLOUT_ACCESS_MAINTAIN);
 	store = rollout_store_for_relation_as_owner(rel);
-	cluster_by = rollout_table_options(RelationGetRelid(rel))->cluster_by;
+	options = rollout_table_options(RelationGetRelid(rel));
+	cluster_by = options->cluster_by;
 	if (cluster_by != NULL)
 	{
 		/*
@@ -217,10 +220,13 @@ rollout_compact(PG_FUNCTION_ARGS)
 					 errmsg("compaction cannot cluster store \"%s\" by column \"%s\"",
 							store->name, cluster_by),
 					 errhint("Cluster by a column other than the key, of a type such as timestamptz, date or bigint.")));
+		clustering.column = cluster_column;
+		clustering.max_ranges = options->cluster_ranges;
 	}
 
 	result = rollout_compact_recording_errors(store, min_fragments, target_rows,
-											  max_source_fragments, cluster_column);
+											  max_source_fragments,
+											  cluster_by != NULL ? &clustering : NULL);
 	table_close(rel, AccessShareLock);
 	values[0] = Int32GetDatum(result.fragments_before);
 	values[1] = Int32GetDatum(result.fragments_after);
