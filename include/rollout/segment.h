@@ -332,6 +332,13 @@ typedef struct SegmentRowGroup
 	int64	   *ready_start;
 	int64	   *ready_end;
 	bool	  **page_decoded;
+
+	/*
+	 * Per schema column, or NULL: pages of a chunk that was not read along (a
+	 * source of cheap reads), read ahead of the page a row needed once its
+	 * pages are wanted one after another.
+	 */
+	struct SegmentReadAhead **read_ahead;
 } SegmentRowGroup;
 
 /* Is row `row` of column `column` decoded (not deferred, or its page is)? */

@@ -1136,6 +1136,26 @@ segment_reader_row_group_ranges(SegmentReader *reader, int row_group,
 }
 
 /*
+ * Pages of a deferred chunk read in one go (SegmentRowGroup.read_ahead).
+ * A late-materializing scan whose filter passes many rows decodes nearly
+ * every page of a wide column, each a read of its own (a system call, or
+ * a cache lookup) for a few kB.  Once a row needs the page right after one
+ * already decoded, the pages are evidently wanted one after another, and
+ * the following ones, up to SEGMENT_READ_AHEAD_BYTES, come with it.  A
+ * lookup or a sparse filter never reads two neighbours and reads only the
+ * page it needs.
+ */
+#define SEGMENT_READ_AHEAD_BYTES	(256 * 1024)
+
+typedef struct SegmentReadAhead
+{
+	char	   *buffer;			/* what read_deferred_bytes allocated */
+	const char *first_frame;	/* page first_page's compressed bytes */
+	int			first_page;
+	int			end_page;		/* pages first_page .. end_page - 1 */
+} SegmentReadAhead;
+
+/*
  * A deferred chunk not read with its row group (from a source with cheap
  * reads): its pages are read when decoded.
  */
@@ -1187,11 +1207,13 @@ segment_reader_read_row_group(SegmentReader *reader, int row_group,
 	out->ready_start = NULL;
 	out->ready_end = NULL;
 	out->page_decoded = NULL;
+	out->read_ahead = NULL;
 	if (defer != NULL)
 	{
 		out->ready_start = palloc0(sizeof(int64) * ncolumns);
 		out->ready_end = palloc0(sizeof(int64) * ncolumns);
 		out->page_decoded = palloc0(sizeof(bool *) * ncolumns);
+		out->read_ahead = palloc0(sizeof(SegmentReadAhead *) * ncolumns);
 
 		/* deferred columns a source of cheap reads reads when decoded */
 		for (int i = 0; i < ncolumns && reader->source->cheap_reads; i++)
@@ -1242,6 +1264,53 @@ segment_reader_read_row_group(SegmentReader *reader, int row_group,
 	}
 	if (ranges != NULL)
 		pfree(ranges);
+}
+
+/*
+ * The compressed frame of page p of a deferred chunk that was not read:
+ * from the pages read ahead, or read now, with the pages after it when the
+ * page before it was decoded.  Pages are laid out one after another
+ * (segment_writer.c); a layout that is not stops the run.
+ */
+static const char *
+read_deferred_page(SegmentReader *reader, SegmentRowGroup *rows, int column,
+				   const SegmentChunkInfo *chunk, const SegmentPageInfo *pages,
+				   int p, char **single_buffer)
+{
+	SegmentReadAhead *ahead = rows->read_ahead != NULL ? rows->read_ahead[column] : NULL;
+	int			end = p + 1;
+	int64		length = pages[p].compressed_size;
+	char	   *buffer;
+	const char *frame;
+
+	*single_buffer = NULL;
+	if (ahead != NULL && p >= ahead->first_page && p < ahead->end_page)
+		return ahead->first_frame + (pages[p].offset - pages[ahead->first_page].offset);
+
+	if (rows->read_ahead != NULL && p > 0 && rows->page_decoded[column][p - 1])
+	{
+		while (end < chunk->page_count &&
+			   !rows->page_decoded[column][end] &&
+			   pages[end].offset == pages[end - 1].offset + pages[end - 1].compressed_size &&
+			   length + pages[end].compressed_size <= SEGMENT_READ_AHEAD_BYTES)
+			length += pages[end++].compressed_size;
+	}
+	frame = read_deferred_bytes(reader, chunk->offset + pages[p].offset, length,
+								&buffer);
+	if (end == p + 1)
+	{
+		*single_buffer = buffer;	/* the caller frees it after decoding */
+		return frame;
+	}
+	if (ahead == NULL)
+		ahead = rows->read_ahead[column] = palloc0(sizeof(SegmentReadAhead));
+	else
+		pfree(ahead->buffer);
+	ahead->buffer = buffer;
+	ahead->first_frame = frame;
+	ahead->first_page = p;
+	ahead->end_page = end;
+	return frame;
 }
 
 /* The page of a chunk of several pages that holds row (binary search). */
@@ -1306,13 +1375,12 @@ segment_row_group_decode_deferred(SegmentReader *reader, int row_group,
 		if (rows->deferred[column] == chunk_not_read)
 		{
 			char	   *buffer;
-			const char *frame = read_deferred_bytes(reader,
-													chunk->offset + pages[p].offset,
-													pages[p].compressed_size,
-													&buffer);
+			const char *frame = read_deferred_page(reader, rows, column, chunk,
+												   pages, p, &buffer);
 
 			read_page(reader, row_group, column, p, frame, rows);
-			pfree(buffer);
+			if (buffer != NULL)
+				pfree(buffer);
 		}
 		else
 			read_page(reader, row_group, column, p,
