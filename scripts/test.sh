@@ -515,7 +515,8 @@ as_postgres() {
 }
 
 make_args=(PG_CONFIG="$PG_CONFIG")
-[ -n "${PROVE_FLAGS:-}" ] && make_args+=(PROVE_FLAGS="$PROVE_FLAGS")
+# --timer: each script's wall time in the log, to see what a slow CI cell spends
+make_args+=(PROVE_FLAGS="${PROVE_FLAGS:---timer}")
 
 if [ "$no_install" = 1 ]; then
 	say "using the extension installed by the first run of the matrix"
