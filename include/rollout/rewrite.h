@@ -44,6 +44,7 @@ typedef struct RewriteClusters
 	int			boundary_count;
 	Datum	   *boundaries;		/* ascending, distinct */
 	int64		rows;			/* the rewrite's rows, NULLs included */
+	int64		null_rows;		/* of which NULL in the column */
 	int64		versions_read;	/* of the sources, by the choosing pass */
 	int64		tombstones_dropped; /* below the tombstone horizon */
 } RewriteClusters;

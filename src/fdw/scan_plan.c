@@ -47,7 +47,6 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
-#include "rollout/cluster_ranges.h"
 
 #include "scan_internal.h"
 
@@ -487,8 +486,8 @@ rollout_column_correlation(RangeTblEntry *rte, AttrNumber attno, double *correla
  * its conditions select plus one of the ranges compaction spreads the rows
  * over (lsm/cluster_ranges.c), whatever ANALYZE measured: its sample comes
  * in key order, in which that column follows nothing.  This assumes the
- * store was compacted since the option was set, into the most ranges
- * (CLUSTER_MAX_RANGES; a small store has fewer).  The smallest share of any
+ * store was compacted since the option was set, into the most ranges the
+ * table allows (its option cluster_ranges; a small store has fewer).  The smallest share of any
  * column counts, since the conditions are ANDed.  1 for other columns
  * without statistics, or with zone maps off.
  */
@@ -545,7 +544,7 @@ rollout_zone_map_share(PlannerInfo *root, RelOptInfo *baserel,
 		if (has_correlation)
 			share = Min(share, selectivity * squared + (1.0 - squared));
 		if (condition->attno == cluster_attno)
-			share = Min(share, Min(1.0, selectivity + 1.0 / CLUSTER_MAX_RANGES));
+			share = Min(share, Min(1.0, selectivity + 1.0 / state->options->cluster_ranges));
 	}
 	return share;
 }

@@ -129,6 +129,7 @@ cluster_ranges_choose(RolloutStore *store, RolloutSnapshot *snapshot,
 	}
 	clusters = palloc0(sizeof(RewriteClusters));
 	clusters->rows = rows;
+	clusters->null_rows = rows - sample.seen;
 	clusters->versions_read = merge_read_stats(read)->versions_read;
 	clusters->tombstones_dropped = merge_read_stats(read)->tombstones_dropped;
 	merge_read_end(read);

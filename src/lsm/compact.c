@@ -115,6 +115,8 @@ compact_sources(List *inputs, int64 truncate_stamp)
 		source->rows = fragment->rows;
 		source->stamp_floor = -1;
 		source->max_ts = fragment->max_ts;	/* wholly below the cut: not read */
+		/* members of one set share no key: zone maps may skip among them */
+		source->disjoint_set = fragment->disjoint_set;
 		snapshot->sources = lappend(snapshot->sources, source);
 		snapshot->fragment_count++;
 	}

@@ -49,6 +49,12 @@ rewrite_row_bytes(const SegmentSchema *schema, const Datum *values,
 	return bytes;
 }
 
+/*
+ * What a row a pass's filter drops is charged (maintenance_cost.h): the
+ * key, stamp, operation and cluster column it decoded, about.
+ */
+#define REWRITE_FILTERED_ROW_BYTES	48
+
 /* The output being written for one range of the rows (one without clusters) */
 typedef struct RewriteTarget
 {
@@ -132,6 +138,7 @@ rewrite_pass(RolloutStore *store, RolloutSnapshot *snapshot,
 	bool	   *isnull = palloc0(sizeof(bool) * ncolumns);
 	MergeReadOptions options = {0};
 	MergeRead  *read;
+	int64		filtered_charged = 0;
 
 	for (int i = 0; i < ncolumns; i++)
 		want[i] = true;
@@ -152,8 +159,13 @@ rewrite_pass(RolloutStore *store, RolloutSnapshot *snapshot,
 		segment_writer_add_row(target->writer, values, isnull);
 		if (maintenance_cost_active())
 		{
+			int64		filtered = merge_read_stats(read)->rows_filtered;
+
+			/* and the rows the filter passed over since, a few columns each */
 			maintenance_cost_charge_row_bytes(rewrite_row_bytes(&store->schema,
-																values, isnull));
+																values, isnull) +
+											  (filtered - filtered_charged) * REWRITE_FILTERED_ROW_BYTES);
+			filtered_charged = filtered;
 			maintenance_cost_delay_point();
 		}
 		target->output->min_ts = Min(target->output->min_ts, ts);
@@ -162,6 +174,9 @@ rewrite_pass(RolloutStore *store, RolloutSnapshot *snapshot,
 		if (rows_per_output > 0 && ++target->rows >= rows_per_output)
 			rewrite_finish_output(target, metadata);
 	}
+	if (maintenance_cost_active())
+		maintenance_cost_charge_row_bytes((merge_read_stats(read)->rows_filtered - filtered_charged) *
+										  REWRITE_FILTERED_ROW_BYTES);
 	pfree(want);
 	pfree(values);
 	pfree(isnull);
@@ -262,9 +277,13 @@ rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 		return;
 	}
 
+	/* the choosing read followed ingest segments, as a compaction does */
+	Assert(follow_ingest);
+
 	/* a pass per group of ranges, the NULLs' range last and alone */
 	for (int first = 0; first < range_count;)
 	{
+		int64		written_before = result->rows_written;
 		int			last;
 		RowFilter  *filter;
 
@@ -281,6 +300,11 @@ rewrite_sources(RolloutStore *store, RolloutSnapshot *snapshot,
 			rewrite_finish_output(&targets[i], metadata);
 		rewrite_keep_stats(read, result);
 		merge_read_end(read);
+		if (first == range_count - 1 &&
+			result->rows_written - written_before != clusters->null_rows)
+			elog(ERROR, "a rewrite in passes over ranges of column \"%s\" wrote " INT64_FORMAT " rows with a NULL there where the read that chose the ranges saw " INT64_FORMAT,
+				 store->schema.columns[clusters->column].name,
+				 result->rows_written - written_before, clusters->null_rows);
 		first = last + 1;
 	}
 	if (result->rows_written != clusters->rows)

@@ -1122,14 +1122,15 @@ file_store_read(ObjectStore *store, int fd, const char *key,
  * process runs short; at most FILE_STORE_KEPT_OPEN are kept, the least
  * recently used closed first.  A merge read takes turns among its sources,
  * so fewer slots than it has sources would reopen a file for nearly every
- * read (a store compacted with cluster_by has up to 64 fragments in one
- * set, CLUSTER_MAX_RANGES); the slots are found by the hash of the path.  An object kept open reads the bytes it
+ * read: there are enough for a compaction's set of the most cluster ranges
+ * a table allows (256, cluster_ranges.h) and then some.  A slot is matched
+ * by the hash of its path before the path itself.  An object kept open reads the bytes it
  * always had after garbage collection deleted it, which are what a reader
  * whose snapshot still names it expects; once its descriptor is closed, it
  * reads as missing, like any deleted object.
  * ----------------------------------------------------------------
  */
-#define FILE_STORE_KEPT_OPEN	128
+#define FILE_STORE_KEPT_OPEN	512
 
 typedef struct KeptObject
 {
