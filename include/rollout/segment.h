@@ -336,7 +336,8 @@ typedef struct SegmentRowGroup
 	/*
 	 * Per schema column, or NULL: pages of a chunk that was not read along (a
 	 * source of cheap reads), read ahead of the page a row needed once its
-	 * pages are wanted one after another.
+	 * pages are wanted one after another.  A reader that wants no read-ahead
+	 * (a lookup) sets it to NULL.
 	 */
 	struct SegmentReadAhead **read_ahead;
 } SegmentRowGroup;
@@ -406,6 +407,15 @@ extern int	segment_row_group_decode_deferred(SegmentReader *reader,
 											  int row_group,
 											  SegmentRowGroup *rows,
 											  int column, int64 row);
+
+/*
+ * The rows first .. *end - 1 of the page of chunk (row_group, column) that
+ * holds row `row`: the rows one decode of that page makes ready (all of the
+ * row group's for a chunk of one page).
+ */
+extern void segment_reader_page_rows(SegmentReader *reader, int row_group,
+									 int column, int64 row, int64 *first,
+									 int64 *end);
 
 /*
  * The same for row `row` alone, for a read that needs one row of the page

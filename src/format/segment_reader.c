@@ -1332,6 +1332,28 @@ page_of_row(const SegmentPageInfo *pages, int page_count, int64 row)
 	return low;
 }
 
+/* The rows of the page that holds row (segment.h). */
+void
+segment_reader_page_rows(SegmentReader *reader, int row_group, int column,
+						 int64 row, int64 *first, int64 *end)
+{
+	SegmentRowGroupInfo *group = &reader->row_groups[row_group];
+	SegmentChunkInfo *chunk = &group->chunks[column];
+	SegmentPageInfo *pages;
+	int			p;
+
+	if (chunk->page_count <= 1)
+	{
+		*first = 0;
+		*end = group->row_count;
+		return;
+	}
+	pages = chunk_pages(reader, row_group, column);
+	p = page_of_row(pages, chunk->page_count, row);
+	*first = pages[p].first_row;
+	*end = pages[p].first_row + pages[p].row_count;
+}
+
 /*
  * Decode a row of a deferred column (segment.h): its page is checked and
  * decompressed only now, or the whole chunk when it is one page.  Once

@@ -779,6 +779,9 @@ row_source_next_group(RowSource *source)
 		oldcontext = MemoryContextSwitchTo(source->group_context);
 		segment_reader_read_row_group(reader, source->group, source->want,
 									  source->defer, &source->rows);
+		/* a lookup wants single pages, never the ones after them */
+		if (source->one_row_decode)
+			source->rows.read_ahead = NULL;
 		MemoryContextSwitchTo(oldcontext);
 		row_source_count_cache_reads(source->store, &cache_before);
 		source->stats->row_groups_read++;
@@ -815,12 +818,81 @@ row_source_key_at(RowSource *source, int64 row)
 }
 
 /*
+ * A key's place on a line on which keys of a uniform distribution (uuids,
+ * hashes, counters) lie evenly: the value of an integer key, the first 8
+ * bytes of a uuid.  False for other types, which have no such place.
+ */
+static bool
+row_source_key_place(const SegmentColumn *column, Datum key, double *place)
+{
+	switch (column->compare_inline)
+	{
+		case SEGMENT_COMPARE_INT16:
+			*place = DatumGetInt16(key);
+			return true;
+		case SEGMENT_COMPARE_INT32:
+			*place = DatumGetInt32(key);
+			return true;
+		case SEGMENT_COMPARE_INT64:
+			*place = (double) DatumGetInt64(key);
+			return true;
+		case SEGMENT_COMPARE_UUID:
+			{
+				const unsigned char *bytes = (const unsigned char *) DatumGetPointer(key);
+				uint64		prefix = 0;
+
+				for (int i = 0; i < 8; i++)
+					prefix = (prefix << 8) | bytes[i];
+				*place = (double) prefix;
+				return true;
+			}
+	}
+	return false;
+}
+
+/*
+ * The row where a lookup's key probably is in the loaded row group, by
+ * linear interpolation between the group's smallest and largest key; -1
+ * when the key's type has no place (row_source_key_place), the bound is of
+ * another type, or the group has no key statistics.
+ */
+static int64
+row_source_guess_row(RowSource *source)
+{
+	int			key = source->store->key_column;
+	const SegmentColumn *column = &source->store->schema.columns[key];
+	const SegmentChunkInfo *keys = &source->reader->row_groups[source->group].chunks[key];
+	const KeyBound *lower = &source->range->lower;
+	double		low,
+				high,
+				place;
+
+	if (!keys->has_stats || lower->value_type != column->typid ||
+		!row_source_key_place(column, keys->min, &low) ||
+		!row_source_key_place(column, keys->max, &high) ||
+		!row_source_key_place(column, lower->value, &place) ||
+		!(high > low))
+		return -1;
+	if (place <= low)
+		return 0;
+	if (place >= high)
+		return source->rows.row_count - 1;
+	return (int64) ((place - low) / (high - low) * (double) (source->rows.row_count - 1));
+}
+
+/*
  * Position a sorted source that has just loaded a row group before its first
  * row not below the range, by binary search over the group's (ascending)
  * keys: a lookup compares a dozen keys of 4,096 instead of half of them, and
  * with its key chunk decoded late decodes the three or four pages of it
  * that those keys are in.  Rows skipped so are never returned, so the
  * ascending check below does not need them.
+ *
+ * A lookup of a key spread evenly (a uuid, say) first decodes the page
+ * where interpolation puts it, and narrows the search by that page's first
+ * and last key: the key is nearly always in that page, and the search then
+ * decodes no other.  When it is not, the search has lost nothing but one
+ * page it would have decoded anyway some of the time.
  */
 static void
 row_source_seek_lower(RowSource *source)
@@ -830,6 +902,30 @@ row_source_seek_lower(RowSource *source)
 
 	if (!key_range_has_lower(source->range))
 		return;
+	if (source->range->single_key && source->one_row_decode)
+	{
+		int64		guess = row_source_guess_row(source);
+		int64		first;
+		int64		end;
+
+		if (guess >= 0)
+		{
+			segment_reader_page_rows(source->reader, source->group,
+									 source->store->key_column, guess,
+									 &first, &end);
+			if (key_range_below_lower(source->range, row_source_key_at(source, first)))
+				low = first + 1;
+			else
+				high = first;
+			if (end - 1 < high)
+			{
+				if (key_range_below_lower(source->range, row_source_key_at(source, end - 1)))
+					low = end;
+				else
+					high = end - 1;
+			}
+		}
+	}
 	while (low < high)
 	{
 		int64		middle = low + (high - low) / 2;

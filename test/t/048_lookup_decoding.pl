@@ -6,7 +6,10 @@
 # 048_lookup_decoding.pl — a lookup of one key decodes only what it needs
 # (read/row_source.c, format/segment_reader.c, format/datum_codec.c), and
 # that never changes a value:
-#   - its key chunk page by page, only the pages its binary search visits;
+#   - its key chunk page by page, only the pages its binary search visits,
+#     and of keys spread evenly (uuids) nearly always the one page that
+#     interpolation between the row group's smallest and largest key points
+#     to;
 #   - of every other column the one row it returns, out of its page
 #     (segment_chunk_decode_row): values before it stepped over, fixed-width
 #     ones found by their rank when their length is a multiple of their
@@ -118,5 +121,35 @@ my ($decoded, $skipped, $pages) = $plan =~ /Late Chunks: decoded=(\d+) skipped=(
 ok(defined $pages, 'EXPLAIN shows the late chunks') or diag($plan);
 cmp_ok($pages, '<=', 20,
 	"a lookup decodes a handful of pages: the key's it searched, one per other column ($pages)");
+
+# Keys spread evenly (uuids): a lookup starts at the key page interpolation
+# between the row group's smallest and largest key points to
+# (read/row_source.c, row_source_guess_row), which nearly always holds the
+# key, and decodes no other key page. 256 uuids per row group are 4 kB of
+# keys, 4 pages of 1 kB: a binary search alone visits 2 or 3 of them.
+$node->safe_psql('postgres', q{
+CREATE FOREIGN TABLE u (id uuid, v int) SERVER s OPTIONS (store 'uuid_lookups', key 'id');
+CREATE TABLE u_oracle (id uuid PRIMARY KEY, v int);
+INSERT INTO u SELECT md5('k' || g)::uuid, g FROM generate_series(1, 3000) g;
+INSERT INTO u_oracle SELECT md5('k' || g)::uuid, g FROM generate_series(1, 3000) g;
+SELECT rollout_flush('u'); SELECT rollout_merge('u');
+});
+my @ukeys = map { "md5('k' || $_)::uuid" } ((map { $_ * 29 % 3000 + 1 } 1 .. 60), 3001 .. 3010);
+is($node->safe_psql('postgres', join('', map { "SELECT * FROM u WHERE id = $_;\n" } @ukeys)),
+	$node->safe_psql('postgres', join('', map { "SELECT * FROM u_oracle WHERE id = $_;\n" } @ukeys)),
+	'uuid lookups return what the heap does, absent keys nothing');
+my @upages;
+for my $key (@ukeys[0 .. 39])
+{
+	my $uplan = $node->safe_psql('postgres',
+		"EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM u WHERE id = $key");
+	push @upages, $uplan =~ /Late Chunks: decoded=\d+ skipped=\d+ pages=(\d+)/ ? $1 : 99;
+}
+my %histogram;
+$histogram{$_}++ for @upages;
+my $histogram = join(', ', map { "$histogram{$_} with $_" } sort { $a <=> $b } keys %histogram);
+# two pages: the key's, and the row of v; a binary search alone makes 3 or 4
+cmp_ok(scalar(grep { $_ <= 2 } @upages), '>=', 30,
+	"most uuid lookups decode one key page and one page of v ($histogram)");
 
 done_testing();
