@@ -259,6 +259,15 @@ is($o->{row_count}, $count, '(c) and after a full compaction physical rows equal
 # to 3000 and beyond, 60 of 2000-2059 into 1000 and beyond; each group is
 # merged into a fragment of its own, and those two (the smallest) compact
 # into a second set of 50-row fragments (120 rows: too few for ranges).
+# Every key gets its first time back first (g of id = g * 2503 % 4001 is
+# id * 211 % 4001): the moves of (c) gave many keys one time, or none, and a
+# range boundary never splits equal values, so some ranges, and the NULLs',
+# could be fragments smaller than those two, which max_source_fragments
+# would then pick instead (it takes the smallest).
+$node->safe_psql('postgres', join('',
+	map { "UPDATE $_ SET created_at = timestamptz '2026-01-01 00:00+00' + (id * 211 % 4001) * interval '1 s';" }
+	  'c', 'o')
+	  . q{SELECT 1 FROM rollout_flush('c'); SELECT 1 FROM rollout_merge('c');});
 my $ranges = $node->safe_psql('postgres', q{SELECT fragments_after FROM rollout_compact('c', min_fragments => 1)});
 cmp_ok($ranges, '>', 16, "(d) the whole store in one set of $ranges fragments");
 $node->safe_psql('postgres', $move->(sprintf($early_ids, 1000, 1059), 3000, -11)
