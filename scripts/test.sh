@@ -258,9 +258,12 @@ if [ "$mode" = both ]; then
 		# backend's preloaded run when the matrix has one
 		local preloaded_too=
 		[ "$m" = plain ] && [[ " $matrix " == *" $b:preload "* ]] && preloaded_too=1
+		local started=$SECONDS
 		env "${azurite_env[@]}" PGPORT=$((5440 + $2)) ROLLOUT_TEST_SERVERS_RUNNING=1 \
 			ROLLOUT_TEST_PRELOADED_RUN_TOO=$preloaded_too \
 			bash "${BASH_SOURCE[0]}" "${args[@]}" >"$3" 2>&1 || true
+		# when it ran, for the weights below (minutes since test.sh started)
+		echo "lane $2, minutes $((started / 60))-$((SECONDS / 60)) ($(((SECONDS - started + 30) / 60)) min)" >"$3.time"
 		local line
 		line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$3" | tail -n 1)
 		echo "${line:-0 passed, 1 failed}" >"$3.result"
@@ -325,8 +328,8 @@ if [ "$mode" = both ]; then
 	}
 	weight() {	# minutes the run took in CI
 		case $1 in
-		s3:plain) echo 18 ;; azure:plain) echo 15 ;; s3:preload) echo 14 ;;
-		file:preload) echo 13 ;; file:plain) echo 11 ;; rgw:plain | azure:preload) echo 10 ;;
+		file:preload) echo 26 ;; file:plain) echo 22 ;; s3:plain) echo 18 ;;
+		azure:plain) echo 15 ;; s3:preload) echo 14 ;; rgw:plain | azure:preload) echo 10 ;;
 		*) echo 8 ;;
 		esac
 	}
@@ -351,7 +354,7 @@ if [ "$mode" = both ]; then
 	report="  source checks  $check_passed passed, $check_failed failed"$'\n'
 	for run in $matrix; do
 		line=$(cat "$SERVERS_DIR/run.$run.log.result" 2>/dev/null || echo "0 passed, 1 failed")
-		report+="  $run  $line"$'\n'
+		report+="  $run  $line; $(cat "$SERVERS_DIR/run.$run.log.time" 2>/dev/null)"$'\n'
 		total_passed=$((total_passed + ${line%% passed*}))
 		f=${line#*passed, }
 		total_failed=$((total_failed + ${f%% failed*}))
