@@ -333,6 +333,43 @@ row_source_keep_freed_memory(void)
 }
 
 /*
+ * The first row group of a sorted source that can hold a key of its range:
+ * the first whose largest key is not below the range's lower bound.  A
+ * sorted segment's row groups follow key order, so their largest keys never
+ * decrease and a binary search finds it in a few comparisons; walking from
+ * group 0 compared the bound with every group before it, which made a
+ * lookup's cost grow with the fragment (a 1M-row fragment has over 250
+ * groups, each two comparisons through the key type's function).  0 when
+ * the range has no lower bound or a group has no key statistics (the walk
+ * then decides, as before).
+ */
+static int
+row_source_first_group(RowSource *source)
+{
+	SegmentReader *reader = source->reader;
+	int			key = source->store->key_column;
+	int			low = 0;
+	int			high = reader->row_group_count;
+
+	if (!key_range_has_lower(source->range))
+		return 0;
+	for (int g = 0; g < reader->row_group_count; g++)
+		if (!reader->row_groups[g].chunks[key].has_stats)
+			return 0;
+	while (low < high)
+	{
+		int			middle = low + (high - low) / 2;
+
+		if (key_range_below_lower(source->range,
+								  reader->row_groups[middle].chunks[key].max))
+			low = middle + 1;
+		else
+			high = middle;
+	}
+	return low;
+}
+
+/*
  * A new source of meta, in its own memory context under
  * CurrentMemoryContext, reading the wanted columns plus the key and the
  * hidden ones.
@@ -654,6 +691,14 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segmen
 	row_source_count(stats, meta->kind, true);
 	if (is_local)
 		stats->transaction_rows_read += reader->row_count;
+	if (source->sorted)
+	{
+		int			first = row_source_first_group(source);
+
+		/* the groups below the range are skipped as the walk would have */
+		source->group = first - 1;
+		stats->row_groups_skipped += first;
+	}
 
 	/* read nothing yet: the first row group joins the merge's first batch */
 	source->prefetcher = prefetcher;
