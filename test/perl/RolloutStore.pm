@@ -33,7 +33,8 @@
 #   rgw    Ceph RGW, the same variables with ROLLOUT_TEST_RGW_ (rgw.sh env)
 #   azure  Azurite: ROLLOUT_TEST_AZURE_ENDPOINT, _KEY, _CONTAINER
 #          (test/servers/azurite.sh env)
-# A remote store gets a fresh prefix per test and run, so runs never see
+# A remote store gets a fresh prefix per test and run (and, on moto and
+# Azurite, a bucket or container of its own: _own_name), so runs never see
 # each other's objects.
 #
 # Requests are signed here with core Perl only (HTTP::Tiny, Digest::SHA):
@@ -100,6 +101,8 @@ sub for_test
 		$self->{secret_access_key} = $ENV{"ROLLOUT_TEST_${v}_SECRET_ACCESS_KEY"};
 		$self->{prefix} = "suite/$run";
 		$self->{location} = "s3://$self->{bucket}/$self->{prefix}";
+		$self->{http} = HTTP::Tiny->new(timeout => 60, keep_alive => 1);
+		$self->_own_bucket($name) if $backend eq 's3';
 	}
 	else
 	{
@@ -114,11 +117,51 @@ sub for_test
 		$self->{account_key} = $ENV{ROLLOUT_TEST_AZURE_KEY};
 		$self->{container} = $ENV{ROLLOUT_TEST_AZURE_CONTAINER};
 		$self->{prefix} = "suite/$run";
-		$self->{location} = "az://$self->{account}/$self->{container}/$self->{prefix}";
+		$self->{http} = HTTP::Tiny->new(timeout => 60, keep_alive => 1);
+		$self->_own_container($name);
 	}
-	$self->{http} = HTTP::Tiny->new(timeout => 60, keep_alive => 1)
-	  if $backend ne 'file';
 	return $self;
+}
+
+# moto answers a listing by walking every object of the bucket, so with one
+# bucket for the whole suite each listing cost more the more earlier tests
+# had written: 30 ms of moto's CPU per listing by the middle of a run, and
+# moto took a sixth of the CI machine.  On moto each store of a test gets a
+# bucket of its own, and on Azurite (which filters a listing out of every
+# blob it holds) a container of its own; a test that needs the suite's
+# bucket or container, to share it or to name it, reads the environment.
+# Ceph RGW keeps a sorted bucket index and lists by prefix, so there the
+# suite's bucket serves.
+sub _own_name
+{
+	my ($name) = @_;
+	(my $own = lc("rt-$name")) =~ s/[^a-z0-9]+/-/g;
+	($own = substr($own, 0, 40)) =~ s/-+$//;	# no "--" (Azure)
+	return $own . sprintf('-%d-%06d', $$, int(rand(1_000_000)));
+}
+
+sub _own_container
+{
+	my ($self, $name) = @_;
+	$self->{container} = _own_name($name);
+	my $r = $self->_request('PUT', undef, { restype => 'container' }, '');
+	_check($r, "CREATE CONTAINER $self->{container}");
+	$self->{location} = "az://$self->{account}/$self->{container}/$self->{prefix}";
+	return;
+}
+
+sub _own_bucket
+{
+	my ($self, $name) = @_;
+	my $bucket = _own_name($name);
+	my $body = $self->{region} eq 'us-east-1' ? ''
+	  : '<CreateBucketConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+	  . "<LocationConstraint>$self->{region}</LocationConstraint></CreateBucketConfiguration>";
+	$self->{bucket} = $bucket;
+	my $r = $self->_request('PUT', undef, {}, $body);
+	_check($r, "CREATE BUCKET $bucket");
+	$self->{location} = "s3://$bucket/$self->{prefix}";
+	return;
 }
 
 # The development key Azurite publishes, for ROLLOUT_TEST_AZURE_KEY unset.
