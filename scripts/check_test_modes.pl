@@ -11,7 +11,9 @@
 #   - a marked test that asks for the run's mode (mode_node, configure_node,
 #     preload(), ROLLOUT_TEST_PRELOAD): its plain half would never run;
 #   - a test that builds its clusters with writer_node only and is not
-#     marked: it would run twice, the same both times.
+#     marked: it would run twice, the same both times;
+#   - a test marked "# Remote modes: plain" that is not "# Backends: all"
+#     or is marked "# Modes: preload": the mark would mean nothing.
 # Prints one line per finding and a summary; exit status 1 on any finding.
 use strict;
 use warnings;
@@ -34,6 +36,11 @@ for my $test (@tests)
 	  if $marked && $asks_mode;
 	push @findings, "$test: builds its clusters with writer_node only; mark it \"# Modes: preload\""
 	  if $writer_nodes && !$asks_mode && !$marked;
+	# "# Remote modes: plain" leaves a test out of the remote preloaded runs:
+	# meaningful only for a test that runs on the remote backends in both
+	push @findings, "$test: marked \"# Remote modes: plain\" but not \"# Backends: all\" or marked \"# Modes: preload\""
+	  if $text =~ /^# Remote modes: plain\b/m
+	  && ($marked || $text !~ /^# Backends: all\b/m);
 }
 print "$_\n" for @findings;
 printf "check_test_modes: %d tests, %d findings\n", scalar(@tests), scalar(@findings);

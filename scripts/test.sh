@@ -256,11 +256,14 @@ if [ "$mode" = both ]; then
 		fi
 		# a plain run leaves the "# Modes: preload" tests to the same
 		# backend's preloaded run when the matrix has one
-		local preloaded_too=
+		local preloaded_too= plain_too=
 		[ "$m" = plain ] && [[ " $matrix " == *" $b:preload "* ]] && preloaded_too=1
+		# and a preloaded remote run leaves the "# Remote modes: plain"
+		# tests to the same backend's plain run
+		[ "$m" = preload ] && [ "$b" != file ] && [[ " $matrix " == *" $b:plain "* ]] && plain_too=1
 		local started=$SECONDS
 		env "${azurite_env[@]}" PGPORT=$((5440 + $2)) ROLLOUT_TEST_SERVERS_RUNNING=1 \
-			ROLLOUT_TEST_PRELOADED_RUN_TOO=$preloaded_too \
+			ROLLOUT_TEST_PRELOADED_RUN_TOO=$preloaded_too ROLLOUT_TEST_PLAIN_RUN_TOO=$plain_too \
 			bash "${BASH_SOURCE[0]}" "${args[@]}" >"$3" 2>&1 || true
 		# when it ran, for the weights below (minutes since test.sh started)
 		echo "lane $2, minutes $((started / 60))-$((SECONDS / 60)) ($(((SECONDS - started + 30) / 60)) min)" >"$3.time"
@@ -326,11 +329,11 @@ if [ "$mode" = both ]; then
 			} 9>"$SERVERS_DIR/output.lock"
 		done
 	}
-	weight() {	# minutes the run took in CI
+	weight() {	# minutes the run took in CI (2026-12-04, the matrix report)
 		case $1 in
-		file:preload) echo 26 ;; file:plain) echo 22 ;; s3:plain) echo 18 ;;
-		azure:plain) echo 15 ;; s3:preload) echo 14 ;; rgw:plain | azure:preload) echo 10 ;;
-		*) echo 8 ;;
+		s3:plain) echo 28 ;; file:preload) echo 26 ;; file:plain) echo 23 ;;
+		azure:plain) echo 22 ;; s3:preload) echo 21 ;; azure:preload) echo 20 ;;
+		rgw:plain) echo 17 ;; *) echo 10 ;;
 		esac
 	}
 	for run in $matrix; do echo "$(weight "$run") $run"; done | sort -s -k1,1nr | cut -d' ' -f2 >"$queue"
@@ -476,18 +479,29 @@ if [ -n "${PROVE_TESTS:-}" ]; then
 	# shellcheck disable=SC2207,SC2086  # PROVE_TESTS: globs relative to the tree
 	tap_files=($(cd "$SRC" && echo $PROVE_TESTS))
 fi
-if [ -n "${ROLLOUT_TEST_PRELOADED_RUN_TOO:-}" ] && [ -z "$preload" ]; then
-	# the matrix also has this backend's preloaded run: the tests whose
-	# nodes preload the writer whatever the mode ("# Modes: preload") run
-	# there only, not twice
-	# (tap_files are relative to the copy here, and may be a user's globs)
+# Leaves out the TAP tests with the header line $1 (tap_files are relative
+# to the copy here, and may be a user's globs).
+drop_marked_tests() {
 	for f in "${tap_files[@]}"; do
 		[ -f "$SRC/$f" ] || [ -f "$f" ] || die "no such TAP test: $f"
 	done
-	mapfile -t tap_files < <(cd "$SRC" && grep -L '^# Modes: preload\b' "${tap_files[@]}" /dev/null |
+	mapfile -t tap_files < <(cd "$SRC" && grep -L "^$1\\b" "${tap_files[@]}" /dev/null |
 		grep -vx /dev/null | sort)
 	PROVE_TESTS=$(for f in "${tap_files[@]}"; do printf '%s ' "${f#"$SRC"/}"; done)
 	export PROVE_TESTS
+}
+# The matrix also has this backend's preloaded run: the tests whose nodes
+# preload the writer whatever the mode ("# Modes: preload") run there only,
+# not twice.
+if [ -n "${ROLLOUT_TEST_PRELOADED_RUN_TOO:-}" ] && [ -z "$preload" ]; then
+	drop_marked_tests '# Modes: preload'
+fi
+# A remote backend's preloaded run when the matrix also has its plain run:
+# the tests marked "# Remote modes: plain" check reads through the store,
+# which the writer's mode does not change (the file:// runs take them in
+# both modes), and run in the plain run only.
+if [ -n "${ROLLOUT_TEST_PLAIN_RUN_TOO:-}" ] && [ -n "$preload" ]; then
+	drop_marked_tests '# Remote modes: plain'
 fi
 shopt -u nullglob
 [ "${#regress_files[@]}" -gt 0 ] || [ "${#tap_files[@]}" -gt 0 ] ||

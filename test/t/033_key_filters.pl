@@ -2,6 +2,7 @@
 # Copyright (c) rollout_fdw authors
 #
 # Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+# Remote modes: plain  (reads through the store, the same whatever the writer; scripts/test.sh)
 #
 # 033_key_filters.pl — every segment carries a Bloom filter of its keys
 # (format versions 2 and 3, docs/FORMAT.md), and a lookup of one key skips the

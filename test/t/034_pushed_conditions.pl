@@ -2,6 +2,7 @@
 # Copyright (c) rollout_fdw authors
 #
 # Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+# Remote modes: plain  (reads through the store, the same whatever the writer; scripts/test.sh)
 #
 # 034_pushed_conditions.pl — a scan checks simple conditions on any column
 # on the winning version of each key before it decodes the rest of the row

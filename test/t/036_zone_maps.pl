@@ -2,6 +2,7 @@
 # Copyright (c) rollout_fdw authors
 #
 # Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+# Remote modes: plain  (reads through the store, the same whatever the writer; scripts/test.sh)
 #
 # 036_zone_maps.pl — a scan skips the row groups whose column statistics
 # rule out its pushed conditions, but only where no older version of their

@@ -2,6 +2,7 @@
 # Copyright (c) rollout_fdw authors
 #
 # Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+# Remote modes: plain  (reads through the store, the same whatever the writer; scripts/test.sh)
 #
 # 038_import_schema.pl — IMPORT FOREIGN SCHEMA (fdw/import.c) makes one
 # foreign table per store at the server's location:

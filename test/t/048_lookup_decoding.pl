@@ -2,6 +2,7 @@
 # Copyright (c) rollout_fdw authors
 #
 # Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+# Remote modes: plain  (reads through the store, the same whatever the writer; scripts/test.sh)
 #
 # 048_lookup_decoding.pl — a lookup of one key decodes only what it needs
 # (read/row_source.c, format/segment_reader.c, format/datum_codec.c), and

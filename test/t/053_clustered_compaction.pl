@@ -2,6 +2,7 @@
 # Copyright (c) rollout_fdw authors
 #
 # Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+# Remote modes: plain  (reads through the store, the same whatever the writer; scripts/test.sh)
 #
 # 053_clustered_compaction.pl — the table option cluster_by: a compaction
 # spreads its rows over ranges of that column, one set of key-sorted
@@ -223,7 +224,7 @@ cmp_ok(scan_counters($window->('c', 3600, 3630))->{'Skipped by Zone Map'}, '>', 
 	'(b) and a window still skips row groups by zone map');
 
 # --- (c) random rounds -------------------------------------------------------
-my $rounds = loop_size(file => 20, remote => 10, long => 200);
+my $rounds = loop_size(file => 20, remote => 5, long => 200);
 for my $round (1 .. $rounds)
 {
 	my @sql;
