@@ -40,10 +40,11 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(mode_node restart_after_crash try_sql loop_size pump_if_running);
+use RolloutTest qw(preload mode_node restart_after_crash try_sql loop_size pump_if_running);
 use Test::More;
 
-my $seed = $ENV{ROLLOUT_TEST_SEED} // 55;
+# the plain and the preloaded run take different random paths by default
+my $seed = $ENV{ROLLOUT_TEST_SEED} // 55 + preload();
 srand($seed);
 note("seed $seed");
 
