@@ -366,6 +366,25 @@ row_source_first_group(RowSource *source)
 		else
 			high = middle;
 	}
+
+	/*
+	 * Not past the first group that starts above the upper bound, where the
+	 * walk stops: a range whose bounds cross (a parallel worker's slice
+	 * outside the query's range) would otherwise count as skipped groups the
+	 * walk never looked at.  Smallest keys never decrease either.
+	 */
+	high = low;
+	low = 0;
+	while (low < high)
+	{
+		int			middle = low + (high - low) / 2;
+
+		if (key_range_past_upper(source->range,
+								 reader->row_groups[middle].chunks[key].min))
+			high = middle;
+		else
+			low = middle + 1;
+	}
 	return low;
 }
 
