@@ -25,7 +25,10 @@
 #               file:// runs.  In the whole matrix, a plain run leaves the
 #               TAP tests marked "# Modes: preload" (their nodes preload the
 #               writer whatever the mode: RolloutTest::writer_node) to the
-#               same backend's preloaded run, when the matrix has one.
+#               same backend's preloaded run, when the matrix has one, and
+#               a remote backend's preloaded run leaves those marked
+#               "# Remote modes: plain" (reads through the store, which the
+#               writer's mode does not change) to its plain run.
 #   --keep      keep the temporary test tree (results/, tmp_check/) for inspection
 #   --checks-only  only the source checks (see below), nothing built
 #
@@ -33,7 +36,8 @@
 #   0. with the whole matrix (or --checks-only), checks the sources first,
 #      each check counting as one test: the include rules of
 #      docs/ARCHITECTURE.md (scripts/check_layers.pl), the TAP tests'
-#      "# Modes: preload" marks (scripts/check_test_modes.pl) and
+#      "# Modes: preload" and "# Remote modes: plain" marks
+#      (scripts/check_test_modes.pl) and
 #      PostgreSQL's code layout (scripts/indent.pl, pg_bsd_indent);
 #   1. installs the Debian packages (scripts/install-deps.sh) unless --no-deps;
 #   2. copies the source tree (without .git and build outputs) into a fresh
@@ -500,7 +504,7 @@ fi
 # the tests marked "# Remote modes: plain" check reads through the store,
 # which the writer's mode does not change (the file:// runs take them in
 # both modes), and run in the plain run only.
-if [ -n "${ROLLOUT_TEST_PLAIN_RUN_TOO:-}" ] && [ -n "$preload" ]; then
+if [ -n "${ROLLOUT_TEST_PLAIN_RUN_TOO:-}" ] && [ -n "$preload" ] && [ "$backend" != file ]; then
 	drop_marked_tests '# Remote modes: plain'
 fi
 shopt -u nullglob

@@ -45,6 +45,7 @@ package RolloutStore;
 
 use strict;
 use warnings;
+use feature 'state';
 
 use Carp;
 use Digest::SHA qw(sha256_hex hmac_sha256 hmac_sha256_hex);
@@ -137,7 +138,9 @@ sub _own_name
 	my ($name) = @_;
 	(my $own = lc("rt-$name")) =~ s/[^a-z0-9]+/-/g;
 	($own = substr($own, 0, 40)) =~ s/-+$//;	# no "--" (Azure)
-	return $own . sprintf('-%d-%06d', $$, int(rand(1_000_000)));
+	# not from rand(): tests seed it before they ask for a store
+	state $count = 0;
+	return $own . sprintf('-%d-%d-%d', $$, time() % 100000, ++$count);
 }
 
 sub _own_container
@@ -145,7 +148,8 @@ sub _own_container
 	my ($self, $name) = @_;
 	$self->{container} = _own_name($name);
 	my $r = $self->_request('PUT', undef, { restype => 'container' }, '');
-	_check($r, "CREATE CONTAINER $self->{container}");
+	# a retry after a request that did create it finds it there
+	_check($r, "CREATE CONTAINER $self->{container}") unless $r->{status} == 409;
 	$self->{location} = "az://$self->{account}/$self->{container}/$self->{prefix}";
 	return;
 }
@@ -159,7 +163,8 @@ sub _own_bucket
 	  . "<LocationConstraint>$self->{region}</LocationConstraint></CreateBucketConfiguration>";
 	$self->{bucket} = $bucket;
 	my $r = $self->_request('PUT', undef, {}, $body);
-	_check($r, "CREATE BUCKET $bucket");
+	# a retry after a request that did create it finds it there
+	_check($r, "CREATE BUCKET $bucket") unless $r->{status} == 409;
 	$self->{location} = "s3://$bucket/$self->{prefix}";
 	return;
 }

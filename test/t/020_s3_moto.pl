@@ -50,7 +50,7 @@ my $key_id = 'AKIAROLLOUTKEYID0020';
 my $secret = 'rollout+Secret/Key0020xyz';
 my $token = 'RolloutSessionToken0020abc';
 
-# A fresh prefix per run: the bucket outlives the test.  The harness lists
+# A bucket of its own (RolloutStore->for_test) and a fresh prefix.  The harness lists
 # the bucket through RolloutStore, which retries what moto, loaded by the
 # other runs of the matrix, may leave unanswered for a while.
 my $store = RolloutStore->for_test('t020', backend => 's3');

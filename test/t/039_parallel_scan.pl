@@ -21,7 +21,6 @@
 #       equals the serial one.
 #
 # Backends: all
-# Remote modes: plain  (reads through the store, the same whatever the writer; scripts/test.sh)
 
 use strict;
 use warnings;

@@ -233,7 +233,7 @@ ok(!$ok && $err =~ /SERIALIZABLE/, 'DELETE in a SERIALIZABLE transaction is refu
 $agree->('the refused DELETE changed nothing');
 
 # --- randomized against the heap ---
-my $steps = loop_size(file => 40, remote => 12, long => 200);
+my $steps = loop_size(file => 40, remote => 20, long => 200);
 my $agreed = 0;
 for my $step (1 .. $steps)
 {
