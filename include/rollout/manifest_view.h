@@ -68,4 +68,35 @@ extern void manifest_view_note_base_commit(RolloutStore *store, int64 version);
  */
 extern void manifest_view_forget(RolloutStore *store);
 
+/*
+ * This cluster's own shard's WAL tail, known empty while its writer holds no
+ * memtable of it (the proof is in manifest_view.c).  A snapshot that must
+ * list the tail first asks manifest_view_wal_tail_empty whether the tail
+ * after the manifest's replay_after is known empty; if not, it takes a look
+ * (manifest_view_wal_tail_look) before it lists, and when the listing shows
+ * no entry at replay_after + 1 it records so with that look
+ * (manifest_view_wal_tail_found_empty).  Known facts expire with the view's
+ * interval, so that another cluster writing the shard is seen as late as
+ * its manifests are.
+ */
+typedef struct WalTailLook
+{
+	bool		recordable;		/* preloaded, not a standby, a view kept */
+	int64		changes;		/* the slot's wal_changes before the listing */
+	TimestampTz started_at;
+} WalTailLook;
+
+extern bool manifest_view_wal_tail_empty(RolloutStore *store, int64 replay_after);
+extern void manifest_view_wal_tail_look(RolloutStore *store, WalTailLook *look);
+extern void manifest_view_wal_tail_found_empty(RolloutStore *store,
+											   const WalTailLook *look,
+											   int64 replay_after);
+
+/*
+ * A commit of this backend's own WAL entry (without the shared writer) is
+ * about to be acknowledged: a tail known empty is no longer.  Writers with
+ * the shared writer count in the slot itself (store_slot_note_wal_change).
+ */
+extern void manifest_view_note_wal_commit(RolloutStore *store);
+
 #endif							/* ROLLOUT_MANIFEST_VIEW_H */

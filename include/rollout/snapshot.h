@@ -117,6 +117,13 @@ typedef struct RolloutSnapshot
 	 * (core/manifest_view.c) rather than listed in the store?  For EXPLAIN.
 	 */
 	bool		manifests_from_view;
+
+	/*
+	 * Where this cluster's own shard's WAL tail came from, for EXPLAIN: its
+	 * "memtable", the "shared view" (known empty, manifest_view.h), or
+	 * "listed" from the store; NULL when the shard has no manifest yet.
+	 */
+	const char *own_wal_tail;
 } RolloutSnapshot;
 
 /*

@@ -54,10 +54,28 @@
  * generation holds its rows (or, if that version does not say what covers
  * its drops, lists the store, which holds it too).
  *
+ * This shard's WAL tail.  While this cluster's writer holds the shard, its
+ * unflushed entries are the memtable.  Until it does (after a restart, in a
+ * cluster that only reads) a snapshot would list the shard's WAL at every
+ * statement: on S3 or Azure a round trip per key lookup, on file:// a tenth
+ * of one.  Entries are only added there by this cluster's writer, whose
+ * every move of the tip, claim and direct commit counts wal_changes after
+ * the entry landed and before anybody is told, or by another cluster that
+ * writes the same shard (the old primary of a promoted standby).  So a read
+ * that found no entry after replay_after R, and had read wal_changes as c
+ * before it listed, vouches for "R + 1 is empty" while wal_changes is still
+ * c: any commit acknowledged since counted after its entry landed, which is
+ * either before that read of c (and then the listing saw the entry) or after
+ * it (and then the count moved).  Another cluster's entries are seen at most
+ * an interval late, as its manifests are.  Only the empty tail is kept: a
+ * tail with entries is replayed by the writer's first claim anyway.  A
+ * standby lists at every statement, its primary writing the shard all along.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
 #include "storage/lwlock.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
@@ -241,5 +259,84 @@ manifest_view_forget(RolloutStore *store)
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 	if (view_is_of(slot, store))
 		store_slot_view_distrust(slot, now);
+	LWLockRelease(&slot->lock);
+}
+
+/*
+ * See manifest_view.h.  Nothing is vouched for on a standby, or while the
+ * view would not be trusted either.
+ */
+void
+manifest_view_wal_tail_look(RolloutStore *store, WalTailLook *look)
+{
+	SharedStoreSlot *slot = manifest_view_slot(store, false);
+
+	look->recordable = false;
+	look->started_at = GetCurrentTimestamp();
+	if (slot == NULL || manifest_view_max_age_ms() <= 0 || RecoveryInProgress())
+		return;
+	LWLockAcquire(&slot->lock, LW_SHARED);
+	look->recordable = view_is_of(slot, store);
+	look->changes = slot->wal_changes;
+	LWLockRelease(&slot->lock);
+}
+
+/* See manifest_view.h.  A newer look at the same tail replaces an older. */
+void
+manifest_view_wal_tail_found_empty(RolloutStore *store, const WalTailLook *look,
+								   int64 replay_after)
+{
+	SharedStoreSlot *slot = manifest_view_slot(store, false);
+
+	if (slot == NULL || !look->recordable)
+		return;
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	if (view_is_of(slot, store) && slot->wal_changes == look->changes &&
+		look->started_at > slot->view_distrusted_at &&
+		(slot->tail_empty_after != replay_after ||
+		 slot->tail_empty_changes != look->changes ||
+		 look->started_at > slot->tail_empty_listed_at))
+	{
+		slot->tail_empty_after = replay_after;
+		slot->tail_empty_changes = look->changes;
+		slot->tail_empty_listed_at = look->started_at;
+	}
+	LWLockRelease(&slot->lock);
+}
+
+/*
+ * See manifest_view.h.  As for the manifest versions, a listing time in the
+ * future (the clock was set back since) counts as expired.
+ */
+bool
+manifest_view_wal_tail_empty(RolloutStore *store, int64 replay_after)
+{
+	SharedStoreSlot *slot = manifest_view_slot(store, false);
+	int64		max_age_ms = manifest_view_max_age_ms();
+	TimestampTz now = GetCurrentTimestamp();
+	bool		empty;
+
+	if (slot == NULL || max_age_ms <= 0 || RecoveryInProgress())
+		return false;
+	LWLockAcquire(&slot->lock, LW_SHARED);
+	empty = view_is_of(slot, store) && slot->tail_empty_listed_at != 0 &&
+		slot->tail_empty_after == replay_after &&
+		slot->tail_empty_changes == slot->wal_changes &&
+		slot->tail_empty_listed_at <= now &&
+		!TimestampDifferenceExceeds(slot->tail_empty_listed_at, now, (int) max_age_ms);
+	LWLockRelease(&slot->lock);
+	return empty;
+}
+
+/* See manifest_view.h. */
+void
+manifest_view_note_wal_commit(RolloutStore *store)
+{
+	SharedStoreSlot *slot = shared_store_lookup(store);
+
+	if (slot == NULL)
+		return;
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	store_slot_note_wal_change(slot);
 	LWLockRelease(&slot->lock);
 }

@@ -194,6 +194,8 @@ shared_store_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
 				slot->view_overflow = false;
 				slot->view_base_version = 0;
 				slot->view_shard_count = 0;
+				slot->tail_empty_listed_at = 0;
+				store_slot_note_wal_change(slot);
 				slot->writer_state = WRITER_NONE;
 				slot->times_fenced = 0;
 				slot->epoch = slot->tip = slot->last_stamp = 0;

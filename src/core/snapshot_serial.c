@@ -103,6 +103,7 @@ snapshot_serialize(const RolloutSnapshot *snapshot, int16 key_len,
 	put_int64(out, snapshot->shard_count);
 	put_int64(out, snapshot->truncate_stamp);
 	put_int64(out, snapshot->manifests_from_view ? 1 : 0);
+	put_string(out, snapshot->own_wal_tail);
 	put_int64(out, list_length(snapshot->sources));
 	foreach(lc, snapshot->sources)
 	{
@@ -170,6 +171,7 @@ snapshot_restore(const char *data, int16 key_len, bool key_byval)
 	snapshot->shard_count = get_int64(&cursor);
 	snapshot->truncate_stamp = get_int64(&cursor);
 	snapshot->manifests_from_view = get_int64(&cursor) != 0;
+	snapshot->own_wal_tail = get_string(&cursor);
 	count = get_int64(&cursor);
 	for (int64 i = 0; i < count; i++)
 	{

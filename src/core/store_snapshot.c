@@ -245,6 +245,42 @@ snapshot_add_manifests(RolloutStore *store, RolloutSnapshot *snapshot,
 }
 
 /*
+ * The WAL entries of manifest's shard after its replay_after, in position
+ * order.  Only the run without holes: a listing racing with commits can show
+ * p+2 before p+1, and a reader must not see a later commit without an
+ * earlier one.  Every commit that returned before this listing began is
+ * inside the run.  This cluster's own shard, read without its memtable, may
+ * be known empty from the shared view instead (manifest_view.h), except for
+ * a table that reads every WAL tail at once; *own_source says which it was.
+ */
+static List *
+snapshot_wal_tail(RolloutStore *store, const ShardManifest *manifest,
+				  bool all_wal_tails, const char **own_source)
+{
+	bool		own = strcmp(manifest->shard, store->shard) == 0;
+	WalTailLook look = {0};
+	List	   *entries;
+
+	if (own && !all_wal_tails)
+	{
+		if (manifest_view_wal_tail_empty(store, manifest->replay_after))
+		{
+			*own_source = "shared view";
+			return NIL;
+		}
+		manifest_view_wal_tail_look(store, &look);
+	}
+	if (own)
+		*own_source = "listed";
+	entries = wal_contiguous_prefix(wal_list_after(store, manifest->shard,
+												   manifest->replay_after),
+									manifest->replay_after);
+	if (entries == NIL && look.recordable)
+		manifest_view_wal_tail_found_empty(store, &look, manifest->replay_after);
+	return entries;
+}
+
+/*
  * Take store's snapshot in the order the file header explains.  Besides that
  * order: this cluster's memtable is copied before anything else and stands in
  * for its own shard's WAL tail when the writer is ready; every WAL tail read
@@ -305,6 +341,7 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 		if (have_memtable && strcmp(manifest->shard, store->shard) == 0)
 		{
 			/* everything after replay_after is in the memtable */
+			snapshot->own_wal_tail = "memtable";
 			foreach(ec, memtable)
 			{
 				SnapshotSource *source = lfirst(ec);
@@ -325,16 +362,8 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 		}
 		if (!all_wal_tails && strcmp(manifest->shard, store->shard) != 0)
 			continue;
-
-		/*
-		 * Only the run without holes: a listing racing with commits can show
-		 * p+2 before p+1, and a reader must not see a later commit without an
-		 * earlier one.  Every commit that returned before this listing began
-		 * is inside the run.
-		 */
-		entries = wal_contiguous_prefix(wal_list_after(store, manifest->shard,
-													   manifest->replay_after),
-										manifest->replay_after);
+		entries = snapshot_wal_tail(store, manifest, all_wal_tails,
+									&snapshot->own_wal_tail);
 		foreach(ec, entries)
 		{
 			WalEntryRef *entry = lfirst(ec);

@@ -152,6 +152,10 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 			ExplainPropertyText("Manifests",
 								state->snapshot->manifests_from_view ?
 								"shared view" : "listed", es);
+			/* and this cluster's own WAL tail: a listing at every statement? */
+			if (state->snapshot->own_wal_tail != NULL)
+				ExplainPropertyText("Own WAL Tail",
+									state->snapshot->own_wal_tail, es);
 			ExplainPropertyInteger("Prefetch Batches", NULL, t->prefetch_batches, es);
 			if (es->format == EXPLAIN_FORMAT_TEXT)
 				ExplainPropertyText("Remote Requests",

@@ -385,6 +385,7 @@ pipeline_publish(SharedStoreSlot *slot, dsa_area *area, PipelineEntry *entry)
 	slot->tip = entry->position;
 	slot->last_stamp = entry->stamp;
 	slot->tip_observed_at = entry->started;
+	store_slot_note_wal_change(slot);
 	memtable_add_batch(slot, entry->batch, entry->requests, entry->position,
 					   entry->stamp, entry->truncate, first->fingerprint);
 	slot->queued_bytes -= entry->reserved;
@@ -435,6 +436,7 @@ pipeline_settle(SharedStoreSlot *slot, dsa_area *area)
 								   entry->error_code, entry->error);
 			dsa_free(area, entry->batch);
 			slot->tip = entry->position;
+			store_slot_note_wal_change(slot);
 		}
 		entry->state = PIPELINE_FREE;
 	}

@@ -358,6 +358,7 @@ writer_ensure_ready(RolloutStore *store, SharedStoreSlot *slot)
 
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 	slot->writer_state = WRITER_READY;
+	store_slot_note_wal_change(slot);	/* the claim's fence */
 	LWLockRelease(&slot->lock);
 	ConditionVariableBroadcast(&slot->state_cv);
 }

@@ -18,7 +18,9 @@
 #   B commits      -> succeeds (B was fenced once only)
 # Every commit that returned success is readable on both clusters after a
 # flush; no row of a failed commit is anywhere; the WAL holds four fence
-# markers with epochs 1..4 and no hole.
+# markers with epochs 1..4 and no hole.  Then, on a second store, a reader
+# that knew its shard's WAL tail empty (manifest_view.c) does not trust that
+# once its own writer committed and was fenced.
 
 use strict;
 use warnings;
@@ -159,6 +161,62 @@ is($A->safe_psql('postgres', q{SELECT count(*), count(DISTINCT id), sum(v) FROM 
 	"$n_ok|$n_ok|$sum_ok", "in the end every committed row is there ($n_ok), none of a failed commit");
 is($A->safe_psql('postgres', q{SELECT count(*) FROM t WHERE origin IN ('a2', 'a4', 'a5', 'b2', 'b5')}),
 	'0', 'no row of a failed commit is visible');
+
+# ---------------------------------------------------------------------------
+# This shard's WAL tail known empty from A's shared view (manifest_view.c):
+# while A's writer of a store holds no memtable of it, A's reads list the
+# shard's WAL once and then know the tail is empty, until A's writer or
+# anybody A's slot hears of adds an entry.  On another store, so that both
+# writers start afresh: B writes and flushes, A only reads; A then commits
+# (claim: the memtable), B takes the shard back, A's next commit is refused
+# and A's writer holds no memtable again.  A's reads must then list the
+# tail and find A's acknowledged row there, not trust what they knew before
+# A's commit.
+$_->safe_psql('postgres',
+	q{CREATE FOREIGN TABLE t2 (id text, v int, origin text) SERVER s OPTIONS (store 'tailed', key 'id');})
+  for ($A, $B);
+my $slow_view = q{SET rollout_fdw.manifest_refresh_interval = '60s';};
+
+# (rows of t2, where the own WAL tail came from) as a reader on $n sees them
+sub tail_read
+{
+	my ($n) = @_;
+	my $out = $n->safe_psql('postgres', qq{$slow_view
+SELECT string_agg(DISTINCT origin, ',' ORDER BY origin) || '|' || count(*) FROM t2;
+EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM t2;});
+	my ($rows) = split /\n/, $out;
+	my ($tail) = $out =~ /Own WAL Tail: (.*)$/m;
+	return ($rows, $tail // 'none');
+}
+
+$B->safe_psql('postgres', q{INSERT INTO t2 SELECT 'b0-' || i, i, 'b0' FROM generate_series(1, 10) i});
+$B->safe_psql('postgres', q{SELECT rollout_flush('t2')});
+# merged, so that every later shard manifest says which base holds what it
+# dropped, and A's view keeps trusting itself across the claims below
+$B->safe_psql('postgres', q{SELECT rollout_merge('t2')});
+my ($rows, $tail) = tail_read($A);
+is($rows, 'b0|10', 'A, which never wrote t2, reads what B flushed');
+($rows, $tail) = tail_read($A);
+is($tail, 'shared view', '... and then knows its shard\'s WAL tail is empty without listing it');
+is($rows, 'b0|10', '... with the same rows');
+
+($ret, $err) = $A->psql('postgres', q{INSERT INTO t2 SELECT 'a1-' || i, i, 'a1' FROM generate_series(1, 10) i});
+is($ret, 0, 'A commits to t2 (claiming the shard for it)') or diag($err);
+($rows, $tail) = tail_read($A);
+is_deeply([ $rows, $tail ], [ 'a1,b0|20', 'memtable' ], 'A reads its commit from its memtable');
+($ret) = $B->psql('postgres', q{INSERT INTO t2 VALUES ('b1', 1, 'b1')});
+isnt($ret, 0, "B's next commit is refused (taken over)");
+($ret, $err) = $B->psql('postgres', q{INSERT INTO t2 SELECT 'b2-' || i, i, 'b2' FROM generate_series(1, 10) i});
+is($ret, 0, 'B claims the shard back and commits') or diag($err);
+($ret) = $A->psql('postgres', q{INSERT INTO t2 VALUES ('a2', 1, 'a2')});
+isnt($ret, 0, "A's next commit is refused: A's writer holds no memtable any more");
+($rows, $tail) = tail_read($A);
+is($rows, 'a1,b0,b2|30', 'A reads its acknowledged commit from the WAL, and B\'s')
+  or diag("the tail came from: $tail");
+is($tail, 'listed', '... listing the tail it knew empty before its commit');
+($rows, $tail) = tail_read($B);
+is($rows, 'a1,b0,b2|30', 'B reads the same rows');
+is($tail, 'memtable', "... B's own from its memtable, A's from the WAL");
 
 for my $n ($A, $B)
 {

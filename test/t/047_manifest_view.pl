@@ -24,7 +24,10 @@
 #   (f) a view is never trusted longer than half rollout_fdw.min_gc_grace;
 #   (e) readers counting a store while this cluster inserts, flushes, merges
 #       and compacts it never see the count go back (a flush's memtable
-#       batches are dropped only after the view knows its manifest).
+#       batches are dropped only after the view knows its manifest);
+#   (g) after a restart, before this cluster's writer holds a memtable of
+#       the store, a read that found its own WAL tail empty spares the next
+#       reads the listing, and a commit is still seen at once.
 # Without preloading there is no view: every snapshot lists.
 
 use strict;
@@ -240,5 +243,26 @@ note($reader->{stderr} =~ /(reads: \d+)/ ? $1 : 'no count of reads');
 $reader->quit;
 is((read_state($A, '60s'))[0] =~ s/\|.*//r,
 	$n + 25 + 601, 'every row is there at the end');
+
+# ---------------------------------------------------------------------------
+# (g) this cluster's own WAL tail before its writer claims the shard: after a
+# restart A only reads.  Preloaded, a read that listed the tail and found it
+# empty lets the next ones skip the listing; A's next commit is seen at once.
+$A->safe_psql('postgres', "SELECT * FROM rollout_flush('t')");
+$A->restart;
+my $own_tail = sub {
+	my $out = $A->safe_psql('postgres', q{
+SET rollout_fdw.manifest_refresh_interval = '60s';
+EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM t WHERE id = 1;});
+	return $out =~ /Own WAL Tail: (.*)$/m ? $1 : 'none';
+};
+$own_tail->();
+is($own_tail->(), $pre ? 'shared view' : 'listed',
+	$pre ? '(g) after a restart a second read knows its own WAL tail is empty'
+	: '(g) without preloading every read lists its own WAL tail');
+$A->safe_psql('postgres', "INSERT INTO t VALUES (-2, 'after the restart')");
+is($A->safe_psql('postgres', q{SET rollout_fdw.manifest_refresh_interval = '60s'; SELECT v FROM t WHERE id = -2}),
+	'after the restart', '... and sees a commit made after that at once');
+is($own_tail->(), $pre ? 'memtable' : 'listed', '... from ' . ($pre ? 'the memtable' : 'the listing'));
 
 done_testing();
