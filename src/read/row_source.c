@@ -334,9 +334,14 @@ row_source_keep_freed_memory(void)
 
 /*
  * The first row group of a sorted source that can hold a key of its range:
- * the first whose largest key is not below the range's lower bound.  A
- * sorted segment's row groups follow key order, so their largest keys never
- * decrease and a binary search finds it in a few comparisons; walking from
+ * the first whose largest key is not below the range's lower bound, or,
+ * where the walk over the groups would have stopped before it, the first
+ * whose smallest key is past the upper bound (a range whose bounds cross, a
+ * parallel worker's slice outside the query's range, must not count as
+ * skipped groups the walk never looked at).  A sorted segment's row groups
+ * follow key order, so neither their largest nor their smallest keys ever
+ * decrease: each condition, and so the first of the two, holds from some
+ * group on, and a binary search finds it in a few comparisons.  Walking from
  * group 0 compared the bound with every group before it, which made a
  * lookup's cost grow with the fragment (a 1M-row fragment has over 250
  * groups, each two comparisons through the key type's function).  0 when
@@ -359,31 +364,13 @@ row_source_first_group(RowSource *source)
 	while (low < high)
 	{
 		int			middle = low + (high - low) / 2;
+		const SegmentChunkInfo *chunk = &reader->row_groups[middle].chunks[key];
 
-		if (key_range_below_lower(source->range,
-								  reader->row_groups[middle].chunks[key].max))
+		if (key_range_below_lower(source->range, chunk->max) &&
+			!key_range_past_upper(source->range, chunk->min))
 			low = middle + 1;
 		else
 			high = middle;
-	}
-
-	/*
-	 * Not past the first group that starts above the upper bound, where the
-	 * walk stops: a range whose bounds cross (a parallel worker's slice
-	 * outside the query's range) would otherwise count as skipped groups the
-	 * walk never looked at.  Smallest keys never decrease either.
-	 */
-	high = low;
-	low = 0;
-	while (low < high)
-	{
-		int			middle = low + (high - low) / 2;
-
-		if (key_range_past_upper(source->range,
-								 reader->row_groups[middle].chunks[key].min))
-			high = middle;
-		else
-			low = middle + 1;
 	}
 	return low;
 }
