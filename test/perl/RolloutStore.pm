@@ -80,6 +80,8 @@ sub for_test
 	my $self = bless { backend => $backend, name => $name }, $class;
 	my $run = sprintf('%s-%d-%d-%04d', $name, $$, time, int(rand(10000)));
 
+	$self->{http} = HTTP::Tiny->new(timeout => 60, keep_alive => 1)
+	  unless $backend eq 'file';
 	if ($backend eq 'file')
 	{
 		require PostgreSQL::Test::Utils;
@@ -102,7 +104,6 @@ sub for_test
 		$self->{secret_access_key} = $ENV{"ROLLOUT_TEST_${v}_SECRET_ACCESS_KEY"};
 		$self->{prefix} = "suite/$run";
 		$self->{location} = "s3://$self->{bucket}/$self->{prefix}";
-		$self->{http} = HTTP::Tiny->new(timeout => 60, keep_alive => 1);
 		$self->_own_bucket($name) if $backend eq 's3';
 	}
 	else
@@ -118,7 +119,6 @@ sub for_test
 		$self->{account_key} = $ENV{ROLLOUT_TEST_AZURE_KEY};
 		$self->{container} = $ENV{ROLLOUT_TEST_AZURE_CONTAINER};
 		$self->{prefix} = "suite/$run";
-		$self->{http} = HTTP::Tiny->new(timeout => 60, keep_alive => 1);
 		$self->_own_container($name);
 	}
 	return $self;
