@@ -82,7 +82,8 @@ extern void manifest_view_forget(RolloutStore *store);
 typedef struct WalTailLook
 {
 	bool		recordable;		/* preloaded, not a standby, a view kept */
-	int64		changes;		/* the slot's wal_changes before the listing */
+	uint64		changes;		/* the shard's count of changes before the
+								 * listing (shared_store_note_wal_change) */
 	TimestampTz started_at;
 } WalTailLook;
 
@@ -91,12 +92,5 @@ extern void manifest_view_wal_tail_look(RolloutStore *store, WalTailLook *look);
 extern void manifest_view_wal_tail_found_empty(RolloutStore *store,
 											   const WalTailLook *look,
 											   int64 replay_after);
-
-/*
- * A commit of this backend's own WAL entry (without the shared writer) is
- * about to be acknowledged: a tail known empty is no longer.  Writers with
- * the shared writer count in the slot itself (store_slot_note_wal_change).
- */
-extern void manifest_view_note_wal_commit(RolloutStore *store);
 
 #endif							/* ROLLOUT_MANIFEST_VIEW_H */

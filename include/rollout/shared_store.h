@@ -70,6 +70,19 @@ extern bool shared_writer_is_ready(SharedStoreSlot *slot);
 extern void shared_flush_begin(SharedStoreSlot *slot);
 extern void shared_flush_end(SharedStoreSlot *slot);
 
+/*
+ * An entry of store_name's shard may have become durable and is about to be
+ * acknowledged, or the shard's writer was claimed: called after the entry
+ * landed and before any committer can learn so (a group commit's publish,
+ * a claim, a direct commit).  A read that began listing the shard's WAL
+ * before this call cannot vouch for an empty tail any more, and one that
+ * began after it sees the entry (core/manifest_view.c).
+ */
+extern void shared_store_note_wal_change(const char *store_name, const char *shard);
+
+/* How often that happened so far (or a count that shares its counter). */
+extern uint64 shared_store_wal_changes(const char *store_name, const char *shard);
+
 /* The slots in use, for the statistics view: count and the array. */
 extern int	shared_store_slots(SharedStoreSlot **slots);
 

@@ -204,15 +204,13 @@ typedef struct SharedStoreSlot
 
 	/*
 	 * This shard's WAL tail while this cluster's writer holds no memtable of
-	 * it (manifest_view.c).  wal_changes counts what can put an acknowledged
-	 * entry there: every move of the tip, every claim, every direct commit
-	 * (store_slot_note_wal_change).  A read that found no entry after
-	 * replay_after tail_empty_after, begun at tail_empty_listed_at while
-	 * wal_changes was tail_empty_changes, spares later reads the listing.
+	 * it (manifest_view.c): a read that found no entry after replay_after
+	 * tail_empty_after, begun at tail_empty_listed_at while the shard's count
+	 * of changes (shared_store_note_wal_change) was tail_empty_changes,
+	 * spares later reads the listing.
 	 */
-	int64		wal_changes;
 	int64		tail_empty_after;
-	int64		tail_empty_changes;
+	uint64		tail_empty_changes;
 	TimestampTz tail_empty_listed_at;	/* 0: nothing known */
 
 	/* counters (store_stats.c, rollout_stat_stores) */
@@ -282,19 +280,6 @@ store_slot_view_distrust(SharedStoreSlot *slot, TimestampTz now)
 	slot->view_refreshed_at = 0;
 	slot->view_distrusted_at = Max(slot->view_distrusted_at, now);
 	slot->tail_empty_listed_at = 0;
-}
-
-/*
- * An entry of this shard may have become durable and is about to be
- * acknowledged, or the writer was claimed (slot lock held exclusively).
- * Called after the entry landed and before any committer learns so: a read
- * that began listing the WAL before this call cannot vouch for an empty tail
- * any more, and one that began after it sees the entry (manifest_view.c).
- */
-static inline void
-store_slot_note_wal_change(SharedStoreSlot *slot)
-{
-	slot->wal_changes++;
 }
 
 /*

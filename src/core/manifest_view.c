@@ -58,18 +58,25 @@
  * unflushed entries are the memtable.  Until it does (after a restart, in a
  * cluster that only reads) a snapshot would list the shard's WAL at every
  * statement: on S3 or Azure a round trip per key lookup, on file:// a tenth
- * of one.  Entries are only added there by this cluster's writer, whose
- * every move of the tip, claim and direct commit counts wal_changes after
- * the entry landed and before anybody is told, or by another cluster that
- * writes the same shard (the old primary of a promoted standby).  So a read
- * that found no entry after replay_after R, and had read wal_changes as c
- * before it listed, vouches for "R + 1 is empty" while wal_changes is still
- * c: any commit acknowledged since counted after its entry landed, which is
- * either before that read of c (and then the listing saw the entry) or after
- * it (and then the count moved).  Another cluster's entries are seen at most
- * an interval late, as its manifests are.  Only the empty tail is kept: a
- * tail with entries is replayed by the writer's first claim anyway.  A
- * standby lists at every statement, its primary writing the shard all along.
+ * of one.  Entries are only added there by this cluster's writer or by
+ * another cluster that writes the same shard (the old primary of a promoted
+ * standby).  This cluster's writer counts (shared_store_note_wal_change, in
+ * shared memory by store name and shard) after an entry landed and before
+ * any committer can learn so: at a group commit's publish, at the end of a
+ * claim, after a direct commit.  So a read that found no entry after
+ * replay_after R, and had read the count as c before it listed, vouches
+ * for "R + 1 is empty" while the count is still c: a commit acknowledged
+ * since counted after its entry landed, either before that read of c (and
+ * then the listing saw the entry, as listings show every object created
+ * before they began, DESIGN.md §5) or after it (and then the count moved).
+ * An acknowledged entry never sits behind a hole (fillers and fences see to
+ * that, docs/WRITER.md), so its listing starts at R + 1.  Other clusters'
+ * entries are seen at most an interval late, as their manifests are; so are
+ * entries that landed without being acknowledged (a broken pipeline's).  A
+ * fact is about one replay_after and one count; the newest look replaces
+ * it.  Only the empty tail is kept: a tail with entries is replayed by the
+ * writer's first claim anyway.  A standby lists at every statement, its
+ * primary writing the shard all along.
  *
  *-------------------------------------------------------------------------
  */
@@ -277,25 +284,24 @@ manifest_view_wal_tail_look(RolloutStore *store, WalTailLook *look)
 		return;
 	LWLockAcquire(&slot->lock, LW_SHARED);
 	look->recordable = view_is_of(slot, store);
-	look->changes = slot->wal_changes;
 	LWLockRelease(&slot->lock);
+	look->changes = shared_store_wal_changes(slot->store, slot->shard);
 }
 
-/* See manifest_view.h.  A newer look at the same tail replaces an older. */
+/* See manifest_view.h.  The newest look replaces what an older one found. */
 void
 manifest_view_wal_tail_found_empty(RolloutStore *store, const WalTailLook *look,
 								   int64 replay_after)
 {
 	SharedStoreSlot *slot = manifest_view_slot(store, false);
 
-	if (slot == NULL || !look->recordable)
+	if (slot == NULL || !look->recordable ||
+		shared_store_wal_changes(slot->store, slot->shard) != look->changes)
 		return;
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-	if (view_is_of(slot, store) && slot->wal_changes == look->changes &&
+	if (view_is_of(slot, store) &&
 		look->started_at > slot->view_distrusted_at &&
-		(slot->tail_empty_after != replay_after ||
-		 slot->tail_empty_changes != look->changes ||
-		 look->started_at > slot->tail_empty_listed_at))
+		look->started_at >= slot->tail_empty_listed_at)
 	{
 		slot->tail_empty_after = replay_after;
 		slot->tail_empty_changes = look->changes;
@@ -314,29 +320,18 @@ manifest_view_wal_tail_empty(RolloutStore *store, int64 replay_after)
 	SharedStoreSlot *slot = manifest_view_slot(store, false);
 	int64		max_age_ms = manifest_view_max_age_ms();
 	TimestampTz now = GetCurrentTimestamp();
+	uint64		changes;
 	bool		empty;
 
 	if (slot == NULL || max_age_ms <= 0 || RecoveryInProgress())
 		return false;
+	changes = shared_store_wal_changes(slot->store, slot->shard);
 	LWLockAcquire(&slot->lock, LW_SHARED);
 	empty = view_is_of(slot, store) && slot->tail_empty_listed_at != 0 &&
 		slot->tail_empty_after == replay_after &&
-		slot->tail_empty_changes == slot->wal_changes &&
+		slot->tail_empty_changes == changes &&
 		slot->tail_empty_listed_at <= now &&
 		!TimestampDifferenceExceeds(slot->tail_empty_listed_at, now, (int) max_age_ms);
 	LWLockRelease(&slot->lock);
 	return empty;
-}
-
-/* See manifest_view.h. */
-void
-manifest_view_note_wal_commit(RolloutStore *store)
-{
-	SharedStoreSlot *slot = shared_store_lookup(store);
-
-	if (slot == NULL)
-		return;
-	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-	store_slot_note_wal_change(slot);
-	LWLockRelease(&slot->lock);
 }

@@ -21,7 +21,9 @@
  */
 #include "postgres.h"
 
+#include "common/hashfn.h"
 #include "miscadmin.h"
+#include "port/atomics.h"
 #include "storage/condition_variable.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
@@ -35,11 +37,15 @@
 /* rollout_fdw.max_stores */
 static int	max_stores_setting = 64;
 
+/* Counters of what adds entries to a shard's WAL: shared_store_note_wal_change */
+#define WAL_CHANGE_COUNTERS	64
+
 typedef struct SharedStoreState
 {
 	int			max_stores;
 	int			tranche_id;
 	LWLock		registry_lock;	/* slot allocation */
+	pg_atomic_uint64 wal_changes[WAL_CHANGE_COUNTERS];
 	SharedStoreSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } SharedStoreState;
 
@@ -82,6 +88,8 @@ shared_store_shmem_init(void)
 		shared_state->max_stores = max_stores_setting;
 		shared_state->tranche_id = LWLockNewTrancheId();
 		LWLockInitialize(&shared_state->registry_lock, shared_state->tranche_id);
+		for (int i = 0; i < WAL_CHANGE_COUNTERS; i++)
+			pg_atomic_init_u64(&shared_state->wal_changes[i], 0);
 		for (int i = 0; i < shared_state->max_stores; i++)
 		{
 			SharedStoreSlot *slot = &shared_state->slots[i];
@@ -195,7 +203,6 @@ shared_store_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
 				slot->view_base_version = 0;
 				slot->view_shard_count = 0;
 				slot->tail_empty_listed_at = 0;
-				store_slot_note_wal_change(slot);
 				slot->writer_state = WRITER_NONE;
 				slot->times_fenced = 0;
 				slot->epoch = slot->tip = slot->last_stamp = 0;
@@ -406,4 +413,46 @@ shared_store_slots(SharedStoreSlot **slots)
 	}
 	*slots = shared_state->slots;
 	return shared_state->max_stores;
+}
+
+/*
+ * The counter of a store's shard.  Keyed by the store's name and the shard,
+ * as far as a slot keeps them (so that a name from a slot and one from a
+ * RolloutStore find the same), not by slot: one store reached through two
+ * locations that name it differently (an endpoint by address and by host
+ * name) has a slot per location, and a commit through either must count
+ * for both.  Stores that share a counter only list more often.
+ */
+static pg_atomic_uint64 *
+wal_change_counter(const char *store_name, const char *shard)
+{
+	uint32		hash;
+
+	hash = hash_bytes((const unsigned char *) store_name,
+					  strnlen(store_name, SLOT_STORE_LEN - 1));
+	hash = hash_combine(hash,
+						hash_bytes((const unsigned char *) shard,
+								   strnlen(shard, SLOT_SHARD_LEN - 1)));
+	return &shared_state->wal_changes[hash % WAL_CHANGE_COUNTERS];
+}
+
+/* See shared_store.h.  A full barrier, before whatever follows. */
+void
+shared_store_note_wal_change(const char *store_name, const char *shard)
+{
+	if (shared_state != NULL)
+		(void) pg_atomic_fetch_add_u64(wal_change_counter(store_name, shard), 1);
+}
+
+/* See shared_store.h.  Read before whatever follows (a listing). */
+uint64
+shared_store_wal_changes(const char *store_name, const char *shard)
+{
+	uint64		changes;
+
+	if (shared_state == NULL)
+		return 0;
+	changes = pg_atomic_read_u64(wal_change_counter(store_name, shard));
+	pg_memory_barrier();
+	return changes;
 }

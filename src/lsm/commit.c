@@ -32,7 +32,6 @@
 #include "rollout/commit.h"
 #include "rollout/group_commit.h"
 #include "rollout/ingest.h"
-#include "rollout/manifest_view.h"
 #include "rollout/memtable.h"
 #include "rollout/row_blob.h"
 #include "rollout/scratch.h"
@@ -147,8 +146,12 @@ commit_direct(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
 					 errmsg("could not claim shard \"%s\" of store \"%s\" for this server's timeline",
 							store->shard, store->name)));
 	}
-	/* a slot made since this commit looked (for reading) must learn of it */
-	manifest_view_note_wal_commit(store);
+
+	/*
+	 * before it is acknowledged: a slot of the store under another location
+	 * may know its WAL tail empty (manifest_view.c)
+	 */
+	shared_store_note_wal_change(store->name, store->shard);
 	return position;
 }
 

@@ -385,7 +385,8 @@ pipeline_publish(SharedStoreSlot *slot, dsa_area *area, PipelineEntry *entry)
 	slot->tip = entry->position;
 	slot->last_stamp = entry->stamp;
 	slot->tip_observed_at = entry->started;
-	store_slot_note_wal_change(slot);
+	/* before the committers can see REQUEST_DONE (manifest_view.c) */
+	shared_store_note_wal_change(slot->store, slot->shard);
 	memtable_add_batch(slot, entry->batch, entry->requests, entry->position,
 					   entry->stamp, entry->truncate, first->fingerprint);
 	slot->queued_bytes -= entry->reserved;
@@ -436,7 +437,7 @@ pipeline_settle(SharedStoreSlot *slot, dsa_area *area)
 								   entry->error_code, entry->error);
 			dsa_free(area, entry->batch);
 			slot->tip = entry->position;
-			store_slot_note_wal_change(slot);
+			shared_store_note_wal_change(slot->store, slot->shard);
 		}
 		entry->state = PIPELINE_FREE;
 	}

@@ -48,6 +48,7 @@
 #include "rollout/memtable.h"
 #include "rollout/scratch.h"
 #include "rollout/shard.h"
+#include "rollout/shared_store.h"
 #include "rollout/store_keys.h"
 #include "rollout/wal.h"
 #include "rollout/writer_epoch.h"
@@ -358,7 +359,8 @@ writer_ensure_ready(RolloutStore *store, SharedStoreSlot *slot)
 
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 	slot->writer_state = WRITER_READY;
-	store_slot_note_wal_change(slot);	/* the claim's fence */
+	/* the claim's fence, and entries it flushed (manifest_view.c) */
+	shared_store_note_wal_change(slot->store, slot->shard);
 	LWLockRelease(&slot->lock);
 	ConditionVariableBroadcast(&slot->state_cv);
 }
