@@ -62,13 +62,16 @@
  * another cluster that writes the same shard (the old primary of a promoted
  * standby).  This cluster's writer counts (shared_store_note_wal_change, in
  * shared memory by store name and shard) after an entry landed and before
- * any committer can learn so: at a group commit's publish, at the end of a
- * claim, after a direct commit.  So a read that found no entry after
- * replay_after R, and had read the count as c before it listed, vouches
- * for "R + 1 is empty" while the count is still c: a commit acknowledged
- * since counted after its entry landed, either before that read of c (and
- * then the listing saw the entry, as listings show every object created
- * before they began, DESIGN.md §5) or after it (and then the count moved).
+ * any committer can learn so: at a group commit's publish (and at a failed
+ * position's settle), when a claim makes the writer ready, after a direct
+ * commit.  So a read that found no entry after replay_after R, and had read
+ * the count as c before it listed, vouches for "R + 1 is empty" while the
+ * count is still c: a commit acknowledged since counted after its entry
+ * landed, either before that read of c (and then the listing saw the entry:
+ * a listing shows every object whose creation returned before it began, on
+ * the file store as on S3 and Azure, which list consistently after writes,
+ * and as every reader of the WAL tail already relies on) or after it (and
+ * then the count moved).
  * An acknowledged entry never sits behind a hole (fillers and fences see to
  * that, docs/WRITER.md), so its listing starts at R + 1.  Other clusters'
  * entries are seen at most an interval late, as their manifests are; so are
