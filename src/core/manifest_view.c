@@ -71,9 +71,9 @@
  * a listing shows every object whose creation returned before it began, on
  * the file store as on S3 and Azure, which list consistently after writes,
  * and as every reader of the WAL tail already relies on) or after it (and
- * then the count moved).
- * An acknowledged entry never sits behind a hole (fillers and fences see to
- * that, docs/WRITER.md), so its listing starts at R + 1.  Other clusters'
+ * then the count moved).  An acknowledged entry never sits behind a hole
+ * (fillers and fences see to that, docs/WRITER.md), so its listing starts
+ * at R + 1.  Other clusters'
  * entries are seen at most an interval late, as their manifests are; so are
  * entries that landed without being acknowledged (a broken pipeline's).  A
  * fact is about one replay_after and one count; the newest look replaces
@@ -274,21 +274,19 @@ manifest_view_forget(RolloutStore *store)
 
 /*
  * See manifest_view.h.  Nothing is vouched for on a standby, or while the
- * view would not be trusted either.
+ * view would not be trusted either; whether the slot is still about this
+ * creation of the store, manifest_view_wal_tail_found_empty checks.
  */
 void
 manifest_view_wal_tail_look(RolloutStore *store, WalTailLook *look)
 {
 	SharedStoreSlot *slot = manifest_view_slot(store, false);
 
-	look->recordable = false;
 	look->started_at = GetCurrentTimestamp();
-	if (slot == NULL || manifest_view_max_age_ms() <= 0 || RecoveryInProgress())
-		return;
-	LWLockAcquire(&slot->lock, LW_SHARED);
-	look->recordable = view_is_of(slot, store);
-	LWLockRelease(&slot->lock);
-	look->changes = shared_store_wal_changes(slot->store, slot->shard);
+	look->recordable = slot != NULL && manifest_view_max_age_ms() > 0 &&
+		!RecoveryInProgress();
+	if (look->recordable)
+		look->changes = shared_store_wal_changes(slot->store, slot->shard);
 }
 
 /* See manifest_view.h.  The newest look replaces what an older one found. */
