@@ -147,6 +147,29 @@ extern SegmentWriter *segment_writer_begin(const SegmentSchema *schema,
 										   int page_size,
 										   int dictionary_size);
 
+/*
+ * The same, with the segment appended to output (emptied first) instead of
+ * a file: for segments small enough to keep in memory, such as most WAL
+ * entries, whose writers then spare the file system a scratch file.  name
+ * stands for the segment in messages.  output must outlive the writer.
+ */
+extern SegmentWriter *segment_writer_begin_in_memory(const SegmentSchema *schema,
+													 StringInfo output,
+													 const char *name,
+													 bool sorted,
+													 int rows_per_group,
+													 int key_filter_bits,
+													 int page_size,
+													 int dictionary_size);
+
+/*
+ * Compress every page once, in zstd's fast mode, instead of also trying
+ * level 1 where it saves room (the default, which favours readers): for
+ * segments written on a commit's path and read seldom before they are
+ * rewritten, such as WAL entries.  Call right after beginning.
+ */
+extern void segment_writer_compress_fast(SegmentWriter *writer);
+
 /* Append one row.  Varlena values may be toasted; they are stored flat. */
 extern void segment_writer_add_row(SegmentWriter *writer,
 								   const Datum *values, const bool *isnull);
@@ -154,13 +177,16 @@ extern void segment_writer_add_row(SegmentWriter *writer,
 /*
  * Write the footer (with the caller's opaque metadata, may be NULL), close the
  * file and fill *summary.  The file is not fsync'd: the object store makes
- * the final object durable.
+ * the final object durable.  A segment in memory is complete in its output.
  */
 extern void segment_writer_finish(SegmentWriter *writer,
 								  const char *metadata,
 								  SegmentWriteSummary *summary);
 
-/* Close and remove the file after an error path that does not ERROR. */
+/*
+ * Close and remove the file (or empty the memory output) after an error path
+ * that does not ERROR.
+ */
 extern void segment_writer_discard(SegmentWriter *writer);
 
 /* ---------------------------------------------------------------------

@@ -58,14 +58,31 @@ typedef enum WalPutResult
 } WalPutResult;
 
 /*
- * Create the WAL entry in local file path at position with put_id; when
- * the position is taken, *owner_epoch (may be NULL) is the epoch of the
- * entry there.  An object there that is not a WAL entry of this shard is an
- * ERROR.  Interrupts are held during the create.
+ * A WAL entry's segment, encoded and ready for its PUT (wal_write_entry):
+ * in memory when its rows are few, else in a local scratch file.  Initialize
+ * with wal_entry_image_init; wal_entry_image_discard removes the scratch file
+ * (if one was written) and frees the memory, on every path out.
+ */
+typedef struct WalEntryImage
+{
+	bool		in_memory;		/* the entry is in bytes, else in spill_path */
+	StringInfoData bytes;
+	char	   *spill_path;		/* NULL until a large entry needs it */
+} WalEntryImage;
+
+extern void wal_entry_image_init(WalEntryImage *image);
+extern void wal_entry_image_discard(WalEntryImage *image);
+
+/*
+ * Create the WAL entry image at position with put_id; when the position is
+ * taken, *owner_epoch (may be NULL) is the epoch of the entry there.  An
+ * object there that is not a WAL entry of this shard is an ERROR.
+ * Interrupts are held during the create.
  */
 extern WalPutResult wal_put_entry(RolloutStore *store, int64 position,
-								  const char *path, const char *put_id,
-								  int64 epoch, int64 *owner_epoch);
+								  const WalEntryImage *image,
+								  const char *put_id, int64 epoch,
+								  int64 *owner_epoch);
 
 /* A WAL entry found by listing. */
 typedef struct WalEntryRef
@@ -89,13 +106,13 @@ extern int64 wal_append_rows(RolloutStore *store, List *blobs,
 							 WalEntryMetadata *metadata);
 
 /*
- * Write a WAL entry's segment to a local file: the rows of every blob (row
- * blobs, row_blob.h, as StringInfo) stamped with metadata->stamp, this
- * shard and the insert op, with metadata in the footer.
+ * Encode a WAL entry's segment into image, replacing what it held: the rows
+ * of every blob (row blobs, row_blob.h, as StringInfo) stamped with
+ * metadata->stamp, this shard and their ops, with metadata in the footer.
  */
-extern void wal_write_entry_file(RolloutStore *store, List *blobs,
-								 const WalEntryMetadata *metadata,
-								 const char *path);
+extern void wal_write_entry(RolloutStore *store, List *blobs,
+							const WalEntryMetadata *metadata,
+							WalEntryImage *image);
 
 /* The metadata string a WAL entry's segment is written with. */
 extern char *wal_metadata_to_json(const WalEntryMetadata *metadata);

@@ -73,11 +73,14 @@ typedef struct ColumnTotals
 struct SegmentWriter
 {
 	const SegmentSchema *schema;
-	char	   *path;
-	int			fd;
+	char	   *path;			/* the file, or what the segment is in memory */
+	int			fd;				/* -1 when writing to memory */
+	StringInfo	memory;			/* the bytes, when writing to memory */
 	bool		sorted;
 	int			rows_per_group;
 	int			page_size;		/* raw bytes per page; 0: one page per chunk */
+	bool		fast_pages_only;	/* no level-1 try: see
+									 * segment_writer_compress_fast */
 	uint32		version;		/* the format version written */
 	uint32		header_version; /* the one the header was begun with */
 	int64		file_offset;	/* bytes written so far */
@@ -167,12 +170,19 @@ append_image(StringInfo buf, const SegmentColumn *column, Datum value)
 }
 
 /*
- * Write bytes at the end of the file, retrying short writes.  Errors name
- * the file; ENOSPC is reported as such even when write() returns short.
+ * Write bytes at the end of the file, retrying short writes, or append them
+ * to the memory buffer.  Errors name the file; ENOSPC is reported as such
+ * even when write() returns short.
  */
 static void
 write_bytes(SegmentWriter *writer, const char *data, Size length)
 {
+	if (writer->memory != NULL)
+	{
+		appendBinaryStringInfo(writer->memory, data, length);
+		writer->file_offset += length;
+		return;
+	}
 	while (length > 0)
 	{
 		ssize_t		written;
@@ -216,15 +226,17 @@ start_row_group(SegmentWriter *writer)
 }
 
 /*
- * Start a segment at local_path (created or truncated).  The header is
- * written at once; the schema must stay valid until segment_writer_finish().
- * The key column must have an order, since key ranges and sorted segments
- * are defined by it.
+ * Start a segment at local_path (created or truncated), or with local_path
+ * NULL in memory, appended to output (its name in messages is name).  The
+ * header is written at once; the schema must stay valid until
+ * segment_writer_finish().  The key column must have an order, since key
+ * ranges and sorted segments are defined by it.
  */
-SegmentWriter *
-segment_writer_begin(const SegmentSchema *schema, const char *local_path,
-					 bool sorted, int rows_per_group, int key_filter_bits,
-					 int page_size, int dictionary_size)
+static SegmentWriter *
+segment_writer_start(const SegmentSchema *schema, const char *local_path,
+					 StringInfo output, const char *name, bool sorted,
+					 int rows_per_group, int key_filter_bits, int page_size,
+					 int dictionary_size)
 {
 	SegmentWriter *writer;
 	MemoryContext context;
@@ -266,7 +278,8 @@ segment_writer_begin(const SegmentSchema *schema, const char *local_path,
 
 	writer = palloc0(sizeof(SegmentWriter));
 	writer->schema = schema;
-	writer->path = pstrdup(local_path);
+	writer->path = pstrdup(local_path != NULL ? local_path : name);
+	writer->memory = local_path != NULL ? NULL : output;
 	writer->sorted = sorted;
 	writer->rows_per_group = rows_per_group;
 	writer->key_filter_bits = Max(key_filter_bits, 0);
@@ -286,12 +299,18 @@ segment_writer_begin(const SegmentSchema *schema, const char *local_path,
 	writer->compression_dictionaries = palloc0(sizeof(ZSTD_CDict *) * schema->ncolumns);
 	MemoryContextSwitchTo(oldcontext);
 
-	writer->fd = OpenTransientFile(local_path,
-								   O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
-	if (writer->fd < 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not create file \"%s\": %m", local_path)));
+	writer->fd = -1;
+	if (local_path != NULL)
+	{
+		writer->fd = OpenTransientFile(local_path,
+									   O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+		if (writer->fd < 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not create file \"%s\": %m", local_path)));
+	}
+	else
+		resetStringInfo(output);
 
 	header[0] = SEGMENT_MAGIC_0;
 	header[1] = SEGMENT_MAGIC_1;
@@ -303,6 +322,36 @@ segment_writer_begin(const SegmentSchema *schema, const char *local_path,
 
 	start_row_group(writer);
 	return writer;
+}
+
+/* See segment.h. */
+SegmentWriter *
+segment_writer_begin(const SegmentSchema *schema, const char *local_path,
+					 bool sorted, int rows_per_group, int key_filter_bits,
+					 int page_size, int dictionary_size)
+{
+	return segment_writer_start(schema, local_path, NULL, NULL, sorted,
+								rows_per_group, key_filter_bits, page_size,
+								dictionary_size);
+}
+
+/* See segment.h. */
+SegmentWriter *
+segment_writer_begin_in_memory(const SegmentSchema *schema, StringInfo output,
+							   const char *name, bool sorted,
+							   int rows_per_group, int key_filter_bits,
+							   int page_size, int dictionary_size)
+{
+	return segment_writer_start(schema, NULL, output, name, sorted,
+								rows_per_group, key_filter_bits, page_size,
+								dictionary_size);
+}
+
+/* See segment.h. */
+void
+segment_writer_compress_fast(SegmentWriter *writer)
+{
+	writer->fast_pages_only = true;
 }
 
 /*
@@ -487,7 +536,8 @@ compress_frame(SegmentWriter *writer, StringInfo raw, char *compressed,
  * running CRC of its chunk.  Returns the frame's size.  The frame is level
  * 1's, or fast mode's where that costs little room (segment_internal.h):
  * reads of such pages, lookups above all, then spend far less time in zstd.
- * A small page is compressed in fast mode only (SEGMENT_SMALL_PAGE_SIZE).
+ * A small page is compressed in fast mode only (SEGMENT_SMALL_PAGE_SIZE), as
+ * is every page of a writer told so (segment_writer_compress_fast).
  */
 static int64
 write_page(SegmentWriter *writer, StringInfo raw, const ZSTD_CDict *dictionary,
@@ -511,7 +561,7 @@ write_page(SegmentWriter *writer, StringInfo raw, const ZSTD_CDict *dictionary,
 					 errmsg("could not compress a chunk of segment \"%s\": %s",
 							writer->path, ZSTD_getErrorName(compressed_size))));
 	}
-	else if (raw->len < SEGMENT_SMALL_PAGE_SIZE)
+	else if (raw->len < SEGMENT_SMALL_PAGE_SIZE || writer->fast_pages_only)
 		compressed_size = compress_frame(writer, raw, compressed, bound,
 										 SEGMENT_ZSTD_LEVEL_FAST);
 	else if ((compressed_size = compress_frame(writer, raw, compressed, bound,
@@ -841,7 +891,9 @@ rewrite_header_version(SegmentWriter *writer, uint32 version)
 	unsigned char bytes[4];
 
 	segment_put_uint32(bytes, version);
-	if (pg_pwrite(writer->fd, bytes, 4, SEGMENT_MAGIC_SIZE) != 4)
+	if (writer->memory != NULL)
+		memcpy(writer->memory->data + SEGMENT_MAGIC_SIZE, bytes, 4);
+	else if (pg_pwrite(writer->fd, bytes, 4, SEGMENT_MAGIC_SIZE) != 4)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not write file \"%s\": %m", writer->path)));
@@ -955,7 +1007,7 @@ segment_writer_finish(SegmentWriter *writer, const char *metadata,
 	if (version != writer->header_version)
 		rewrite_header_version(writer, version);
 
-	if (CloseTransientFile(writer->fd) != 0)
+	if (writer->fd >= 0 && CloseTransientFile(writer->fd) != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not close file \"%s\": %m", writer->path)));
@@ -1005,7 +1057,9 @@ segment_writer_discard(SegmentWriter *writer)
 {
 	if (writer->fd >= 0)
 		CloseTransientFile(writer->fd);
-	if (unlink(writer->path) != 0 && errno != ENOENT)
+	if (writer->memory != NULL)
+		resetStringInfo(writer->memory);
+	else if (unlink(writer->path) != 0 && errno != ENOENT)
 		ereport(WARNING,
 				(errcode_for_file_access(),
 				 errmsg("could not remove file \"%s\": %m", writer->path)));

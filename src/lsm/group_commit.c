@@ -39,7 +39,6 @@
  */
 #include "postgres.h"
 
-#include <unistd.h>
 
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -53,7 +52,6 @@
 #include "rollout/grace.h"
 #include "rollout/group_commit.h"
 #include "rollout/memtable.h"
-#include "rollout/scratch.h"
 #include "rollout/shard.h"
 #include "rollout/shared_store.h"
 #include "rollout/store_keys.h"
@@ -503,16 +501,15 @@ leader_fail_unassigned(SharedStoreSlot *slot, dsa_area *area, LeaderBatch *batch
 }
 
 /*
- * Write the batch as the WAL entry at its position, through the local file
- * path: every request's rows in queue (commit) order, with their ingest
- * references.  Returns WAL_PUT_CREATED, or WAL_PUT_TAKEN when a previous
+ * Write the batch as the WAL entry at its position, encoded in image: every
+ * request's rows in queue (commit) order, with their ingest references.  Returns WAL_PUT_CREATED, or WAL_PUT_TAKEN when a previous
  * writer's entry of an older epoch holds the position (dead: see
  * leader_write).  ERROR for anything else, with *fenced set when the
  * position holds a newer writer's entry; nothing is overwritten.
  */
 static WalPutResult
 leader_write_entry(RolloutStore *store, SharedStoreSlot *slot, dsa_area *area,
-				   LeaderBatch *batch, const char *path, volatile bool *fenced)
+				   LeaderBatch *batch, WalEntryImage *image, volatile bool *fenced)
 {
 	PipelineEntry *entry = &batch->entry;
 	WalEntryMetadata metadata = {0};
@@ -548,9 +545,9 @@ leader_write_entry(RolloutStore *store, SharedStoreSlot *slot, dsa_area *area,
 	if (rollout_output_too_old(batch->tip_observed_at))
 		writer_check_still_owner(store, slot, entry->epoch, entry->position);
 	rollout_fault_point("group_commit.before_put");
-	wal_write_entry_file(store, blobs, &metadata, path);
+	wal_write_entry(store, blobs, &metadata, image);
 	rollout_fault_point("group_commit.instead_of_put");
-	put = wal_put_entry(store, entry->position, path, metadata.put_id,
+	put = wal_put_entry(store, entry->position, image, metadata.put_id,
 						entry->epoch, &owner_epoch);
 	if (put == WAL_PUT_FENCED)
 	{
@@ -578,7 +575,7 @@ leader_write_entry(RolloutStore *store, SharedStoreSlot *slot, dsa_area *area,
  */
 static PipelineState
 leader_fill_position(RolloutStore *store, SharedStoreSlot *slot,
-					 LeaderBatch *batch, const char *path)
+					 LeaderBatch *batch, WalEntryImage *image)
 {
 	PipelineEntry *entry = &batch->entry;
 	WalEntryMetadata filler = {0};
@@ -597,8 +594,8 @@ leader_fill_position(RolloutStore *store, SharedStoreSlot *slot,
 		int64		owner_epoch;
 		WalEntryMetadata *owner;
 
-		wal_write_entry_file(store, NIL, &filler, path);
-		switch (wal_put_entry(store, entry->position, path, filler.put_id,
+		wal_write_entry(store, NIL, &filler, image);
+		switch (wal_put_entry(store, entry->position, image, filler.put_id,
 							  entry->epoch, &owner_epoch))
 		{
 			case WAL_PUT_CREATED:
@@ -630,7 +627,7 @@ leader_fill_position(RolloutStore *store, SharedStoreSlot *slot,
 		InterruptHoldoffCount = holdoff;
 	}
 	PG_END_TRY();
-	(void) unlink(path);
+	wal_entry_image_discard(image);
 	ereport(LOG,
 			(errmsg("rollout_fdw: WAL position %lld of shard \"%s\" in store \"%s\" %s after its write failed",
 					(long long) entry->position, store->shard, store->name,
@@ -685,7 +682,7 @@ leader_put_landed(RolloutStore *store, LeaderBatch *batch)
  */
 static bool
 leader_settle_failure(RolloutStore *store, SharedStoreSlot *slot,
-					  dsa_area *area, LeaderBatch *batch, const char *path,
+					  dsa_area *area, LeaderBatch *batch, WalEntryImage *image,
 					  bool fenced, int error_code, const char *error)
 {
 	PipelineEntry *entry = &batch->entry;
@@ -714,7 +711,7 @@ leader_settle_failure(RolloutStore *store, SharedStoreSlot *slot,
 		}
 		LWLockRelease(&slot->lock);
 	}
-	state = fenced ? PIPELINE_BROKEN : leader_fill_position(store, slot, batch, path);
+	state = fenced ? PIPELINE_BROKEN : leader_fill_position(store, slot, batch, image);
 	if (state == PIPELINE_BROKEN && !fenced)
 	{
 		leader_finish(slot, area, batch, state, ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN,
@@ -737,7 +734,7 @@ leader_settle_failure(RolloutStore *store, SharedStoreSlot *slot,
  */
 static ErrorData *
 group_commit_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own,
-				  const char *path)
+				  WalEntryImage *image)
 {
 	dsa_area   *area = memtable_dsa();
 	long		delay_us = leader_commit_delay_us(slot);
@@ -779,7 +776,7 @@ group_commit_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own,
 
 	PG_TRY();
 	{
-		put = leader_write_entry(store, slot, area, &batch, path, &fenced);
+		put = leader_write_entry(store, slot, area, &batch, image, &fenced);
 	}
 	PG_CATCH();
 	{
@@ -790,12 +787,12 @@ group_commit_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own,
 		InterruptHoldoffCount = holdoff;
 	}
 	PG_END_TRY();
-	(void) unlink(path);
+	wal_entry_image_discard(image);
 
 	if (edata != NULL)
 	{
 		/* followers get the same SQLSTATE, message and context */
-		if (!leader_settle_failure(store, slot, area, &batch, path, fenced,
+		if (!leader_settle_failure(store, slot, area, &batch, image, fenced,
 								   edata->sqlerrcode,
 								   edata->context
 								   ? psprintf("%s (%s)", edata->message, edata->context)
@@ -929,12 +926,12 @@ commit_request_release(SharedStoreSlot *slot, dsa_pointer pointer)
  * *position: read under the lock, since a done request belongs to the
  * memtable, which a flush may trim at any moment.  When this backend led
  * the entry that failed, *own_error is the error its write raised (NULL
- * otherwise), so that its committer reports it whole.  path is the local
- * file a leader writes its entry to, named before anything is queued.
+ * otherwise), so that its committer reports it whole.  image is where a
+ * leader encodes its entry.
  */
 static RequestStatus
 commit_request_await(RolloutStore *store, SharedStoreSlot *slot,
-					 dsa_pointer pointer, const char *path, int64 *position,
+					 dsa_pointer pointer, WalEntryImage *image, int64 *position,
 					 ErrorData **own_error)
 {
 	dsa_area   *area = memtable_dsa();
@@ -960,7 +957,7 @@ commit_request_await(RolloutStore *store, SharedStoreSlot *slot,
 		if (leader)
 		{
 			/* settles its entry whatever happens: never raises */
-			*own_error = group_commit_lead(store, slot, pointer, path);
+			*own_error = group_commit_lead(store, slot, pointer, image);
 			leader = false;
 		}
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
@@ -1005,7 +1002,7 @@ group_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 	CommitRequest *request;
 	int64		position;
 	ErrorData  *own_error;
-	char	   *path;
+	WalEntryImage image;
 
 	/*
 	 * A slot still holding state of an older creation of the store (deleted
@@ -1015,15 +1012,14 @@ group_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 	shared_store_adopt_incarnation(slot, store);
 	writer_ensure_ready(store, slot);
 
-	/* named before anything is reserved: a leader writes its entry there */
-	path = rollout_scratch_file_path("wal");
+	wal_entry_image_init(&image);
 	initStringInfo(&refs);
 	request_append_ingest(&refs, ingest);
 	pointer = commit_request_allocate(store, slot, rows, row_count,
 									  tombstone_count, &refs);
 	request = dsa_get_address(area, pointer);
 	request->truncate = truncate;
-	if (commit_request_await(store, slot, pointer, path, &position,
+	if (commit_request_await(store, slot, pointer, &image, &position,
 							 &own_error) == REQUEST_FAILED)
 	{
 		char		error[SLOT_ERROR_LEN * 2];

@@ -46,7 +46,6 @@
 #include "rollout/manifest.h"
 #include "rollout/manifest_view.h"
 #include "rollout/memtable.h"
-#include "rollout/scratch.h"
 #include "rollout/shard.h"
 #include "rollout/shared_store.h"
 #include "rollout/store_keys.h"
@@ -89,20 +88,14 @@ static WalPutResult
 shard_write_fence(RolloutStore *store, const WalEntryMetadata *fence,
 				  int64 position, int64 *owner_epoch)
 {
-	char	   *path = rollout_scratch_file_path("fence");
+	WalEntryImage image;
 	WalPutResult put;
 
-	PG_TRY();
-	{
-		wal_write_entry_file(store, NIL, fence, path);
-		put = wal_put_entry(store, position, path, fence->put_id, fence->epoch,
-							owner_epoch);
-	}
-	PG_FINALLY();
-	{
-		(void) unlink(path);
-	}
-	PG_END_TRY();
+	wal_entry_image_init(&image);
+	wal_write_entry(store, NIL, fence, &image);
+	put = wal_put_entry(store, position, &image, fence->put_id, fence->epoch,
+						owner_epoch);
+	wal_entry_image_discard(&image);
 	return put;
 }
 

@@ -187,7 +187,23 @@ sub segment_metadata
 		my $filter_size = $has_filter
 		  ? 1 + 4 + 8 + unpack('Q<', substr($body, $start + $len + 5, 8)) / 8
 		  : 1;
-		return undef unless $has_filter <= 1 && $rest == $filter_size;
+		return undef unless $has_filter <= 1 && $rest >= $filter_size;
+
+		# format version 4: the compression dictionaries follow, each a
+		# u32 column and a u32-length-prefixed dictionary
+		my $at = $start + $len + $filter_size;
+		if (unpack('V', substr($b, 4, 4)) >= 4)
+		{
+			return undef if $at + 4 > length($body);
+			my $count = unpack('V', substr($body, $at, 4));
+			$at += 4;
+			for (1 .. $count)
+			{
+				return undef if $at + 8 > length($body);
+				$at += 8 + unpack('V', substr($body, $at + 4, 4));
+			}
+		}
+		return undef unless $at == length($body);
 	}
 	my $doc = eval { decode_json(substr($body, $start, $len)) };
 	return $doc;

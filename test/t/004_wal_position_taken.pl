@@ -131,6 +131,11 @@ my $other_bytes = $store->get($other_key);
 is(wal_entry_shard($other_bytes), 'other', 'its metadata names shard "other"');
 is(table_state(), '5|15', 'the other shard\'s unflushed rows are not read as ours');
 
+# 5,000 rows of 1 kB: more than the 4 MB of rows a WAL entry is encoded in
+# memory for, less than the 16 MB of rollout_fdw.ingest_threshold, so the
+# entry is built in a scratch file, which must never be left behind.
+my $big_insert = q{INSERT INTO t SELECT 'big' || i, 0, jsonb_build_object('pad', repeat('x', 1000)) FROM generate_series(1, 5000) i};
+
 # ---------------------------------------------------------------------------
 # The checks made while position $p is taken by $intruder.
 sub check_position_taken
@@ -158,6 +163,10 @@ sub check_position_taken
 	($ret, $out, $err) = $node->psql('postgres',
 		q{INSERT INTO t SELECT 'never-c' || i, i, '{}' FROM generate_series(1, 100) i});
 	isnt($ret, 0, "$label: a multi-row commit fails as well");
+
+	# and one whose entry is too large to encode in memory (a scratch file)
+	($ret, $out, $err) = $node->psql('postgres', $big_insert =~ s/big/never-e/r);
+	isnt($ret, 0, "$label: a commit of 5 MB of rows fails as well");
 
 	is($store->get(wal_key($p)), $intruder, "$label: position $p is byte-identical afterwards");
 	ok(!$store->exists(wal_key($p + 1)), "$label: no position " . ($p + 1) . ' was created (nothing skipped)');
@@ -256,6 +265,24 @@ if ($pre)
 	$node->safe_psql('postgres', q{INSERT INTO t VALUES ('r10', 10, '{}')});
 	is_deeply([ $store->wal_positions($wal_folder, required => 1) ], [ 1 .. $p ], "after removing it, the next commit lands at $p");
 	is(table_state(), '10|55', '10 rows, sum 55');
+}
+
+# The large commit, with its position free: one WAL entry holding its rows
+# (not an ingest segment), readable, and no scratch file left.
+{
+	my @before = $store->wal_positions($wal_folder, required => 1);
+	my ($count, $sum) = split /\|/, table_state();
+	$node->safe_psql('postgres', $big_insert);
+	my @after = $store->wal_positions($wal_folder, required => 1);
+	is(scalar(@after), scalar(@before) + 1, 'a commit of 5 MB of rows is one WAL entry');
+	my $meta = segment_metadata($store->get(wal_key($after[-1])));
+	is(join(':', $meta->{kind}, $meta->{transactions}, scalar(@{ $meta->{ingest} })),
+		'wal:1:0', '... holding its rows itself, not an ingest segment');
+	is( $node->safe_psql('postgres',
+			q{SELECT count(*), min(length(payload->>'pad')) FROM t WHERE id LIKE 'big%'}),
+		'5000|1000', '... and its rows read back whole');
+	is(table_state(), ($count + 5000) . "|$sum", 'no other row changed');
+	is_deeply([ leftover_scratch_files() ], [], '... and its scratch file is gone');
 }
 
 # other shard's file untouched throughout
