@@ -40,6 +40,7 @@
 #include "postgres.h"
 
 
+#include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/latch.h"
@@ -810,6 +811,29 @@ group_commit_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own,
 }
 
 /*
+ * Say, once per backend, that a commit flushes its store itself: the
+ * memtable filled faster than the sweeper emptied it.  A burst larger than
+ * the memtable does that, but so does, for good, a store whose database the
+ * sweeper does not serve (rollout_fdw.worker_databases), and then every
+ * commit that finds the memtable full pays for a flush.
+ */
+static void
+group_commit_note_flushing_itself(RolloutStore *store)
+{
+	static bool noted = false;
+
+	if (noted)
+		return;
+	noted = true;
+	ereport(LOG,
+			(errmsg("rollout_fdw: the memtable is full, so a commit flushes store \"%s\" itself",
+					store->name),
+			 errdetail("Commits wait while they do; this is logged once per session."),
+			 errhint("The sweeper flushes the stores of the databases in rollout_fdw.worker_databases; check that \"%s\" is among them, or raise rollout_fdw.memtable_size.",
+					 get_database_name(MyDatabaseId))));
+}
+
+/*
  * Room for size more bytes in the memtable, waiting for a flush when there
  * is none (back-pressure).  The budget is the whole memtable's, shared by
  * every store: a committer flushes its own store when that frees something,
@@ -838,7 +862,10 @@ group_commit_reserve(RolloutStore *store, SharedStoreSlot *slot, Size size)
 		LWLockRelease(&slot->lock);
 
 		if (own_bytes > 0)
+		{
+			group_commit_note_flushing_itself(store);
 			(void) rollout_flush_shard(store);
+		}
 		else
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 							 50, PG_WAIT_EXTENSION);

@@ -12,7 +12,9 @@
 # 6.5 MB in all, six times the memtable) at the same time, while a fifth
 # samples rollout_stat_stores.memtable_bytes.  Every transaction commits,
 # backpressure_waits > 0, the memtable never holds more than 1 MB, the
-# flushes made generations, and the table is exact.
+# flushes made generations, and the table is exact.  The server log says,
+# once per session at most, that commits flushed the store themselves, and
+# names the setting of the databases the sweeper serves.
 
 use strict;
 use warnings;
@@ -110,5 +112,10 @@ is($node->safe_psql('postgres', q{SELECT count(*), memtable_rows FROM t, rollout
 
 my $log = slurp_file($node->logfile);
 unlike($log, qr/terminated by signal|PANIC/, 'no backend crashed');
+my $noted = () = $log =~ /LOG:  rollout_fdw: the memtable is full, so a commit flushes store "bp" itself/g;
+cmp_ok($noted, '>=', 1, "the server log says that commits flushed the store ($noted times)");
+cmp_ok($noted, '<=', $SESSIONS, '... at most once per session');
+like($log, qr/HINT:  The sweeper flushes the stores of the databases in rollout_fdw.worker_databases; check that "postgres" is among them/,
+	'... and hints at the setting that names the databases the sweeper serves');
 $node->stop;
 done_testing();
