@@ -234,6 +234,10 @@ logging_collector = off
 log_min_messages = warning
 log_checkpoints = on
 shared_preload_libraries = '${BENCH_PRELOAD-rollout_fdw}'
+# the sweeper flushes and merges the stores of this database, as autovacuum
+# serves the heap's; without it (the default serves "postgres" only) a full
+# memtable makes the committing backends flush it themselves
+rollout_fdw.worker_databases = 'bench'
 EOF
 touch "$DIR/postgresql.log"
 chown postgres: "$DIR/postgresql.log"
