@@ -184,8 +184,8 @@ extern void segment_writer_finish(SegmentWriter *writer,
 								  SegmentWriteSummary *summary);
 
 /*
- * Close and remove the file (or empty the memory output) after an error path
- * that does not ERROR.
+ * Close and remove the file (or empty the memory output, which must still
+ * exist) after an error path that does not ERROR.
  */
 extern void segment_writer_discard(SegmentWriter *writer);
 

@@ -260,6 +260,8 @@ wal_entry_writer_begin(RolloutStore *store, WalEntryImage *image,
 	}
 	if (image->spill_path == NULL)
 		image->spill_path = rollout_scratch_file_path("wal");
+	elog(DEBUG1, "rollout_fdw: a WAL entry of %zu bytes of rows is encoded in scratch file \"%s\"",
+		 rows_bytes, image->spill_path);
 	return segment_writer_begin(&store->schema, image->spill_path, false,
 								store_rows_per_group, store_key_filter_bits,
 								store_page_size * 1024, 0);
@@ -639,12 +641,14 @@ wal_append_file(RolloutStore *store, const WalEntryImage *image,
 int64
 wal_append_rows(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
 {
-	WalEntryImage image;
+	WalEntryImage *image;
 	volatile int64 position = 0;
 
 	Assert(store->pending_definition == NULL && store->shard_registered);
 
-	wal_entry_image_init(&image);
+	/* not a local: PG_TRY's block changes it, and PG_FINALLY's reads it */
+	image = palloc(sizeof(WalEntryImage));
+	wal_entry_image_init(image);
 	PG_TRY();
 	{
 		for (bool first_look = true;; first_look = false)
@@ -666,8 +670,8 @@ wal_append_rows(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
 			 * stamp, which compaction's tombstone horizon relies on.
 			 */
 			metadata->stamp = Max(metadata->stamp, wal_next_stamp());
-			wal_write_entry(store, blobs, metadata, &image);
-			position = wal_append_file(store, &image, metadata, manifest,
+			wal_write_entry(store, blobs, metadata, image);
+			position = wal_append_file(store, image, metadata, manifest,
 									   observed_at, first_look);
 			if (position != WAL_APPEND_LOOK_AGAIN)
 				break;
@@ -675,8 +679,9 @@ wal_append_rows(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
 	}
 	PG_FINALLY();
 	{
-		wal_entry_image_discard(&image);
+		wal_entry_image_discard(image);
 	}
 	PG_END_TRY();
+	pfree(image);
 	return position;
 }

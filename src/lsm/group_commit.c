@@ -39,7 +39,6 @@
  */
 #include "postgres.h"
 
-
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -47,6 +46,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+#include "utils/varlena.h"
 
 #include "rollout/fault.h"
 #include "rollout/flush.h"
@@ -503,9 +503,9 @@ leader_fail_unassigned(SharedStoreSlot *slot, dsa_area *area, LeaderBatch *batch
 
 /*
  * Write the batch as the WAL entry at its position, encoded in image: every
- * request's rows in queue (commit) order, with their ingest references.  Returns WAL_PUT_CREATED, or WAL_PUT_TAKEN when a previous
- * writer's entry of an older epoch holds the position (dead: see
- * leader_write).  ERROR for anything else, with *fenced set when the
+ * request's rows in queue (commit) order, with their ingest references.
+ * Returns WAL_PUT_CREATED, or WAL_PUT_TAKEN when a previous writer's entry
+ * of an older epoch holds the position (dead: see leader_write).  ERROR for anything else, with *fenced set when the
  * position holds a newer writer's entry; nothing is overwritten.
  */
 static WalPutResult
@@ -811,26 +811,56 @@ group_commit_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own,
 }
 
 /*
+ * Whether the sweeper serves this database: it is named in
+ * rollout_fdw.worker_databases, read by name (the setting belongs to the
+ * worker layer above this one) and split as the sweeper splits it.
+ */
+static bool
+group_commit_database_has_sweeper(const char *database)
+{
+	const char *setting = GetConfigOption("rollout_fdw.worker_databases", true, false);
+	char	   *names;
+	List	   *databases;
+	ListCell   *lc;
+
+	if (setting == NULL || database == NULL)
+		return false;
+	names = pstrdup(setting);
+	if (!SplitIdentifierString(names, ',', &databases))
+		return false;
+	foreach(lc, databases)
+	{
+		if (strcmp(lfirst(lc), database) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
  * Say, once per backend, that a commit flushes its store itself: the
  * memtable filled faster than the sweeper emptied it.  A burst larger than
- * the memtable does that, but so does, for good, a store whose database the
- * sweeper does not serve (rollout_fdw.worker_databases), and then every
- * commit that finds the memtable full pays for a flush.
+ * the memtable does that; so does, for good, a store whose database the
+ * sweeper does not serve, and then every commit that finds the memtable full
+ * pays for a flush.  The hint says which of the two it is.
  */
 static void
 group_commit_note_flushing_itself(RolloutStore *store)
 {
 	static bool noted = false;
+	char	   *database;
 
 	if (noted)
 		return;
 	noted = true;
+	database = get_database_name(MyDatabaseId);
 	ereport(LOG,
 			(errmsg("rollout_fdw: the memtable is full, so a commit flushes store \"%s\" itself",
 					store->name),
 			 errdetail("Commits wait while they do; this is logged once per session."),
-			 errhint("The sweeper flushes the stores of the databases in rollout_fdw.worker_databases; check that \"%s\" is among them, or raise rollout_fdw.memtable_size.",
-					 get_database_name(MyDatabaseId))));
+			 group_commit_database_has_sweeper(database)
+			 ? errhint("The sweeper did not flush it in time: a larger rollout_fdw.memtable_size absorbs longer bursts.")
+			 : errhint("No sweeper flushes the stores of database \"%s\": add it to rollout_fdw.worker_databases.",
+					   database ? database : "?")));
 }
 
 /*
@@ -1030,6 +1060,7 @@ group_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 	int64		position;
 	ErrorData  *own_error;
 	WalEntryImage image;
+	RequestStatus status;
 
 	/*
 	 * A slot still holding state of an older creation of the store (deleted
@@ -1046,8 +1077,10 @@ group_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 									  tombstone_count, &refs);
 	request = dsa_get_address(area, pointer);
 	request->truncate = truncate;
-	if (commit_request_await(store, slot, pointer, &image, &position,
-							 &own_error) == REQUEST_FAILED)
+	status = commit_request_await(store, slot, pointer, &image, &position,
+								  &own_error);
+	wal_entry_image_discard(&image);	/* each lead did; this costs nothing */
+	if (status == REQUEST_FAILED)
 	{
 		char		error[SLOT_ERROR_LEN * 2];
 		int			error_code = request->error_code;

@@ -91,8 +91,14 @@ shard_write_fence(RolloutStore *store, const WalEntryMetadata *fence,
 	WalEntryImage image;
 	WalPutResult put;
 
+	/*
+	 * An entry without rows is encoded in memory, never in a scratch file, so
+	 * an ERROR leaves nothing behind that the memory context would not free:
+	 * no PG_FINALLY is needed.
+	 */
 	wal_entry_image_init(&image);
 	wal_write_entry(store, NIL, fence, &image);
+	Assert(image.in_memory);
 	put = wal_put_entry(store, position, &image, fence->put_id, fence->epoch,
 						owner_epoch);
 	wal_entry_image_discard(&image);

@@ -272,12 +272,19 @@ if ($pre)
 {
 	my @before = $store->wal_positions($wal_folder, required => 1);
 	my ($count, $sum) = split /\|/, table_state();
-	$node->safe_psql('postgres', $big_insert);
+	my ($ret, $out, $err) = $node->psql('postgres',
+		"SET client_min_messages = debug1;\n$big_insert");
+	is($ret, 0, 'a commit of 5 MB of rows succeeds');
+	like($err, qr/a WAL entry of \d+ bytes of rows is encoded in scratch file/,
+		'... its entry encoded in a scratch file, not in memory');
 	my @after = $store->wal_positions($wal_folder, required => 1);
-	is(scalar(@after), scalar(@before) + 1, 'a commit of 5 MB of rows is one WAL entry');
-	my $meta = segment_metadata($store->get(wal_key($after[-1])));
+	is(scalar(@after), scalar(@before) + 1, '... as one WAL entry');
+	my $entry = $store->get(wal_key($after[-1]));
+	my $meta = segment_metadata($entry);
 	is(join(':', $meta->{kind}, $meta->{transactions}, scalar(@{ $meta->{ingest} })),
 		'wal:1:0', '... holding its rows itself, not an ingest segment');
+	is(unpack('V', substr($entry, 4, 4)), 3,
+		'... of format version 3: a WAL entry gets no compression dictionary');
 	is( $node->safe_psql('postgres',
 			q{SELECT count(*), min(length(payload->>'pad')) FROM t WHERE id LIKE 'big%'}),
 		'5000|1000', '... and its rows read back whole');

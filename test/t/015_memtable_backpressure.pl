@@ -13,8 +13,8 @@
 # samples rollout_stat_stores.memtable_bytes.  Every transaction commits,
 # backpressure_waits > 0, the memtable never holds more than 1 MB, the
 # flushes made generations, and the table is exact.  The server log says,
-# once per session at most, that commits flushed the store themselves, and
-# names the setting of the databases the sweeper serves.
+# once per session at most, that commits flushed the store themselves; in a
+# database the sweeper does not serve, its hint names the setting to change.
 
 use strict;
 use warnings;
@@ -115,7 +115,23 @@ unlike($log, qr/terminated by signal|PANIC/, 'no backend crashed');
 my $noted = () = $log =~ /LOG:  rollout_fdw: the memtable is full, so a commit flushes store "bp" itself/g;
 cmp_ok($noted, '>=', 1, "the server log says that commits flushed the store ($noted times)");
 cmp_ok($noted, '<=', $SESSIONS, '... at most once per session');
-like($log, qr/HINT:  The sweeper flushes the stores of the databases in rollout_fdw.worker_databases; check that "postgres" is among them/,
-	'... and hints at the setting that names the databases the sweeper serves');
+like($log, qr/HINT:  The sweeper did not flush it in time: a larger rollout_fdw.memtable_size/,
+	'... with a hint at the memtable\'s size, since the sweeper serves this database');
+
+# A database the sweeper does not serve: its commits flush the store every
+# time the memtable is full, and the hint names the setting to change.
+$node->safe_psql('postgres', 'CREATE DATABASE unswept');
+$node->safe_psql('unswept', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
+$node->safe_psql('unswept',
+	q{CREATE FOREIGN TABLE t (id text, v int, payload text) SERVER s OPTIONS (store 'bp_unswept', key 'id');});
+$node->safe_psql('unswept',
+	join('', map { "INSERT INTO t SELECT '$_-' || r, r, repeat(md5(r::text), 32) FROM generate_series(1, 20) r;\n" } 1 .. 80));
+is($node->safe_psql('unswept', q{SELECT count(*) FROM t}), 1600,
+	'a database the sweeper does not serve: 1,600 rows committed through a full memtable');
+$log = slurp_file($node->logfile);
+like($log, qr/LOG:  rollout_fdw: the memtable is full, so a commit flushes store "bp_unswept" itself/,
+	'... the log says that its commit flushed the store');
+like($log, qr/HINT:  No sweeper flushes the stores of database "unswept": add it to rollout_fdw.worker_databases/,
+	'... and that no sweeper flushes the stores of that database, naming the setting');
 $node->stop;
 done_testing();
