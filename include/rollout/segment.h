@@ -163,12 +163,12 @@ extern SegmentWriter *segment_writer_begin_in_memory(const SegmentSchema *schema
 													 int dictionary_size);
 
 /*
- * Compress every page once, in zstd's fast mode, instead of also trying
- * level 1 where it saves room (the default, which favours readers): for
- * segments written on a commit's path and read seldom before they are
- * rewritten, such as WAL entries.  Call right after beginning.
+ * Compress every page once: at level 1, or in fast mode if it is small,
+ * without also trying fast mode where that would make reads cheaper (the
+ * default, which favours readers): for segments written on a commit's path
+ * and rewritten soon, such as WAL entries.  Call right after beginning.
  */
-extern void segment_writer_compress_fast(SegmentWriter *writer);
+extern void segment_writer_compress_once(SegmentWriter *writer);
 
 /* Append one row.  Varlena values may be toasted; they are stored flat. */
 extern void segment_writer_add_row(SegmentWriter *writer,

@@ -236,8 +236,8 @@ wal_entry_image_discard(WalEntryImage *image)
  *
  * A WAL entry is written for its writer, not its readers: it gets no
  * compression dictionaries (rollout_fdw.dictionary_size is for the segments
- * that stay), and its pages are compressed once, in fast mode (the caller's
- * segment_writer_compress_fast).  Training a dictionary cost the leader of a
+ * that stay), and its pages are compressed once (the caller's
+ * segment_writer_compress_once).  Training a dictionary cost the leader of a
  * group of a few hundred 1 kB rows more than compressing them (a quarter of
  * all the cluster's CPU time with 8 clients committing 100 rows each), on
  * the commit path, for an object that the next flush rewrites, with
@@ -293,7 +293,7 @@ wal_write_entry(RolloutStore *store, List *blobs,
 	foreach(lc, blobs)
 		rows_bytes += ((StringInfo) lfirst(lc))->len;
 	writer = wal_entry_writer_begin(store, image, rows_bytes);
-	segment_writer_compress_fast(writer);
+	segment_writer_compress_once(writer);
 
 	/* hidden columns: the same for every row of the entry */
 	values[store->ts_column] = Int64GetDatum(metadata->stamp);

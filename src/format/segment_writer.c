@@ -79,8 +79,7 @@ struct SegmentWriter
 	bool		sorted;
 	int			rows_per_group;
 	int			page_size;		/* raw bytes per page; 0: one page per chunk */
-	bool		fast_pages_only;	/* no level-1 try: see
-									 * segment_writer_compress_fast */
+	bool		compress_once;	/* see segment_writer_compress_once */
 	uint32		version;		/* the format version written */
 	uint32		header_version; /* the one the header was begun with */
 	int64		file_offset;	/* bytes written so far */
@@ -349,9 +348,9 @@ segment_writer_begin_in_memory(const SegmentSchema *schema, StringInfo output,
 
 /* See segment.h. */
 void
-segment_writer_compress_fast(SegmentWriter *writer)
+segment_writer_compress_once(SegmentWriter *writer)
 {
-	writer->fast_pages_only = true;
+	writer->compress_once = true;
 }
 
 /*
@@ -536,8 +535,9 @@ compress_frame(SegmentWriter *writer, StringInfo raw, char *compressed,
  * running CRC of its chunk.  Returns the frame's size.  The frame is level
  * 1's, or fast mode's where that costs little room (segment_internal.h):
  * reads of such pages, lookups above all, then spend far less time in zstd.
- * A small page is compressed in fast mode only (SEGMENT_SMALL_PAGE_SIZE), as
- * is every page of a writer told so (segment_writer_compress_fast).
+ * A small page is compressed in fast mode only (SEGMENT_SMALL_PAGE_SIZE); a
+ * writer told so (segment_writer_compress_once) keeps level 1's frame of a
+ * larger one without trying fast mode.
  */
 static int64
 write_page(SegmentWriter *writer, StringInfo raw, const ZSTD_CDict *dictionary,
@@ -561,9 +561,12 @@ write_page(SegmentWriter *writer, StringInfo raw, const ZSTD_CDict *dictionary,
 					 errmsg("could not compress a chunk of segment \"%s\": %s",
 							writer->path, ZSTD_getErrorName(compressed_size))));
 	}
-	else if (raw->len < SEGMENT_SMALL_PAGE_SIZE || writer->fast_pages_only)
+	else if (raw->len < SEGMENT_SMALL_PAGE_SIZE)
 		compressed_size = compress_frame(writer, raw, compressed, bound,
 										 SEGMENT_ZSTD_LEVEL_FAST);
+	else if (writer->compress_once)
+		compressed_size = compress_frame(writer, raw, compressed, bound,
+										 SEGMENT_ZSTD_LEVEL);
 	else if ((compressed_size = compress_frame(writer, raw, compressed, bound,
 											   SEGMENT_ZSTD_LEVEL)) >
 			 (size_t) raw->len -
