@@ -16,7 +16,14 @@ typedef struct ChangeFeedShard
 {
 	char	   *shard;
 	int64		position;		/* every WAL position <= this is delivered */
-	int64		position_stamp; /* effective stamp of position (0: none) */
+
+	/*
+	 * The effective stamp of position (0: none), where a WAL reader after
+	 * position starts from it: at or after the shard manifest's replay_after.
+	 * Below that no read uses it, and a read cut short by max_rows leaves the
+	 * newest stamp it delivered whole there.
+	 */
+	int64		position_stamp;
 	int64		epoch;			/* the running writer epoch at position */
 
 	/*

@@ -51,9 +51,11 @@ extern void memtable_add_batch(SharedStoreSlot *slot, dsa_pointer batch_pointer,
 extern void memtable_clear(SharedStoreSlot *slot);
 
 /*
- * The memtable as snapshot sources (SNAPSHOT_MEMTABLE and, for ingest
- * references, SNAPSHOT_INGEST; batches of other credentials as their WAL
- * entries), copied into local memory.  Returns false (and nothing) when the
+ * The memtable's batches after after_position as snapshot sources
+ * (SNAPSHOT_MEMTABLE and, for ingest references, SNAPSHOT_INGEST; batches of
+ * other credentials as their WAL entries), copied into local memory; a
+ * change feed consumer has every batch up to its position already.  Returns
+ * false (and nothing) when the
  * shard's writer is not ready, i.e. the WAL tail must be read from the
  * store.  *truncate_stamp: the newest truncate cut among the batches (0:
  * none), read with them under one hold of the lock, so that a snapshot never
@@ -61,8 +63,8 @@ extern void memtable_clear(SharedStoreSlot *slot);
  * the writer epoch every batch was written under.
  */
 extern bool memtable_sources(RolloutStore *store, SharedStoreSlot *slot,
-							 List **sources, int64 *truncate_stamp,
-							 int64 *epoch);
+							 int64 after_position, List **sources,
+							 int64 *truncate_stamp, int64 *epoch);
 
 /*
  * For flush: every batch as sources (rows only) plus the ingest references

@@ -364,8 +364,9 @@ memtable_batch_sources(RolloutStore *store, dsa_area *area, MemBatch *batch,
 }
 
 /*
- * The work of memtable_sources and memtable_for_flush: copy every batch,
- * oldest first, into local sources (memtable_batch_sources), and note the
+ * The work of memtable_sources and memtable_for_flush: copy every batch
+ * after after_position, oldest first, into local sources
+ * (memtable_batch_sources), and note the
  * newest batch's position and stamp where asked, and the newest truncate
  * cut of the batches.  The copy is made under one
  * shared hold of the slot's lock, so a concurrent add or trim cannot tear it.
@@ -374,8 +375,9 @@ memtable_batch_sources(RolloutStore *store, dsa_area *area, MemBatch *batch,
  */
 static bool
 memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,
-				 List **sources, List **ingest_seen, int64 *last_position,
-				 int64 *last_stamp, int64 *truncate_stamp, int64 *epoch)
+				 int64 after_position, List **sources, List **ingest_seen,
+				 int64 *last_position, int64 *last_stamp,
+				 int64 *truncate_stamp, int64 *epoch)
 {
 	dsa_area   *area = memtable_dsa();
 	bool		ready;
@@ -394,7 +396,9 @@ memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,
 		{
 			MemBatch   *batch = dsa_get_address(area, p);
 
-			memtable_batch_sources(store, area, batch, rows_only, sources, ingest_seen);
+			if (batch->position > after_position)
+				memtable_batch_sources(store, area, batch, rows_only, sources,
+									   ingest_seen);
 			if (last_position)
 				*last_position = batch->position;
 			if (last_stamp)
@@ -409,11 +413,12 @@ memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,
 }
 
 bool
-memtable_sources(RolloutStore *store, SharedStoreSlot *slot, List **sources,
+memtable_sources(RolloutStore *store, SharedStoreSlot *slot,
+				 int64 after_position, List **sources,
 				 int64 *truncate_stamp, int64 *epoch)
 {
-	return memtable_collect(store, slot, false, sources, NULL, NULL, NULL,
-							truncate_stamp, epoch);
+	return memtable_collect(store, slot, false, after_position, sources, NULL,
+							NULL, NULL, truncate_stamp, epoch);
 }
 
 /*
@@ -430,7 +435,7 @@ memtable_for_flush(RolloutStore *store, SharedStoreSlot *slot,
 {
 	*ingest_seen = NIL;
 	*last_position = 0;
-	return memtable_collect(store, slot, true, sources, ingest_seen,
+	return memtable_collect(store, slot, true, 0, sources, ingest_seen,
 							last_position, last_stamp, truncate_stamp, NULL) &&
 		*last_position > 0;
 }

@@ -318,7 +318,7 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 		memtable = list_make1(rows);
 	}
 	else if (slot != NULL)
-		have_memtable = memtable_sources(store, slot, &memtable,
+		have_memtable = memtable_sources(store, slot, 0, &memtable,
 										 &snapshot->truncate_stamp, NULL);
 
 	/*

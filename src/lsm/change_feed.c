@@ -45,7 +45,8 @@
  * pass reads only the keys and hidden columns, to find the highest stamp up
  * to which at most max_rows versions were committed (whole WAL entries: a
  * transaction is never split), and a second emits up to that stamp.  A
- * shard cut short keeps P, S and E and advances only T.
+ * shard cut short advances T to the cut, and P only over what it delivered
+ * whole (feed_shard_advance_within_cut).
  *
  * Position text: "cf1:<incarnation>:<truncate cut>:<shard>=P/S/E/T,...".
  *
@@ -73,6 +74,7 @@ typedef struct FeedShard
 {
 	ChangeFeedShard from;
 	const ShardManifest *manifest;	/* newest */
+	List	   *generations;	/* GenerationEntry *: feed_generations */
 	List	   *sources;		/* SnapshotSource *: generations, then WAL */
 	List	   *memtable;		/* this cluster's shard when its writer is
 								 * ready: the WAL tail as copied from shared
@@ -343,6 +345,15 @@ feed_generation_cmp(const ListCell *a, const ListCell *b)
 	return x < y ? -1 : x > y;
 }
 
+static int
+feed_generation_first_cmp(const ListCell *a, const ListCell *b)
+{
+	int64		x = ((GenerationEntry *) lfirst(a))->first_position;
+	int64		y = ((GenerationEntry *) lfirst(b))->first_position;
+
+	return x < y ? -1 : x > y;
+}
+
 /*
  * The generations of shard that hold positions after from->position: those
  * of the newest manifest, and, when they do not reach back to the position
@@ -393,6 +404,13 @@ feed_generations(RolloutStore *store, const ShardManifest *newest,
 	return generations;
 }
 
+/* A memtable batch's effective stamp, whatever kind of source holds it. */
+static int64
+feed_batch_stamp(const SnapshotSource *batch)
+{
+	return batch->stamp_fixed >= 0 ? batch->stamp_fixed : batch->stamp_floor + 1;
+}
+
 /*
  * Collect shard's sources after from (feed_generations, then the WAL run
  * without holes), into feed.
@@ -408,7 +426,8 @@ feed_shard_sources(RolloutStore *store, FeedShard *feed)
 	List	   *entries;
 	ListCell   *lc;
 
-	foreach(lc, feed_generations(store, manifest, from))
+	feed->generations = feed_generations(store, manifest, from);
+	foreach(lc, feed->generations)
 		feed->sources = lappend(feed->sources,
 								rollout_snapshot_generation_source(store, manifest->shard,
 																   lfirst(lc)));
@@ -441,10 +460,8 @@ feed_shard_sources(RolloutStore *store, FeedShard *feed)
 			feed->sources = lappend(feed->sources, source);
 			feed->last_wal_position = Max(feed->last_wal_position,
 										  source->position);
-			/* a batch's effective stamp, whatever kind of source holds it */
 			feed->memtable_stamp = Max(feed->memtable_stamp,
-									   source->stamp_fixed >= 0 ? source->stamp_fixed :
-									   source->stamp_floor + 1);
+									   feed_batch_stamp(source));
 		}
 		return;
 	}
@@ -521,6 +538,99 @@ feed_cut(int64 *stamps, int64 count, int64 max_rows)
 	return i > 0 ? stamps[i - 1] : stamps[0];
 }
 
+/* The newest stamp of a generation's versions as readers give them (0: unknown). */
+static int64
+feed_generation_max_stamp(const GenerationEntry *generation)
+{
+	return generation->stamp > 0 ? generation->stamp : generation->max_ts;
+}
+
+/*
+ * Move the position of a read cut short at cut (after, which starts as the
+ * consumer's) over the positions it delivered whole, so that the next poll
+ * does not open them again (docs/PERFORMANCE.md, "A consumer far behind").
+ *
+ * First the generations: P may pass the positions every generation covers
+ * without a gap from P + 1, as long as none of them holds a version stamped
+ * after cut and no generation that does (or whose newest stamp is unknown)
+ * starts at or below.  An adopted ingest segment holds one position inside
+ * its flush's range, so the second condition is what stops P in front of it.
+ * Below the manifest's replay_after, position_stamp and epoch are never
+ * read (a WAL reader starts from the manifest's there), so they keep the
+ * newest stamp delivered whole and the consumer's epoch.
+ *
+ * Then, once P has reached replay_after, this cluster's memtable batches in
+ * position order while their effective stamp is <= cut: a cut is never
+ * inside a WAL entry, and stamp and epoch come out as the uncut read's do.
+ * WAL entries read from the store keep P in front of them: their effective
+ * stamps are the reader's running maximum, which a read does not hand out
+ * per entry.
+ */
+static void
+feed_shard_advance_within_cut(const FeedShard *feed, int64 cut,
+							  ChangeFeedShard *after)
+{
+	const ShardManifest *manifest = feed->manifest;
+	int64		blocked_from = PG_INT64_MAX;
+	int64		covered = after->position;
+	int64		covered_stamp = after->position_stamp;
+	List	   *by_first;
+	ListCell   *lc;
+
+	foreach(lc, feed->generations)
+	{
+		const GenerationEntry *generation = lfirst(lc);
+		int64		newest = feed_generation_max_stamp(generation);
+
+		if (newest == 0 || newest > cut)
+			blocked_from = Min(blocked_from, generation->first_position);
+	}
+	by_first = list_copy(feed->generations);
+	list_sort(by_first, feed_generation_first_cmp);
+	foreach(lc, by_first)
+	{
+		const GenerationEntry *generation = lfirst(lc);
+		int64		newest = feed_generation_max_stamp(generation);
+
+		if (generation->first_position > covered + 1 ||
+			newest == 0 || newest > cut)
+			break;
+		if (generation->last_position > covered)
+		{
+			covered = generation->last_position;
+			covered_stamp = Max(covered_stamp, newest);
+		}
+	}
+	covered = Min(covered, blocked_from - 1);
+	if (covered >= manifest->replay_after && after->position < manifest->replay_after)
+	{
+		/* every generation delivered whole: P at replay_after, as uncut */
+		after->position = manifest->replay_after;
+		after->position_stamp = manifest->last_stamp;
+		after->epoch = Max(after->epoch, manifest->sealed_epoch);
+	}
+	else if (covered > after->position)
+	{
+		after->position = covered;
+		after->position_stamp = Min(covered_stamp, cut);
+		return;
+	}
+	if (after->position < manifest->replay_after || !feed->use_memtable)
+		return;
+	foreach(lc, feed->sources)
+	{
+		const SnapshotSource *batch = lfirst(lc);
+
+		if (batch->kind != SNAPSHOT_MEMTABLE || batch->position <= after->position)
+			continue;
+		if (batch->position != after->position + 1 || feed_batch_stamp(batch) > cut)
+			break;
+		after->position = batch->position;
+		after->position_stamp = feed_batch_stamp(batch);
+		after->epoch = Max(after->epoch, feed->memtable_epoch);
+	}
+}
+
 /* The new position of feed's shard after a read cut at cut. */
 static ChangeFeedShard *
 feed_shard_after(const FeedShard *feed, int64 cut)
@@ -533,6 +643,7 @@ feed_shard_after(const FeedShard *feed, int64 cut)
 		cut_short |= feed->stamps[i] > cut;
 	if (cut_short)
 	{
+		feed_shard_advance_within_cut(feed, cut, after);
 		after->delivered_stamp = Max(after->delivered_stamp, cut);
 		return after;
 	}
@@ -650,15 +761,18 @@ change_feed_read(RolloutStore *store, const ChangeFeedPosition *since,
 	/*
 	 * This cluster's memtable before any manifest, as a snapshot copies it
 	 * (store_snapshot.c): a flush drops batches only after committing the
-	 * manifest that seals them.
+	 * manifest that seals them.  The batches up to the consumer's position in
+	 * this shard are not copied: no read after it opens them.
 	 */
 	slot = shared_store_lookup(store);
 	if (slot != NULL)
 	{
 		int64		memtable_truncate = 0;
 
-		have_memtable = memtable_sources(store, slot, &memtable,
-										 &memtable_truncate, &memtable_epoch);
+		have_memtable = memtable_sources(store, slot,
+										 feed_shard_since(since, store->shard).position,
+										 &memtable, &memtable_truncate,
+										 &memtable_epoch);
 		truncate_stamp = Max(truncate_stamp, memtable_truncate);
 	}
 

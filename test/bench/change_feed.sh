@@ -22,7 +22,8 @@
 # Prints a table with ratios against the poll; the issue's bar is ≥ 50× against the
 # full scan.
 #
-# Environment: ROWS (1000000), NEW (10000), RUNS (5), BENCH_DIR
+#   - a consumer far behind (CATCHUP new rows) draining them with a small max_rows.
+# Environment: ROWS (1000000), NEW (10000), RUNS (5), CATCHUP (20000), BENCH_DIR
 # (/tmp/rollout_bench_feed; wiped at start), BENCH_PORT (5496).
 set -euo pipefail
 
@@ -33,6 +34,7 @@ PG_CONFIG=$PG_BIN/pg_config
 ROWS=${ROWS:-1000000}
 NEW=${NEW:-10000}
 RUNS=${RUNS:-5}
+CATCHUP=${CATCHUP:-20000}
 DIR=${BENCH_DIR:-/tmp/rollout_bench_feed}
 PORT=${BENCH_PORT:-5496}
 DATA=$DIR/data
@@ -169,6 +171,44 @@ wait "$STRACE" 2>/dev/null || true
 opened=$(grep -o "\"$STORE/[^\"]*\"" "$TRACE" | tr -d '"' | sed "s|^$STORE/steps/||" | sort | uniq -c | sort -rn || true)
 data_objects=$(echo "$opened" | grep -cE '\.(seg|wal)$' || true)
 
+# A consumer far behind: CATCHUP new rows (100 per transaction) drained by polls of
+# at most CATCHUP / 20 rows from a position before them, in one session; the time of
+# the whole drain, and its polls. First with the rows unflushed (the memtable's
+# batches), then flushed after every 1,000 rows, as a sweeper would.
+CATCH_MAX=$((CATCHUP / 20))
+catch_up() { # flush_every (0: never) -> "ms polls"
+	local from out
+	from=$(psql_q -c "SELECT rollout_snapshot('steps')")
+	for first in $(seq 1 100 "$CATCHUP"); do
+		echo "INSERT INTO steps SELECT gen_random_uuid(), rollout_id, step, role, reward, created_at, payload FROM new_rows WHERE n BETWEEN $(((first - 1) % NEW + 1)) AND $(((first - 1) % NEW + 100));"
+		if [ "$1" -gt 0 ] && [ $(((first + 99) % $1)) -eq 0 ]; then echo "SELECT rollout_flush('steps');"; fi
+	done | psql_q >/dev/null
+	out=$(psql_q -c '\timing on' -c "DO \$\$
+DECLARE pos text := '$from'; nxt text; got bigint; total bigint := 0; polls int := 0;
+BEGIN
+	LOOP
+		SELECT count(*) FILTER (WHERE op = 'upsert'), max(next_since) INTO got, nxt
+		  FROM rollout_changes('steps', pos, $CATCH_MAX);
+		polls := polls + 1;
+		EXIT WHEN got = 0;
+		total := total + got;
+		pos := nxt;
+	END LOOP;
+	IF total <> $CATCHUP THEN RAISE EXCEPTION 'the drain brought % rows, not $CATCHUP', total; END IF;
+	RAISE NOTICE 'polls %', polls;
+END \$\$" 2>&1)
+	local took polls
+	took=$(sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' <<<"$out")
+	polls=$(sed -n 's/.*polls \([0-9]*\).*/\1/p' <<<"$out")
+	[ -n "$took" ] && [ -n "$polls" ] || { echo "change_feed.sh: the catch-up failed: $out" >&2; return 1; }
+	echo "$took $polls"
+}
+say "a consumer catching up on $CATCHUP rows, at most $CATCH_MAX per poll"
+catch_mem=$(catch_up 0)
+catch_gen=$(catch_up 1000)
+read -r ms_catch_mem polls_catch_mem <<<"$catch_mem"
+read -r ms_catch_gen polls_catch_gen <<<"$catch_gen"
+
 ratio() { perl -e 'printf "%.1f×", $ARGV[0] / $ARGV[1]' "$1" "$2"; }
 row() { # label key
 	local cells=""
@@ -193,3 +233,6 @@ row "heap, the planner's choice (parallel seq scan)" hpar
 echo
 echo "A poll that finds nothing: ${ms[empty_cold]} ms cold, ${ms[empty_warm]} ms warm; the store's files it opened ($data_objects data objects):"
 echo "$opened" | sed 's/^/    /'
+echo
+echo "A consumer catching up on $CATCHUP rows, at most $CATCH_MAX per poll: unflushed (the memtable) $ms_catch_mem ms in $polls_catch_mem polls; flushed every 1,000 rows $ms_catch_gen ms in $polls_catch_gen polls."
+
