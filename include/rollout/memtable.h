@@ -55,12 +55,12 @@ extern void memtable_clear(SharedStoreSlot *slot);
  * (SNAPSHOT_MEMTABLE and, for ingest references, SNAPSHOT_INGEST; batches of
  * other credentials as their WAL entries), copied into local memory; a
  * change feed consumer has every batch up to its position already.  Returns
- * false (and nothing) when the
- * shard's writer is not ready, i.e. the WAL tail must be read from the
- * store.  *truncate_stamp: the newest truncate cut among the batches (0:
- * none), read with them under one hold of the lock, so that a snapshot never
- * has a TRUNCATE's rows without its cut.  *epoch (unless epoch is NULL):
- * the writer epoch every batch was written under.
+ * false (and nothing) when the shard's writer is not ready, i.e. the WAL
+ * tail must be read from the store.  *truncate_stamp: the newest truncate
+ * cut among all the batches (0: none), read with them under one hold of the
+ * lock, so that a snapshot never has a TRUNCATE's rows without its cut.
+ * *epoch (unless epoch is NULL): the writer epoch every batch was written
+ * under.
  */
 extern bool memtable_sources(RolloutStore *store, SharedStoreSlot *slot,
 							 int64 after_position, List **sources,

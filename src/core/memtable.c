@@ -366,12 +366,11 @@ memtable_batch_sources(RolloutStore *store, dsa_area *area, MemBatch *batch,
 /*
  * The work of memtable_sources and memtable_for_flush: copy every batch
  * after after_position, oldest first, into local sources
- * (memtable_batch_sources), and note the
- * newest batch's position and stamp where asked, and the newest truncate
- * cut of the batches.  The copy is made under one
- * shared hold of the slot's lock, so a concurrent add or trim cannot tear it.
- * Nothing is copied when the writer is not ready, since only a ready writer's
- * memtable is the whole WAL tail.
+ * (memtable_batch_sources), and note the newest batch's position and stamp
+ * where asked, and the newest truncate cut of all the batches.  The copy is
+ * made under one shared hold of the slot's lock, so a concurrent add or trim
+ * cannot tear it.  Nothing is copied when the writer is not ready, since
+ * only a ready writer's memtable is the whole WAL tail.
  */
 static bool
 memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,

@@ -560,8 +560,9 @@ feed_generation_max_stamp(const GenerationEntry *generation)
  * newest stamp delivered whole and the consumer's epoch.
  *
  * Then, once P has reached replay_after, this cluster's memtable batches in
- * position order while their effective stamp is <= cut: a cut is never
- * inside a WAL entry, and stamp and epoch come out as the uncut read's do.
+ * position order, one after the other without a gap, while their effective
+ * stamp is <= cut: a cut is never inside a WAL entry, and stamp and epoch
+ * come out as the uncut read's do.
  * WAL entries read from the store keep P in front of them: their effective
  * stamps are the reader's running maximum, which a read does not hand out
  * per entry.
@@ -644,7 +645,15 @@ feed_shard_after(const FeedShard *feed, int64 cut)
 	if (cut_short)
 	{
 		feed_shard_advance_within_cut(feed, cut, after);
-		after->delivered_stamp = Max(after->delivered_stamp, cut);
+
+		/*
+		 * T >= S also when P moved to replay_after, whose last_stamp may be
+		 * above the cut: the entries there without rows (a filler, a fence)
+		 * are stamped after every version of the generations.  Every version
+		 * after P is stamped after S, so none is skipped.
+		 */
+		after->delivered_stamp = Max(Max(after->delivered_stamp, cut),
+									 after->position_stamp);
 		return after;
 	}
 	if (feed->last_wal_position > 0)

@@ -27,6 +27,8 @@
 # (/tmp/rollout_bench_feed; wiped at start), BENCH_PORT (5496).
 set -euo pipefail
 
+[ "${NEW:-10000}" -ge 100 ] && [ "${CATCHUP:-20000}" -ge 100 ] ||
+	{ echo "change_feed.sh: NEW and CATCHUP must be at least 100 (one transaction of new rows)" >&2; exit 2; }
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 HERE=$ROOT/test/bench
 PG_BIN=/usr/lib/postgresql/15/bin
@@ -177,7 +179,7 @@ data_objects=$(echo "$opened" | grep -cE '\.(seg|wal)$' || true)
 # batches), then flushed after every 1,000 rows, as a sweeper would.
 CATCH_MAX=$((CATCHUP / 20))
 catch_up() { # flush_every (0: never) -> "ms polls"
-	local from out
+	local from out first
 	from=$(psql_q -c "SELECT rollout_snapshot('steps')")
 	for first in $(seq 1 100 "$CATCHUP"); do
 		echo "INSERT INTO steps SELECT gen_random_uuid(), rollout_id, step, role, reward, created_at, payload FROM new_rows WHERE n BETWEEN $(((first - 1) % NEW + 1)) AND $(((first - 1) % NEW + 100));"

@@ -25,7 +25,11 @@
 #   3. fencing in the middle of a pipeline: another cluster claims the shard
 #      (same shard id) while p is being written and p+1 has landed; both of
 #      this cluster's transactions fail as taken over, and p+1's rows are
-#      visible nowhere, also after flushes and a restart.
+#      visible nowhere, also after flushes and a restart;
+#   4. a filler that ends a flushed range (p filled while p+1 was in
+#      flight, then a crash, then the claim's flush): a change feed poll that
+#      max_rows cuts there moves to the filler's position and hands out a
+#      position the next poll accepts.
 # A third cluster reads the shard's WAL tail from the store (read_wal_tail)
 # throughout: every acknowledged row exactly once, no row of a failed or
 # unacknowledged commit.
@@ -227,5 +231,51 @@ is(ids_on($A), expected_ids(), 'after a restart: the same on A');
 is(ids_on($C), expected_ids(), '... and on the reading cluster');
 is($C->safe_psql('postgres', q{SELECT count(*) FROM t}), scalar(keys %acknowledged),
 	'each acknowledged row once');
+
+# ---------------------------------------------------------------------------
+# 4. a change feed cut by max_rows just before a filler that ends a flush
+# ---------------------------------------------------------------------------
+# x1 fails at p while x2 leads p+1, so p gets a filler; x2's backend then
+# crashes, and the next claim flushes the WAL tail: the rows, then the
+# filler, stamped after them.  A poll cut at the last row moves its position
+# to the filler's (the manifest's replay_after and last_stamp), and the
+# position it hands out must still be one the next poll accepts.
+my $fwal = "piped_feed/shards/$SHARD/wal";
+$A->safe_psql('postgres',
+	"CREATE FOREIGN TABLE ff (id text, v int) SERVER s OPTIONS (store 'piped_feed', key 'id')");
+$A->safe_psql('postgres', "INSERT INTO ff VALUES ('w$_', 1)") for 1 .. 3;
+my $since = $A->safe_psql('postgres', q{SELECT rollout_snapshot('ff')});
+$A->safe_psql('postgres', "INSERT INTO ff VALUES ('r$_', 1)") for 1 .. 2;
+my @fpositions = $store->wal_positions($fwal);
+$p = $fpositions[-1] + 1;
+my $offset = -s $A->logfile;
+$s1 = PsqlScript->start($A,
+	sql => "SET rollout_fdw.fail_at = 'group_commit.before_put:sleep=3, group_commit.instead_of_put:error';\n"
+	  . "INSERT INTO ff VALUES ('x1', 1);\n");
+wait_for_fault($A, 'group_commit.before_put', $offset);
+$offset = -s $A->logfile;
+$s2 = PsqlScript->start($A,
+	sql => "SET rollout_fdw.fail_at = 'group_commit.before_put:sleep=8, group_commit.instead_of_put:crash';\n"
+	  . "INSERT INTO ff VALUES ('x2', 1);\n");
+wait_for_fault($A, 'group_commit.before_put', $offset);
+($exit) = $s1->finish;
+isnt($exit, 0, 'x1, the leader of p, fails while x2 leads p+1');
+($exit) = $s2->finish;
+isnt($exit, 0, 'x2\'s backend crashes before its PUT');
+ok(restart_after_crash($A), 'the postmaster stopped after the crash and started again');
+is($store->wal_entry($fwal, $p)->{transactions}, 0, "position $p holds a filler");
+ok(!$store->exists($store->wal_key($fwal, $p + 1)), 'and nothing follows it');
+$A->safe_psql('postgres', "INSERT INTO ff VALUES ('n$_', 1)") for 1 .. 2;
+is($store->wal_entry($fwal, $p + 1)->{kind}, 'fence',
+	'the next commit claimed the shard (its flush sealed the filler), fencing at p+1');
+my $first = $A->safe_psql('postgres',
+	qq{SELECT string_agg(key, ' ' ORDER BY stamp, key) || '|' || max(next_since) FROM rollout_changes('ff', '$since', 2)});
+my ($got, $next) = split /\|/, $first;
+is($got, 'r1 r2', 'a poll of at most 2 rows brings the flushed rows');
+like($next, qr/=\Q$p\E\//, '... and moves its position to the filler that ended the flush');
+my ($rc, $second, $feed_err) = $A->psql('postgres',
+	qq{SELECT string_agg(key, ' ' ORDER BY stamp, key) FROM rollout_changes('ff', '$next', 2)});
+is($rc, 0, 'the next poll accepts that position') or diag($feed_err);
+is($second, 'n1 n2', '... and brings the rows after the filler');
 
 done_testing();
