@@ -308,6 +308,7 @@ typedef struct ObjectStoreCounters
 {
 	int64		requests;
 	int64		rounds;
+	int64		retries;		/* of the requests, attempts after the first */
 } ObjectStoreCounters;
 
 extern void objstore_get_counters(ObjectStoreCounters *counters);

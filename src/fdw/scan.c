@@ -211,6 +211,7 @@ scan_counters_add(ScanCounters *into, const ScanCounters *add)
 	t->prefetch_batches += s->prefetch_batches;
 	into->remote_requests += add->remote_requests;
 	into->remote_rounds += add->remote_rounds;
+	into->remote_retries += add->remote_retries;
 	into->footer_cache_hits += add->footer_cache_hits;
 	into->footer_cache_misses += add->footer_cache_misses;
 	into->footer_cache_shared_hits += add->footer_cache_shared_hits;
@@ -236,6 +237,7 @@ rollout_scan_accumulate_stats(RolloutScanState *state)
 	objstore_get_counters(&now);
 	read.remote_requests = now.requests - state->counters_mark.requests;
 	read.remote_rounds = now.rounds - state->counters_mark.rounds;
+	read.remote_retries = now.retries - state->counters_mark.retries;
 	state->counters_mark = now;
 	footer_cache_get_counters(&footers);
 	read.footer_cache_hits = footers.hits - state->footer_mark.hits;

@@ -157,17 +157,24 @@ rollout_explain_foreign_scan(ForeignScanState *node, ExplainState *es)
 				ExplainPropertyText("Own WAL Tail",
 									state->snapshot->own_wal_tail, es);
 			ExplainPropertyInteger("Prefetch Batches", NULL, t->prefetch_batches, es);
+			/* retries are attempts too: a slow or failing store shows here */
 			if (es->format == EXPLAIN_FORMAT_TEXT)
 				ExplainPropertyText("Remote Requests",
-									psprintf("%lld in %lld rounds",
+									psprintf("%lld in %lld rounds%s",
 											 (long long) state->counters.remote_requests,
-											 (long long) state->counters.remote_rounds), es);
+											 (long long) state->counters.remote_rounds,
+											 state->counters.remote_retries > 0 ?
+											 psprintf(", %lld retries",
+													  (long long) state->counters.remote_retries) :
+											 ""), es);
 			else
 			{
 				ExplainPropertyInteger("Remote Requests", NULL,
 									   state->counters.remote_requests, es);
 				ExplainPropertyInteger("Remote Request Rounds", NULL,
 									   state->counters.remote_rounds, es);
+				ExplainPropertyInteger("Remote Request Retries", NULL,
+									   state->counters.remote_retries, es);
 			}
 			explain_cache_counts(es, "Footer Cache", state->counters.footer_cache_hits,
 								 &state->counters.footer_cache_shared_hits,

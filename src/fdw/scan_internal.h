@@ -59,6 +59,7 @@ typedef struct ScanCounters
 	MergeReadStats reads;
 	int64		remote_requests;
 	int64		remote_rounds;
+	int64		remote_retries; /* of the requests, attempts after the first */
 	int64		footer_cache_hits;
 	int64		footer_cache_misses;
 	int64		footer_cache_shared_hits;	/* of the misses, found in the

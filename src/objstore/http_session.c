@@ -595,6 +595,8 @@ transfer_start(Transfer *transfer)
 	transfer->backing_off = false;
 	transfer->phase = TRANSFER_RUNNING;
 	session_counters.requests++;
+	if (transfer->attempt > 1)
+		session_counters.retries++;
 	INSTR_TIME_SET_CURRENT(transfer->started);
 }
 

@@ -168,6 +168,7 @@ typedef struct HttpSessionCounters
 {
 	int64		requests;
 	int64		rounds;
+	int64		retries;		/* attempts after a request's first */
 } HttpSessionCounters;
 
 extern void http_session_get_counters(HttpSessionCounters *counters);

@@ -636,6 +636,7 @@ objstore_get_counters(ObjectStoreCounters *counters)
 	http_session_get_counters(&http);
 	counters->requests = http.requests;
 	counters->rounds = http.rounds;
+	counters->retries = http.retries;
 }
 
 /*

@@ -262,6 +262,12 @@ is($node->safe_psql('postgres',
 	model_fingerprint(\%gens), '(c) three reads of a batch answered 500: retried, the scan is right');
 is($proxy->counter('failed'), 3, '(c) the proxy failed three of them');
 $proxy->command('reset');
+$proxy->command('fail 2 500 GET /gen/');
+my $retried = foreign_scan_of($node->safe_psql('postgres',
+	"SET rollout_fdw.max_concurrent_requests = 16; SET rollout_fdw.footer_cache_size = 0; "
+	  . "EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) SELECT count(*) FROM s3gen_slow"));
+is($retried->{'Remote Request Retries'}, 2, '(c) EXPLAIN counts the two retries');
+$proxy->command('reset');
 
 # ---------------------------------------------------------------------------
 # (d) cancel while a batch waits: the reads of generations are forwarded

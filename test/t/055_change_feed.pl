@@ -332,7 +332,7 @@ is(join(' ', @caught), join(' ', 1 .. 42),
 	'(b) a consumer catching up 4 rows a poll gets every row once, in commit order');
 cmp_ok(scalar(keys %positions), '>=', 4,
 	'(b) ... and its position moves in polls that max_rows cut short')
-  or diag(join(' ', sort { $a <=> $b } keys %positions));
+  or diag(join(' ', sort { $::a <=> $::b } keys %positions));
 
 # --- (c) garbage collection passes a consumer ---------------------------------
 
