@@ -38,6 +38,16 @@ typedef struct GenerationEntry
 	int64		stamp;
 } GenerationEntry;
 
+/*
+ * The newest _ts a reader gives a version of generation: its fixed stamp when
+ * it has one, else its rows' newest (0 when the manifest does not know it).
+ */
+static inline int64
+generation_newest_stamp(const GenerationEntry *generation)
+{
+	return generation->stamp > 0 ? generation->stamp : generation->max_ts;
+}
+
 typedef struct ShardManifest
 {
 	char	   *shard;

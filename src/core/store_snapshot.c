@@ -144,7 +144,7 @@ rollout_snapshot_generation_source(RolloutStore *store, const char *shard,
 		source->max_key = snapshot_copy_key(store, generation->max_key);
 	}
 	source->stamp_fixed = generation->stamp > 0 ? generation->stamp : -1;
-	source->max_ts = generation->stamp > 0 ? generation->stamp : generation->max_ts;
+	source->max_ts = generation_newest_stamp(generation);
 	return source;
 }
 

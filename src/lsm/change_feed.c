@@ -538,11 +538,14 @@ feed_cut(int64 *stamps, int64 count, int64 max_rows)
 	return i > 0 ? stamps[i - 1] : stamps[0];
 }
 
-/* The newest stamp of a generation's versions as readers give them (0: unknown). */
-static int64
-feed_generation_max_stamp(const GenerationEntry *generation)
+/* Place after at the manifest's replay_after, as reading every generation does. */
+static void
+feed_position_at_replay_after(const ShardManifest *manifest,
+							  ChangeFeedShard *after)
 {
-	return generation->stamp > 0 ? generation->stamp : generation->max_ts;
+	after->position = manifest->replay_after;
+	after->position_stamp = manifest->last_stamp;
+	after->epoch = Max(after->epoch, manifest->sealed_epoch);
 }
 
 /*
@@ -581,7 +584,7 @@ feed_shard_advance_within_cut(const FeedShard *feed, int64 cut,
 	foreach(lc, feed->generations)
 	{
 		const GenerationEntry *generation = lfirst(lc);
-		int64		newest = feed_generation_max_stamp(generation);
+		int64		newest = generation_newest_stamp(generation);
 
 		if (newest == 0 || newest > cut)
 			blocked_from = Min(blocked_from, generation->first_position);
@@ -591,7 +594,7 @@ feed_shard_advance_within_cut(const FeedShard *feed, int64 cut,
 	foreach(lc, by_first)
 	{
 		const GenerationEntry *generation = lfirst(lc);
-		int64		newest = feed_generation_max_stamp(generation);
+		int64		newest = generation_newest_stamp(generation);
 
 		if (generation->first_position > covered + 1 ||
 			newest == 0 || newest > cut)
@@ -606,9 +609,7 @@ feed_shard_advance_within_cut(const FeedShard *feed, int64 cut,
 	if (covered >= manifest->replay_after && after->position < manifest->replay_after)
 	{
 		/* every generation delivered whole: P at replay_after, as uncut */
-		after->position = manifest->replay_after;
-		after->position_stamp = manifest->last_stamp;
-		after->epoch = Max(after->epoch, manifest->sealed_epoch);
+		feed_position_at_replay_after(manifest, after);
 	}
 	else if (covered > after->position)
 	{
@@ -664,11 +665,7 @@ feed_shard_after(const FeedShard *feed, int64 cut)
 						   feed->memtable_epoch);
 	}
 	else if (after->position < feed->manifest->replay_after)
-	{
-		after->position = feed->manifest->replay_after;
-		after->position_stamp = feed->manifest->last_stamp;
-		after->epoch = Max(after->epoch, feed->manifest->sealed_epoch);
-	}
+		feed_position_at_replay_after(feed->manifest, after);
 	after->delivered_stamp = Max(after->delivered_stamp, after->position_stamp);
 	return after;
 }
@@ -731,47 +728,29 @@ feed_emit(RolloutStore *store, FeedShard *feed, MergeRead *read,
 	}
 }
 
-ChangeFeedPosition *
-change_feed_read(RolloutStore *store, const ChangeFeedPosition *since,
-				 int64 max_rows, const bool *want, ChangeFeedEmit emit,
-				 void *arg)
+/*
+ * The shards of store as a read after since sees them, into *count feeds:
+ * this cluster's memtable first, as a snapshot copies it (store_snapshot.c:
+ * a flush drops batches only after committing the manifest that seals
+ * them), then the newest manifests, in the order a snapshot reads them, and
+ * each shard's sources after the consumer's position.  *truncate_stamp
+ * rises to the newest TRUNCATE the memtable and the manifests know.
+ */
+static FeedShard *
+feed_open_shards(RolloutStore *store, const ChangeFeedPosition *since,
+				 int *count, int64 *truncate_stamp)
 {
-	ChangeFeedPosition *after = palloc0(sizeof(ChangeFeedPosition));
 	ManifestVersions versions;
 	ShardManifest **manifests;
-	int			count;
 	FeedShard  *feeds;
-	int64		truncate_stamp = since->truncate_stamp;
-	int64		total = 0;
-	int64		held = 0;
-	int64	   *all_stamps;
-	int64		cut;
-	MergeRead **reads;
 	SharedStoreSlot *slot;
 	List	   *memtable = NIL;
 	bool		have_memtable = false;
 	int64		memtable_epoch = 0;
-	int			ncolumns = store->schema.ncolumns;
-	bool	   *want_stamps = palloc0(sizeof(bool) * ncolumns);
-	bool	   *want_rows = palloc(sizeof(bool) * ncolumns);
-	ListCell   *lc;
-
-	/* a read returns the hidden columns it is asked for, like any other */
-	memcpy(want_rows, want, sizeof(bool) * ncolumns);
-	want_stamps[store->ts_column] = want_rows[store->ts_column] = true;
-	want_stamps[store->op_column] = want_rows[store->op_column] = true;
-	want_stamps[store->key_column] = want_rows[store->key_column] = true;
-
-	max_rows = Max(max_rows, 1);
-	after->incarnation = since->incarnation;
-	if (since->incarnation == NULL)
-		return after;			/* nothing was ever written */
 
 	/*
-	 * This cluster's memtable before any manifest, as a snapshot copies it
-	 * (store_snapshot.c): a flush drops batches only after committing the
-	 * manifest that seals them.  The batches up to the consumer's position in
-	 * this shard are not copied: no read after it opens them.
+	 * The batches up to the consumer's position in this shard are not copied:
+	 * no read after it opens them.
 	 */
 	slot = shared_store_lookup(store);
 	if (slot != NULL)
@@ -782,16 +761,15 @@ change_feed_read(RolloutStore *store, const ChangeFeedPosition *since,
 										 feed_shard_since(since, store->shard).position,
 										 &memtable, &memtable_truncate,
 										 &memtable_epoch);
-		truncate_stamp = Max(truncate_stamp, memtable_truncate);
+		*truncate_stamp = Max(*truncate_stamp, memtable_truncate);
 	}
 
-	/* the newest manifests, in the order a snapshot reads them */
 	rollout_snapshot_newest_versions(store, &versions);
-	count = list_length(versions.shards);
+	*count = list_length(versions.shards);
 	manifests = shard_manifests_read_versions(store, versions.shards,
 											  versions.shard_versions);
-	feeds = palloc0(sizeof(FeedShard) * Max(count, 1));
-	for (int i = 0; i < count; i++)
+	feeds = palloc0(sizeof(FeedShard) * Max(*count, 1));
+	for (int i = 0; i < *count; i++)
 	{
 		if (manifests[i] == NULL)
 			ereport(ERROR,
@@ -806,51 +784,101 @@ change_feed_read(RolloutStore *store, const ChangeFeedPosition *since,
 			feeds[i].memtable = memtable;
 			feeds[i].memtable_epoch = memtable_epoch;
 		}
-		truncate_stamp = Max(truncate_stamp, manifests[i]->truncate_stamp);
+		*truncate_stamp = Max(*truncate_stamp, manifests[i]->truncate_stamp);
 		feed_shard_sources(store, &feeds[i]);
 	}
+	return feeds;
+}
 
-	/*
-	 * Open every shard's read: the truncate cut is whole once all are open.
-	 * When their sources hold no more versions than max_rows, one pass emits
-	 * everything; otherwise a first pass over the stamps finds the cut, and
-	 * the reads are opened again to emit up to it.
-	 */
-	reads = palloc0(sizeof(MergeRead *) * Max(count, 1));
+/*
+ * The stamp at which to cut the read of count feeds so that it emits at most
+ * max_rows versions, or PG_INT64_MAX when it emits all.  reads[i] are open on
+ * the feeds' sources (NULL for those without any).  When they hold no more
+ * versions than max_rows, they are used as they are: one pass; otherwise a
+ * first pass over the stamps finds the cut, and they are opened again.
+ */
+static int64
+feed_find_cut(RolloutStore *store, FeedShard *feeds, int count,
+			  MergeRead **reads, int64 max_rows, const bool *want_rows,
+			  int64 *truncate_stamp)
+{
+	int			ncolumns = store->schema.ncolumns;
+	bool	   *want_stamps = palloc0(sizeof(bool) * ncolumns);
+	int64		held = 0;
+	int64		total = 0;
+	int64	   *all_stamps;
+	int64		cut;
+
+	for (int i = 0; i < count; i++)
+		if (reads[i] != NULL)
+			held += merge_read_versions_held(reads[i]);
+	if (held <= max_rows)
+		return PG_INT64_MAX;
+
+	want_stamps[store->ts_column] = true;
+	want_stamps[store->op_column] = true;
+	want_stamps[store->key_column] = true;
 	for (int i = 0; i < count; i++)
 	{
-		if (feeds[i].sources == NIL)
+		if (reads[i] == NULL)
 			continue;
-		reads[i] = feed_read_begin(store, &feeds[i], want_rows, &truncate_stamp);
-		held += merge_read_versions_held(reads[i]);
+		merge_read_end(reads[i]);
+		reads[i] = NULL;
+		feed_collect_stamps(store, &feeds[i], want_stamps, *truncate_stamp);
+		total += feeds[i].stamp_count;
 	}
-	cut = PG_INT64_MAX;
-	if (held > max_rows)
+	all_stamps = palloc_extended(sizeof(int64) * Max(total, 1), MCXT_ALLOC_HUGE);
+	total = 0;
+	for (int i = 0; i < count; i++)
 	{
-		for (int i = 0; i < count; i++)
-		{
-			if (reads[i] == NULL)
-				continue;
-			merge_read_end(reads[i]);
-			reads[i] = NULL;
-			feed_collect_stamps(store, &feeds[i], want_stamps, truncate_stamp);
-			total += feeds[i].stamp_count;
-		}
-		all_stamps = palloc_extended(sizeof(int64) * Max(total, 1), MCXT_ALLOC_HUGE);
-		total = 0;
-		for (int i = 0; i < count; i++)
-		{
-			if (feeds[i].stamp_count == 0)
-				continue;
-			memcpy(all_stamps + total, feeds[i].stamps,
-				   sizeof(int64) * feeds[i].stamp_count);
-			total += feeds[i].stamp_count;
-		}
-		cut = feed_cut(all_stamps, total, max_rows);
-		for (int i = 0; i < count; i++)
-			if (feeds[i].stamp_count > 0)
-				reads[i] = feed_read_begin(store, &feeds[i], want_rows, &truncate_stamp);
+		if (feeds[i].stamp_count == 0)
+			continue;
+		memcpy(all_stamps + total, feeds[i].stamps,
+			   sizeof(int64) * feeds[i].stamp_count);
+		total += feeds[i].stamp_count;
 	}
+	cut = feed_cut(all_stamps, total, max_rows);
+	for (int i = 0; i < count; i++)
+		if (feeds[i].stamp_count > 0)
+			reads[i] = feed_read_begin(store, &feeds[i], want_rows, truncate_stamp);
+	return cut;
+}
+
+ChangeFeedPosition *
+change_feed_read(RolloutStore *store, const ChangeFeedPosition *since,
+				 int64 max_rows, const bool *want, ChangeFeedEmit emit,
+				 void *arg)
+{
+	ChangeFeedPosition *after = palloc0(sizeof(ChangeFeedPosition));
+	int			count;
+	FeedShard  *feeds;
+	int64		truncate_stamp = since->truncate_stamp;
+	int64		cut;
+	MergeRead **reads;
+	int			ncolumns = store->schema.ncolumns;
+	bool	   *want_rows = palloc(sizeof(bool) * ncolumns);
+	ListCell   *lc;
+
+	/* a read returns the hidden columns it is asked for, like any other */
+	memcpy(want_rows, want, sizeof(bool) * ncolumns);
+	want_rows[store->ts_column] = true;
+	want_rows[store->op_column] = true;
+	want_rows[store->key_column] = true;
+
+	max_rows = Max(max_rows, 1);
+	after->incarnation = since->incarnation;
+	if (since->incarnation == NULL)
+		return after;			/* nothing was ever written */
+
+	feeds = feed_open_shards(store, since, &count, &truncate_stamp);
+
+	/* open every shard's read: the truncate cut is whole once all are open */
+	reads = palloc0(sizeof(MergeRead *) * Max(count, 1));
+	for (int i = 0; i < count; i++)
+		if (feeds[i].sources != NIL)
+			reads[i] = feed_read_begin(store, &feeds[i], want_rows, &truncate_stamp);
+	cut = feed_find_cut(store, feeds, count, reads, max_rows, want_rows,
+						&truncate_stamp);
 
 	/* emit: the TRUNCATE first, then each shard's versions up to the cut */
 	if (truncate_stamp > since->truncate_stamp)
