@@ -26,6 +26,14 @@
 static char *fail_at_setting = NULL;
 
 /*
+ * What "hold" waits for: this file in the data directory (a test creates it
+ * once it has done what the held backend must not see done too early), and
+ * for how long at most.
+ */
+#define FAULT_RELEASE_FILE		"rollout_fault_release"
+#define FAULT_HOLD_MAX_S		600
+
+/*
  * Parse one "step:action" item.  Returns false on a malformed item.
  */
 static bool
@@ -38,7 +46,8 @@ fault_parse_item(const char *item, char **step, char **action, int *seconds)
 	*step = pnstrdup(item, colon - item);
 	*action = pstrdup(colon + 1);
 	*seconds = 0;
-	if (strcmp(*action, "error") == 0 || strcmp(*action, "crash") == 0)
+	if (strcmp(*action, "error") == 0 || strcmp(*action, "crash") == 0 ||
+		strcmp(*action, "hold") == 0)
 		return true;
 	if (strncmp(*action, "sleep=", 6) == 0)
 	{
@@ -90,7 +99,7 @@ fail_at_check(char **newval, void **extra, GucSource source)
 
 		if (!fault_parse_item(lfirst(lc), &step, &action, &seconds))
 		{
-			GUC_check_errdetail("\"%s\" is not of the form step:error, step:crash or step:sleep=N.",
+			GUC_check_errdetail("\"%s\" is not of the form step:error, step:crash, step:sleep=N or step:hold.",
 								(char *) lfirst(lc));
 			return false;
 		}
@@ -103,7 +112,7 @@ void
 fault_define_settings(void)
 {
 	DefineCustomStringVariable("rollout_fdw.fail_at",
-							   "Fault points for tests: step:error, step:crash or step:sleep=N, comma-separated.",
+							   "Fault points for tests: step:error, step:crash, step:sleep=N or step:hold, comma-separated.",
 							   "The steps are listed in docs/MAINTENANCE.md. Never set this in production.",
 							   &fail_at_setting,
 							   "",
@@ -119,7 +128,9 @@ fault_define_settings(void)
  * may change it between steps, and every item naming the step acts in turn.
  * "crash" kills this backend with SIGKILL so that no error cleanup runs,
  * exactly as in a real crash; "sleep" checks for interrupts every 100 ms so
- * that a test can cancel it.
+ * that a test can cancel it.  "hold" waits, the same way, until the test
+ * creates FAULT_RELEASE_FILE: a window as long as the test's work in it,
+ * however slow the machine, where a sleep is a guess.
  */
 void
 rollout_fault_point(const char *step)
@@ -149,6 +160,23 @@ rollout_fault_point(const char *step)
 					(errmsg("rollout_fdw fault point \"%s\" reached: crashing", step)));
 			(void) kill(MyProcPid, SIGKILL);
 			pg_usleep(10 * 1000 * 1000L);	/* not reached */
+		}
+		else if (strcmp(action, "hold") == 0)
+		{
+			ereport(LOG,
+					(errmsg("rollout_fdw fault point \"%s\" reached: holding until \"%s\" exists",
+							step, FAULT_RELEASE_FILE)));
+			for (int ms = 0; access(FAULT_RELEASE_FILE, F_OK) != 0; ms += 100)
+			{
+				if (ms >= FAULT_HOLD_MAX_S * 1000)
+					ereport(ERROR,
+							(errcode(ERRCODE_INTERNAL_ERROR),
+							 errmsg("rollout_fdw fault point \"%s\" was not released", step),
+							 errdetail("It held for %d s without \"%s\" appearing in the data directory.",
+									   FAULT_HOLD_MAX_S, FAULT_RELEASE_FILE)));
+				CHECK_FOR_INTERRUPTS();
+				pg_usleep(100 * 1000L);
+			}
 		}
 		else
 		{

@@ -749,6 +749,7 @@ group_commit_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own,
 
 	if (delay_us > 0)
 		pg_usleep(delay_us);
+	rollout_fault_point("group_commit.before_take");
 
 	/* the batch header first: once the PUT landed nothing may fail */
 	batch_pointer = dsa_allocate_extended(area, sizeof(MemBatch), DSA_ALLOC_NO_OOM);

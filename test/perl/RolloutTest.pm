@@ -41,7 +41,7 @@ use Time::HiRes ();
 
 our @EXPORT_OK = qw(preload configure_node mode_node writer_node shard_of
   slurp_bin write_bin segment_metadata contiguous poll_until store_stats
-  observe still_running wait_for_fault count_in_log create_mapping try_sql
+  observe still_running wait_for_fault release_faults hold_faults count_in_log create_mapping try_sql
   restart_after_crash plan_node_types find_plan_node loop_size run_concurrently
   pump_if_running foreign_scan_of);
 
@@ -274,11 +274,31 @@ sub still_running
 }
 
 # Waits until a session of $node logs, after log offset $offset, that it
-# sleeps at fault point $step (rollout_fdw.fail_at = 'step:sleep=N').
+# sleeps or holds at fault point $step (rollout_fdw.fail_at = 'step:sleep=N'
+# or 'step:hold').
 sub wait_for_fault
 {
 	my ($node, $step, $offset) = @_;
-	return $node->wait_for_log(qr/fault point "\Q$step\E" reached: sleeping/, $offset);
+	return $node->wait_for_log(qr/fault point "\Q$step\E" reached: (?:sleeping|holding)/, $offset);
+}
+
+# Release every backend held at a fault point with the action "hold"
+# (src/core/fault.c), and let any that reaches one later pass; hold_faults
+# makes them hold again.
+sub release_faults
+{
+	my ($node) = @_;
+	my $file = $node->data_dir . '/rollout_fault_release';
+	open(my $fh, '>', $file) or die "could not create $file: $!";
+	close($fh);
+	return;
+}
+
+sub hold_faults
+{
+	my ($node) = @_;
+	unlink($node->data_dir . '/rollout_fault_release');
+	return;
 }
 
 # After a crash the postmaster of $node shuts down (TAP nodes run with

@@ -43,7 +43,7 @@ use PostgreSQL::Test::Utils;
 use ExpectedRows;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(mode_node shard_of observe still_running wait_for_fault count_in_log);
+use RolloutTest qw(mode_node shard_of observe still_running wait_for_fault release_faults hold_faults count_in_log);
 use Test::More;
 
 # preload: rollout_fdw in shared_preload_libraries, its timed sweeper off (a
@@ -130,7 +130,7 @@ is(observe($node, 'ca')->{fragments}, 3, '(a) three fragments');
 
 my $off = -s $node->logfile;
 my $compaction = PsqlScript->start($node, sql => qq{
-SET rollout_fdw.fail_at = 'compact.before_commit:sleep=5';
+SET rollout_fdw.fail_at = 'compact.before_commit:hold';
 SELECT $compact_cols FROM rollout_compact('ca', min_fragments => 2);
 });
 wait_for_fault($node, 'compact.before_commit', $off);
@@ -149,7 +149,9 @@ is(still_running($node, q{%rollout_compact(''ca''%}), '1',
 cmp_ok($insert_took, '<', 2, sprintf('(a) an INSERT during the compaction did not wait (%.3f s)', $insert_took));
 check_table('ca', '(a) during the compaction');
 
+release_faults($node);
 my ($ret, $out, $err) = $compaction->finish;
+hold_faults($node);
 is($ret, 0, '(a) the held compaction succeeds') or diag($err);
 is($out, '3|2|250|10|-',
 	'(a) it committed (skipped_reason NULL): 3 inputs into 1 output, plus the merge\'s fragment');
@@ -178,7 +180,7 @@ for my $r (0 .. 2)
 }
 $off = -s $node->logfile;
 $compaction = PsqlScript->start($node, sql => qq{
-SET rollout_fdw.fail_at = 'compact.after_fragment_put:sleep=4';
+SET rollout_fdw.fail_at = 'compact.after_fragment_put:hold';
 SELECT $compact_cols FROM rollout_compact('cb', min_fragments => 2);
 });
 wait_for_fault($node, 'compact.after_fragment_put', $off);
@@ -188,7 +190,9 @@ is($ret, 0, '(b) a second compaction at the same time does not fail') or diag($e
 like($out, qr/^3\|3\|0\|0\|.*another compaction.*running/,
 	"(b) it returns a skipped_reason and changes nothing ($out)");
 is(still_running($node, q{%rollout_compact(''cb''%}), '1', '(b) the first was still running then');
+release_faults($node);
 ($ret, $out, $err) = $compaction->finish;
+hold_faults($node);
 is($ret, 0, '(b) the first compaction succeeds') or diag($err);
 is($out, '3|1|120|0|-', '(b) it compacted the 3 fragments into 1');
 is( $node->safe_psql('postgres',
@@ -339,7 +343,7 @@ my @named = ($store->listed_fragments('st_ce'), $store->objects_in("st_ce/shards
 
 $off = -s $node->logfile;
 my $scan = PsqlScript->start($node, sql => qq{
-SET rollout_fdw.fail_at = 'scan.after_snapshot:sleep=4';
+SET rollout_fdw.fail_at = 'scan.after_snapshot:hold';
 $fingerprint ce;
 });
 wait_for_fault($node, 'scan.after_snapshot', $off);
@@ -353,7 +357,9 @@ is_deeply([ grep { $store->exists($_) } @named ], [],
 	'(d3) every fragment, generation and WAL entry the scan\'s snapshot named is gone');
 is(scalar(grep { $store->exists($_) } @fences), scalar(@fences), '(d3) but not the fence markers');
 is(still_running($node, '%string_agg%FROM%ce%'), '1', '(d3) while the scan still waits');
+release_faults($node);    # the second snapshot passes too
 ($ret, $out, $err) = $scan->finish;
+hold_faults($node);
 is($ret, 0, '(d3) the scan succeeds') or diag($err);
 is($out, $want, '(d3) with the exact, complete result');
 is( count_in_log($node, qr/fault point "scan\.after_snapshot" reached/, $off),
@@ -477,7 +483,7 @@ my @ch_inputs = $store->listed_fragments('st_ch');
 $off = -s $node->logfile;
 $compaction = PsqlScript->start($node, sql => qq{
 SET rollout_fdw.min_gc_grace = 2;
-SET rollout_fdw.fail_at = 'compact.before_commit:sleep=5';
+SET rollout_fdw.fail_at = 'compact.before_commit:hold';
 SELECT $compact_cols FROM rollout_compact('ch', min_fragments => 2);
 });
 wait_for_fault($node, 'compact.before_commit', $off);
@@ -488,7 +494,9 @@ sleep 3;
 $node->safe_psql('postgres',
 	q{SET rollout_fdw.min_gc_grace = 2; SELECT rollout_gc('ch', '2 s')});
 ok(!$store->exists($ch_output[0]), '(f) gc (grace 2 s) deleted the 3 s old unreferenced output');
+release_faults($node);
 ($ret, $out, $err) = $compaction->finish;
+hold_faults($node);
 is($ret, 0, '(f) the compaction ends without an error') or diag($err);
 is($out, '2|2|0|0|the outputs waited longer than half of rollout_fdw.min_gc_grace',
 	'(f) it gave up its commit with a clear skipped_reason');
@@ -520,7 +528,7 @@ for my $r (0 .. 2)
 my @ci_inputs = $store->listed_fragments('st_ci');
 $off = -s $node->logfile;
 $compaction = PsqlScript->start($node, sql => qq{
-SET rollout_fdw.fail_at = 'compact.before_commit:sleep=4';
+SET rollout_fdw.fail_at = 'compact.before_commit:hold';
 SELECT $compact_cols FROM rollout_compact('ci', min_fragments => 2);
 });
 wait_for_fault($node, 'compact.before_commit', $off);
@@ -529,7 +537,9 @@ my @ci_output = grep { !$ci_listed{$_} } $store->objects_in('st_ci/base/data');
 is(scalar(@ci_output), 1, '(g) the held compaction uploaded one output');
 is($other->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('ci', min_fragments => 2)"),
 	'3|1|150|2|-', '(g) the other cluster compacts the same 3 fragments meanwhile');
+release_faults($node);
 ($ret, $out, $err) = $compaction->finish;
+hold_faults($node);
 is($ret, 0, '(g) the held compaction ends without an error') or diag($err);
 is($out, '3|3|0|0|a concurrent compaction removed one of the input fragments',
 	'(g) it gives up with a clear skipped_reason');

@@ -73,6 +73,8 @@ is_deeply([ ingest_objects() ], [], 'a small transaction stages no ingest segmen
 # (a) a COPY past the threshold commits atomically
 my $csv_a = make_csv('a');
 my $writer = $node->background_psql('postgres');
+# held until the COMMIT returned: the reader's last read comes after it
+$writer->query_safe('SELECT pg_advisory_lock(16016)');
 $writer->query_safe('BEGIN');
 $writer->query_safe("COPY t FROM '$csv_a' WITH (FORMAT csv)");
 is($node->safe_psql('postgres', $state_sql), "$count|$count|$sum",
@@ -81,11 +83,13 @@ is_deeply([ ingest_objects() ], [], '(a) nothing is staged before COMMIT');
 
 # a reader polling the count while the COPY commits
 my $reader = PsqlScript->start($node, name => 'reader',
-	sql => "SELECT count(*) FROM t WHERE id LIKE 'a%';\nSELECT pg_sleep(0.005);\n" x 150);
+	sql => "SELECT count(*) FROM t WHERE id LIKE 'a%';\nSELECT pg_sleep(0.005);\n" x 150
+	  . "SELECT pg_advisory_lock(16016);\nSELECT count(*) FROM t WHERE id LIKE 'a%';\n");
 # let the reader start polling, then commit
 $node->poll_query_until('postgres',
 	q{SELECT count(*) > 0 FROM pg_stat_activity WHERE query LIKE '%pg_sleep(0.005)%' AND pid <> pg_backend_pid()});
 $writer->query_safe('COMMIT');
+$writer->query_safe('SELECT pg_advisory_unlock(16016)');
 my ($reader_ret, $rout, $rerr) = $reader->finish;
 is($reader_ret, 0, '(a) the polling reader ran without error') or diag($rerr);
 my @seen = grep { /^\d+$/ } split /\n/, $rout;

@@ -14,7 +14,7 @@
 #      in front of moto, a scan over 20 generations sends the same requests
 #      either way, but with 16 they take a fraction of the sequential rounds
 #      (EXPLAIN's Remote Requests counter, checked against what the proxy
-#      counted); elapsed time is checked only as a coarse bound;
+#      counted); elapsed time is only reported;
 #  (c) a request of a batch that gets 500 is retried on its own, the scan
 #      succeeds;
 #  (d) a cancel (statement_timeout) while a batch waits for answers that
@@ -40,7 +40,7 @@ use PostgreSQL::Test::Utils;
 use LatencyProxy;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(mode_node wait_for_fault count_in_log foreign_scan_of);
+use RolloutTest qw(mode_node wait_for_fault release_faults hold_faults count_in_log foreign_scan_of);
 use Test::More;
 
 my ($endpoint, $bucket, $region) = RolloutStore::s3_settings('S3');
@@ -169,8 +169,12 @@ sub check_queries
 sub scan_counters
 {
 	my ($table, $width) = @_;
+	# every snapshot lists the manifests: with the view, a statement planned
+	# more than manifest_refresh_interval after the last listing (six round
+	# trips through the proxy, on a loaded machine) would list and others not
 	my $json = $node->safe_psql('postgres',
 		"SET rollout_fdw.max_concurrent_requests = $width; SET rollout_fdw.footer_cache_size = 0; "
+		  . "SET rollout_fdw.manifest_refresh_interval = 0; "
 		  . "EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) SELECT count(*), sum(v) FROM $table");
 	return foreign_scan_of($json);
 }
@@ -247,8 +251,8 @@ is($timed{16}{counters}{'Remote Requests'}, $timed{1}{counters}{'Remote Requests
 	'(b) the same requests either way');
 cmp_ok($r16 * 4, '<=', $r1, '(b) with 16 in flight they take at most a quarter of the rounds')
   or diag("width 1: $r1 rounds, width 16: $r16");
-cmp_ok($timed{16}{seconds}, '<', 0.6 * $timed{1}{seconds},
-	'(b) and clearly less time (coarse bound)');
+# (the time each took is in the note above, not asserted: moto serialises
+# its work on a loaded machine; the rounds are what the overlap changes)
 is($node->safe_psql('postgres',
 	"SET rollout_fdw.max_concurrent_requests = 16; $fingerprint_sql s3gen_slow"),
 	model_fingerprint(\%gens), '(b) the rows read through the proxy are right');
@@ -304,13 +308,15 @@ my %vanish;
 insert_flushed_batches('s3vanish', \%vanish, 1 .. 6);
 my $offset = -s $node->logfile;
 my $scan = PsqlScript->start($node,
-	command => "SET rollout_fdw.max_concurrent_requests = 16; SET rollout_fdw.fail_at = 'scan.after_snapshot:sleep=4'; $fingerprint_sql s3vanish");
+	command => "SET rollout_fdw.max_concurrent_requests = 16; SET rollout_fdw.fail_at = 'scan.after_snapshot:hold'; $fingerprint_sql s3vanish");
 wait_for_fault($node, 'scan.after_snapshot', $offset);
 $node->safe_psql('postgres', q{SELECT rollout_merge('s3vanish')});
 is($node->safe_psql('postgres',
 	q{SET rollout_fdw.min_gc_grace = 0; SELECT objects_deleted > 0 FROM rollout_gc('s3vanish', '0')}),
 	't', '(e) while the scan waits, its generations are merged and collected');
+release_faults($node);    # the second snapshot passes too
 my ($scan_ret, $scan_out, $scan_err) = $scan->finish;
+hold_faults($node);
 is($scan_ret, 0, '(e) the scan succeeds') or diag($scan_err);
 is($scan_out, model_fingerprint(\%vanish), '(e) with the exact result');
 is(count_in_log($node, qr/fault point "scan\.after_snapshot" reached/, $offset),

@@ -22,8 +22,8 @@
 #      unflushed rows another role's table holds in the memtable, and the
 #      endpoint receives none of their bytes; and a group-commit leader
 #      writes only the transactions that came with its own credentials
-#      (two commits inside one commit delay make one WAL entry with the same
-#      credentials, two with different ones; moto takes any key);
+#      (two commits queued while one leader holds make one WAL entry with the
+#      same credentials, two with different ones; moto takes any key);
 #   5. an _store.json that cannot be read (a directory, no permission) is an
 #      error, never taken for a new store;
 #   6. the store-name pin holds for ALTER TABLE and RENAME, and a table name
@@ -42,7 +42,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RecordingS3;
 use RolloutStore;
-use RolloutTest qw(mode_node shard_of);
+use RolloutTest qw(mode_node shard_of wait_for_fault);
 use Test::More;
 
 my $have_rgw = defined $ENV{ROLLOUT_TEST_RGW_ENDPOINT};
@@ -214,23 +214,31 @@ CREATE USER MAPPING FOR postgres SERVER groups OPTIONS (access_key_id 'AKIAGROUP
 GRANT USAGE ON FOREIGN SERVER groups TO app;
 CREATE FOREIGN TABLE grouped (id int, who text) SERVER groups OPTIONS (store 'grouped');
 GRANT INSERT, SELECT ON grouped TO app;
-ALTER SYSTEM SET rollout_fdw.commit_delay = 100000;
+ALTER SYSTEM SET rollout_fdw.wal_pipeline_depth = 1;
 SELECT pg_reload_conf();
 INSERT INTO grouped VALUES (0, 'claim');
 });
 	($ret, $out, $err) = as_app(q{CREATE USER MAPPING FOR app SERVER groups OPTIONS (access_key_id 'AKIAGROUPAPP00000000', secret_access_key 'app')});
 	is($ret, 0, 'app has a mapping with other credentials') or diag($err);
+	$node->poll_query_until('postgres',
+		q{SELECT current_setting('rollout_fdw.wal_pipeline_depth') = '1'})
+	  or die 'the reload did not set wal_pipeline_depth';
 	my $shard = shard_of($node);
 	my $wal = "grouped/shards/$shard/wal";
 
-	# two commits inside one commit delay (100 ms): $first leads, waits, takes the queue
+	# two commits while one leader waits: $first leads and holds before it
+	# takes the queue (a fault point); $second queues behind it (one entry in
+	# flight at a time) and is in the queue when $first takes it
 	my $entries_for = sub {
 		my ($second_role, $id) = @_;
 		my @before = $moto->wal_positions($wal);
 		my $first = $node->background_psql('postgres');
 		my $second = $node->background_psql('postgres');
 		$second->query_safe("SET ROLE $second_role");
+		$first->query_safe(q{SET rollout_fdw.fail_at = 'group_commit.before_take:sleep=3'});
+		my $offset = -s $node->logfile;
 		$first->query_until(qr/go/, "\\echo go\nINSERT INTO grouped VALUES ($id, 'first');\n");
+		wait_for_fault($node, 'group_commit.before_take', $offset);
 		$second->query_safe("INSERT INTO grouped VALUES ($id + 1, 'second')");
 		$first->query_safe('SELECT 1');
 		$first->quit;
@@ -239,12 +247,12 @@ INSERT INTO grouped VALUES (0, 'claim');
 		return map { $moto->wal_entry($wal, $_)->{transactions} } grep { !$seen{$_} } $moto->wal_positions($wal);
 	};
 	is(join(',', $entries_for->('postgres', 10)), '2',
-		'two commits with the same credentials inside the delay: one WAL entry of two transactions');
+		'two commits with the same credentials queued together: one WAL entry of two transactions');
 	is(join(',', $entries_for->('app', 20)), '1,1',
 		'with different credentials: two entries, each written with its own transaction\'s credentials');
 	is($node->safe_psql('postgres', 'SELECT string_agg(id::text, \',\' ORDER BY id) FROM grouped'),
 		'0,10,11,20,21', 'every row committed once');
-	$node->safe_psql('postgres', 'ALTER SYSTEM RESET rollout_fdw.commit_delay; SELECT pg_reload_conf()');
+	$node->safe_psql('postgres', 'ALTER SYSTEM RESET rollout_fdw.wal_pipeline_depth; SELECT pg_reload_conf()');
 }
 
 # --- 5. an unreadable _store.json is an error, not a new store

@@ -79,14 +79,21 @@ other(q{INSERT INTO t VALUES (112, 'x')});
 is($rr->query_safe('SELECT count(*) FROM t'), '112', 'RC: the next statement sees the commit');
 $rr->query_safe('COMMIT');
 
-# two scans of one statement, a commit between them
+# two scans of one statement, a commit between them: the statement waits
+# between its scans on an advisory lock the test holds until the commit
+my $gate = $node->background_psql('postgres', on_error_stop => 1);
+$gate->query_safe('SELECT pg_advisory_lock(29029)');
 my $bg = $node->background_psql('postgres', on_error_stop => 1);
 $bg->query_until(qr/started/, q{
 \echo started
-SELECT (SELECT count(*) FROM t) AS first, pg_sleep(2), (SELECT count(*) FROM t WHERE id > 0) AS second;
+SELECT (SELECT count(*) FROM t) AS first, pg_advisory_lock(29029), (SELECT count(*) FROM t WHERE id > 0) AS second;
 });
-sleep 1;
+$node->poll_query_until('postgres',
+	q{SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = 29029 AND NOT granted)})
+  or die 'the statement did not reach the advisory lock';
 other(q{INSERT INTO t VALUES (113, 'between')});
+$gate->query_safe('SELECT pg_advisory_unlock(29029)');
+$gate->quit;
 my $two = $bg->query_safe('SELECT 1');    # returns once the statement above is done
 $bg->quit;
 like($two, qr/^112\|\|112$/m,

@@ -25,7 +25,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(mode_node observe poll_until try_sql wait_for_fault);
+use RolloutTest qw(mode_node observe poll_until try_sql wait_for_fault release_faults hold_faults);
 use Test::More;
 
 my $store = RolloutStore->for_test('046_truncate');
@@ -201,7 +201,7 @@ is($B->safe_psql('postgres', q{SELECT string_agg(id::text, ',' ORDER BY id) FROM
 my $offset = -s $B->logfile;
 my $reader = PsqlScript->start($B, name => 'slow_reader', sql => q{
 SELECT count(*) FROM r_plain;
-SET rollout_fdw.fail_at = 'snapshot.after_shard_manifests:sleep=4';
+SET rollout_fdw.fail_at = 'snapshot.after_shard_manifests:hold';
 SELECT string_agg(id::text, ',' ORDER BY id) FROM r_plain;
 });
 wait_for_fault($B, 'snapshot.after_shard_manifests', $offset);
@@ -209,7 +209,9 @@ $A->safe_psql('postgres', q{
 BEGIN; TRUNCATE r; INSERT INTO r VALUES (30, 'new'); COMMIT;
 SELECT rollout_flush('r'); SELECT rollout_merge('r');
 });
+release_faults($B);
 my ($reader_exit, $reader_out) = $reader->finish;
+hold_faults($B);
 is($reader_exit, 0, 'the slow reader finished');
 is((split /\n/, $reader_out)[-1], '30',
 	'it sees the TRUNCATE\'s row and not the rows before it, though its shard manifest predates the flush');

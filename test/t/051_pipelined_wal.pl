@@ -43,8 +43,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(writer_node still_running wait_for_fault
-  restart_after_crash count_in_log);
+use RolloutTest qw(writer_node still_running wait_for_fault release_faults
+  hold_faults restart_after_crash count_in_log);
 use Time::HiRes ();
 use Test::More;
 
@@ -101,7 +101,7 @@ sub wait_for_object
 sub last_position { my @p = $store->wal_positions($wal); return $p[-1] // 0; }
 
 # Start a session on $n whose commit of $id leads its own group and stops at
-# the fault points of @faults; returns the session once it sleeps.
+# the fault points of @faults; returns the session once it waits there.
 sub start_stopped_leader
 {
 	my ($n, $id, @faults) = @_;
@@ -112,7 +112,7 @@ sub start_stopped_leader
 	return $s;
 }
 
-# A session on $n committing $id while the leader of position $p sleeps:
+# A session on $n committing $id while the leader of position $p is held:
 # waits until its entry landed at $p + 1.
 sub start_follower
 {
@@ -135,12 +135,14 @@ is(ids_on($C), expected_ids(), 'the reading cluster sees the first commits');
 # 1. p fails while p+1 lands
 # ---------------------------------------------------------------------------
 my $p = last_position() + 1;
-my $s1 = start_stopped_leader($A, 'f1', 'group_commit.before_put:sleep=3',
+my $s1 = start_stopped_leader($A, 'f1', 'group_commit.before_put:hold',
 	'group_commit.instead_of_put:error');
 my $s2 = start_follower($A, 'f2', $p);
 is(still_running($A, q{INSERT INTO t VALUES (''f2''%}), 1,
 	'f2 is not acknowledged while the position before it is open');
+release_faults($A);
 my ($exit, $out, $err) = $s1->finish;
+hold_faults($A);
 isnt($exit, 0, 'f1 fails');
 like($err, qr/fault point "group_commit.instead_of_put" reached/, '... with its write error');
 ($exit, $out, $err) = $s2->finish;
@@ -161,10 +163,12 @@ is(ids_on($C), expected_ids(), 'so does the cluster reading the WAL tail');
 # ---------------------------------------------------------------------------
 my $epoch_before = $store->wal_entry($wal, last_position())->{epoch};
 $p = last_position() + 1;
-$s1 = start_stopped_leader($A, 'c1', 'group_commit.before_put:sleep=3',
+$s1 = start_stopped_leader($A, 'c1', 'group_commit.before_put:hold',
 	'group_commit.instead_of_put:crash');
 $s2 = start_follower($A, 'c2', $p);
+release_faults($A);
 ($exit) = $s1->finish;
+hold_faults($A);
 isnt($exit, 0, 'c1: the leader of p crashed');
 ($exit) = $s2->finish;
 isnt($exit, 0, 'c2: its committer lost its connection unacknowledged');
@@ -206,13 +210,15 @@ is(ids_on($C), expected_ids(), '... and so does the reading cluster');
 # 3. fencing in the middle of a pipeline
 # ---------------------------------------------------------------------------
 $p = last_position() + 1;
-$s1 = start_stopped_leader($A, 'm1', 'group_commit.before_put:sleep=4');
+$s1 = start_stopped_leader($A, 'm1', 'group_commit.before_put:hold');
 $s2 = start_follower($A, 'm2', $p);
 ($ret, $err) = commit_row($B, 'b1');
 is($ret, 0, 'another cluster with the same shard id claims the shard and commits') or diag($err);
 is($store->wal_entry($wal, $p)->{kind}, 'fence', "its fence took position $p, which A was still writing");
 my $taken = qr/shard "\Q$SHARD\E" of store "piped" was taken over by another writer/;
+release_faults($A);
 ($exit, $out, $err) = $s1->finish;
+hold_faults($A);
 isnt($exit, 0, 'm1 fails');
 like($err, $taken, '... taken over');
 ($exit, $out, $err) = $s2->finish;

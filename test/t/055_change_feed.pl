@@ -425,22 +425,29 @@ CREATE FOREIGN TABLE late (id int, v int) SERVER s OPTIONS (store 'feed_late', k
 CREATE FOREIGN TABLE late2 (id int, v int) SERVER s OPTIONS (store 'feed_late2', key 'id');
 });
 }
+# the session waits on an advisory lock the test holds between its two looks
+my $gate = $a->background_psql('postgres');
+$gate->query_safe('SELECT pg_advisory_lock(55055)');
 my ($late_out, $late_err) = ('', '');
 my $h = IPC::Run::start(
 	[ 'psql', '-X', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-d', $a->connstr('postgres'),
 	  '-c', q{SELECT count(*) FROM rollout_changes('late')},
 	  '-c', q{SELECT count(*) FROM late2},
-	  '-c', q{SELECT pg_sleep(3)},
+	  '-c', q{SELECT pg_advisory_lock(55055)},
 	  '-c', q{SELECT op || ':' || key || ' ' || next_since FROM rollout_changes('late')},
 	  '-c', q{SELECT rollout_snapshot('late2')} ],
 	'>', \$late_out, '2>', \$late_err);
-sleep(1);
+$a->poll_query_until('postgres',
+	q{SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = 55055 AND NOT granted)})
+  or die 'the session did not reach the advisory lock';
 $node{b}->safe_psql('postgres', q{
 INSERT INTO late VALUES (7, 7); INSERT INTO late2 VALUES (7, 7);
 SELECT rollout_flush('late2');
 });
+$gate->query_safe('SELECT pg_advisory_unlock(55055)');
 $h->finish;
-# (pg_sleep prints an empty line, left out)
+$gate->quit;
+# (pg_advisory_lock prints an empty line, left out)
 my @late = grep { $_ ne '' } split /\n/, $late_out;
 is("@late[0, 1]", '0 0', '(e) before the stores exist the session sees nothing') or diag($late_err);
 like($late[2] // '', qr/^upsert:7 cf1:/, '(e) the same session then sees the other cluster\'s row') or diag($late_err);
