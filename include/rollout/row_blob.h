@@ -26,7 +26,8 @@ extern void row_blob_append(TupleDesc row_desc, StringInfo blob,
 /*
  * Decode the row at *offset of a blob into values/isnull (row_desc's
  * columns) and advance *offset; false at the end.  The values point into
- * memory allocated in CurrentMemoryContext.  A malformed blob is an ERROR.
+ * data (keep it while they are used) or into memory allocated in
+ * CurrentMemoryContext.  A malformed blob is an ERROR.
  */
 extern bool row_blob_next(TupleDesc row_desc, const char *data, int64 len,
 						  int64 *offset, Datum *values, bool *isnull);
