@@ -69,7 +69,16 @@ typedef struct CommitRequest
 	int			error_code;		/* the failed entry's SQLSTATE */
 	char		error[SLOT_ERROR_LEN * 2];	/* its message and context */
 	char		fingerprint[OBJSTORE_FINGERPRINT_LEN];	/* whose credentials */
+
+	/*
+	 * The row blob, then the ingest references.  Aligned, so that the leader
+	 * decodes the blob's tuples where they lie (format/row_blob.c).
+	 */
+#ifdef pg_attribute_aligned
+	char		data[FLEXIBLE_ARRAY_MEMBER] pg_attribute_aligned(MAXIMUM_ALIGNOF);
+#else
 	char		data[FLEXIBLE_ARRAY_MEMBER];
+#endif
 } CommitRequest;
 
 /*
