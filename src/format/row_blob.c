@@ -33,7 +33,7 @@
  * minimal tuple formed from values/isnull under row_desc, each padded with
  * zeros as the header comment says.  Host byte order is enough because a row
  * blob never leaves this cluster's memory (a WAL entry stores the rows as a
- * segment, and a restart rebuilds the memtable from those).
+ * segment, which is what readers decode after a restart).
  */
 void
 row_blob_append(TupleDesc row_desc, StringInfo blob, const Datum *values,
