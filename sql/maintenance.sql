@@ -140,6 +140,11 @@ DROP ROLE rollout_m_stranger;
 SET rollout_fdw.fail_at = 'merge.after_fragment_put';
 SET rollout_fdw.fail_at = 'merge.after_fragment_put:explode';
 SET rollout_fdw.fail_at = 'merge.after_fragment_put:sleep=x';
+-- a hold's name becomes part of a file name: letters, digits and _ only
+SET rollout_fdw.fail_at = 'merge.after_fragment_put:hold=../x';
+SET rollout_fdw.fail_at = 'merge.after_fragment_put:hold=';
+SET rollout_fdw.fail_at = 'merge.after_fragment_put:hold=first_1';
+RESET rollout_fdw.fail_at;
 -- an interrupted merge converges on the next run
 INSERT INTO events VALUES (6000, 6);
 SET rollout_fdw.fail_at = 'merge.after_fragment_put:error';

@@ -28,16 +28,39 @@ static char *fail_at_setting = NULL;
 /*
  * What "hold" waits for: this file in the data directory (a test creates it
  * once it has done what the held backend must not see done too early), and
- * for how long at most.
+ * for how long at most.  "hold=NAME" waits for the file's name followed by
+ * "." and NAME instead, so that a test can release two held backends one at
+ * a time.
  */
 #define FAULT_RELEASE_FILE		"rollout_fault_release"
 #define FAULT_HOLD_MAX_S		600
+#define FAULT_HOLD_NAME_MAX		32
+
+/* A hold's name: 1 to FAULT_HOLD_NAME_MAX letters, digits or underscores. */
+static bool
+fault_hold_name_valid(const char *name)
+{
+	size_t		length = strlen(name);
+
+	if (length == 0 || length > FAULT_HOLD_NAME_MAX)
+		return false;
+	for (const char *c = name; *c; c++)
+	{
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+			  (*c >= '0' && *c <= '9') || *c == '_'))
+			return false;
+	}
+	return true;
+}
 
 /*
- * Parse one "step:action" item.  Returns false on a malformed item.
+ * Parse one "step:action" item.  Returns false on a malformed item.  For
+ * "sleep=N", *action is "sleep" and *seconds N; for "hold" and "hold=NAME",
+ * *action is "hold" and *release the file the hold waits for.
  */
 static bool
-fault_parse_item(const char *item, char **step, char **action, int *seconds)
+fault_parse_item(const char *item, char **step, char **action, int *seconds,
+				 char **release)
 {
 	const char *colon = strchr(item, ':');
 
@@ -46,9 +69,22 @@ fault_parse_item(const char *item, char **step, char **action, int *seconds)
 	*step = pnstrdup(item, colon - item);
 	*action = pstrdup(colon + 1);
 	*seconds = 0;
-	if (strcmp(*action, "error") == 0 || strcmp(*action, "crash") == 0 ||
-		strcmp(*action, "hold") == 0)
+	*release = NULL;
+	if (strcmp(*action, "error") == 0 || strcmp(*action, "crash") == 0)
 		return true;
+	if (strcmp(*action, "hold") == 0)
+	{
+		*release = FAULT_RELEASE_FILE;
+		return true;
+	}
+	if (strncmp(*action, "hold=", 5) == 0)
+	{
+		if (!fault_hold_name_valid(*action + 5))
+			return false;
+		*release = psprintf("%s.%s", FAULT_RELEASE_FILE, *action + 5);
+		(*action)[4] = '\0';	/* "hold" */
+		return true;
+	}
 	if (strncmp(*action, "sleep=", 6) == 0)
 	{
 		char	   *end;
@@ -96,10 +132,11 @@ fail_at_check(char **newval, void **extra, GucSource source)
 		char	   *step;
 		char	   *action;
 		int			seconds;
+		char	   *release;
 
-		if (!fault_parse_item(lfirst(lc), &step, &action, &seconds))
+		if (!fault_parse_item(lfirst(lc), &step, &action, &seconds, &release))
 		{
-			GUC_check_errdetail("\"%s\" is not of the form step:error, step:crash, step:sleep=N or step:hold.",
+			GUC_check_errdetail("\"%s\" is not of the form step:error, step:crash, step:sleep=N, step:hold or step:hold=NAME.",
 								(char *) lfirst(lc));
 			return false;
 		}
@@ -112,7 +149,7 @@ void
 fault_define_settings(void)
 {
 	DefineCustomStringVariable("rollout_fdw.fail_at",
-							   "Fault points for tests: step:error, step:crash, step:sleep=N or step:hold, comma-separated.",
+							   "Fault points for tests: step:error, step:crash, step:sleep=N, step:hold or step:hold=NAME, comma-separated.",
 							   "The steps are listed in docs/MAINTENANCE.md. Never set this in production.",
 							   &fail_at_setting,
 							   "",
@@ -129,8 +166,9 @@ fault_define_settings(void)
  * "crash" kills this backend with SIGKILL so that no error cleanup runs,
  * exactly as in a real crash; "sleep" checks for interrupts every 100 ms so
  * that a test can cancel it.  "hold" waits, the same way, until the test
- * creates FAULT_RELEASE_FILE: a window as long as the test's work in it,
- * however slow the machine, where a sleep is a guess.
+ * creates FAULT_RELEASE_FILE (or, for "hold=NAME", that name followed by
+ * ".NAME"): a window as long as the test's work in it, however slow the
+ * machine, where a sleep is a guess.
  */
 void
 rollout_fault_point(const char *step)
@@ -144,8 +182,9 @@ rollout_fault_point(const char *step)
 		char	   *item_step;
 		char	   *action;
 		int			seconds;
+		char	   *release;
 
-		if (!fault_parse_item(lfirst(lc), &item_step, &action, &seconds) ||
+		if (!fault_parse_item(lfirst(lc), &item_step, &action, &seconds, &release) ||
 			strcmp(item_step, step) != 0)
 			continue;
 
@@ -165,15 +204,15 @@ rollout_fault_point(const char *step)
 		{
 			ereport(LOG,
 					(errmsg("rollout_fdw fault point \"%s\" reached: holding until \"%s\" exists",
-							step, FAULT_RELEASE_FILE)));
-			for (int ms = 0; access(FAULT_RELEASE_FILE, F_OK) != 0; ms += 100)
+							step, release)));
+			for (int ms = 0; access(release, F_OK) != 0; ms += 100)
 			{
 				if (ms >= FAULT_HOLD_MAX_S * 1000)
 					ereport(ERROR,
 							(errcode(ERRCODE_INTERNAL_ERROR),
 							 errmsg("rollout_fdw fault point \"%s\" was not released", step),
 							 errdetail("It held for %d s without \"%s\" appearing in the data directory.",
-									   FAULT_HOLD_MAX_S, FAULT_RELEASE_FILE)));
+									   FAULT_HOLD_MAX_S, release)));
 				CHECK_FOR_INTERRUPTS();
 				pg_usleep(100 * 1000L);
 			}

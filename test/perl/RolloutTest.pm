@@ -274,8 +274,8 @@ sub still_running
 }
 
 # Waits until a session of $node logs, after log offset $offset, that it
-# sleeps or holds at fault point $step (rollout_fdw.fail_at = 'step:sleep=N'
-# or 'step:hold').
+# sleeps or holds at fault point $step (rollout_fdw.fail_at = 'step:sleep=N',
+# 'step:hold' or 'step:hold=NAME').
 sub wait_for_fault
 {
 	my ($node, $step, $offset) = @_;
@@ -284,11 +284,18 @@ sub wait_for_fault
 
 # Release every backend held at a fault point with the action "hold"
 # (src/core/fault.c), and let any that reaches one later pass; hold_faults
-# makes them hold again.
+# makes them hold again.  With $name, the same for the action "hold=$name"
+# only.
+sub release_file
+{
+	my ($node, $name) = @_;
+	return $node->data_dir . '/rollout_fault_release' . (defined $name ? ".$name" : '');
+}
+
 sub release_faults
 {
-	my ($node) = @_;
-	my $file = $node->data_dir . '/rollout_fault_release';
+	my ($node, $name) = @_;
+	my $file = release_file($node, $name);
 	open(my $fh, '>', $file) or die "could not create $file: $!";
 	close($fh);
 	return;
@@ -296,8 +303,8 @@ sub release_faults
 
 sub hold_faults
 {
-	my ($node) = @_;
-	unlink($node->data_dir . '/rollout_fault_release');
+	my ($node, $name) = @_;
+	unlink(release_file($node, $name));
 	return;
 }
 

@@ -256,18 +256,21 @@ my @fpositions = $store->wal_positions($fwal);
 $p = $fpositions[-1] + 1;
 my $offset = -s $A->logfile;
 $s1 = PsqlScript->start($A,
-	sql => "SET rollout_fdw.fail_at = 'group_commit.before_put:sleep=3, group_commit.instead_of_put:error';\n"
+	sql => "SET rollout_fdw.fail_at = 'group_commit.before_put:hold=x1, group_commit.instead_of_put:error';\n"
 	  . "INSERT INTO ff VALUES ('x1', 1);\n");
 wait_for_fault($A, 'group_commit.before_put', $offset);
 $offset = -s $A->logfile;
 $s2 = PsqlScript->start($A,
-	sql => "SET rollout_fdw.fail_at = 'group_commit.before_put:sleep=8, group_commit.instead_of_put:crash';\n"
+	sql => "SET rollout_fdw.fail_at = 'group_commit.before_put:hold=x2, group_commit.instead_of_put:crash';\n"
 	  . "INSERT INTO ff VALUES ('x2', 1);\n");
 wait_for_fault($A, 'group_commit.before_put', $offset);
+release_faults($A, 'x1');
 ($exit) = $s1->finish;
 isnt($exit, 0, 'x1, the leader of p, fails while x2 leads p+1');
+release_faults($A, 'x2');
 ($exit) = $s2->finish;
 isnt($exit, 0, 'x2\'s backend crashes before its PUT');
+hold_faults($A, $_) for qw(x1 x2);
 ok(restart_after_crash($A), 'the postmaster stopped after the crash and started again');
 is($store->wal_entry($fwal, $p)->{transactions}, 0, "position $p holds a filler");
 ok(!$store->exists($store->wal_key($fwal, $p + 1)), 'and nothing follows it');
