@@ -42,7 +42,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RecordingS3;
 use RolloutStore;
-use RolloutTest qw(mode_node shard_of wait_for_fault);
+use RolloutTest qw(mode_node shard_of wait_for_fault release_faults hold_faults);
 use Test::More;
 
 my $have_rgw = defined $ENV{ROLLOUT_TEST_RGW_ENDPOINT};
@@ -227,20 +227,29 @@ INSERT INTO grouped VALUES (0, 'claim');
 	my $wal = "grouped/shards/$shard/wal";
 
 	# two commits while one leader waits: $first leads and holds before it
-	# takes the queue (a fault point); $second queues behind it (one entry in
-	# flight at a time) and is in the queue when $first takes it
+	# takes the queue (a fault point, until the test releases it); $second
+	# queues behind it (one entry in flight at a time) and is in the queue
+	# when $first takes it
 	my $entries_for = sub {
 		my ($second_role, $id) = @_;
 		my @before = $moto->wal_positions($wal);
 		my $first = $node->background_psql('postgres');
 		my $second = $node->background_psql('postgres');
 		$second->query_safe("SET ROLE $second_role");
-		$first->query_safe(q{SET rollout_fdw.fail_at = 'group_commit.before_take:sleep=3'});
+		my $second_pid = $second->query_safe('SELECT pg_backend_pid()');
+		$first->query_safe(q{SET rollout_fdw.fail_at = 'group_commit.before_take:hold'});
 		my $offset = -s $node->logfile;
 		$first->query_until(qr/go/, "\\echo go\nINSERT INTO grouped VALUES ($id, 'first');\n");
 		wait_for_fault($node, 'group_commit.before_take', $offset);
-		$second->query_safe("INSERT INTO grouped VALUES ($id + 1, 'second')");
+		# $second's commit waits for the held leader (Extension): it is queued
+		$second->query_until(qr/go/, "\\echo go\nINSERT INTO grouped VALUES ($id + 1, 'second');\n");
+		$node->poll_query_until('postgres',
+			"SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE pid = $second_pid")
+		  or die 'the second commit did not queue';
+		release_faults($node);
 		$first->query_safe('SELECT 1');
+		$second->query_safe('SELECT 1');
+		hold_faults($node);
 		$first->quit;
 		$second->quit;
 		my %seen = map { $_ => 1 } @before;

@@ -34,7 +34,8 @@ use Test::More;
 
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(writer_node shard_of count_in_log wait_for_fault restart_after_crash);
+use RolloutTest
+  qw(writer_node shard_of count_in_log wait_for_fault release_faults hold_faults restart_after_crash);
 
 # ---------------------------------------------------------------------------
 # 1. fence markers survive gc
@@ -123,10 +124,10 @@ SELECT objects_deleted FROM rollout_gc('t', '0');});
 	my $wal = 'stall/shards/' . shard_of($node) . '/wal';
 	$node->safe_psql('postgres', "INSERT INTO t VALUES ('first', 0)");    # position 1
 
-	# X lists the WAL (tip 1), then sleeps before its PUT at 2
+	# X lists the WAL (tip 1), then holds before its PUT at 2
 	my $offset = -s $node->logfile;
 	my $x = PsqlScript->start($node, sql => q{
-SET rollout_fdw.fail_at = 'wal.before_put:sleep=6';
+SET rollout_fdw.fail_at = 'wal.before_put:hold';
 INSERT INTO t VALUES ('stalled', 1);
 });
 	wait_for_fault($node, 'wal.before_put', $offset);
@@ -138,7 +139,9 @@ INSERT INTO t VALUES ('stalled', 1);
 	$node->safe_psql('postgres', "SELECT objects_deleted FROM rollout_gc('t', '2 s')");
 	ok(!$store->exists($store->wal_key($wal, 2)), 'gc collected the sealed position 2');
 
+	release_faults($node);
 	my ($exit, $stdout, $stderr) = $x->finish;
+	hold_faults($node);
 	is($exit, 0, 'the stalled commit succeeds') or diag($stderr);
 	is(count_in_log($node, qr/looking at the WAL of shard "[^"]+" of store "stall" again/, $offset), 1,
 		'after listing the WAL again');
