@@ -19,6 +19,8 @@
 #     scan);
 #   - a poll that finds nothing, and the files it opens (strace on the backend):
 #     manifests and listings only, no data object.
+#   - the floor: the same rows read from a heap table that holds nothing else, each
+#     made jsonb the same way (what any read of them costs, with no search at all).
 # Prints a table with ratios against the poll; the issue's bar is ≥ 50× against the
 # full scan.
 #
@@ -101,7 +103,8 @@ CUT=$(psql_q -c "SELECT max(created_at) FROM steps_heap")
 
 say "committing $NEW new rows, 100 per transaction"
 psql_q -c "CREATE TABLE new_rows (LIKE steps_heap)" -c "COPY new_rows FROM '$DIR/new.copy'" \
-	-c "ALTER TABLE new_rows ADD COLUMN n serial"
+	-c "CREATE TABLE new_only (LIKE steps_heap)" -c "COPY new_only FROM '$DIR/new.copy'" \
+	-c "VACUUM ANALYZE new_only" -c "ALTER TABLE new_rows ADD COLUMN n serial"
 for first in $(seq 1 100 "$NEW"); do
 	echo "INSERT INTO steps SELECT id, rollout_id, step, role, reward, created_at, payload FROM new_rows WHERE n BETWEEN $first AND $((first + 99));"
 	echo "INSERT INTO steps_heap SELECT id, rollout_id, step, role, reward, created_at, payload FROM new_rows WHERE n BETWEEN $first AND $((first + 99));"
@@ -132,6 +135,8 @@ rows_of() { psql_q -c "$1" -c "SELECT count(*) FROM ($2) q"; }
 POLL="SELECT sum(length(\"row\"::text)) FROM rollout_changes('steps', '$POS', $((NEW * 2)))"
 SCAN="SELECT sum(length(to_jsonb(s)::text)) FROM steps s WHERE created_at > '$CUT'"
 HEAP="SELECT sum(length(to_jsonb(s)::text)) FROM steps_heap s WHERE created_at > '$CUT'"
+# the floor: a heap table of the new rows alone, each made jsonb and text, no search
+FLOOR="SELECT sum(length(to_jsonb(s)::text)) FROM new_only s"
 [ "$(rows_of "" "SELECT * FROM rollout_changes('steps', '$POS', $((NEW * 2))) WHERE op = 'upsert'")" = "$NEW" ] ||
 	{ echo "change_feed.sh: the poll does not return the $NEW new rows" >&2; exit 1; }
 [ "$(rows_of "" "SELECT * FROM steps WHERE created_at > '$CUT'")" = "$NEW" ] ||
@@ -146,6 +151,7 @@ measure_all() { # state (wal or gen)
 		ms[full_${1}_$mode]=$(median_ms "SET rollout_fdw.use_zone_maps = off" "$SCAN" "$mode")
 		ms[heap_${1}_$mode]=$(median_ms "SET max_parallel_workers_per_gather = 0" "$HEAP" "$mode")
 		ms[hpar_${1}_$mode]=$(median_ms "SELECT 1" "$HEAP" "$mode")
+		ms[floor_${1}_$mode]=$(median_ms "SET max_parallel_workers_per_gather = 0" "$FLOOR" "$mode")
 	done
 }
 measure_all wal
@@ -232,6 +238,7 @@ row "rollout scan WHERE created_at > x (zone maps skip the base)" zone
 row "rollout full scan WHERE created_at > x (zone maps off)" full
 row "heap sequential scan WHERE created_at > x, serial" heap
 row "heap, the planner's choice (parallel seq scan)" hpar
+row "floor: a heap of only the $NEW new rows, each made jsonb (no search)" floor
 echo
 echo "A poll that finds nothing: ${ms[empty_cold]} ms cold, ${ms[empty_warm]} ms warm; the store's files it opened ($data_objects data objects):"
 echo "$opened" | sed 's/^/    /'
