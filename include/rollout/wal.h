@@ -84,6 +84,18 @@ extern WalPutResult wal_put_entry(RolloutStore *store, int64 position,
 								  const char *put_id, int64 epoch,
 								  int64 *owner_epoch);
 
+/*
+ * The same for an entry that carries a commit's rows: a create that failed
+ * after the store may have carried it out (no answer to a request sent, or
+ * a 5xx) is raised with SQLSTATE transaction_resolution_unknown, the
+ * store's message kept: the entry may exist, or appear later, and the
+ * caller must not report it as not written.
+ */
+extern WalPutResult wal_put_rows_entry(RolloutStore *store, int64 position,
+									   const WalEntryImage *image,
+									   const char *put_id, int64 epoch,
+									   int64 *owner_epoch);
+
 /* A WAL entry found by listing. */
 typedef struct WalEntryRef
 {

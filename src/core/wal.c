@@ -465,6 +465,31 @@ wal_check_tip_owner(RolloutStore *store, const char *key, int64 position,
 }
 
 /*
+ * The create of WAL position failed, but the store may have carried it out
+ * (an attempt went unanswered after it was sent, or was answered 5xx): raise
+ * the error being handled again with SQLSTATE transaction_resolution_unknown,
+ * its message kept.  Whoever reports it must not say that nothing was
+ * written: DESIGN.md §6.2, no failure reported for a write that landed.
+ * (The counters say what this backend's requests did; the error being
+ * handled came from the create in between.)
+ */
+static void
+wal_raise_outcome_unknown(RolloutStore *store, int64 position)
+{
+	ErrorData  *edata = CopyErrorData();
+
+	FlushErrorState();
+	ereport(ERROR,
+			(errcode(ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN),
+			 errmsg_internal("%s", edata->message),
+			 errdetail("Whether WAL position %lld of shard \"%s\" in store \"%s\" was written is unknown: the store may have carried out the request without answering.%s%s",
+					   (long long) position, store->shard, store->name,
+					   edata->detail ? " " : "", edata->detail ? edata->detail : ""),
+			 errhint("If it was, the transaction is committed and its rows are visible; check for them before retrying it."),
+			 edata->context ? errcontext("%s", edata->context) : 0));
+}
+
+/*
  * wal_put_entry
  *		Create the encoded WAL entry image at position, and when the
  *		position is taken, say by whom.
@@ -502,6 +527,39 @@ wal_put_entry(RolloutStore *store, int64 position, const WalEntryImage *image,
 	if (owner_epoch != NULL)
 		*owner_epoch = owner->epoch;
 	return owner->epoch > epoch ? WAL_PUT_FENCED : WAL_PUT_TAKEN;
+}
+
+/*
+ * wal_put_rows_entry
+ *		wal_put_entry for an entry that carries a commit's rows: a create
+ *		that failed after the store may have carried it out is raised as
+ *		transaction_resolution_unknown (wal_raise_outcome_unknown).
+ */
+WalPutResult
+wal_put_rows_entry(RolloutStore *store, int64 position, const WalEntryImage *image,
+				   const char *put_id, int64 epoch, int64 *owner_epoch)
+{
+	volatile WalPutResult put = WAL_PUT_TAKEN;
+	ObjectStoreCounters before;
+	MemoryContext caller_context = CurrentMemoryContext;
+
+	objstore_get_counters(&before);
+	PG_TRY();
+	{
+		put = wal_put_entry(store, position, image, put_id, epoch, owner_epoch);
+	}
+	PG_CATCH();
+	{
+		ObjectStoreCounters after;
+
+		objstore_get_counters(&after);
+		if (after.maybe_applied == before.maybe_applied)
+			PG_RE_THROW();
+		MemoryContextSwitchTo(caller_context);
+		wal_raise_outcome_unknown(store, position);
+	}
+	PG_END_TRY();
+	return put;
 }
 
 /* wal_append_file's answer when what it saw of the WAL has grown too old */
@@ -587,8 +645,8 @@ wal_append_file(RolloutStore *store, const WalEntryImage *image,
 					 errdetail("What this commit read of it is older than half of rollout_fdw.min_gc_grace.")));
 			return WAL_APPEND_LOOK_AGAIN;
 		}
-		switch (wal_put_entry(store, position, image, metadata->put_id,
-							  metadata->epoch, &owner_epoch))
+		switch (wal_put_rows_entry(store, position, image, metadata->put_id,
+								   metadata->epoch, &owner_epoch))
 		{
 			case WAL_PUT_CREATED:
 				store->wal_tip_hint = position;

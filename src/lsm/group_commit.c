@@ -548,8 +548,8 @@ leader_write_entry(RolloutStore *store, SharedStoreSlot *slot, dsa_area *area,
 	rollout_fault_point("group_commit.before_put");
 	wal_write_entry(store, blobs, &metadata, image);
 	rollout_fault_point("group_commit.instead_of_put");
-	put = wal_put_entry(store, entry->position, image, metadata.put_id,
-						entry->epoch, &owner_epoch);
+	put = wal_put_rows_entry(store, entry->position, image, metadata.put_id,
+							 entry->epoch, &owner_epoch);
 	if (put == WAL_PUT_FENCED)
 	{
 		*fenced = true;
@@ -567,16 +567,19 @@ leader_write_entry(RolloutStore *store, SharedStoreSlot *slot, dsa_area *area,
 
 /*
  * Settle the position of an entry whose PUT failed while entries after it
- * are in flight: they may land, and must never be acknowledged over a hole
- * that could still be filled.  So the position is filled here, with an
- * empty entry of our epoch (create-if-absent).  Created: the position holds
- * none of the batch's rows, for good, and the pipeline goes on (FAILED).
- * Taken by our own PUT after all (its put id): LANDED.  Taken by anything
- * else, or no answer: BROKEN, and the pipeline drains.
+ * are in flight (they may land, and must never be acknowledged over a hole
+ * that could still be filled), or whose PUT the store may still carry out
+ * (outcome_unknown: it would land later where the next leader writes).  So
+ * the position is filled here, with an empty entry of our epoch
+ * (create-if-absent).  Created: the position holds none of the batch's
+ * rows, for good, and the pipeline goes on (FAILED).  Taken by our own PUT
+ * after all (its put id): LANDED.  Taken by anything else, or no answer:
+ * BROKEN, and the pipeline drains.
  */
 static PipelineState
 leader_fill_position(RolloutStore *store, SharedStoreSlot *slot,
-					 LeaderBatch *batch, WalEntryImage *image)
+					 LeaderBatch *batch, WalEntryImage *image,
+					 bool outcome_unknown)
 {
 	PipelineEntry *entry = &batch->entry;
 	WalEntryMetadata filler = {0};
@@ -635,6 +638,8 @@ leader_fill_position(RolloutStore *store, SharedStoreSlot *slot,
 					state == PIPELINE_FAILED ? "was filled with an empty entry" :
 					state == PIPELINE_LANDED ? "was found written" :
 					"could not be settled"),
+			 outcome_unknown ?
+			 errdetail("The store may have carried out that write without answering.") :
 			 errdetail("Entries after it were in flight.")));
 	return state;
 }
@@ -675,11 +680,15 @@ leader_put_landed(RolloutStore *store, LeaderBatch *batch)
 /*
  * The entry's PUT failed with error (its SQLSTATE error_code).  If it
  * landed after all (leader_put_landed), it is acknowledged.  Otherwise, with
- * nothing after it in the pipeline, its position is given back, as a writer
- * without a pipeline does: the next leader writes there again.  With entries
- * after it, the position is settled first (leader_fill_position).  Returns whether
- * the committers fail with error itself (not when the entry was found
- * written, nor when the outcome stays unknown).
+ * nothing after it in the pipeline and a PUT the store cannot have carried
+ * out, its position is given back, as a writer without a pipeline does: the
+ * next leader writes there again.  A PUT the store may still carry out
+ * (transaction_resolution_unknown, wal_put_rows_entry) must not meet the next
+ * leader's entry there later, and the read-back may have found nothing only
+ * because the store did not answer: that position, like one with entries
+ * after it, is settled first (leader_fill_position).  Returns whether the
+ * committers fail with error itself (not when the entry was found written,
+ * nor when the outcome stays unknown or was settled by the fill).
  */
 static bool
 leader_settle_failure(RolloutStore *store, SharedStoreSlot *slot,
@@ -688,6 +697,7 @@ leader_settle_failure(RolloutStore *store, SharedStoreSlot *slot,
 {
 	PipelineEntry *entry = &batch->entry;
 	PipelineState state;
+	bool		outcome_unknown = error_code == ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN;
 
 	if (!fenced)
 	{
@@ -698,7 +708,7 @@ leader_settle_failure(RolloutStore *store, SharedStoreSlot *slot,
 			return false;
 		}
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-		if (slot->next_position == entry->position)
+		if (slot->next_position == entry->position && !outcome_unknown)
 		{
 			slot->next_position--;
 			pipeline_entry(slot, entry->position)->state = PIPELINE_FREE;
@@ -712,12 +722,19 @@ leader_settle_failure(RolloutStore *store, SharedStoreSlot *slot,
 		}
 		LWLockRelease(&slot->lock);
 	}
-	state = fenced ? PIPELINE_BROKEN : leader_fill_position(store, slot, batch, image);
+	state = fenced ? PIPELINE_BROKEN :
+		leader_fill_position(store, slot, batch, image, outcome_unknown);
 	if (state == PIPELINE_BROKEN && !fenced)
 	{
 		leader_finish(slot, area, batch, state, ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN,
 					  psprintf("the outcome of WAL position %lld is unknown: %s",
 							   (long long) entry->position, error));
+		return false;
+	}
+	if (state == PIPELINE_FAILED && outcome_unknown)
+	{
+		/* the filler settled it: that PUT can no longer land anywhere */
+		leader_finish(slot, area, batch, state, ERRCODE_CONNECTION_FAILURE, error);
 		return false;
 	}
 	leader_finish(slot, area, batch, state, error_code, error);

@@ -683,6 +683,8 @@ transfer_finish(Transfer *transfer, CURLcode code)
 		/* nothing of the request sent: it cannot have been applied */
 		maybe_applied = request_size > 0;
 	}
+	if (maybe_applied)
+		session_counters.maybe_applied++;
 
 	wait_ms = -1;
 	if (transient && transfer->attempt < HTTP_MAX_ATTEMPTS)

@@ -637,6 +637,7 @@ objstore_get_counters(ObjectStoreCounters *counters)
 	counters->requests = http.requests;
 	counters->rounds = http.rounds;
 	counters->retries = http.retries;
+	counters->maybe_applied = http.maybe_applied;
 }
 
 /*

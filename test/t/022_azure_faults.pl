@@ -13,7 +13,12 @@
 #   - the PUT of a WAL entry lands but its answer never comes (the request
 #     times out after the object was written): the retry finds the blob
 #     holding our put id, the commit is reported as done, and the row is
-#     there exactly once.
+#     there exactly once;
+#   - the same PUT lands unanswered, and then the service fails every
+#     request, its retries and the look at what landed included: the commit
+#     fails as unknown (SQLSTATE 08007), never as "not written"; its row is
+#     there once, and the commits after it go on (a position given back
+#     would meet the landed entry again and fail every commit after it).
 #
 # Needs Azurite (test/servers/azurite.sh start) and
 # ROLLOUT_TEST_AZURE_ENDPOINT; skipped when it is unset.
@@ -26,6 +31,7 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use LatencyProxy;
+use PsqlScript;
 use RolloutStore;
 use RolloutTest qw(mode_node);
 use Test::More;
@@ -101,9 +107,35 @@ $node->safe_psql('postgres', q{INSERT INTO t VALUES ('e', 5)});
 is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM t'), '5|15',
 	'later commits go on at the next position');
 
+# --- a PUT that lands unanswered, and then nothing answers --------------------
+
+my $hung_before = $proxy->counter('hung');
+$proxy->command('hang 1 PUT /wal/');
+my $commit = PsqlScript->start($node,
+	sql => "\\set VERBOSITY verbose\nINSERT INTO t VALUES ('f', 6);\n");
+for (1 .. 300)
+{
+	last if $proxy->counter('hung') > $hung_before;
+	select(undef, undef, undef, 0.1);
+}
+is($proxy->counter('hung'), $hung_before + 1, 'the PUT of the WAL entry went through, its answer withheld');
+$proxy->command('fail 100 503');    # its retries, and whatever looks at what landed
+($ret, $stdout, $stderr) = $commit->finish;
+$proxy->command('reset');
+isnt($ret, 0, 'with the service failing every request after it, the commit fails');
+like($stderr, qr/ERROR:  08007: /, '... as transaction_resolution_unknown (08007), not as a definite failure')
+  or diag($stderr);
+unlike($stderr, qr/nothing of it is visible/, '... and does not say that nothing was written');
+$node->safe_psql('postgres', q{INSERT INTO t VALUES ('g', 7)});
+is($node->safe_psql('postgres', q{SELECT string_agg(id, ',' ORDER BY id) FROM t WHERE id IN ('f', 'g')}),
+	'f,g', 'the next commit works, and the row whose PUT landed unanswered is there');
+$node->safe_psql('postgres', q{INSERT INTO t VALUES ('h', 8)});
+is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id), sum(v) FROM t'), '8|8|36',
+	'later commits go on; every row once');
+
 # A scan whose GET times out once is retried too.
 $proxy->command('hang 1 GET');
-is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM t'), '5|15',
+is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM t'), '8|36',
 	'a read whose answer is lost is retried');
 
 $node->stop;
