@@ -309,9 +309,9 @@ typedef struct ObjectStoreCounters
 	int64		requests;
 	int64		rounds;
 	int64		retries;		/* of the requests, attempts after the first */
-	int64		maybe_applied;	/* failed attempts the server may have carried
-								 * out all the same (no answer after the
-								 * request was sent, or a 5xx) */
+	int64		maybe_applied;	/* failed attempts of writes the server may
+								 * have carried out all the same (no answer
+								 * after the request was sent, or a 5xx) */
 } ObjectStoreCounters;
 
 extern void objstore_get_counters(ObjectStoreCounters *counters);

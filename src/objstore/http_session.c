@@ -683,7 +683,9 @@ transfer_finish(Transfer *transfer, CURLcode code)
 		/* nothing of the request sent: it cannot have been applied */
 		maybe_applied = request_size > 0;
 	}
-	if (maybe_applied)
+	/* what a read "carried out" changes nothing: count writes only */
+	if (maybe_applied && strcmp(request->method, "GET") != 0 &&
+		strcmp(request->method, "HEAD") != 0)
 		session_counters.maybe_applied++;
 
 	wait_ms = -1;

@@ -169,9 +169,10 @@ typedef struct HttpSessionCounters
 	int64		requests;
 	int64		rounds;
 	int64		retries;		/* attempts after a request's first */
-	int64		maybe_applied;	/* attempts that failed after sending (part
-								 * of) the request, or were answered 5xx: the
-								 * server may have carried them out */
+	int64		maybe_applied;	/* attempts of a write (not GET or HEAD) that
+								 * failed after sending (part of) the request,
+								 * or were answered 5xx: the server may have
+								 * carried them out */
 } HttpSessionCounters;
 
 extern void http_session_get_counters(HttpSessionCounters *counters);
