@@ -25,6 +25,8 @@ typedef struct WalIngestRef
 {
 	char	   *file;			/* object key */
 	int64		rows;
+	TimestampTz staged_at;		/* when its upload began (0: not staged by
+								 * this backend); never stored */
 } WalIngestRef;
 
 /* What a WAL entry's footer metadata says about it. */
@@ -45,6 +47,15 @@ typedef struct WalEntryMetadata
 	 */
 	bool		truncate;
 } WalEntryMetadata;
+
+/*
+ * Refuse a commit whose ingest segments were staged longer ago than half the
+ * minimum gc grace: garbage collection takes a segment that no WAL entry
+ * names for an orphan once it is older than its grace, so a commit that waited
+ * that long (for memtable room, or for the WAL) could name a segment that is
+ * gone, acknowledged and never readable (grace.h).  A retryable ERROR.
+ */
+extern void wal_check_ingest_fresh(RolloutStore *store, List *ingest);
 
 /* Define rollout_fdw.max_wal_append_attempts (from _PG_init). */
 extern void wal_define_settings(void);

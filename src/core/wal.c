@@ -490,6 +490,30 @@ wal_raise_outcome_unknown(RolloutStore *store, int64 position)
 }
 
 /*
+ * wal_check_ingest_fresh
+ *		Refuse ingest segments staged too long ago for a commit (wal.h).
+ */
+void
+wal_check_ingest_fresh(RolloutStore *store, List *ingest)
+{
+	ListCell   *lc;
+
+	foreach(lc, ingest)
+	{
+		WalIngestRef *ref = lfirst(lc);
+
+		if (ref->staged_at != 0 && rollout_output_too_old(ref->staged_at))
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not commit to store \"%s\": the transaction's ingest segment waited too long for its WAL entry",
+							store->name),
+					 errdetail("Segment \"%s\" was uploaded more than half of rollout_fdw.min_gc_grace ago, so garbage collection may take it for an orphan. The transaction is not committed.",
+							   ref->file),
+					 errhint("Retry the transaction.")));
+	}
+}
+
+/*
  * wal_put_entry
  *		Create the encoded WAL entry image at position, and when the
  *		position is taken, say by whom.
@@ -637,6 +661,7 @@ wal_append_file(RolloutStore *store, const WalEntryImage *image,
 		int64		owner_epoch;
 
 		CHECK_FOR_INTERRUPTS();
+		wal_check_ingest_fresh(store, metadata->ingest);
 		if (rollout_output_too_old(observed_at))
 		{
 			ereport(LOG,

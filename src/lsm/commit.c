@@ -30,6 +30,7 @@
 #include "utils/memutils.h"
 
 #include "rollout/commit.h"
+#include "rollout/fault.h"
 #include "rollout/group_commit.h"
 #include "rollout/ingest.h"
 #include "rollout/memtable.h"
@@ -200,8 +201,11 @@ rollout_commit_rows(RolloutStore *store, StoreRowReader next, void *arg,
 	if (store->has_text_columns)
 		encode_nest_level = portable_encode_begin();
 	if (spilled || size > ingest_threshold)
+	{
 		metadata.ingest = list_make1(ingest_stage_rows(store, encoding_reader_next,
 													   &reader, metadata.stamp));
+		rollout_fault_point("commit.after_ingest_staged");
+	}
 	else
 		blob = commit_rows_as_blob(store, encoding_reader_next, &reader, &row_count);
 	if (encode_nest_level >= 0)

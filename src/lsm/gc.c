@@ -390,7 +390,15 @@ gc_own_shard(RolloutStore *store, List *retentions, TimestampTz cutoff,
 									rollout_key_shard_manifest_prefix(store, store->shard),
 									cutoff);
 	if (versions.entries == NIL)
-		return;					/* the shard never flushed */
+	{
+		/*
+		 * The shard never flushed: no WAL entry is sealed and no generation
+		 * listed, but a large transaction that failed or waited too long may
+		 * have left its ingest segment behind.
+		 */
+		gc_own_ingest(store, NIL, 0, cutoff, result);
+		return;
+	}
 	gc_note_retained(store, retentions, store->shard, &versions);
 	for (int i = 0; i < list_length(versions.entries); i++)
 	{

@@ -1093,6 +1093,22 @@ group_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 	request_append_ingest(&refs, ingest);
 	pointer = commit_request_allocate(store, slot, rows, row_count,
 									  tombstone_count, &refs);
+
+	/*
+	 * Waiting for memtable room has no bound: ingest segments staged before
+	 * it must still be young enough to name (wal.h).  What follows waits only
+	 * for the leaders' PUTs.
+	 */
+	PG_TRY();
+	{
+		wal_check_ingest_fresh(store, ingest);
+	}
+	PG_CATCH();
+	{
+		commit_request_release(slot, pointer);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	request = dsa_get_address(area, pointer);
 	request->truncate = truncate;
 	status = commit_request_await(store, slot, pointer, &image, &position,

@@ -29,6 +29,7 @@
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 #include "utils/tuplesort.h"
 #include "utils/typcache.h"
 
@@ -174,6 +175,7 @@ ingest_stage_rows(RolloutStore *store, StoreRowReader next, void *arg,
 	PG_TRY();
 	{
 		ref->rows = ingest_write_sorted(store, next, arg, stamp, path);
+		ref->staged_at = GetCurrentTimestamp();
 		if (objstore_create_from_file_if_absent(store->objstore, ref->file, path,
 												objstore_new_put_id()) != OBJSTORE_CREATED)
 			ereport(ERROR,

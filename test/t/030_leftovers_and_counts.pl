@@ -17,6 +17,12 @@
 #   3. Right after a crash, before anything replays the WAL, the cheap count
 #      of rollout_observe includes the rows of the durable WAL entries: it
 #      equals count(*), in both modes.
+#   4. A large transaction whose ingest segment was staged longer than half
+#      of rollout_fdw.min_gc_grace before its commit (it waited for memtable
+#      room, or for the WAL) is not committed: gc may already have taken the
+#      segment for an orphan, and a WAL entry naming it would be an
+#      acknowledged commit whose rows are gone.  The segment is an orphan gc
+#      removes; the retry commits.
 
 use strict;
 use warnings;
@@ -80,6 +86,31 @@ like(slurp_file($node->logfile), qr/abandons generation "left\/shards\/\Q$shard\
 is($node->safe_psql('postgres', 'SELECT count(*) FROM t'), '100', 'every row is still there');
 is($node->safe_psql('postgres', q{SELECT rows_flushed FROM rollout_flush('t')}), '100',
 	'the next flush seals them');
+$node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 0; SELECT pg_reload_conf()});
+
+# --- 4. an ingest segment staged too long before its commit
+$node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 4; SELECT pg_reload_conf();
+CREATE FOREIGN TABLE big (id int, v text) SERVER s OPTIONS (store 'big');
+INSERT INTO big VALUES (0, 'first');});
+my $big = q{SET rollout_fdw.ingest_threshold = '64kB';
+INSERT INTO big SELECT g, repeat('i', 1000) FROM generate_series(1, 200) g;};
+($ret, $out, $err) = $node->psql('postgres',
+	"SET rollout_fdw.fail_at = 'commit.after_ingest_staged:sleep=3';\n$big");
+isnt($ret, 0, 'a transaction whose ingest segment waited 3 s (grace 4 s) before its commit fails');
+like($err, qr/ingest segment waited too long for its WAL entry/, '... saying why');
+like($err, qr/The transaction is not committed/, '... and that it is not committed');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM big'), '1', 'none of its rows is visible');
+my @segments = $store->list('big/ingest/');
+is(scalar(@segments), 1, 'its segment is left in the store, named by no WAL entry');
+sleep 4;
+$node->safe_psql('postgres', q{SELECT objects_deleted FROM rollout_gc('big', '4 s')});
+@segments = $store->list('big/ingest/');
+is(scalar(@segments), 0, 'gc removed that orphan');
+$node->safe_psql('postgres', $big);
+is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id) FROM big'), '201|201',
+	'the retry commits, through a new segment, every row once');
+@segments = $store->list('big/ingest/');
+is(scalar(@segments), 1, 'whose segment is in the store');
 $node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 0; SELECT pg_reload_conf()});
 
 # --- 3. the cheap count after a crash
