@@ -40,11 +40,13 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
+#include "rollout/grace.h"
 #include "rollout/json_doc.h"
 #include "rollout/manifest_cache.h"
 #include "rollout/named_snapshot.h"
 #include "rollout/shard.h"
 #include "rollout/store_definition.h"
+#include "rollout/store_keys.h"
 #include "rollout/store_snapshot.h"
 #include "rollout/store_token.h"
 
@@ -276,6 +278,64 @@ named_snapshot_objects_exist(RolloutStore *store, RolloutSnapshot *snapshot)
 	return true;
 }
 
+/*
+ * Whether version of the manifests under prefix is kept by every gc, one
+ * that is running now included: it is the newest, or the version after it
+ * was written less than rollout_fdw.min_gc_grace ago.  gc keeps a superseded
+ * version, and what it references, while its successor is younger than the
+ * grace of that gc, which is never shorter.
+ */
+static bool
+manifest_version_kept_by_gc(RolloutStore *store, const char *prefix,
+							int64 version, TimestampTz now)
+{
+	ObjectStoreListing *next = objstore_list_page(store->objstore, prefix,
+												  manifest_key(prefix, version),
+												  1, NULL);
+
+	return next->count == 0 ||
+		!TimestampDifferenceExceeds(next->entries[0].modified, now,
+									gc_min_grace_seconds() * 1000);
+}
+
+/*
+ * Whether a gc that listed the retentions before this one existed, and is
+ * still running, cannot be removing what token reads: another retention of
+ * it has not expired (whoever wrote that one made the same check), or every
+ * manifest version it names is kept by every gc anyway
+ * (manifest_version_kept_by_gc).  our_key is the retention just written.
+ */
+static bool
+named_snapshot_safe_from_running_gc(RolloutStore *store, const char *token,
+									const char *our_key)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	ManifestVersions *versions = &named_snapshot_parse(token, NULL)->versions;
+	ListCell   *lc;
+
+	foreach(lc, objstore_list_all(store->objstore, retention_prefix(store, token), NULL))
+	{
+		ObjectStoreEntry *entry = lfirst(lc);
+		TimestampTz other_until;
+
+		if (strcmp(entry->key, our_key) != 0 &&
+			retention_until(entry->key, &other_until) && other_until > now)
+			return true;
+	}
+	if (!manifest_version_kept_by_gc(store, rollout_key_base_manifest_prefix(store),
+									 versions->base_version, now))
+		return false;
+	foreach(lc, versions->shards)
+	{
+		if (!manifest_version_kept_by_gc(store,
+										 rollout_key_shard_manifest_prefix(store, lfirst(lc)),
+										 versions->shard_versions[foreach_current_index(lc)],
+										 now))
+			return false;
+	}
+	return true;
+}
+
 void
 named_snapshot_retain(RolloutStore *store, const char *token, TimestampTz until,
 					  bool just_taken)
@@ -284,6 +344,7 @@ named_snapshot_retain(RolloutStore *store, const char *token, TimestampTz until,
 							   retention_prefix(store, token), (int64) until);
 	StringInfoData body;
 	bool		first = true;
+	bool		created;
 	RolloutSnapshot *snapshot;
 
 	rollout_check_writable(store, "retain a snapshot of");
@@ -294,17 +355,22 @@ named_snapshot_retain(RolloutStore *store, const char *token, TimestampTz until,
 	json_append_member_text(&body, &first, "until",
 							timestamptz_to_str(until));
 	appendStringInfoString(&body, "}\n");
-	(void) objstore_create_if_absent(store->objstore, key, body.data, body.len,
-									 objstore_new_put_id());
+	created = objstore_create_if_absent(store->objstore, key, body.data,
+										body.len, objstore_new_put_id()) ==
+		OBJSTORE_CREATED;
 
 	/*
 	 * The versions of a token just taken are the newest, which gc keeps for
 	 * its grace period anyway.  An older token's may be in the middle of
 	 * being collected by a gc that listed the retentions before this one
-	 * existed (it deletes the objects before the manifests): look at them
-	 * again now that every later gc sees the retention.
+	 * existed (it deletes the objects before the manifests).  Every later gc
+	 * sees the retention; a running one is harmless only while something else
+	 * keeps the token (named_snapshot_safe_from_running_gc).  Finding the
+	 * objects still there is not enough: that gc may delete them next.  The
+	 * same retention found already written passed these checks then, and must
+	 * not be removed here.
 	 */
-	if (just_taken)
+	if (just_taken || !created)
 		return;
 	snapshot = rollout_snapshot_at_versions(store,
 											&named_snapshot_parse(token, NULL)->versions);
@@ -312,6 +378,17 @@ named_snapshot_retain(RolloutStore *store, const char *token, TimestampTz until,
 	{
 		(void) objstore_delete(store->objstore, key);
 		named_snapshot_raise_expired(store, token);
+	}
+	if (!named_snapshot_safe_from_running_gc(store, token, key))
+	{
+		(void) objstore_delete(store->objstore, key);
+		ereport(ERROR,
+				(errcode(ERRCODE_SNAPSHOT_TOO_OLD),
+				 errmsg("snapshot \"%s\" of store \"%s\" can no longer be retained",
+						token, store->name),
+				 errdetail("The store changed more than rollout_fdw.min_gc_grace (%d s) after the snapshot was taken, and no retention keeps it: a garbage collection running now may be removing what it reads.",
+						   gc_min_grace_seconds()),
+				 errhint("Retain a snapshot when taking it, with rollout_snapshot(tbl, retain_until => ...), or within rollout_fdw.min_gc_grace of the store changing; extend a retention before it expires.")));
 	}
 }
 

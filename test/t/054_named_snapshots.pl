@@ -16,7 +16,10 @@
 #   (c) retention: gc keeps what a retained token reads and collects what
 #       an unretained one read, which then fails as expired; rollout_release
 #       lets gc collect it; an expired retention is deleted by gc;
-#       rollout_retain of an expired token is refused and leaves nothing;
+#       rollout_retain of an expired token is refused and leaves nothing,
+#       and so is one of a token the store moved past longer than
+#       min_gc_grace ago that no retention keeps (a running gc may be
+#       removing what it reads); a retained token can be retained longer;
 #   (d) random rounds: a token per round, retained, each checked against a
 #       heap copy of the table at that moment after every round's changes
 #       and maintenance, and after gc;
@@ -175,10 +178,34 @@ ok(!$ok && $err =~ /must be a finite time in the future/, 'a retention must end 
 my $t5 = $node->safe_psql('postgres', q{SELECT rollout_snapshot('e')});
 $node->safe_psql('postgres', q{CREATE TABLE h5 AS SELECT * FROM e});
 $node->safe_psql('postgres', q{DELETE FROM e WHERE id < 100; SELECT 1 FROM rollout_merge('e'); SELECT 1 FROM rollout_compact('e', min_fragments => 1);});
-$node->safe_psql('postgres', qq{SELECT rollout_retain('e', '$t5', now() + interval '1 hour')});
+# (retaining a token the store moved past is safe only within min_gc_grace
+# of that, which this node sets to 0: the session sets the default)
+$node->safe_psql('postgres',
+	qq{SET rollout_fdw.min_gc_grace = '10min'; SELECT rollout_retain('e', '$t5', now() + interval '1 hour')});
 $node->safe_psql('postgres', q{SELECT 1 FROM rollout_gc('e', '0')});
 snapshot_reads($t5, 'h5', 'a token retained by rollout_retain after it was taken survives gc');
-is($node->safe_psql('postgres', qq{SELECT rollout_release('e', '$t5')}), 1, 'and is released');
+$node->safe_psql('postgres', qq{SELECT rollout_retain('e', '$t5', now() + interval '2 hours')});
+is($node->safe_psql('postgres', qq{SELECT count(*) FROM rollout_retained('e') WHERE token = '$t5'}), 2,
+	'a retained token can be retained longer at any time (its retention keeps it meanwhile)');
+is($node->safe_psql('postgres', qq{SELECT rollout_release('e', '$t5')}), 2, 'and is released, both retentions');
+
+# a token the store moved past longer than min_gc_grace ago (here 0), which
+# no retention keeps, is refused even while what it reads is still there: a
+# gc that listed the retentions before the new one existed may be removing
+# it at this moment
+my $t7 = $node->safe_psql('postgres', q{SELECT rollout_snapshot('e')});
+$node->safe_psql('postgres', q{UPDATE e SET v = 7 WHERE id = 150; SELECT 1 FROM rollout_merge('e');});
+($ok, $out, $err) = try_sql($node, qq{SELECT rollout_retain('e', '$t7', now() + interval '1 hour')});
+ok(!$ok && $err =~ /snapshot "\Q$t7\E" of store "named" can no longer be retained/,
+	'a token the store moved past more than min_gc_grace ago cannot be retained') or diag($err);
+like($err, qr/rollout_snapshot\(tbl, retain_until/, '... and the hint says how to retain one');
+is($node->safe_psql('postgres', qq{SELECT count(*) FROM rollout_retained('e') WHERE token = '$t7'}), 0,
+	'the refused retention is not left behind');
+$node->safe_psql('postgres', qq{SET rollout_fdw.as_of = '$t7'; SELECT count(*) FROM e});    # still readable
+$node->safe_psql('postgres',
+	qq{SET rollout_fdw.min_gc_grace = '10min'; SELECT rollout_retain('e', '$t7', now() + interval '1 hour')});
+is($node->safe_psql('postgres', qq{SELECT rollout_release('e', '$t7')}), '1',
+	'within min_gc_grace of the change the same token is retained');
 
 # a retention keeps its snapshot through merges, compactions and gc
 my $t4 = $node->safe_psql('postgres', q{SELECT rollout_snapshot('e', now() + interval '1 hour')});
