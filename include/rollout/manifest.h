@@ -95,6 +95,8 @@ typedef struct ShardManifest
 	int64		drops_covered_by_base;
 	int64		next_generation;
 	List	   *generations;	/* GenerationEntry *, ascending number */
+	TimestampTz read_at;		/* when the read that found it newest began
+								 * (0: not read so); never stored */
 } ShardManifest;
 
 /* A base-table fragment, as listed in the base manifest. */
@@ -141,6 +143,7 @@ typedef struct BaseManifest
 	int64		total_compactions;
 	char	   *last_compaction;	/* timestamptz text, or NULL */
 	char	   *last_compaction_error;	/* or NULL */
+	TimestampTz read_at;		/* as in ShardManifest */
 } BaseManifest;
 
 typedef enum ManifestCommitResult

@@ -18,6 +18,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "rollout/grace.h"
 #include "rollout/json_doc.h"
 #include "rollout/manifest.h"
 #include "rollout/shard.h"
@@ -342,16 +343,23 @@ shard_manifest_read_latest(RolloutStore *store, const char *shard)
 	StringInfoData json;
 	char	   *key = NULL;
 	int64		version;
+	TimestampTz read_at = GetCurrentTimestamp();
+	ShardManifest *manifest;
 
 	initStringInfo(&json);
 	version = manifest_fetch_latest(store, prefix,
 									own_shard ? store->shard_manifest_hint : 0,
 									&json, &key);
 	if (version == 0)
-		return shard_manifest_empty(shard);
-	if (own_shard)
-		store->shard_manifest_hint = version;
-	return shard_manifest_parse(store, shard, version, &json, key);
+		manifest = shard_manifest_empty(shard);
+	else
+	{
+		if (own_shard)
+			store->shard_manifest_hint = version;
+		manifest = shard_manifest_parse(store, shard, version, &json, key);
+	}
+	manifest->read_at = read_at;
+	return manifest;
 }
 
 /*
@@ -477,14 +485,37 @@ shard_manifest_read_version(RolloutStore *store, const char *shard, int64 versio
 }
 
 /*
+ * Whether a manifest, read as the newest at read_at, is too old to commit
+ * the next version of.  It may have been superseded twice since and the
+ * version after it collected by gc (a superseded version goes once its
+ * successor is older than gc's grace): that number would be free again, and
+ * a create-if-absent of it would succeed below a newer version and count for
+ * nothing, while the committer believed its change made.  Within half the
+ * minimum grace that cannot have happened (grace.h).
+ */
+static bool
+manifest_read_too_old(RolloutStore *store, const char *which, int64 version,
+					  TimestampTz read_at)
+{
+	if (read_at == 0 || !rollout_output_too_old(read_at))
+		return false;
+	ereport(LOG,
+			(errmsg("rollout_fdw: not committing version %lld of the %s manifest of store \"%s\": the version before it was read more than half of rollout_fdw.min_gc_grace ago",
+					(long long) version, which, store->name),
+			 errdetail("Garbage collection may have taken a version since; the committer reads the manifest again.")));
+	return true;
+}
+
+/*
  * Write manifest as version manifest->version + 1 with create-if-absent: of
  * two committers of the same version exactly one wins, and the other gets
- * MANIFEST_CONFLICT and rebases.  For this cluster's own shard it first raises
- * an ERROR when a promoted standby superseded this server, judged by the
- * timeline of the version read; a takeover committed since then holds the next
- * version and makes this commit a conflict anyway.  A generation's stamp and
- * key range are written only when it has them, as the parser treats them as
- * optional.
+ * MANIFEST_CONFLICT and rebases.  A manifest read too long ago
+ * (manifest_read_too_old) is a conflict too, without writing anything.  For
+ * this cluster's own shard it first raises an ERROR when a promoted standby
+ * superseded this server, judged by the timeline of the version read; a
+ * takeover committed since then holds the next version and makes this commit
+ * a conflict anyway.  A generation's stamp and key range are written only
+ * when it has them, as the parser treats them as optional.
  */
 ManifestCommitResult
 shard_manifest_commit(RolloutStore *store, ShardManifest *manifest)
@@ -498,6 +529,9 @@ shard_manifest_commit(RolloutStore *store, ShardManifest *manifest)
 	/* a cluster superseded by a promoted standby changes the shard no more */
 	if (strcmp(manifest->shard, store->shard) == 0)
 		rollout_check_not_superseded(store, manifest->writer_timeline);
+	if (manifest_read_too_old(store, psprintf("shard \"%s\"", manifest->shard),
+							  version, manifest->read_at))
+		return MANIFEST_CONFLICT;
 
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');
@@ -633,14 +667,21 @@ base_manifest_read_latest(RolloutStore *store)
 	StringInfoData json;
 	char	   *key = NULL;
 	int64		version;
+	TimestampTz read_at = GetCurrentTimestamp();
+	BaseManifest *manifest;
 
 	initStringInfo(&json);
 	version = manifest_fetch_latest(store, prefix, store->base_manifest_hint,
 									&json, &key);
 	if (version == 0)
-		return palloc0(sizeof(BaseManifest));
-	store->base_manifest_hint = version;
-	return base_manifest_parse(store, version, &json, key);
+		manifest = palloc0(sizeof(BaseManifest));
+	else
+	{
+		store->base_manifest_hint = version;
+		manifest = base_manifest_parse(store, version, &json, key);
+	}
+	manifest->read_at = read_at;
+	return manifest;
 }
 
 /* The newest base manifest version (0: none yet), listed after the hint. */
@@ -690,6 +731,8 @@ base_manifest_commit(RolloutStore *store, BaseManifest *manifest)
 	char	   *key;
 	int64		version = manifest->version + 1;
 
+	if (manifest_read_too_old(store, "base", version, manifest->read_at))
+		return MANIFEST_CONFLICT;
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');
 	json_append_member_int64(&buf, &first, "version", version);

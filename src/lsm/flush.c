@@ -354,6 +354,7 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 		TimestampTz uploaded_at;
 		ListCell   *lc;
 
+		rollout_fault_point("flush.after_manifest_read");
 		if (manifest->replay_after >= last_position)
 		{
 			/* sealed already (a flush of another database finished first) */
@@ -491,6 +492,7 @@ flush_wal_tail(RolloutStore *store)
 		char	   *key;
 		TimestampTz uploaded_at;
 
+		rollout_fault_point("flush.after_manifest_read");
 		sealed = wal_contiguous_prefix(wal_list_after(store, store->shard,
 													  manifest->replay_after),
 									   manifest->replay_after);

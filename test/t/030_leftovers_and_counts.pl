@@ -23,6 +23,11 @@
 #      segment for an orphan, and a WAL entry naming it would be an
 #      acknowledged commit whose rows are gone.  The segment is an orphan gc
 #      removes; the retry commits.
+#   5. A flush whose shard manifest was read longer than half of
+#      rollout_fdw.min_gc_grace before its commit reads it again rather
+#      than commit the next version of it: gc may have collected a newer
+#      version since, and a version created again below the newest would
+#      count for nothing.
 
 use strict;
 use warnings;
@@ -32,7 +37,8 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(mode_node shard_of);
+use PsqlScript;
+use RolloutTest qw(mode_node shard_of wait_for_fault release_faults hold_faults count_in_log);
 use Test::More;
 
 my $node = mode_node('leftovers', conf => ['rollout_fdw.min_gc_grace = 0']);
@@ -111,6 +117,25 @@ is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id) FROM big'),
 	'the retry commits, through a new segment, every row once');
 @segments = $store->list('big/ingest/');
 is(scalar(@segments), 1, 'whose segment is in the store');
+$node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 0; SELECT pg_reload_conf()});
+
+# --- 5. a manifest read too long before its commit is read again
+$node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 4; SELECT pg_reload_conf();
+INSERT INTO big VALUES (1000, 'five');});
+my $offset = -s $node->logfile;
+my $flush = PsqlScript->start($node,
+	sql => "SET rollout_fdw.fail_at = 'flush.after_manifest_read:hold';\nSELECT rows_flushed FROM rollout_flush('big');\n");
+wait_for_fault($node, 'flush.after_manifest_read', $offset);
+sleep 3;    # the manifest it read ages past half the grace
+release_faults($node);
+($ret, $out, $err) = $flush->finish;
+hold_faults($node);
+is($ret, 0, 'the flush succeeds') or diag($err);
+is(count_in_log($node, qr/not committing version \d+ of the shard "[^"]+" manifest of store "big": the version before it was read more than half/, $offset),
+	1, 'after refusing to commit on its first, too old, read of the manifest');
+is(count_in_log($node, qr/fault point "flush\.after_manifest_read" reached/, $offset), 2,
+	'and reading it again');
+is($node->safe_psql('postgres', q{SELECT v FROM big WHERE id = 1000}), 'five', 'the flushed row is read');
 $node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 0; SELECT pg_reload_conf()});
 
 # --- 3. the cheap count after a crash
