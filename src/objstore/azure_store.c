@@ -1383,6 +1383,16 @@ azure_parse_listing(ObjectStore *store, StringInfo body, const char *bound,
 						continue;
 					if (bound != NULL && strcmp(name + prefix_length, bound) <= 0)
 						continue;
+
+					/*
+					 * Without its time a blob would look older than any grace
+					 * to garbage collection, an upload in flight included.
+					 */
+					if (modified == 0)
+						ereport(ERROR,
+								(errcode(ERRCODE_FDW_ERROR),
+								 errmsg("could not list objects in store \"%s\": blob \"%s\" has no readable Last-Modified time",
+										store->location, name)));
 					if (page->count >= max_keys)
 						continue;	/* cannot happen: maxresults */
 					page->entries[page->count].key = pstrdup(name + prefix_length);
