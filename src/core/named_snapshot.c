@@ -386,7 +386,7 @@ named_snapshot_retain(RolloutStore *store, const char *token, TimestampTz until,
 				(errcode(ERRCODE_SNAPSHOT_TOO_OLD),
 				 errmsg("snapshot \"%s\" of store \"%s\" can no longer be retained",
 						token, store->name),
-				 errdetail("The store changed more than rollout_fdw.min_gc_grace (%d s) after the snapshot was taken, and no retention keeps it: a garbage collection running now may be removing what it reads.",
+				 errdetail("The store changed after the snapshot was taken, more than rollout_fdw.min_gc_grace (%d s) ago, and no retention keeps the snapshot: a garbage collection running now may be removing what it reads.",
 						   gc_min_grace_seconds()),
 				 errhint("Retain a snapshot when taking it, with rollout_snapshot(tbl, retain_until => ...), or within rollout_fdw.min_gc_grace of the store changing; extend a retention before it expires.")));
 	}
