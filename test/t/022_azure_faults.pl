@@ -109,6 +109,9 @@ is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM t'), '5|15',
 
 # --- a PUT that lands unanswered, and then nothing answers --------------------
 
+# a 10 s request timeout: the test must make the service fail before the
+# withheld PUT times out and is retried
+$node->safe_psql('postgres', q{ALTER SERVER az OPTIONS (SET request_timeout '10')});
 my $hung_before = $proxy->counter('hung');
 $proxy->command('hang 1 PUT /wal/');
 my $commit = PsqlScript->start($node,
@@ -132,6 +135,7 @@ is($node->safe_psql('postgres', q{SELECT string_agg(id, ',' ORDER BY id) FROM t 
 $node->safe_psql('postgres', q{INSERT INTO t VALUES ('h', 8)});
 is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id), sum(v) FROM t'), '8|8|36',
 	'later commits go on; every row once');
+$node->safe_psql('postgres', q{ALTER SERVER az OPTIONS (SET request_timeout '2')});
 
 # A scan whose GET times out once is retried too.
 $proxy->command('hang 1 GET');
