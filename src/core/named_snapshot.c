@@ -289,9 +289,15 @@ static bool
 manifest_version_kept_by_gc(RolloutStore *store, const char *prefix,
 							int64 version, TimestampTz now)
 {
-	ObjectStoreListing *next = objstore_list_page(store->objstore, prefix,
-												  manifest_key(prefix, version),
-												  1, NULL);
+	char	   *after = manifest_key(prefix, version);
+	ObjectStoreListing *next = NULL;
+
+	/* a page may be empty and go on (Azure has no "start after") */
+	do
+	{
+		next = objstore_list_page(store->objstore, prefix, after, 1000,
+								  next ? next->continuation : NULL);
+	} while (next->count == 0 && next->continuation != NULL);
 
 	return next->count == 0 ||
 		!TimestampDifferenceExceeds(next->entries[0].modified, now,
