@@ -31,7 +31,9 @@
  *	  versions, but never a fence marker (only a shard's own writer collects
  *	  its WAL and generations);
  *	- this shard's ingest segments that neither a kept shard version (as an
- *	  adopted generation) nor a WAL entry after replay_after names;
+ *	  adopted generation) nor a WAL entry after replay_after names, unless
+ *	  the manifests may have changed in a way the WAL listing cannot show
+ *	  (gc_ingest_view_current);
  *	- manifest versions that are no longer kept (after the data objects);
  *	- what uploads interrupted by a crash left outside the key space (the
  *	  file backend's temporary files; objstore_remove_abandoned_uploads).
@@ -48,6 +50,7 @@
 
 #include "rollout/fault.h"
 #include "rollout/gc.h"
+#include "rollout/grace.h"
 #include "rollout/ingest.h"
 #include "rollout/maintenance_cost.h"
 #include "rollout/manifest.h"
@@ -264,13 +267,42 @@ gc_note_ingest_references(SegmentReader *reader, int index, void *arg)
 }
 
 /*
+ * Can the WAL entries listed just now stand in for the shard manifest
+ * versions read at manifests_read_at?  A segment is live through a WAL entry
+ * until a flush adopts it into a manifest version this gc did not read; a
+ * concurrent gc collects that entry once the adopting version is sealed by
+ * every version it keeps.  When the shard had a manifest, the version this
+ * gc read stays kept by any gc for a grace period after its successor came,
+ * and so does the entry: it suffices that the read is recent (half the
+ * minimum grace, as for every writer).  When the shard had none, nothing
+ * keeps the entry once the first version appears, so the shard must still
+ * have none.
+ */
+static bool
+gc_ingest_view_current(RolloutStore *store, TimestampTz manifests_read_at,
+					   bool shard_had_manifest)
+{
+	if (rollout_output_too_old(manifests_read_at))
+		return false;
+	if (shard_had_manifest)
+		return true;
+	return objstore_list_all(store->objstore,
+							 rollout_key_shard_manifest_prefix(store, store->shard),
+							 NULL) == NIL;
+}
+
+/*
  * This shard's ingest segments: a segment is live while a kept shard
  * manifest lists it as an adopted generation (in referenced) or a WAL entry
  * not yet sealed names it; anything else is the leftover of a transaction
- * that failed after staging, or of a generation merged away.
+ * that failed after staging, or of a generation merged away.  The manifests
+ * were read at manifests_read_at (none when !shard_had_manifest); if the WAL
+ * listed after them may miss an entry that named an adopted segment, the
+ * segments are left to the next run.
  */
 static void
 gc_own_ingest(RolloutStore *store, List *referenced, int64 replay_after,
+			  TimestampTz manifests_read_at, bool shard_had_manifest,
 			  TimestampTz cutoff, GcResult *result)
 {
 	List	   *objects = objstore_list_all(store->objstore, ingest_key_prefix(store), NULL);
@@ -282,6 +314,7 @@ gc_own_ingest(RolloutStore *store, List *referenced, int64 replay_after,
 
 	if (objects == NIL)
 		return;
+	rollout_fault_point("gc.before_ingest_wal");
 	wal = wal_list_after(store, store->shard, Max(replay_after, 0));
 	keys = palloc(sizeof(char *) * Max(list_length(wal), 1));
 	sizes = palloc(sizeof(int64) * Max(list_length(wal), 1));
@@ -294,6 +327,14 @@ gc_own_ingest(RolloutStore *store, List *referenced, int64 replay_after,
 	}
 	rollout_segment_footers(store, keys, sizes, list_length(wal),
 							gc_note_ingest_references, &live);
+	if (!gc_ingest_view_current(store, manifests_read_at, shard_had_manifest))
+	{
+		ereport(LOG,
+				(errmsg("garbage collection of store \"%s\" leaves its ingest segments to its next run",
+						store->name),
+				 errdetail("The shard manifest changed, or was read more than half of rollout_fdw.min_gc_grace ago, before the WAL entries that name segments were listed.")));
+		return;
+	}
 	foreach(lc, objects)
 	{
 		ObjectStoreEntry *entry = lfirst(lc);
@@ -385,6 +426,7 @@ gc_own_shard(RolloutStore *store, List *retentions, TimestampTz cutoff,
 	int64		replay_after = -1;
 	List	   *objects;
 	ListCell   *lc;
+	TimestampTz manifests_read_at = GetCurrentTimestamp();
 
 	versions = gc_manifest_versions(store,
 									rollout_key_shard_manifest_prefix(store, store->shard),
@@ -396,7 +438,7 @@ gc_own_shard(RolloutStore *store, List *retentions, TimestampTz cutoff,
 		 * listed, but a large transaction that failed or waited too long may
 		 * have left its ingest segment behind.
 		 */
-		gc_own_ingest(store, NIL, 0, cutoff, result);
+		gc_own_ingest(store, NIL, 0, manifests_read_at, false, cutoff, result);
 		return;
 	}
 	gc_note_retained(store, retentions, store->shard, &versions);
@@ -433,7 +475,8 @@ gc_own_shard(RolloutStore *store, List *retentions, TimestampTz cutoff,
 	}
 
 	gc_own_wal(store, replay_after, cutoff, result);
-	gc_own_ingest(store, referenced, replay_after, cutoff, result);
+	gc_own_ingest(store, referenced, replay_after, manifests_read_at, true,
+				  cutoff, result);
 	gc_delete_old_versions(store, &versions, cutoff, result);
 }
 

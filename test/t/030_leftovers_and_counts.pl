@@ -28,6 +28,13 @@
 #      than commit the next version of it: gc may have collected a newer
 #      version since, and a version created again below the newest would
 #      count for nothing.
+#   6. Two garbage collections at once never take an adopted ingest segment
+#      for an orphan.  A gc reads the shard manifests, then lists the WAL
+#      entries that name segments; if meanwhile a flush adopted a segment
+#      and the other gc collected the WAL entry that named it, the segment
+#      is named by neither.  The gc that read before leaves the segments to
+#      its next run when the shard had no manifest and has one now, or when
+#      its manifests are older than half of rollout_fdw.min_gc_grace.
 
 use strict;
 use warnings;
@@ -136,6 +143,83 @@ is(count_in_log($node, qr/not committing version \d+ of the shard "[^"]+" manife
 is(count_in_log($node, qr/fault point "flush\.after_manifest_read" reached/, $offset), 2,
 	'and reading it again');
 is($node->safe_psql('postgres', q{SELECT v FROM big WHERE id = 1000}), 'five', 'the flushed row is read');
+$node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 0; SELECT pg_reload_conf()});
+
+# --- 6. a gc held between its manifest read and its WAL listing
+$node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 4; SELECT pg_reload_conf();
+CREATE FOREIGN TABLE adopt (id int, v text) SERVER s OPTIONS (store 'adopt');});
+my $large = sub {
+	my ($first) = @_;
+	$node->safe_psql('postgres', qq{SET rollout_fdw.ingest_threshold = '64kB';
+INSERT INTO adopt SELECT g, repeat('a', 1000) FROM generate_series($first, $first + 199) g;});
+};
+
+# Held while this gc waits between listing the (empty) shard manifest
+# folder and listing the WAL; meanwhile the segment is adopted and its WAL
+# entry collected.
+my $held_gc = sub {
+	my ($case) = @_;
+	my $offset = -s $node->logfile;
+	my $gc = PsqlScript->start($node,
+		sql => "SET rollout_fdw.fail_at = 'gc.before_ingest_wal:hold';\nSELECT 'deleted ' || objects_deleted FROM rollout_gc('adopt', '4 s');\n");
+	wait_for_fault($node, 'gc.before_ingest_wal', $offset);
+	return ($gc, $offset);
+};
+my $adopt_and_collect = sub {
+	my ($rows, $wait, $collected) = @_;
+	is($node->safe_psql('postgres', q{SELECT rows_flushed FROM rollout_flush('adopt')}), $rows,
+		"meanwhile a flush adopts the segment ($rows rows)");
+	sleep $wait if $wait;
+	my $wal = "adopt/shards/" . shard_of($node) . "/wal/";
+	my @before = $store->list($wal);
+	$node->safe_psql('postgres', q{SELECT rollout_gc('adopt', '4 s')});
+	my @after = $store->list($wal);
+	my $counts = scalar(@before) . ' entries before, ' . scalar(@after) . ' after';
+	# (a fence marker, which gc never collects, may stay)
+	if ($collected)
+	{
+		ok(@after < @before, "and a second gc collects the WAL entry that named it ($counts)");
+	}
+	else
+	{
+		is(scalar(@after), scalar(@before),
+			"a second gc keeps the WAL entry that named it, sealed only by a version younger than the grace ($counts)");
+	}
+};
+my $held_gc_finishes = sub {
+	my ($gc, $offset, $segments, $rows, $skipped, $why) = @_;
+	release_faults($node);
+	my ($ret, $out, $err) = $gc->finish;
+	hold_faults($node);
+	is($ret, 0, "the held gc finishes ($why)") or diag($err);
+	is(count_in_log($node, qr/garbage collection of store "adopt" leaves its ingest segments to its next run/, $offset),
+		$skipped ? 1 : 0, $skipped ? '... leaving the segments alone, and saying so' : '... as usual');
+	my @segments = $store->list('adopt/ingest/');
+	is(scalar(@segments), $segments, "the adopted segments are there ($segments)");
+	is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id) FROM adopt'), "$rows|$rows",
+		"every row is read ($rows)");
+};
+
+# 6a. the shard had no manifest when the held gc looked (a plain writer; a
+# preloaded one writes the first version when it claims the shard, which
+# then keeps the WAL entry from the second gc)
+$large->(1);
+sleep 5;    # the segment and its WAL entry are older than the grace
+my @claimed = $store->manifest_versions('adopt/shards/' . shard_of($node) . '/_manifest');
+my $no_manifest = !@claimed;
+my ($gc, $gc_offset) = $held_gc->();
+$adopt_and_collect->(200, 0, $no_manifest);
+$held_gc_finishes->($gc, $gc_offset, 1, 200, $no_manifest,
+	$no_manifest ? 'the shard has a manifest now' : 'the shard had one already');
+
+# 6b. the shard had one; the held gc's read ages past half the grace
+$large->(1001);
+sleep 5;
+($gc, $gc_offset) = $held_gc->();
+# the second gc collects the WAL entry only once the version the held gc
+# read was superseded longer than the grace ago
+$adopt_and_collect->(200, 5, 1);
+$held_gc_finishes->($gc, $gc_offset, 2, 400, 1, 'its manifests are older than half the grace');
 $node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 0; SELECT pg_reload_conf()});
 
 # --- 3. the cheap count after a crash
