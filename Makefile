@@ -23,6 +23,7 @@ OBJS = \
 	src/format/datum_codec.o \
 	src/format/key_filter.o \
 	src/format/row_blob.o \
+	src/format/key_set.o \
 	src/core/fault.o \
 	src/core/json_doc.o \
 	src/core/portable_values.o \

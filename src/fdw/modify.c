@@ -16,9 +16,11 @@
  * key's newest version; when the statement changes the key, a tombstone of
  * the old key comes first, in the same transaction and so in the same WAL
  * entry.  In a statement that swaps or shifts keys, a row may already have
- * moved to the old key whose tombstone comes next: the statement remembers the
- * keys it moved rows to and writes no tombstone of those, since the moved row
- * already hides the older version.  Every row is buffered at once, so triggers
+ * moved to the old key whose tombstone comes next: the buffer writes no
+ * tombstone of a key the same command wrote a version of (xact_buffer.c),
+ * since the statement's scan never saw that version.  Keys are the same
+ * when the store's order says so (numeric 2 and 2.0 are one key).  Every
+ * row is buffered at once, so triggers
  * and later commands see the statement's rows as they would a heap's.  There
  * is no row lock: as with INSERT, the newest commit of a key wins.
  *
@@ -31,7 +33,6 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
-#include "common/hashfn.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "executor/executor.h"
@@ -40,7 +41,6 @@
 #include "optimizer/appendinfo.h"
 #include "optimizer/optimizer.h"
 #include "parser/parsetree.h"
-#include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
@@ -58,20 +58,7 @@ typedef struct RolloutModifyState
 	AttrNumber	key_junk_attno; /* "rollout_key" in the subplan's rows */
 	AttrNumber	wholerow_attno; /* "wholerow" (DELETE ... RETURNING) */
 	TupleTableSlot *tombstone;	/* a tombstone row, in the table's shape */
-	bool		key_byval;
-	int16		key_len;
-
-	/* UPDATE: the keys this statement moved rows to, by image hash */
-	HTAB	   *moved_keys;
-	MemoryContext context;		/* the state's, for the keys' copies */
 } RolloutModifyState;
-
-/* A bucket of moved_keys: the keys whose images hash to hash. */
-typedef struct MovedKeyBucket
-{
-	uint32		hash;
-	List	   *keys;			/* Datum copies */
-} MovedKeyBucket;
 
 static int
 rollout_is_foreign_rel_updatable(Relation rel)
@@ -221,68 +208,17 @@ rollout_begin_foreign_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 		List	   *subplan_tlist = outerPlanState(mtstate)->plan->targetlist;
 		AttrNumber	key_attno = rollout_key_attno(rel);
 		char	   *junk_name = rollout_key_junk_name(rel, key_attno);
-		Form_pg_attribute key_attr = TupleDescAttr(RelationGetDescr(rel),
-												   key_attno - 1);
 
 		state->key_attno = key_attno;
 		state->key_junk_attno = ExecFindJunkAttributeInTlist(subplan_tlist, junk_name);
 		if (!AttributeNumberIsValid(state->key_junk_attno))
 			elog(ERROR, "could not find junk %s column", junk_name);
-		state->key_byval = key_attr->attbyval;
-		state->key_len = key_attr->attlen;
-		state->context = CurrentMemoryContext;
 		state->wholerow_attno = ExecFindJunkAttributeInTlist(subplan_tlist, "wholerow");
 		state->tombstone = ExecInitExtraTupleSlot(mtstate->ps.state,
 												  RelationGetDescr(rel),
 												  &TTSOpsVirtual);
 	}
 	rinfo->ri_FdwState = state;
-}
-
-/*
- * Has this statement moved a row to key?  With remember, key is added if it
- * is new.  Keys are compared by image, as the store compares them.
- */
-static bool
-moved_key_find(RolloutModifyState *state, Datum key, bool remember)
-{
-	uint32		hash = datum_image_hash(key, state->key_byval, state->key_len);
-	MovedKeyBucket *bucket;
-	ListCell   *lc;
-	bool		found;
-	MemoryContext oldcontext;
-
-	if (state->moved_keys == NULL)
-	{
-		HASHCTL		ctl = {0};
-
-		if (!remember)
-			return false;
-		ctl.keysize = sizeof(uint32);
-		ctl.entrysize = sizeof(MovedKeyBucket);
-		ctl.hcxt = state->context;
-		state->moved_keys = hash_create("rollout moved keys", 64, &ctl,
-										HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	}
-	bucket = hash_search(state->moved_keys, &hash, remember ? HASH_ENTER : HASH_FIND,
-						 &found);
-	if (bucket == NULL)
-		return false;
-	if (!found)
-		bucket->keys = NIL;
-	foreach(lc, bucket->keys)
-	{
-		if (datum_image_eq(key, (Datum) lfirst(lc), state->key_byval, state->key_len))
-			return true;
-	}
-	if (remember)
-	{
-		oldcontext = MemoryContextSwitchTo(state->context);
-		bucket->keys = lappend(bucket->keys,
-							   (void *) datumCopy(key, state->key_byval, state->key_len));
-		MemoryContextSwitchTo(oldcontext);
-	}
-	return false;
 }
 
 /* The old key of the row the plan's current row updates or deletes. */
@@ -361,8 +297,7 @@ rollout_exec_foreign_update(EState *estate, ResultRelInfo *rinfo,
 							TupleTableSlot *slot, TupleTableSlot *planSlot)
 {
 	RolloutModifyState *state = rinfo->ri_FdwState;
-	Form_pg_attribute key_attr = TupleDescAttr(RelationGetDescr(rinfo->ri_RelationDesc),
-											   state->key_attno - 1);
+	RolloutStore *store = state->store;
 	Datum		old_key = rollout_old_key(state, planSlot);
 	bool		new_key_null;
 	Datum		new_key;
@@ -370,18 +305,11 @@ rollout_exec_foreign_update(EState *estate, ResultRelInfo *rinfo,
 	slot_getallattrs(slot);
 	new_key = slot_getattr(slot, state->key_attno, &new_key_null);
 
-	/*
-	 * Keys compare by their stored image: the same image is the same key in
-	 * the store (a null new key is refused by the buffer).
-	 */
+	/* (a null new key is refused by the buffer) */
 	if (!new_key_null &&
-		!datum_image_eq(old_key, new_key, key_attr->attbyval, key_attr->attlen))
-	{
-		/* no tombstone over a row this statement moved here (file header) */
-		if (!moved_key_find(state, old_key, false))
-			rollout_buffer_tombstone(estate, rinfo, old_key);
-		(void) moved_key_find(state, new_key, true);
-	}
+		segment_column_compare(&store->schema.columns[store->key_column],
+							   old_key, new_key) != 0)
+		rollout_buffer_tombstone(estate, rinfo, old_key);
 	xact_buffer_add_row(rinfo->ri_RelationDesc, state->store, slot,
 						estate->es_output_cid, ROLLOUT_OP_INSERT);
 	return slot;

@@ -29,6 +29,15 @@
  * row remembers the command that inserted it; command ids only grow along
  * the stream, so what a scan sees is always a prefix of it.
  *
+ * A command never sees the rows it writes itself, so a tombstone it writes
+ * deletes the version its scan saw, never one it wrote: a statement that
+ * inserts a key and, in a data-modifying WITH, deletes the row of that key
+ * it read, keeps its new row, as a heap table without a unique key would;
+ * an UPDATE that moves one row to a key and then another row away from it
+ * keeps the moved row.  Since the later of two rows of one key in an entry
+ * wins, a tombstone of a key its own command already wrote a version of is
+ * not buffered at all (xact_buffer_command_wrote_key).
+ *
  * TRUNCATE is an entry of the stream too (op ROLLOUT_OP_TRUNCATE, no tuple),
  * so that a savepoint rolled back takes it away like any row.  The rows
  * before the last one are dead: the commit skips them and makes its WAL
@@ -53,6 +62,7 @@
 
 #include "rollout/commit.h"
 #include "rollout/fdw.h"
+#include "rollout/key_set.h"
 #include "rollout/store_definition.h"
 #include "rollout/xact_buffer.h"
 
@@ -79,6 +89,7 @@ typedef struct CommandMark
 {
 	CommandId	cid;
 	int64		rows;			/* rows in the stream before it */
+	int64		offset;			/* where it starts */
 } CommandMark;
 
 typedef struct XactBuffer
@@ -111,6 +122,15 @@ typedef struct XactBuffer
 	TruncateMark *truncations;
 	int			truncation_count;
 	int			truncation_capacity;
+
+	/*
+	 * The keys command command_keys_cid, the newest, wrote new versions of:
+	 * made when a tombstone of that command first needs them, in
+	 * command_keys_context, and dropped when the stream is cut.
+	 */
+	KeySet	   *command_keys;
+	CommandId	command_keys_cid;
+	MemoryContext command_keys_context;
 } XactBuffer;
 
 /* What precedes each row's minimal tuple in the stream. */
@@ -126,6 +146,8 @@ static XactBuffer *current_buffer = NULL;
 
 static void xact_buffer_commit(XactBuffer *buffer);
 static void xact_buffer_release(XactBuffer *buffer);
+static bool xact_buffer_command_wrote_key(XactBuffer *buffer, CommandId cid,
+										  Datum key);
 
 /* ----------------------------------------------------------------
  * The row stream
@@ -196,6 +218,12 @@ stream_truncate(XactBuffer *buffer, int64 offset, int64 rows)
 	while (buffer->command_count > 0 &&
 		   buffer->commands[buffer->command_count - 1].rows >= rows)
 		buffer->command_count--;
+	/* and the keys a command wrote, which the next tombstone reads again */
+	if (buffer->command_keys != NULL)
+	{
+		MemoryContextReset(buffer->command_keys_context);
+		buffer->command_keys = NULL;
+	}
 	/* and the TRUNCATEs among the rows cut */
 	while (buffer->truncation_count > 0 &&
 		   buffer->truncations[buffer->truncation_count - 1].row >= rows)
@@ -290,6 +318,9 @@ xact_buffer_get(Relation rel, RolloutStore *store)
 	buffer->commands = palloc(sizeof(CommandMark) * buffer->command_capacity);
 	buffer->truncation_capacity = 4;
 	buffer->truncations = palloc(sizeof(TruncateMark) * buffer->truncation_capacity);
+	buffer->command_keys_context = AllocSetContextCreate(TopTransactionContext,
+														 "rollout command keys",
+														 ALLOCSET_DEFAULT_SIZES);
 	MemoryContextSwitchTo(oldcontext);
 
 	current_buffer = buffer;
@@ -342,6 +373,7 @@ xact_buffer_mark_command(XactBuffer *buffer, CommandId cid)
 	}
 	buffer->commands[buffer->command_count].cid = cid;
 	buffer->commands[buffer->command_count].rows = buffer->rows;
+	buffer->commands[buffer->command_count].offset = buffer->length;
 	buffer->command_count++;
 }
 
@@ -382,6 +414,7 @@ xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot,
 	MinimalTuple tuple;
 	BufferedRowHeader header = {0};
 	int			key_column = store->key_column;
+	Datum		key = (Datum) 0;
 
 	xact_buffer_refuse_serializable(rel);
 	buffer = xact_buffer_get(rel, store);
@@ -413,6 +446,16 @@ xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot,
 			VARATT_IS_EXTERNAL(DatumGetPointer(values[i])))
 			values[i] = PointerGetDatum(detoast_external_attr((struct varlena *)
 															  DatumGetPointer(values[i])));
+		if (buffer->attr_to_column[i] == key_column)
+			key = values[i];
+	}
+
+	/* a command's tombstone never hides the command's own row (header) */
+	if (op == ROLLOUT_OP_DELETE && xact_buffer_command_wrote_key(buffer, cid, key))
+	{
+		MemoryContextSwitchTo(oldcontext);
+		MemoryContextReset(buffer->row_context);
+		return;
 	}
 	tuple = heap_form_minimal_tuple(tupdesc, values, isnull);
 	MemoryContextSwitchTo(oldcontext);
@@ -424,6 +467,9 @@ xact_buffer_add_row(Relation rel, RolloutStore *store, TupleTableSlot *slot,
 	stream_write(buffer, &header, sizeof(header));
 	stream_write(buffer, tuple, header.len);
 	buffer->rows++;
+	if (op == ROLLOUT_OP_INSERT && buffer->command_keys != NULL &&
+		buffer->command_keys_cid == cid)
+		key_set_add(buffer->command_keys, key);
 	MemoryContextReset(buffer->row_context);
 }
 
@@ -473,6 +519,10 @@ typedef struct BufferedRowReader
 	bool	   *table_isnull;
 } BufferedRowReader;
 
+static void buffered_row_reader_init_range(BufferedRowReader *reader,
+										   XactBuffer *buffer, int64 from_row,
+										   int64 from_offset, int64 rows);
+
 /*
  * Prepare reader to read the live rows among buffer's first rows rows: those
  * after the last TRUNCATE among them (from the start when there is none),
@@ -485,12 +535,28 @@ static void
 buffered_row_reader_init(BufferedRowReader *reader, XactBuffer *buffer,
 						 int64 rows)
 {
+	buffered_row_reader_init_range(reader, buffer, 0, 0, rows);
+}
+
+/*
+ * The same for the live rows from row from_row (starting at from_offset) up
+ * to row rows.
+ */
+static void
+buffered_row_reader_init_range(BufferedRowReader *reader, XactBuffer *buffer,
+							   int64 from_row, int64 from_offset, int64 rows)
+{
 	const TruncateMark *truncation = stream_last_truncation(buffer, rows);
 
 	reader->buffer = buffer;
 	reader->row_limit = rows;
-	reader->row = truncation ? truncation->row + 1 : 0;
-	reader->offset = truncation ? truncation->offset_after : 0;
+	reader->row = from_row;
+	reader->offset = from_offset;
+	if (truncation != NULL && truncation->row >= from_row)
+	{
+		reader->row = truncation->row + 1;
+		reader->offset = truncation->offset_after;
+	}
 	reader->table_values = palloc0(sizeof(Datum) * Max(buffer->tupdesc->natts, 1));
 	reader->table_isnull = palloc0(sizeof(bool) * Max(buffer->tupdesc->natts, 1));
 	if (buffer->file != NULL &&
@@ -555,6 +621,66 @@ buffered_row_reader_next(void *arg, Datum *values, bool *isnull)
 	values[store->user_column_count] = Int16GetDatum(header.op);
 	isnull[store->user_column_count] = false;
 	return true;
+}
+
+/*
+ * Make buffer->command_keys the keys command cid wrote new versions of,
+ * read from the stream: the rows of each stretch of the stream cid wrote.
+ */
+static void
+xact_buffer_read_command_keys(XactBuffer *buffer, CommandId cid)
+{
+	RolloutStore *store = buffer->store;
+	MemoryContext scratch = AllocSetContextCreate(CurrentMemoryContext,
+												  "rollout command keys scratch",
+												  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext row_scratch = AllocSetContextCreate(scratch,
+													  "rollout command keys row",
+													  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext oldcontext = MemoryContextSwitchTo(scratch);
+	Datum	   *values = palloc(sizeof(Datum) * (store->user_column_count + 1));
+	bool	   *isnull = palloc(sizeof(bool) * (store->user_column_count + 1));
+
+	MemoryContextReset(buffer->command_keys_context);
+	buffer->command_keys = key_set_create(&store->schema.columns[store->key_column],
+										  buffer->command_keys_context);
+	buffer->command_keys_cid = cid;
+	for (int i = 0; i < buffer->command_count; i++)
+	{
+		const CommandMark *mark = &buffer->commands[i];
+		int64		end = buffer->rows;
+		BufferedRowReader reader;
+
+		if (mark->cid != cid)
+			continue;
+		if (i + 1 < buffer->command_count)
+			end = buffer->commands[i + 1].rows;
+		buffered_row_reader_init_range(&reader, buffer, mark->rows, mark->offset, end);
+		MemoryContextSwitchTo(row_scratch);
+		while (buffered_row_reader_next(&reader, values, isnull))
+		{
+			if (DatumGetInt16(values[store->user_column_count]) == ROLLOUT_OP_INSERT)
+				key_set_add(buffer->command_keys, values[store->key_column]);
+			MemoryContextReset(row_scratch);
+		}
+		MemoryContextSwitchTo(scratch);
+	}
+	MemoryContextSwitchTo(oldcontext);
+	MemoryContextDelete(scratch);
+}
+
+/*
+ * Has command cid buffered a new version of key already?  (See the file
+ * header.)  The command's keys are read from the stream when a tombstone
+ * first asks, then kept by xact_buffer_add_row as the command writes more,
+ * so a statement that writes no tombstone never pays for them.
+ */
+static bool
+xact_buffer_command_wrote_key(XactBuffer *buffer, CommandId cid, Datum key)
+{
+	if (buffer->command_keys == NULL || buffer->command_keys_cid != cid)
+		xact_buffer_read_command_keys(buffer, cid);
+	return key_set_contains(buffer->command_keys, key);
 }
 
 /*
