@@ -135,7 +135,12 @@ named_snapshot_take(RolloutStore *store)
 	return token.data;
 }
 
-/* A version number of a token: digits, at least 1 (0 for the base) */
+/*
+ * A version number of a token: digits, at least minimum.  0 is a manifest
+ * not yet written: the base of a store never merged, or the shard of a
+ * cluster that has written only WAL entries so far (a snapshot reads none of
+ * those).
+ */
 static bool
 parse_version(const char *text, int64 minimum, int64 *version)
 {
@@ -175,7 +180,7 @@ named_snapshot_parse(const char *text, const char **problem)
 		palloc(sizeof(int64) * (strlen(token.shards) / 3 + 1));
 	while (store_token_next_shard(&token.shards, &shard, &version, &malformed))
 	{
-		if (!parse_version(version, 1, &snapshot->versions.shard_versions[count]))
+		if (!parse_version(version, 0, &snapshot->versions.shard_versions[count]))
 			return NULL;
 		snapshot->versions.shards = lappend(snapshot->versions.shards, shard);
 		count++;
@@ -289,8 +294,12 @@ static bool
 manifest_version_kept_by_gc(RolloutStore *store, const char *prefix,
 							int64 version, TimestampTz now)
 {
-	char	   *after = manifest_key(prefix, version);
+	char	   *after;
 	ObjectStoreListing *next = NULL;
+
+	if (version == 0)
+		return true;			/* no manifest: nothing for gc to take */
+	after = manifest_key(prefix, version);
 
 	/* a page may be empty and go on (Azure has no "start after") */
 	do

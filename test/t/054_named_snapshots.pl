@@ -24,7 +24,11 @@
 #       heap copy of the table at that moment after every round's changes
 #       and maintenance, and after gc;
 #   (e) privileges: a role with SELECT reads a snapshot but cannot take,
-#       retain or release one.
+#       retain or release one;
+#   (f) a second cluster, not preloaded, that has written only WAL entries:
+#       its shard has no manifest yet, and a token names it at version 0;
+#       that token reads as of its moment (without those rows), starts a
+#       change feed that delivers them, and can be retained.
 
 use strict;
 use warnings;
@@ -135,7 +139,7 @@ like($node->safe_psql('postgres', qq{SET rollout_fdw.as_of = '$t2'; EXPLAIN (ANA
 ($ok, $out, $err) = try_sql($node, q{INSERT INTO e_then VALUES (5000, 1, 'x')});
 ok(!$ok && $err =~ /while it is read as of a named snapshot/, 'a table with as_of cannot be written')
   or diag($err);
-for my $bad ('nope', 'rs1:xyz:1:', 'rs1:abc:-1:', 'rs1:abc:1:bad shard=1', 'rs1:abc:1:s=0')
+for my $bad ('nope', 'rs1:xyz:1:', 'rs1:abc:-1:', 'rs1:abc:1:bad shard=1', 'rs1:abc:1:s=-1', 'rs1:abc:1:s=')
 {
 	($ok, $out, $err) = try_sql($node, qq{ALTER FOREIGN TABLE e_then OPTIONS (SET as_of '$bad')});
 	ok(!$ok && $err =~ /invalid value for option "as_of"/, "option as_of '$bad' is refused") or diag($err);
@@ -306,5 +310,29 @@ for my $call (q{rollout_snapshot('e')}, qq{rollout_retain('e', '$last', now() + 
 	ok(!$ok && $err =~ /must be owner|permission denied/, "a role with SELECT cannot call $call")
 	  or diag($err);
 }
+
+# --- (f) a cluster that has written only WAL entries -----------------------------
+my $plain = PostgreSQL::Test::Cluster->new('named_plain');
+$plain->init;
+$plain->start;
+$store->create_extension_and_server($plain);
+$plain->safe_psql('postgres', q{
+CREATE FOREIGN TABLE e (id int NOT NULL, v int, note text) SERVER s OPTIONS (store 'named', key 'id');
+INSERT INTO e VALUES (900001, 1, 'plain');});
+my $plain_shard = $plain->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
+my $t0 = $node->safe_psql('postgres', q{SELECT rollout_snapshot('e')});
+like($t0, qr/\Q$plain_shard\E=0(?:,|$)/, 'a token names the shard of a cluster that never flushed at version 0');
+is($node->safe_psql('postgres', "SET rollout_fdw.as_of = '$t0'; SELECT count(*) FROM e"),
+	$node->safe_psql('postgres', 'SELECT count(*) FROM e WHERE id <> 900001'),
+	'it reads the store as of its moment: everything but that cluster\'s unflushed row');
+is($node->safe_psql('postgres', "SELECT string_agg(key, ',') FROM rollout_changes('e', '$t0')"), '900001',
+	'a change feed started from it delivers that row');
+($ok, $out, $err) = try_sql($node, "SELECT rollout_retain('e', '$t0', now() + interval '1 day')");
+ok($ok, 'it can be retained') or diag($err);
+($ok, $out, $err) = try_sql($node, "SELECT rollout_release('e', '$t0')");
+ok($ok, 'and released') or diag($err);
+($ok, $out, $err) = try_sql($node, "SELECT rollout_snapshot('e', now() + interval '1 day')");
+ok($ok && $out =~ /^rs1:/, 'a snapshot taken and retained in one call') or diag($err);
+$plain->stop;
 
 done_testing();
