@@ -82,6 +82,9 @@ named_snapshot_define_settings(void)
 							   check_as_of, NULL, NULL);
 }
 
+/* How many times named_snapshot_take reads the manifests for one cut. */
+#define NAMED_SNAPSHOT_ATTEMPTS 10
+
 char *
 named_snapshot_take(RolloutStore *store)
 {
@@ -106,7 +109,9 @@ named_snapshot_take(RolloutStore *store)
 	 * that of the base puts into the base generations the shard versions do
 	 * not list yet.  Reads as of such a token are right (a row read twice is
 	 * deduplicated), but a change feed started from it would deliver those
-	 * rows again: list again until the base merged nothing newer.
+	 * rows again: list again until the base merged nothing newer.  A version
+	 * gc removed meanwhile is listed again too.  Never hand out a token that
+	 * is not such a cut.
 	 */
 	for (int attempt = 1;; attempt++)
 	{
@@ -115,14 +120,22 @@ named_snapshot_take(RolloutStore *store)
 		bool		consistent = true;
 
 		rollout_snapshot_newest_versions(store, &versions);
-		if (attempt >= 10 ||
-			!manifest_cache_read(store, &versions, &manifests, &base))
-			break;
-		for (int i = 0; i < list_length(versions.shards); i++)
-			consistent &= base_manifest_merged_generation(base, manifests[i]->shard) <
-				manifests[i]->next_generation;
-		if (consistent)
-			break;
+		if (manifest_cache_read(store, &versions, &manifests, &base))
+		{
+			for (int i = 0; i < list_length(versions.shards); i++)
+				consistent &= base_manifest_merged_generation(base, manifests[i]->shard) <
+					manifests[i]->next_generation;
+			if (consistent)
+				break;
+		}
+		if (attempt >= NAMED_SNAPSHOT_ATTEMPTS)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not name a snapshot of store \"%s\": its manifests kept changing",
+							store->name),
+					 errdetail("Merges committed between the reads of the shard and base manifests %d times in a row.",
+							   attempt),
+					 errhint("Retry.")));
 	}
 	initStringInfo(&token);
 	appendStringInfo(&token, TOKEN_PREFIX "%s:" INT64_FORMAT ":",

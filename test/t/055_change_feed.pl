@@ -18,7 +18,8 @@
 #       TRUNCATE as one 'truncate' row, a transaction is never split by
 #       max_rows, an empty poll returns nothing, a poll that moved the
 #       position without a change returns one 'position' row, a named
-#       snapshot token is a starting position;
+#       snapshot token is a starting position, also when a merge committed
+#       while it was taken;
 #   (c) garbage collection: a consumer whose position gc has passed gets a
 #       clear error (SQLSTATE 72000) naming the oldest position still
 #       available, and can start again from a token of rollout_snapshot; a
@@ -40,7 +41,9 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(preload mode_node restart_after_crash try_sql loop_size pump_if_running);
+use PsqlScript;
+use RolloutTest qw(preload mode_node restart_after_crash try_sql loop_size pump_if_running
+  wait_for_fault release_faults hold_faults count_in_log);
 use Test::More;
 
 # the plain and the preloaded run take different random paths by default
@@ -287,6 +290,26 @@ my $token2 = $a->safe_psql('postgres', q{SELECT rollout_snapshot('small')});
 is(changes($token2), 'position::', '(b) a token with nothing after it gives one position row');
 is($a->safe_psql('postgres', qq{SELECT next_since FROM rollout_changes('small', '$token2')}), $p4,
 	'(b) ... holding the same position as the poll that read up to there');
+# A merge that commits between a snapshot's listings of the shard manifests
+# and of the base: the token is taken again, never as a cut whose base holds
+# rows its shard versions do not, which a feed would deliver twice.
+$a->safe_psql('postgres', q{
+CREATE FOREIGN TABLE cut (id int, v text) SERVER s OPTIONS (store 'feed_cut', key 'id');
+INSERT INTO cut VALUES (1, 'a');});
+my $offset = -s $a->logfile;
+my $taking = PsqlScript->start($a,
+	sql => "SET rollout_fdw.fail_at = 'snapshot.after_shard_manifests:hold';\nSELECT rollout_snapshot('cut');\n");
+wait_for_fault($a, 'snapshot.after_shard_manifests', $offset);
+$a->safe_psql('postgres', q{INSERT INTO cut VALUES (2, 'b'); SELECT rollout_merge('cut')});
+release_faults($a);
+my ($ret, $token3, $taking_err) = $taking->finish;
+hold_faults($a);
+is($ret, 0, "(b) a snapshot a merge came between is taken") or diag($taking_err);
+cmp_ok(count_in_log($a, qr/fault point "snapshot\.after_shard_manifests" reached/, $offset), '>=', 2,
+	'(b) ... after listing the manifests again');
+chomp $token3;
+is($a->safe_psql('postgres', qq{SELECT string_agg(op, ' ') FROM rollout_changes('cut', '$token3')}), 'position',
+	'(b) ... and a feed from its token delivers none of the merged rows');
 like($a->safe_psql('postgres', qq{SELECT stamp > now() - interval '1 hour' AND shard IS NOT NULL FROM rollout_changes('small', '$token')}),
 	qr/^t$/, '(b) a change carries its shard and a commit stamp');
 # a fence marker (the claim of a restarted writer) moves the position without a change
