@@ -63,6 +63,16 @@ extern void shared_store_foreach_by_name(const char *location,
 extern void shared_store_adopt_incarnation(SharedStoreSlot *slot,
 										   RolloutStore *store);
 
+/*
+ * Make room in the memtable: drop the batches of every shard (but except's)
+ * that holds some, has had no commit since idle_since and has nothing in
+ * flight, and unclaim its writer.  Returns the bytes freed.  For a committer
+ * that waits for room while the memtable is full of stores nobody flushes
+ * (their tables dropped or moved, or their flushes failing).
+ */
+extern int64 shared_store_evict_idle(TimestampTz idle_since,
+									 SharedStoreSlot *except);
+
 /* Has this cluster claimed the shard (so the memtable holds its tail)? */
 extern bool shared_writer_is_ready(SharedStoreSlot *slot);
 

@@ -219,6 +219,54 @@ shared_store_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
 }
 
 /*
+ * See shared_store.h.  A slot qualifies when its writer is claimed, it holds
+ * batches, and nothing is in flight: no leader, no queued commit, no flush
+ * (which copies the batches and trims them after its commit), no claim.
+ * Its writer goes back to unclaimed, as after a restart: readers then read
+ * the shard's WAL tail from the store, a flush seals it from there, and the
+ * next commit claims the shard again, which replays the tail into the
+ * memtable.  Nothing is lost, since every batch is a durable WAL entry.
+ */
+int64
+shared_store_evict_idle(TimestampTz idle_since, SharedStoreSlot *except)
+{
+	int64		freed = 0;
+
+	if (!rollout_shared_available())
+		return 0;
+	LWLockAcquire(&shared_state->registry_lock, LW_SHARED);
+	for (int i = 0; i < shared_state->max_stores; i++)
+	{
+		SharedStoreSlot *slot = &shared_state->slots[i];
+		int64		bytes = 0;
+
+		if (!slot->in_use || slot == except)
+			continue;
+		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+		if (slot->writer_state == WRITER_READY && slot->mem_bytes > 0 &&
+			slot->leaders_active == 0 && !DsaPointerIsValid(slot->queue_head) &&
+			!slot->flushing && slot->last_lead_at < idle_since)
+		{
+			bytes = slot->mem_bytes;
+			memtable_clear(slot);
+			slot->tail_empty_listed_at = 0;
+			slot->writer_state = WRITER_NONE;
+		}
+		LWLockRelease(&slot->lock);
+		if (bytes > 0)
+		{
+			freed += bytes;
+			ereport(LOG,
+					(errmsg("rollout_fdw: evicted %lld bytes of shard \"%s\" of store \"%s\" from the memtable to make room",
+							(long long) bytes, slot->shard, slot->store),
+					 errdetail("No transaction committed to it for a while and no flush took its rows; they stay durable in its WAL, and are read from there.")));
+		}
+	}
+	LWLockRelease(&shared_state->registry_lock);
+	return freed;
+}
+
+/*
  * The slot cached in store->shared_slot is reused while it still matches; a
  * slot found anew first forgets any older incarnation of the store
  * (shared_store_adopt_incarnation, which may wait for a commit or flush in

@@ -72,6 +72,14 @@
  */
 #define PIPELINE_MIN_SPACING_US	5000
 
+/*
+ * A store that no transaction committed to for this long may lose its
+ * memtable batches to a committer that waits for room (group_commit_reserve).
+ * Long enough that a store committing now and then keeps its tail; a store
+ * that is flushed is not evicted anyway, since the flush empties it.
+ */
+#define MEMTABLE_EVICT_IDLE_S	10
+
 /* the longest automatic commit delay (rollout_fdw.commit_delay = -1) */
 #define COMMIT_DELAY_AUTO_MAX_US	5000
 
@@ -888,10 +896,21 @@ group_commit_note_flushing_itself(RolloutStore *store)
  * and otherwise waits for other stores to be flushed (the sweeper flushes a
  * store that holds more than a quarter of the memtable at once).  Nothing is
  * queued yet, so the wait can be cancelled.
+ *
+ * Other stores may never be flushed: a store whose tables were dropped or
+ * moved to another location is reached by no sweeper, and one whose flushes
+ * fail keeps its batches.  So a committer that has waited a second evicts,
+ * once a second, the batches of stores that no transaction committed to for
+ * MEMTABLE_EVICT_IDLE_S (shared_store_evict_idle): their rows are durable WAL
+ * entries, read from the store until their next commit or flush.  Without
+ * it, any role that may create a server could fill the memtable and drop its
+ * tables, and every commit of the cluster would wait until a restart.
  */
 static void
 group_commit_reserve(RolloutStore *store, SharedStoreSlot *slot, Size size)
 {
+	TimestampTz last_eviction = GetCurrentTimestamp();
+
 	for (;;)
 	{
 		int64		own_bytes;
@@ -913,6 +932,13 @@ group_commit_reserve(RolloutStore *store, SharedStoreSlot *slot, Size size)
 		{
 			group_commit_note_flushing_itself(store);
 			(void) rollout_flush_shard(store);
+		}
+		else if (TimestampDifferenceExceeds(last_eviction, GetCurrentTimestamp(), 1000))
+		{
+			last_eviction = GetCurrentTimestamp();
+			(void) shared_store_evict_idle(last_eviction -
+										   MEMTABLE_EVICT_IDLE_S * USECS_PER_SEC,
+										   slot);
 		}
 		else
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

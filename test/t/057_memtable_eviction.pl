@@ -1,0 +1,87 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# Modes: preload  (its cluster preloads the writer in every run; scripts/test.sh)
+#
+# 057_memtable_eviction.pl — a memtable full of stores nobody flushes does
+# not stop the cluster's commits (issue: deployment safety).
+#
+# The memtable is shared by every store of the cluster, and only the sweeper
+# (for the tables it finds) or a committer of the same store flushes one.  A
+# store whose tables were dropped with rows in the memtable is flushed by
+# nobody: a role allowed to create a server could fill the memtable that way,
+# and every later commit of every store, in every database, waited for room
+# until a restart.  Preloaded with a 1 MB memtable (700 kB usable) and no
+# timed flush, four stores get about 160 kB each (a committer flushes its own store past a
+# quarter of the memtable) through tables dropped in the same transactions
+# as their inserts.  Then a commit to another store, which does not fit,
+# evicts the idle stores' batches after MEMTABLE_EVICT_IDLE_S (10 s) and
+# commits.  The evicted rows are durable in their WAL: new tables of the
+# stores read all of them, a flush seals them from the WAL, and the next
+# commit claims the shard again.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use Time::HiRes qw(time);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use PsqlScript;
+use RolloutStore;
+use RolloutTest qw(writer_node);
+use Test::More;
+
+my $node = writer_node('evict', 'rollout_fdw.memtable_size' => '1MB');
+my $store = RolloutStore->for_test('057_memtable_eviction', backend => 'file');
+$store->create_extension_and_server($node);
+
+# four stores, each a transaction of 150 rows of 1 kB through a table it drops
+for my $x (1 .. 4)
+{
+	$node->safe_psql('postgres', qq{
+CREATE FOREIGN TABLE a$x (id text, v int, payload text) SERVER s OPTIONS (store 'ev_$x', key 'id');
+BEGIN;
+INSERT INTO a$x SELECT '$x-' || r, r, repeat(md5('$x-' || r), 32) FROM generate_series(1, 150) r;
+DROP FOREIGN TABLE a$x;
+COMMIT;});
+}
+my $held = $node->safe_psql('postgres', q{SELECT sum(memtable_bytes) FROM rollout_stat_stores WHERE store ~ '^ev_[0-9]$'});
+cmp_ok($held, '>', 600 * 1024, "the dropped tables' stores hold most of the memtable ($held bytes)")
+  or diag($node->safe_psql('postgres', q{SELECT store, memtable_bytes, flushes FROM rollout_stat_stores}));
+
+$node->safe_psql('postgres', q{CREATE FOREIGN TABLE b (id text, v int, payload text) SERVER s OPTIONS (store 'ev_b', key 'id');});
+my $offset = -s $node->logfile;
+my $t0 = time;
+my $commit = PsqlScript->start($node, name => 'b', sql =>
+	  q{INSERT INTO b SELECT 'b-' || r, r, repeat(md5('b-' || r), 32) FROM generate_series(1, 150) r;});
+my ($ret, $out, $err) = $commit->finish;
+my $took = time - $t0;
+is($ret, 0, sprintf('a commit to another store that does not fit commits (after %.1f s)', $took)) or diag($err);
+like(slurp_file($node->logfile, $offset),
+	qr/evicted \d+ bytes of shard "[^"]+" of store "ev_1" from the memtable to make room/,
+	'the log says which stores were evicted');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM rollout_stat_stores WHERE store ~ '^ev_[0-9]$' AND memtable_bytes > 0}),
+	'0', 'the evicted stores hold nothing in the memtable');
+cmp_ok($node->safe_psql('postgres', q{SELECT backpressure_waits FROM rollout_stat_stores WHERE store = 'ev_b'}),
+	'>', 0, 'the commit waited for room first');
+
+# the evicted rows: read from the WAL, flushed from there, and the store
+# writable again
+$node->safe_psql('postgres', join('', map {
+	"CREATE FOREIGN TABLE a$_ (id text, v int, payload text) SERVER s OPTIONS (store 'ev_$_', key 'id');" } 1 .. 4));
+my $all = join(' UNION ALL ', map { "SELECT * FROM a$_" } 1 .. 4);
+is($node->safe_psql('postgres', "SELECT count(*), count(DISTINCT id), sum(length(payload)) FROM ($all) r"),
+	'600|600|' . (600 * 1024), 'new tables of the evicted stores read every row they committed');
+is($node->safe_psql('postgres', q{SELECT rows_flushed FROM rollout_flush('a1')}), '150',
+	'a flush seals them from the WAL');
+$node->safe_psql('postgres', q{INSERT INTO a1 VALUES ('after', 1, 'x')});
+is($node->safe_psql('postgres', q{SELECT count(*), count(DISTINCT id) FROM a1}), '151|151',
+	'and the store takes commits again');
+is($node->safe_psql('postgres', q{SELECT count(*), count(DISTINCT id) FROM b}), '150|150',
+	'the other store has its rows');
+
+unlike(slurp_file($node->logfile), qr/terminated by signal|PANIC/, 'no backend crashed');
+$node->stop;
+done_testing();
