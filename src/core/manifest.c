@@ -232,6 +232,25 @@ manifest_read_key(RolloutStore *store, JsonDoc *doc, JsonbContainer *obj,
 	return true;
 }
 
+/*
+ * An object's key range, members "min_key" and "max_key": false when it has
+ * none.  A range whose ends are reversed is corrupt: every read that skips
+ * by key range would skip the object's rows without a word.
+ */
+static bool
+manifest_read_key_range(RolloutStore *store, JsonDoc *doc, JsonbContainer *object,
+						Datum *min_key, Datum *max_key)
+{
+	const SegmentColumn *key = &store->schema.columns[store->key_column];
+
+	if (!manifest_read_key(store, doc, object, "min_key", min_key) ||
+		!manifest_read_key(store, doc, object, "max_key", max_key))
+		return false;
+	if (key->has_order && segment_column_compare(key, *min_key, *max_key) > 0)
+		json_doc_corrupt(doc, "An object's min_key is greater than its max_key.");
+	return true;
+}
+
 static void
 manifest_append_key(RolloutStore *store, StringInfo buf, bool *first,
 					const char *member, Datum value)
@@ -294,8 +313,7 @@ shard_manifest_parse(RolloutStore *store, const char *shard, int64 version,
 		entry->max_ts = json_doc_int64(doc, g, "max_ts", false, 0);
 		entry->stamp = json_doc_int64(doc, g, "stamp", false, 0);
 		entry->has_key_range =
-			manifest_read_key(store, doc, g, "min_key", &entry->min_key) &&
-			manifest_read_key(store, doc, g, "max_key", &entry->max_key);
+			manifest_read_key_range(store, doc, g, &entry->min_key, &entry->max_key);
 		if (entry->number >= manifest->next_generation ||
 			entry->first_position > entry->last_position ||
 			entry->last_position > manifest->replay_after)
@@ -625,8 +643,7 @@ base_manifest_parse(RolloutStore *store, int64 version, StringInfo json,
 		entry->min_ts = json_doc_int64(doc, f, "min_ts", false, 0);
 		entry->max_ts = json_doc_int64(doc, f, "max_ts", false, 0);
 		entry->has_key_range =
-			manifest_read_key(store, doc, f, "min_key", &entry->min_key) &&
-			manifest_read_key(store, doc, f, "max_key", &entry->max_key);
+			manifest_read_key_range(store, doc, f, &entry->min_key, &entry->max_key);
 		entry->disjoint_set = json_doc_text(doc, f, "disjoint_set", false);
 		manifest->fragments = lappend(manifest->fragments, entry);
 	}

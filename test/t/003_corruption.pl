@@ -319,6 +319,13 @@ $store->put($manifest_key, $wrong_type);
 expect_error('a manifest with a string where a number belongs', $manifest_key);
 $store->put($manifest_key, "\x{ff}\x{fe}garbage\0\x01");
 expect_error('binary garbage as manifest', $manifest_key);
+# a generation's key range with its ends swapped: every read that skips by
+# key range would skip its rows without a word
+(my $reversed = $manifest_bytes) =~
+  s/"min_key":\s*"([0-9a-f]+)"(.*?)"max_key":\s*"([0-9a-f]+)"/"min_key": "$3"$2"max_key": "$1"/s;
+isnt($reversed, $manifest_bytes, 'the generation has a key range of distinct ends to swap');
+$store->put($manifest_key, $reversed);
+expect_error('a manifest whose min_key is greater than its max_key', $manifest_key);
 $store->put($manifest_key, $manifest_bytes);
 is($node->safe_psql('postgres', $query), $original, 'restoring the manifest restores the result');
 
