@@ -1122,12 +1122,14 @@ group_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 
 	/*
 	 * Waiting for memtable room has no bound: ingest segments staged before
-	 * it must still be young enough to name (wal.h).  What follows waits only
-	 * for the leaders' PUTs.
+	 * it must still be young enough to name (wal.h), and the wait may have
+	 * let another committer evict this store and unclaim its writer
+	 * (group_commit_reserve).  What follows waits only for the leaders' PUTs.
 	 */
 	PG_TRY();
 	{
 		wal_check_ingest_fresh(store, ingest);
+		writer_ensure_ready(store, slot);
 	}
 	PG_CATCH();
 	{
