@@ -50,6 +50,9 @@ extern void memtable_add_batch(SharedStoreSlot *slot, dsa_pointer batch_pointer,
 /* Drop every batch of the slot (slot lock held). */
 extern void memtable_clear(SharedStoreSlot *slot);
 
+/* When the newest batch of a slot became durable, or 0 (slot lock held). */
+extern TimestampTz memtable_newest_durable_at(SharedStoreSlot *slot);
+
 /*
  * The memtable's batches after after_position as snapshot sources
  * (SNAPSHOT_MEMTABLE and, for ingest references, SNAPSHOT_INGEST; batches of

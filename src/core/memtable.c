@@ -205,6 +205,15 @@ memtable_drop_oldest(SharedStoreSlot *slot, dsa_area *area)
 	dsa_free(area, batch_pointer);
 }
 
+/* When the newest batch of a slot became durable, or 0 (slot lock held). */
+TimestampTz
+memtable_newest_durable_at(SharedStoreSlot *slot)
+{
+	if (!DsaPointerIsValid(slot->mem_tail))
+		return 0;
+	return ((MemBatch *) dsa_get_address(memtable_dsa(), slot->mem_tail))->durable_at;
+}
+
 /* Drop every batch of a slot (slot lock held exclusively). */
 void
 memtable_clear(SharedStoreSlot *slot)

@@ -222,10 +222,13 @@ shared_store_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
  * See shared_store.h.  A slot qualifies when its writer is claimed, it holds
  * batches, and nothing is in flight: no leader, no queued commit, no flush
  * (which copies the batches and trims them after its commit), no claim.
- * Its writer goes back to unclaimed, as after a restart: readers then read
- * the shard's WAL tail from the store, a flush seals it from there, and the
- * next commit claims the shard again, which replays the tail into the
- * memtable.  Nothing is lost, since every batch is a durable WAL entry.
+ * Idle means that no leader started and no batch was published since
+ * idle_since: a batch's requests are the committers' own until each has
+ * read its outcome, right after the publish, and freeing them earlier would
+ * pull that memory from under them.  Its writer goes back to unclaimed, as
+ * after a restart: readers then read the shard's WAL tail from the store,
+ * and the next flush, or the claim of the next commit, seals that tail into
+ * a generation.  Nothing is lost, since every batch is a durable WAL entry.
  */
 int64
 shared_store_evict_idle(TimestampTz idle_since, SharedStoreSlot *except)
@@ -245,7 +248,8 @@ shared_store_evict_idle(TimestampTz idle_since, SharedStoreSlot *except)
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 		if (slot->writer_state == WRITER_READY && slot->mem_bytes > 0 &&
 			slot->leaders_active == 0 && !DsaPointerIsValid(slot->queue_head) &&
-			!slot->flushing && slot->last_lead_at < idle_since)
+			!slot->flushing && slot->last_lead_at < idle_since &&
+			memtable_newest_durable_at(slot) < idle_since)
 		{
 			bytes = slot->mem_bytes;
 			memtable_clear(slot);

@@ -902,7 +902,8 @@ group_commit_note_flushing_itself(RolloutStore *store)
  * fail keeps its batches.  So a committer that has waited a second evicts,
  * once a second, the batches of stores that no transaction committed to for
  * MEMTABLE_EVICT_IDLE_S (shared_store_evict_idle): their rows are durable WAL
- * entries, read from the store until their next commit or flush.  Without
+ * entries, read from the store until a flush or their next commit's claim
+ * seals them.  Without
  * it, any role that may create a server could fill the memtable and drop its
  * tables, and every commit of the cluster would wait until a restart.
  */
@@ -1121,15 +1122,16 @@ group_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 									  tombstone_count, &refs);
 
 	/*
-	 * Waiting for memtable room has no bound: ingest segments staged before
-	 * it must still be young enough to name (wal.h), and the wait may have
-	 * let another committer evict this store and unclaim its writer
-	 * (group_commit_reserve).  What follows waits only for the leaders' PUTs.
+	 * Waiting for memtable room has no bound: the wait may have let another
+	 * committer evict this store and unclaim its writer
+	 * (group_commit_reserve), whose claim then flushes the tail; and ingest
+	 * segments staged before both must still be young enough to name (wal.h).
+	 * What follows waits only for the leaders' PUTs.
 	 */
 	PG_TRY();
 	{
-		wal_check_ingest_fresh(store, ingest);
 		writer_ensure_ready(store, slot);
+		wal_check_ingest_fresh(store, ingest);
 	}
 	PG_CATCH();
 	{
