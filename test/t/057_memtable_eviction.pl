@@ -59,11 +59,14 @@ my $commit = PsqlScript->start($node, name => 'b', sql =>
 my ($ret, $out, $err) = $commit->finish;
 my $took = time - $t0;
 is($ret, 0, sprintf('a commit to another store that does not fit commits (after %.1f s)', $took)) or diag($err);
-like(slurp_file($node->logfile, $offset),
-	qr/evicted \d+ bytes of shard "[^"]+" of store "ev_1" from the memtable to make room/,
-	'the log says which stores were evicted');
-is($node->safe_psql('postgres', q{SELECT count(*) FROM rollout_stat_stores WHERE store ~ '^ev_[0-9]$' AND memtable_bytes > 0}),
-	'0', 'the evicted stores hold nothing in the memtable');
+# (only the stores idle for 10 s go, and only as many evictions happen as
+# the commit needs: on a slow machine the stores written last may stay)
+my @evicted = slurp_file($node->logfile, $offset) =~
+  /evicted \d+ bytes of shard "[^"]+" of store "(ev_\d)" from the memtable to make room/g;
+ok(scalar(@evicted) >= 1, 'the log says which stores were evicted (' . join(', ', @evicted) . ')');
+is($node->safe_psql('postgres',
+		q{SELECT string_agg(store, ', ' ORDER BY store) FROM rollout_stat_stores WHERE store ~ '^ev_[0-9]$' AND memtable_bytes = 0}),
+	join(', ', sort @evicted), 'those stores hold nothing in the memtable any more');
 cmp_ok($node->safe_psql('postgres', q{SELECT backpressure_waits FROM rollout_stat_stores WHERE store = 'ev_b'}),
 	'>', 0, 'the commit waited for room first');
 
