@@ -40,6 +40,13 @@ extern const char *portable_encoding_name(PortableEncoding encoding);
  */
 extern PortableEncoding portable_type_encoding(Oid typid, char **why);
 
+/*
+ * Does the order of typid's values depend on the database's collation
+ * (jsonb, arrays and domains of it)?  Such a type cannot be a store's key,
+ * and its statistics rule out nothing.
+ */
+extern bool portable_type_order_is_local(Oid typid);
+
 /* What a column needs to convert its values (text-encoded columns only). */
 typedef struct PortableCodec
 {

@@ -185,6 +185,38 @@ portable_type_encoding(Oid typid, char **why)
 }
 
 /*
+ * Does the order of typid's values depend on the database?  Every key and
+ * statistic of a store is compared in one order: the type's default btree
+ * comparison, under the "C" collation for collatable types (format/
+ * datum_codec.c).  jsonb ignores that collation: it orders its strings by
+ * the database's default collation, so two databases (or clusters) with
+ * different collations order the same jsonb values differently.  Arrays and
+ * domains of jsonb inherit that.  (A range or composite over jsonb is kept
+ * as text and never compared.)
+ */
+bool
+portable_type_order_is_local(Oid typid)
+{
+	HeapTuple	tuple;
+	Form_pg_type type;
+	bool		local = false;
+
+	check_stack_depth();
+	if (typid == JSONBOID)
+		return true;
+	tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for type %u", typid);
+	type = (Form_pg_type) GETSTRUCT(tuple);
+	if (type->typtype == TYPTYPE_DOMAIN)
+		local = portable_type_order_is_local(type->typbasetype);
+	else if (type->typtype == TYPTYPE_BASE && IsTrueArrayType(type))
+		local = portable_type_order_is_local(type->typelem);
+	ReleaseSysCache(tuple);
+	return local;
+}
+
+/*
  * Only a text-encoded column gets functions; an image column's codec just
  * records its encoding and type, and portable_encode and portable_decode must
  * not be called with it.  The FmgrInfos are set up in CurrentMemoryContext, so

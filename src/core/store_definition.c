@@ -480,6 +480,20 @@ store_init_schema_from_json(RolloutStore *store, const RolloutStoreSpec *spec,
 				 errmsg("key column \"%s\" of store \"%s\" has a type whose values are stored as text",
 						stored_key, store->name),
 				 errdetail("The order of such values can differ between databases.")));
+
+	/*
+	 * Only for a new store: a store created before this check keeps working,
+	 * in one order per database (docs/FORMAT.md, "Order").
+	 */
+	if (store->pending_definition != NULL &&
+		portable_type_order_is_local(store->codecs[schema->key_column].typid))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("key column \"%s\" of store \"%s\" has type %s, whose order depends on the database's collation",
+						stored_key, store->name,
+						format_type_be(store->codecs[schema->key_column].typid)),
+				 errdetail("jsonb orders strings by the database's default collation, so databases or clusters with different collations would sort the store's keys differently."),
+				 errhint("Use a key of type text (the jsonb value cast to text, for example), uuid or bigint.")));
 	if (!schema->columns[schema->key_column].has_order)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_FUNCTION),

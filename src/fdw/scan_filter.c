@@ -121,8 +121,9 @@ pushable_function(Oid funcid)
  * collatable type, under the "C" collation, or, for the built-in string
  * types, equality under a deterministic collation (which agrees with their
  * comparison under "C": text and name compare bytes, bpchar ignores
- * trailing spaces in both).  0 otherwise: the condition is still pushed
- * down, but no min/max rules it out.
+ * trailing spaces in both), and never for a type whose order depends on
+ * the database (jsonb: portable_values.h).  0 otherwise: the condition is
+ * still pushed down, but no min/max rules it out.
  */
 static int
 zone_strategy(Oid opno, Oid column_type, Oid collation, bool column_on_left)
@@ -134,6 +135,13 @@ zone_strategy(Oid opno, Oid column_type, Oid collation, bool column_on_left)
 	int			strategy;
 
 	if (!OidIsValid(opclass))
+		return 0;
+
+	/*
+	 * The segments' min/max of such a column were computed in the order of
+	 * the database that wrote them, which may not be this one's.
+	 */
+	if (portable_type_order_is_local(column_type))
 		return 0;
 	opfamily = get_opclass_family(opclass);
 	if (!op_in_opfamily(opno, opfamily))
