@@ -97,7 +97,8 @@ EXTENSION = rollout_fdw
 DATA = rollout_fdw--0.1.sql rollout_fdw--0.2.sql rollout_fdw--0.1--0.2.sql \
 	rollout_fdw--0.2--0.3.sql rollout_fdw--0.3--0.4.sql \
 	rollout_fdw--0.4--0.5.sql rollout_fdw--0.5--0.6.sql \
-	rollout_fdw--0.6--0.7.sql rollout_fdw--0.7--0.8.sql
+	rollout_fdw--0.6--0.7.sql rollout_fdw--0.7--0.8.sql \
+	rollout_fdw--0.8--0.9.sql
 
 REGRESS = $(notdir $(basename $(sort $(wildcard sql/*.sql))))
 REGRESS_OPTS = --inputdir=. --outputdir=. --load-extension=rollout_fdw

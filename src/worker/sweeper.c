@@ -573,6 +573,16 @@ rollout_sweeper_main(Datum main_arg)
 	BackgroundWorkerInitializeConnection(MyBgworkerEntry->bgw_extra, NULL, 0);
 	pgstat_report_appname("rollout_fdw sweeper");
 
+	/*
+	 * The sweeper runs as a superuser, and its queries name operators and
+	 * functions.  With the database's default search_path, a role allowed to
+	 * create objects in a schema on it could define a closer match (an
+	 * operator =(oid, regclass), say) and have its code run with the
+	 * sweeper's rights.  An empty path resolves everything in pg_catalog, as
+	 * autovacuum does.
+	 */
+	SetConfigOption("search_path", "", PGC_SUSET, PGC_S_OVERRIDE);
+
 	sweeper_context = AllocSetContextCreate(TopMemoryContext, "rollout sweeper",
 											ALLOCSET_DEFAULT_SIZES);
 	pass_context = AllocSetContextCreate(TopMemoryContext, "rollout sweeper pass",

@@ -302,7 +302,7 @@ is(join(',', grep { m{/_store\.json$} } $files->list('')), 'innocent/_store.json
 	'... every store has its _store.json at its own top');
 is($node->safe_psql('postgres', 'SELECT * FROM payroll'), '1|100', 'the payroll store is as it was');
 
-# --- an installation of version 0.1 updated (to 0.2, then 0.8) gets the pin
+# --- an installation of version 0.1 updated (to 0.2, then 0.9) gets the pin
 # on ALTER TABLE, the privileges of rollout_stat_stores and its new columns
 $node->safe_psql('postgres', 'CREATE DATABASE upgraded');
 $node->safe_psql('upgraded', q{CREATE EXTENSION rollout_fdw VERSION '0.1'});
@@ -315,8 +315,13 @@ $node->safe_psql('upgraded', q{ALTER EXTENSION rollout_fdw UPDATE TO '0.2'});
 is($node->safe_psql('upgraded', q{SELECT count(*) = (SELECT count(*) FROM rollout_stat_stores() s WHERE s.errors >= 0) FROM rollout_stat_stores}),
 	't', 'rollout_stat_stores works in a database still at 0.2');
 $node->safe_psql('upgraded', 'ALTER EXTENSION rollout_fdw UPDATE');
-is($node->safe_psql('upgraded', q{SELECT extversion FROM pg_extension WHERE extname = 'rollout_fdw'}), '0.8',
-	'ALTER EXTENSION ... UPDATE goes to 0.8');
+is($node->safe_psql('upgraded', q{SELECT extversion FROM pg_extension WHERE extname = 'rollout_fdw'}), '0.9',
+	'ALTER EXTENSION ... UPDATE goes to 0.9');
+my $trigger_source = q{SELECT prosrc FROM pg_proc WHERE proname = 'rollout_fdw_ddl_check'};
+is($node->safe_psql('upgraded', $trigger_source), $node->safe_psql('postgres', $trigger_source),
+	'... whose event trigger function is a new installation\'s');
+like($node->safe_psql('upgraded', $trigger_source), qr/pg_catalog\.format\(/,
+	'... which names format() qualified (059_search_path.pl)');
 is($node->safe_psql('upgraded', q{SELECT pg_get_function_result('rollout_stores(name)'::regprocedure)}),
 	$node->safe_psql('postgres', q{SELECT pg_get_function_result('rollout_stores(name)'::regprocedure)}),
 	'... with rollout_stores as a new installation has it');
