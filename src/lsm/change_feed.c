@@ -57,6 +57,7 @@
 #include "utils/builtins.h"
 
 #include "rollout/change_feed.h"
+#include "rollout/fault.h"
 #include "rollout/manifest.h"
 #include "rollout/memtable.h"
 #include "rollout/merge_read.h"
@@ -322,6 +323,30 @@ feed_raise_too_old(RolloutStore *store, const char *shard, int64 position,
 			 errhint("Poll more often than the grace period of garbage collection (rollout_fdw.gc_grace, or the grace of rollout_gc), or start again from a token of rollout_snapshot.")));
 }
 
+/*
+ * The oldest position of shard a poll can start from with what the newest
+ * manifest lists: just before its oldest flush's generation, or, with none,
+ * its replay_after (the WAL entries after it).  Older manifest versions may
+ * still reach further back; this one is there for sure.
+ */
+static int64
+feed_oldest_listed_position(RolloutStore *store, const char *shard)
+{
+	ShardManifest *manifest = shard_manifest_read_latest(store, shard);
+	int64		oldest = manifest->replay_after;
+	ListCell   *lc;
+
+	foreach(lc, manifest->generations)
+	{
+		GenerationEntry *generation = lfirst(lc);
+
+		/* as in feed_generations: an adopted segment starts no run */
+		if (generation->stamp == 0)
+			oldest = Min(oldest, generation->first_position - 1);
+	}
+	return oldest;
+}
+
 /* Is a generation of number already in list (GenerationEntry *)? */
 static bool
 feed_generation_listed(List *list, int64 number)
@@ -502,7 +527,8 @@ feed_read_begin(RolloutStore *store, FeedShard *feed, const bool *want,
 	options.vanished = &vanished;
 	read = merge_read_begin(store, snapshot, want, NULL, &options);
 	if (read == NULL)
-		feed_raise_too_old(store, feed->from.shard, feed->from.position, -1);
+		feed_raise_too_old(store, feed->from.shard, feed->from.position,
+						   feed_oldest_listed_position(store, feed->from.shard));
 	stats = merge_read_stats(read);
 	feed->wal_stamp = stats->last_wal_stamp;
 	feed->wal_epoch = stats->last_wal_epoch;
@@ -787,6 +813,7 @@ feed_open_shards(RolloutStore *store, const ChangeFeedPosition *since,
 		*truncate_stamp = Max(*truncate_stamp, manifests[i]->truncate_stamp);
 		feed_shard_sources(store, &feeds[i]);
 	}
+	rollout_fault_point("feed.after_sources");
 	return feeds;
 }
 

@@ -374,7 +374,20 @@ is($a->safe_psql('postgres', qq{SELECT count(*) FROM rollout_changes('lag', '$la
 $a->safe_psql('postgres', q{SELECT rollout_merge('lag')});
 is($a->safe_psql('postgres', qq{SELECT count(*) FROM rollout_changes('lag', '$lag_pos')}), '30',
 	'(c) ... also after the merge dropped the generations from the newest manifest');
+# a poll that listed the older manifests' generations, which gc then removes
+# before the poll opens them
+my $gc_offset = -s $a->logfile;
+my $held_poll = PsqlScript->start($a,
+	sql => "\\set VERBOSITY verbose\nSET rollout_fdw.fail_at = 'feed.after_sources:hold';\nSELECT count(*) FROM rollout_changes('lag', '$lag_pos');\n");
+wait_for_fault($a, 'feed.after_sources', $gc_offset);
 $a->safe_psql('postgres', q{SELECT rollout_gc('lag', '0 seconds')});
+release_faults($a);
+my ($held_ret, $held_out, $held_err) = $held_poll->finish;
+hold_faults($a);
+isnt($held_ret, 0, '(c) a poll whose generations gc removed after it listed them fails');
+like($held_err, qr/72000.*change feed position \d+ of shard "[^"]+" in store "feed_lag" is older than what garbage collection kept/s,
+	'(c) ... as too old');
+like($held_err, qr/The oldest position still available in that shard is \d+/, '(c) ... naming the oldest position still available');
 my ($ok, $out, $err) = try_sql($a,
 	qq{\\set VERBOSITY verbose\nSELECT count(*) FROM rollout_changes('lag', '$lag_pos')});
 ok(!$ok, '(c) after gc passed the position, the poll fails');
