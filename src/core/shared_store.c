@@ -220,8 +220,11 @@ shared_store_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
 
 /*
  * See shared_store.h.  A slot qualifies when its writer is claimed, it holds
- * batches, and nothing is in flight: no leader, no queued commit, no flush
- * (which copies the batches and trims them after its commit), no claim.
+ * batches, and nothing is in flight: no leader, no queued commit, no
+ * committer holding room for a request it has yet to queue (it checked the
+ * writer's claim after taking the room, and would find it gone: a spurious
+ * "being reopened; retry"), no flush (which copies the batches and trims
+ * them after its commit), no claim.
  * Idle means that no leader started and no batch was published since
  * idle_since: a batch's requests are the committers' own until each has
  * read its outcome, right after the publish, and freeing them earlier would
@@ -248,6 +251,7 @@ shared_store_evict_idle(TimestampTz idle_since, SharedStoreSlot *except)
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 		if (slot->writer_state == WRITER_READY && slot->mem_bytes > 0 &&
 			slot->leaders_active == 0 && !DsaPointerIsValid(slot->queue_head) &&
+			slot->queued_bytes == 0 &&
 			!slot->flushing && slot->last_lead_at < idle_since &&
 			memtable_newest_durable_at(slot) < idle_since)
 		{
