@@ -484,6 +484,15 @@ rollout_fdw_check_table(PG_FUNCTION_ARGS)
 		!rollout_is_rollout_foreign_table(relid))
 		PG_RETURN_NULL();
 
+	/*
+	 * The event trigger calls this for a table its caller just created or
+	 * altered, so owns.  Anyone else could only use it to take a lock on a
+	 * table (held to the end of the transaction, holding off its ALTER, DROP
+	 * and TRUNCATE) and to learn about its columns.
+	 */
+	if (!pg_class_ownercheck(relid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_FOREIGN_TABLE, get_rel_name(relid));
+
 	foreach(lc, GetForeignTable(relid)->options)
 	{
 		if (strcmp(((DefElem *) lfirst(lc))->defname, "store") == 0)

@@ -302,6 +302,14 @@ is(join(',', grep { m{/_store\.json$} } $files->list('')), 'innocent/_store.json
 	'... every store has its _store.json at its own top');
 is($node->safe_psql('postgres', 'SELECT * FROM payroll'), '1|100', 'the payroll store is as it was');
 
+# --- the DDL check is for a table's owner: anyone else could only lock the
+# table to the end of a transaction (holding off its ALTER and DROP)
+($ret, $out, $err) = as_app(q{BEGIN; SELECT rollout_fdw_check_table('payroll', false); SELECT count(*) FROM pg_locks WHERE relation = 'payroll'::regclass::oid AND pid = pg_backend_pid(); COMMIT;});
+isnt($ret, 0, "app cannot run the DDL check on the superuser's table");
+like($err, qr/must be owner of foreign table payroll/, '... it must own it');
+is($node->safe_psql('postgres', q{SELECT rollout_fdw_check_table('payroll', false)}), '',
+	'its owner can (nothing to pin)');
+
 # --- an installation of version 0.1 updated (to 0.2, then 0.9) gets the pin
 # on ALTER TABLE, the privileges of rollout_stat_stores and its new columns
 $node->safe_psql('postgres', 'CREATE DATABASE upgraded');
