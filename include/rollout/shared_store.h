@@ -81,6 +81,12 @@ extern void shared_flush_begin(SharedStoreSlot *slot);
 extern void shared_flush_end(SharedStoreSlot *slot);
 
 /*
+ * shared_flush_end as a PG_ENSURE_ERROR_CLEANUP callback (arg: the slot),
+ * which also runs when the backend exits in the middle of a flush.
+ */
+extern void shared_flush_end_callback(int code, Datum arg);
+
+/*
  * An entry of store_name's shard may have become durable and is about to be
  * acknowledged, or the shard's writer was claimed: called after the entry
  * landed and before any committer can learn so (a group commit's publish,

@@ -59,6 +59,16 @@ typedef struct CommitRequest
 	dsa_pointer next;
 	RequestStatus status;
 	bool		taken;			/* by a leader: no longer queued */
+
+	/*
+	 * A done request is also a row source of its memtable batch, which a
+	 * flush or an eviction may drop before the committer, asleep or
+	 * descheduled, has read its outcome here.  The committer sets
+	 * outcome_read once it has; a batch dropped before that leaves the
+	 * request to it (orphaned), and it frees the request itself.
+	 */
+	bool		outcome_read;
+	bool		orphaned;
 	int64		position;
 	int64		row_count;
 	int64		tombstone_count;	/* of its rows and ingest segments */

@@ -179,7 +179,10 @@ memtable_max_transaction_bytes(void)
 
 /*
  * Unlink the oldest memtable batch and free it with its requests, giving
- * their bytes back to the budget (slot lock held exclusively).
+ * their bytes back to the budget (slot lock held exclusively).  A request
+ * whose committer has not read its outcome yet is left to the committer
+ * (CommitRequest.orphaned): freeing it would let another commit's request
+ * take its place, whose outcome the committer would then read as its own.
  */
 static void
 memtable_drop_oldest(SharedStoreSlot *slot, dsa_area *area)
@@ -196,9 +199,13 @@ memtable_drop_oldest(SharedStoreSlot *slot, dsa_area *area)
 	slot->mem_batches--;
 	for (dsa_pointer p = batch->requests; DsaPointerIsValid(p);)
 	{
-		dsa_pointer next = ((CommitRequest *) dsa_get_address(area, p))->next;
+		CommitRequest *request = dsa_get_address(area, p);
+		dsa_pointer next = request->next;
 
-		dsa_free(area, p);
+		if (request->outcome_read)
+			dsa_free(area, p);
+		else
+			request->orphaned = true;
 		p = next;
 	}
 	memtable_budget_return(batch->bytes - sizeof(MemBatch));

@@ -226,9 +226,8 @@ shared_store_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
  * "being reopened; retry"), no flush (which copies the batches and trims
  * them after its commit), no claim.
  * Idle means that no leader started and no batch was published since
- * idle_since: a batch's requests are the committers' own until each has
- * read its outcome, right after the publish, and freeing them earlier would
- * pull that memory from under them.  Its writer goes back to unclaimed, as
+ * idle_since.  (A request whose committer has not read its outcome yet is
+ * left to it when its batch goes: memtable_drop_oldest.)  Its writer goes back to unclaimed, as
  * after a restart: readers then read the shard's WAL tail from the store,
  * and the next flush, or the claim of the next commit, seals that tail into
  * a generation.  Nothing is lost, since every batch is a durable WAL entry.
@@ -429,6 +428,17 @@ shared_flush_end(SharedStoreSlot *slot)
 	slot->flushing = false;
 	LWLockRelease(&slot->lock);
 	ConditionVariableBroadcast(&slot->state_cv);
+}
+
+/* See shared_store.h. */
+void
+shared_flush_end_callback(int code, Datum arg)
+{
+	SharedStoreSlot *slot = (SharedStoreSlot *) DatumGetPointer(arg);
+
+	if (LWLockHeldByMe(&slot->lock))
+		LWLockRelease(&slot->lock);
+	shared_flush_end(slot);
 }
 
 /*

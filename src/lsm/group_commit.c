@@ -1041,6 +1041,7 @@ commit_request_await(RolloutStore *store, SharedStoreSlot *slot,
 	bool		leader = false;
 	long		wait_ms = 0;
 	RequestStatus status;
+	bool		orphaned = false;
 
 	*own_error = NULL;
 	HOLD_INTERRUPTS();
@@ -1067,7 +1068,15 @@ commit_request_await(RolloutStore *store, SharedStoreSlot *slot,
 		*position = request->position;
 		if (status == REQUEST_PENDING && !request->taken)
 			leader = pipeline_may_lead(slot, &wait_ms);
+		if (status == REQUEST_DONE)
+		{
+			/* from here on a flush may free it (memtable_drop_oldest) */
+			request->outcome_read = true;
+			orphaned = request->orphaned;
+		}
 		LWLockRelease(&slot->lock);
+		if (orphaned)
+			dsa_free(area, pointer);	/* its batch is gone already */
 		if (status != REQUEST_PENDING)
 			break;
 		if (leader)
