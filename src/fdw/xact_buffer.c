@@ -53,6 +53,7 @@
 #include "access/detoast.h"
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "miscadmin.h"
 #include "executor/tuptable.h"
 #include "storage/buffile.h"
 #include "utils/guc.h"
@@ -143,6 +144,9 @@ typedef struct BufferedRowHeader
 
 /* The current transaction's buffer, in TopTransactionContext; or NULL. */
 static XactBuffer *current_buffer = NULL;
+
+/* PRE_COMMIT made the rows durable and holds interrupts until COMMIT */
+static bool interrupts_held_to_commit = false;
 
 static void xact_buffer_commit(XactBuffer *buffer);
 static void xact_buffer_release(XactBuffer *buffer);
@@ -789,7 +793,22 @@ xact_buffer_xact_callback(XactEvent event, void *arg)
 			if (current_buffer != NULL)
 			{
 				if (current_buffer->rows > 0)
+				{
 					xact_buffer_commit(current_buffer);
+
+					/*
+					 * The rows are durable and visible now, so the
+					 * transaction must not fail from here on, as a heap
+					 * transaction cannot once its commit record is flushed. A
+					 * cancel that arrived during the commit's wait is still
+					 * pending, and the next CHECK_FOR_INTERRUPTS before
+					 * PostgreSQL's own commit (closing the spill file below
+					 * may log, and logging checks) would raise it: interrupts
+					 * stay held until COMMIT.
+					 */
+					HOLD_INTERRUPTS();
+					interrupts_held_to_commit = true;
+				}
 				xact_buffer_release(current_buffer);
 			}
 			break;
@@ -805,10 +824,17 @@ xact_buffer_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
+			if (interrupts_held_to_commit)
+				RESUME_INTERRUPTS();
+			interrupts_held_to_commit = false;
+			/* the memory went (or goes) with TopTransactionContext */
+			current_buffer = NULL;
+			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
-			/* the memory went (or goes) with TopTransactionContext */
+			/* an ERROR after PRE_COMMIT reset the holdoff count already */
+			interrupts_held_to_commit = false;
 			current_buffer = NULL;
 			break;
 	}
