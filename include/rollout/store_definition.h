@@ -10,6 +10,8 @@
 #ifndef ROLLOUT_STORE_DEFINITION_H
 #define ROLLOUT_STORE_DEFINITION_H
 
+#include "storage/lock.h"
+
 #include "rollout/store.h"
 
 /* rollout_fdw.rows_per_group: rows per row group of the segments written */
@@ -45,5 +47,15 @@ extern bool rollout_store_exists(RolloutStore *store);
 
 /* The segment column of a table column, by name; -1 if none. */
 extern int	rollout_store_column_index(RolloutStore *store, const char *name);
+
+/*
+ * An advisory lock tag for one kind of work on this store in this database
+ * (kind: a two-letter tag apart from user advisory locks' 1 and 2).  It
+ * names the store by where it really is (the object store's identity, not
+ * the location string another server may repeat with another endpoint) and
+ * its name, through a 64-bit hash.
+ */
+extern void rollout_store_lock_tag(RolloutStore *store, uint16 kind,
+								   LOCKTAG *tag);
 
 #endif							/* ROLLOUT_STORE_DEFINITION_H */

@@ -526,3 +526,20 @@ rollout_store_column_index(RolloutStore *store, const char *name)
 			return i;
 	return -1;
 }
+
+/* See store_definition.h. */
+void
+rollout_store_lock_tag(RolloutStore *store, uint16 kind, LOCKTAG *tag)
+{
+	StringInfoData name;
+	uint64		hash;
+
+	initStringInfo(&name);
+	appendStringInfoString(&name, store->objstore->identity);
+	appendStringInfoChar(&name, '\0');
+	appendStringInfoString(&name, store->name);
+	hash = hash_bytes_extended((const unsigned char *) name.data, name.len, 0);
+	pfree(name.data);
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (hash >> 32),
+						 (uint32) hash, kind);
+}

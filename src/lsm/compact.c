@@ -39,7 +39,6 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
-#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/resowner.h"
@@ -55,6 +54,7 @@
 #include "rollout/rewrite.h"
 #include "rollout/shard.h"
 #include "rollout/shared_store.h"
+#include "rollout/store_definition.h"
 #include "rollout/store_keys.h"
 #include "rollout/store_stats.h"
 #include "rollout/subtransaction.h"
@@ -70,12 +70,8 @@ static bool
 compact_try_lock_store(RolloutStore *store)
 {
 	LOCKTAG		tag;
-	uint32		h1 = hash_bytes((const unsigned char *) store->location,
-								strlen(store->location));
-	uint32		h2 = hash_bytes((const unsigned char *) store->name,
-								strlen(store->name));
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, h1, h2, 0x5243);	/* "RC" */
+	rollout_store_lock_tag(store, 0x5243, &tag);	/* "RC" */
 	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
 }
 

@@ -29,9 +29,9 @@
  */
 #include "postgres.h"
 
-#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
+#include "storage/ipc.h"
 #include "storage/lmgr.h"
 #include "utils/datum.h"
 #include "utils/timestamp.h"
@@ -48,6 +48,7 @@
 #include "rollout/scratch.h"
 #include "rollout/shard.h"
 #include "rollout/shared_store.h"
+#include "rollout/store_definition.h"
 #include "rollout/store_keys.h"
 #include "rollout/store_sources.h"
 #include "rollout/store_stats.h"
@@ -58,20 +59,14 @@
 
 /*
  * The lock that serialises flushes of one store within this database: an
- * advisory lock on a hash of location and store (field 4 = 0x524f, "RO",
- * apart from user advisory locks' 1 and 2).  It is held for the flush only,
+ * advisory lock of kind 0x524f, "RO" (rollout_store_lock_tag).  It is held for the flush only,
  * not to the end of the transaction, so a merge that flushes first does not
  * keep other flushes waiting through its own upload.
  */
 static void
 flush_lock_tag(RolloutStore *store, LOCKTAG *tag)
 {
-	uint32		h1 = hash_bytes((const unsigned char *) store->location,
-								strlen(store->location));
-	uint32		h2 = hash_bytes((const unsigned char *) store->name,
-								strlen(store->name));
-
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, h1, h2, 0x524f);
+	rollout_store_lock_tag(store, 0x524f, tag);
 }
 
 /*
@@ -418,15 +413,17 @@ flush_memtable_serialized(RolloutStore *store, SharedStoreSlot *slot)
 	TimestampTz started = GetCurrentTimestamp();
 
 	shared_flush_begin(slot);
-	PG_TRY();
+
+	/*
+	 * Ended also when the backend exits in the middle (pg_terminate_backend):
+	 * a flag left set would hold off every later flush of the store.
+	 */
+	PG_ENSURE_ERROR_CLEANUP(shared_flush_end_callback, PointerGetDatum(slot));
 	{
 		result = flush_memtable(store, slot);
 	}
-	PG_FINALLY();
-	{
-		shared_flush_end(slot);
-	}
-	PG_END_TRY();
+	PG_END_ENSURE_ERROR_CLEANUP(shared_flush_end_callback, PointerGetDatum(slot));
+	shared_flush_end(slot);
 	if (result.last_position > 0)
 		shared_store_note_event(slot, SHARED_EVENT_FLUSH,
 								(int64) (GetCurrentTimestamp() - started));

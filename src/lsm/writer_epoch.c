@@ -40,6 +40,7 @@
 
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "storage/ipc.h"
 #include "utils/timestamp.h"
 
 #include "rollout/flush.h"
@@ -287,11 +288,39 @@ writer_wait_for_pipeline(SharedStoreSlot *slot)
 	ConditionVariableCancelSleep();
 }
 
+/* What a claim that fails, or whose backend exits, leaves its slot in. */
+typedef struct ClaimAbandon
+{
+	SharedStoreSlot *slot;
+	volatile bool superseded;	/* taken over by a promoted standby */
+} ClaimAbandon;
+
+/*
+ * PG_ENSURE_ERROR_CLEANUP callback of a claim: an ERROR, and also a backend
+ * that exits in the middle (pg_terminate_backend), must not leave the
+ * writer INITIALIZING, which every later commit of the store would wait on.
+ * A superseded writer refuses commits for good; otherwise the next commit
+ * claims again.
+ */
+static void
+writer_claim_abandon(int code, Datum arg)
+{
+	ClaimAbandon *abandon = (ClaimAbandon *) DatumGetPointer(arg);
+	SharedStoreSlot *slot = abandon->slot;
+
+	if (LWLockHeldByMe(&slot->lock))
+		LWLockRelease(&slot->lock);
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	slot->writer_state = abandon->superseded ? WRITER_SUPERSEDED : WRITER_NONE;
+	LWLockRelease(&slot->lock);
+	ConditionVariableBroadcast(&slot->state_cv);
+}
+
 /* Make sure this cluster's writer of the shard is ready (claim it once). */
 void
 writer_ensure_ready(RolloutStore *store, SharedStoreSlot *slot)
 {
-	volatile bool superseded = false;
+	ClaimAbandon abandon = {slot, false};
 
 	ConditionVariablePrepareToSleep(&slot->state_cv);
 	for (;;)
@@ -340,21 +369,12 @@ writer_ensure_ready(RolloutStore *store, SharedStoreSlot *slot)
 	}
 	ConditionVariableCancelSleep();
 
-	PG_TRY();
+	PG_ENSURE_ERROR_CLEANUP(writer_claim_abandon, PointerGetDatum(&abandon));
 	{
 		writer_wait_for_pipeline(slot);
-		writer_claim(store, slot, &superseded);
+		writer_claim(store, slot, &abandon.superseded);
 	}
-	PG_CATCH();
-	{
-		/* taken over by a promoted standby: refuse commits for good */
-		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-		slot->writer_state = superseded ? WRITER_SUPERSEDED : WRITER_NONE;
-		LWLockRelease(&slot->lock);
-		ConditionVariableBroadcast(&slot->state_cv);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	PG_END_ENSURE_ERROR_CLEANUP(writer_claim_abandon, PointerGetDatum(&abandon));
 
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 	slot->writer_state = WRITER_READY;
