@@ -21,6 +21,9 @@ typedef struct GcResult
  * Delete what committed manifests no longer reference and what crashed
  * writers left, if older than grace_seconds (>= gc_min_grace_seconds()).
  */
+/* A longer grace is taken as this one (a thousand years): it keeps everything. */
+#define GC_MAX_GRACE_SECONDS	((int64) 1000 * 366 * 24 * 3600)
+
 extern GcResult rollout_gc_store(RolloutStore *store, int64 grace_seconds);
 
 #endif							/* ROLLOUT_GC_H */

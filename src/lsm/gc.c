@@ -512,9 +512,17 @@ rollout_gc_store(RolloutStore *store, int64 grace_seconds)
 {
 	GcResult	result = {0};
 	TimestampTz started = GetCurrentTimestamp();
-	TimestampTz cutoff = started - grace_seconds * USECS_PER_SEC;
+	TimestampTz cutoff;
 	bool		cost_was_active;
 	List	   *retentions;
+
+	/*
+	 * A grace of centuries keeps everything, and one larger than that must
+	 * not wrap around to a cutoff in the future: rollout_gc takes any
+	 * interval its caller names, and min_gc_grace is its floor.
+	 */
+	grace_seconds = Min(grace_seconds, GC_MAX_GRACE_SECONDS);
+	cutoff = started - grace_seconds * USECS_PER_SEC;
 
 	rollout_check_writable(store, "collect garbage in");
 	cost_was_active = maintenance_cost_begin();

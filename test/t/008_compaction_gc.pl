@@ -264,6 +264,9 @@ is($node->safe_psql('postgres', q{SELECT * FROM rollout_gc('cc')}), '0|0',
 	'(d1) with the default grace (1 hour) nothing is old enough');
 ($ret, $out, $err) = $node->psql('postgres', q{SELECT * FROM rollout_gc('cc', '0')});
 like($err, qr/shorter than rollout_fdw\.min_gc_grace/, '(d1) grace 0 is refused by default');
+# a grace so long that grace * 10^6 microseconds wraps around to +0.45 s
+is($node->safe_psql('postgres', q{SELECT * FROM rollout_gc('cc', interval '213503982 days 28910 seconds')}), '0|0',
+	'(d1) a grace of 584,942 years keeps everything (no overflow to a cutoff of now)');
 my $files_before = store_files('cc');
 my %listed_cc = map { $_ => 1 } $store->listed_fragments('st_cc');
 my @superseded = grep { !$listed_cc{$_} } $store->objects_in('st_cc/base/data');
