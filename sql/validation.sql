@@ -153,6 +153,14 @@ CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (url_style 'si
 CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (request_timeout '0');
 CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (connect_timeout 'soon');
 CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (endpoint 'ftp://example');
+-- an endpoint is where names are appended: no query, fragment or user
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (endpoint 'http://127.0.0.1:9/admin#');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (endpoint 'http://127.0.0.1:9/?x=');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (endpoint 'http://me@127.0.0.1:9');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (endpoint 'http://127.0.0.1:9/a b');
+-- timeouts are bounded
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (request_timeout '2000000000');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (connect_timeout '301');
 CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (verify_tls 'maybe');
 CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (secret_access_key 'leak');
 CREATE SERVER v_remote FOREIGN DATA WRAPPER rollout_fdw

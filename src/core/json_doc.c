@@ -56,9 +56,16 @@ json_doc_parse(const char *text, int len, const char *object_name)
 
 	lex = makeJsonLexContextCstringLen(copy, len, GetDatabaseEncoding(), true);
 	result = pg_parse_json(lex, &nullSemAction);
+
+	/*
+	 * Where, not what: the text came from the object store, and an endpoint
+	 * its server's owner chose may answer with any service's reply, which an
+	 * error must not pass on.
+	 */
 	if (result != JSON_SUCCESS)
-		json_doc_corrupt(doc, psprintf("It is not valid JSON: %s",
-									   json_errdetail(result, lex)));
+		json_doc_corrupt(doc, psprintf("It is not valid JSON (at byte %d).",
+									   lex->token_start != NULL
+									   ? (int) (lex->token_start - lex->input) : 0));
 
 	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(copy)));
 	if (!JB_ROOT_IS_OBJECT(jb))

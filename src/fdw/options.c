@@ -203,21 +203,32 @@ rollout_fdw_validator(PG_FUNCTION_ARGS)
 			char	   *value = defGetString(def);
 			int			seconds;
 
-			if (!parse_int(value, &seconds, 0, NULL) || seconds < 1)
+			/*
+			 * Bounded: the sweeper maintains every table of its database one
+			 * after the other, and a server whose endpoint never answers
+			 * would otherwise hold it (and every other store's flushes) for
+			 * as long as its owner chose.
+			 */
+			int			max_seconds = strcmp(def->defname, "connect_timeout") == 0
+			? HTTP_MAX_CONNECT_TIMEOUT_S : HTTP_MAX_REQUEST_TIMEOUT_S;
+
+			if (!parse_int(value, &seconds, 0, NULL) || seconds < 1 ||
+				seconds > max_seconds)
 				ereport(ERROR,
 						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 						 errmsg("invalid value for option \"%s\": \"%s\"", def->defname, value),
-						 errdetail("It must be a positive number of seconds.")));
+						 errdetail("It must be a number of seconds from 1 to %d.", max_seconds)));
 		}
 		else if (strcmp(def->defname, "endpoint") == 0)
 		{
 			char	   *value = defGetString(def);
+			char	   *problem = objstore_check_endpoint(value);
 
-			if (strncmp(value, "http://", 7) != 0 && strncmp(value, "https://", 8) != 0)
+			if (problem != NULL)
 				ereport(ERROR,
 						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 						 errmsg("invalid value for option \"endpoint\": \"%s\"", value),
-						 errdetail("It must be an http:// or https:// URL.")));
+						 errdetail("%s", problem)));
 		}
 		else if (strcmp(def->defname, "batch_size") == 0)
 		{

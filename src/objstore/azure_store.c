@@ -261,6 +261,7 @@ azure_store_open(ObjectStore *store, const char *account,
 	const char *account_key = azure_option(options, "account_key");
 	const char *sas_token = azure_option(options, "sas_token");
 	const char *after_scheme;
+	char	   *problem;
 	const char *path;
 
 	azure->account = pstrdup(account);
@@ -277,17 +278,16 @@ azure_store_open(ObjectStore *store, const char *account,
 			   azure->endpoint[strlen(azure->endpoint) - 1] == '/')
 			azure->endpoint[strlen(azure->endpoint) - 1] = '\0';
 	}
-	if (strncmp(azure->endpoint, "http://", 7) != 0 &&
-		strncmp(azure->endpoint, "https://", 8) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
-				 errmsg("invalid value for option \"endpoint\": \"%s\"", azure->endpoint),
-				 errdetail("It must be an http:// or https:// URL.")));
 	if (strchr(azure->endpoint, '?') != NULL || strchr(azure->endpoint, '#') != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 				 errmsg("invalid value for option \"endpoint\" of store \"%s\"", store->location),
 				 errdetail("The endpoint must not hold a query string; give a SAS token in the user mapping option \"sas_token\".")));
+	if ((problem = objstore_check_endpoint(azure->endpoint)) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"endpoint\": \"%s\"", azure->endpoint),
+				 errdetail("%s", problem)));
 	after_scheme = strstr(azure->endpoint, "://") + 3;
 	path = strchr(after_scheme, '/');
 	azure->endpoint_path = pstrdup(path ? path : "");

@@ -185,6 +185,30 @@ parse_bucket_location(const char *rest, int parts, char **first, char **second,
 }
 
 /*
+ * An endpoint is an http:// or https:// URL to which bucket, container and
+ * object names are appended, nothing else.  A query string or fragment
+ * would cut them off ("http://internal/admin#" sends GET /admin, whatever
+ * the object), and user information or white space have no place in it
+ * either: a role allowed to create a server must not aim the requests of
+ * the server's backend at any path of any host it likes.
+ */
+char *
+objstore_check_endpoint(const char *endpoint)
+{
+	if (strncmp(endpoint, "http://", 7) != 0 && strncmp(endpoint, "https://", 8) != 0)
+		return pstrdup("It must be an http:// or https:// URL.");
+	for (const char *c = endpoint; *c != '\0'; c++)
+	{
+		if (*c == '?' || *c == '#' || *c == '@' || *c == '\\')
+			return psprintf("It must not contain \"%c\": an endpoint is a scheme, a host, a port and perhaps a path, to which the store's names are appended.",
+							*c);
+		if ((unsigned char) *c <= ' ' || (unsigned char) *c == 0x7f)
+			return pstrdup("It must not contain white space or control characters.");
+	}
+	return NULL;
+}
+
+/*
  * objstore_check_location
  *		Check a location string without opening it.
  *
