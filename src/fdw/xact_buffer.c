@@ -145,7 +145,7 @@ typedef struct BufferedRowHeader
 /* The current transaction's buffer, in TopTransactionContext; or NULL. */
 static XactBuffer *current_buffer = NULL;
 
-/* PRE_COMMIT made the rows durable and holds interrupts until COMMIT */
+/* PRE_COMMIT made the rows durable and holds cancels until COMMIT */
 static bool interrupts_held_to_commit = false;
 
 static void xact_buffer_commit(XactBuffer *buffer);
@@ -803,10 +803,13 @@ xact_buffer_xact_callback(XactEvent event, void *arg)
 					 * cancel that arrived during the commit's wait is still
 					 * pending, and the next CHECK_FOR_INTERRUPTS before
 					 * PostgreSQL's own commit (closing the spill file below
-					 * may log, and logging checks) would raise it: interrupts
-					 * stay held until COMMIT.
+					 * may log, and logging checks) would raise it: cancels
+					 * stay held until COMMIT.  Only cancels: a terminate
+					 * still ends a backend stuck in another extension's
+					 * pre-commit work, whose client then loses the connection
+					 * rather than hearing a wrong answer.
 					 */
-					HOLD_INTERRUPTS();
+					HOLD_CANCEL_INTERRUPTS();
 					interrupts_held_to_commit = true;
 				}
 				xact_buffer_release(current_buffer);
@@ -825,7 +828,7 @@ xact_buffer_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 			if (interrupts_held_to_commit)
-				RESUME_INTERRUPTS();
+				RESUME_CANCEL_INTERRUPTS();
 			interrupts_held_to_commit = false;
 			/* the memory went (or goes) with TopTransactionContext */
 			current_buffer = NULL;

@@ -110,6 +110,7 @@ is($ret, 0, '(b) the commit a cancel arrived during is reported as done') or dia
 is($visible, '5000', '(b) ... and its rows are there');
 
 # --- (c) a backend terminated in the middle of a flush or of a claim -----------
+$node->safe_psql('postgres', q{SELECT rollout_flush('t')});
 $node->safe_psql('postgres', q{INSERT INTO t VALUES (20, 'before the flush')});
 $offset = -s $node->logfile;
 my $flushing = PsqlScript->start($node, name => 'flushing',
