@@ -118,12 +118,13 @@ my $flushing = PsqlScript->start($node, name => 'flushing',
 wait_for_fault($node, 'flush.after_manifest_read', $offset);
 $node->safe_psql('postgres', 'SELECT pg_terminate_backend(' . backend_of('SELECT rollout_flush') . ')');
 $flushing->finish;
-($ret, $out, $err) = $node->psql('postgres', q{SET statement_timeout = '30s'; SELECT rows_flushed FROM rollout_flush('t')});
+($ret, $out, $err) = $node->psql('postgres', q{SELECT rows_flushed FROM rollout_flush('t')}, timeout => 60);
 is($ret, 0, '(c) a flush after one whose backend was terminated goes through') or diag($err);
 is($out, '1', '(c) ... and flushes the row');
 
 # after a restart the first commit claims the shard, and the claim flushes
-# the WAL tail the previous run left
+# the WAL tail the previous run left (no statement_timeout at commit: the
+# psql calls time out instead, should they wait)
 $node->safe_psql('postgres', q{INSERT INTO t VALUES (21, 'in the tail')});
 $node->restart;
 $offset = -s $node->logfile;
@@ -132,11 +133,11 @@ my $claiming = PsqlScript->start($node, name => 'claiming',
 wait_for_fault($node, 'flush.after_manifest_read', $offset);
 $node->safe_psql('postgres', 'SELECT pg_terminate_backend(' . backend_of('INSERT INTO t VALUES (22') . ')');
 $claiming->finish;
-($ret, $out, $err) = $node->psql('postgres', q{SET statement_timeout = '30s'; INSERT INTO t VALUES (23, 'after')});
+($ret, $out, $err) = $node->psql('postgres', q{INSERT INTO t VALUES (23, 'after')}, timeout => 60);
 is($ret, 0, '(c) a commit after a claim whose backend was terminated claims again and commits') or diag($err);
 is($node->safe_psql('postgres', q{SELECT string_agg(id::text, ',' ORDER BY id) FROM t WHERE id BETWEEN 20 AND 29}),
 	'20,21,23', '(c) every committed row is there, and the terminated one is not');
-($ret, $out, $err) = $node->psql('postgres', q{SET statement_timeout = '30s'; SELECT rollout_flush('t')});
+($ret, $out, $err) = $node->psql('postgres', q{SELECT rollout_flush('t')}, timeout => 60);
 is($ret, 0, '(c) and the store flushes') or diag($err);
 
 done_testing();
