@@ -436,8 +436,12 @@ shared_flush_end_callback(int code, Datum arg)
 {
 	SharedStoreSlot *slot = (SharedStoreSlot *) DatumGetPointer(arg);
 
-	if (LWLockHeldByMe(&slot->lock))
-		LWLockRelease(&slot->lock);
+	/*
+	 * An ERROR may have come with LWLocks held, and reset the interrupt
+	 * holdoff count their acquisition raised: release them the way the abort
+	 * will (each release holding interrupts off anew).
+	 */
+	LWLockReleaseAll();
 	shared_flush_end(slot);
 }
 

@@ -42,6 +42,7 @@
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -1019,6 +1020,28 @@ commit_request_release(SharedStoreSlot *slot, dsa_pointer pointer)
 	dsa_free(area, pointer);
 }
 
+/* A request allocated but not queued yet, and its slot. */
+typedef struct UnqueuedRequest
+{
+	SharedStoreSlot *slot;
+	dsa_pointer pointer;
+}			UnqueuedRequest;
+
+/*
+ * PG_ENSURE_ERROR_CLEANUP callback: release an unqueued request when an
+ * ERROR, or the backend's exit (pg_terminate_backend while it waits for a
+ * claim), comes before it is queued.  Its room held, the store would count
+ * as busy, never to be evicted, and the budget would shrink for good.
+ */
+static void
+commit_request_release_callback(int code, Datum arg)
+{
+	UnqueuedRequest *unqueued = (UnqueuedRequest *) DatumGetPointer(arg);
+
+	LWLockReleaseAll();			/* as shared_flush_end_callback */
+	commit_request_release(unqueued->slot, unqueued->pointer);
+}
+
 /*
  * Queue the request and wait for its outcome, leading whenever the
  * pipeline takes another leader (pipeline_may_lead).  Interrupts are held
@@ -1115,6 +1138,7 @@ group_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 	ErrorData  *own_error;
 	WalEntryImage image;
 	RequestStatus status;
+	UnqueuedRequest unqueued;
 
 	/*
 	 * A slot still holding state of an older creation of the store (deleted
@@ -1137,17 +1161,16 @@ group_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 	 * segments staged before both must still be young enough to name (wal.h).
 	 * What follows waits only for the leaders' PUTs.
 	 */
-	PG_TRY();
+	unqueued.slot = slot;
+	unqueued.pointer = pointer;
+	PG_ENSURE_ERROR_CLEANUP(commit_request_release_callback,
+							PointerGetDatum(&unqueued));
 	{
 		writer_ensure_ready(store, slot);
 		wal_check_ingest_fresh(store, ingest);
 	}
-	PG_CATCH();
-	{
-		commit_request_release(slot, pointer);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	PG_END_ENSURE_ERROR_CLEANUP(commit_request_release_callback,
+								PointerGetDatum(&unqueued));
 	request = dsa_get_address(area, pointer);
 	request->truncate = truncate;
 	status = commit_request_await(store, slot, pointer, &image, &position,

@@ -308,8 +308,8 @@ writer_claim_abandon(int code, Datum arg)
 	ClaimAbandon *abandon = (ClaimAbandon *) DatumGetPointer(arg);
 	SharedStoreSlot *slot = abandon->slot;
 
-	if (LWLockHeldByMe(&slot->lock))
-		LWLockRelease(&slot->lock);
+	/* as shared_flush_end_callback: an ERROR may have come with locks held */
+	LWLockReleaseAll();
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 	slot->writer_state = abandon->superseded ? WRITER_SUPERSEDED : WRITER_NONE;
 	LWLockRelease(&slot->lock);
