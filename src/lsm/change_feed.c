@@ -527,8 +527,21 @@ feed_read_begin(RolloutStore *store, FeedShard *feed, const bool *want,
 	options.vanished = &vanished;
 	read = merge_read_begin(store, snapshot, want, NULL, &options);
 	if (read == NULL)
-		feed_raise_too_old(store, feed->from.shard, feed->from.position,
-						   feed_oldest_listed_position(store, feed->from.shard));
+	{
+		int64		oldest = feed_oldest_listed_position(store, feed->from.shard);
+
+		/*
+		 * What vanished was sealed and collected after the listing, while
+		 * what the position needs is still there: the next poll finds it.
+		 */
+		if (oldest <= feed->from.position)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("objects of shard \"%s\" of store \"%s\" were collected while the change feed read them",
+							feed->from.shard, store->name),
+					 errhint("Poll again from the same position.")));
+		feed_raise_too_old(store, feed->from.shard, feed->from.position, oldest);
+	}
 	stats = merge_read_stats(read);
 	feed->wal_stamp = stats->last_wal_stamp;
 	feed->wal_epoch = stats->last_wal_epoch;
