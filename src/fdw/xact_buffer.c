@@ -797,17 +797,19 @@ xact_buffer_xact_callback(XactEvent event, void *arg)
 					xact_buffer_commit(current_buffer);
 
 					/*
-					 * The rows are durable and visible now, so the
-					 * transaction must not fail from here on, as a heap
-					 * transaction cannot once its commit record is flushed. A
-					 * cancel that arrived during the commit's wait is still
-					 * pending, and the next CHECK_FOR_INTERRUPTS before
-					 * PostgreSQL's own commit (closing the spill file below
-					 * may log, and logging checks) would raise it: cancels
-					 * stay held until COMMIT.  Only cancels: a terminate
-					 * still ends a backend stuck in another extension's
-					 * pre-commit work, whose client then loses the connection
-					 * rather than hearing a wrong answer.
+					 * The rows are durable and visible now, so a cancel must
+					 * not make the transaction report failure: one that
+					 * arrived during the commit's wait is still pending, and
+					 * the next CHECK_FOR_INTERRUPTS before PostgreSQL's own
+					 * commit (closing the spill file below may log, and
+					 * logging checks) would raise it.  Cancels stay held
+					 * until COMMIT.  Only cancels: a terminate still ends a
+					 * backend stuck in another extension's pre-commit work,
+					 * whose client then loses the connection rather than
+					 * hearing a wrong answer.  (An ERROR of a later
+					 * pre-commit step, another wrapper's say, still aborts a
+					 * transaction whose rows are durable: docs/WRITER.md,
+					 * "Known limits".)
 					 */
 					HOLD_CANCEL_INTERRUPTS();
 					interrupts_held_to_commit = true;
@@ -827,7 +829,8 @@ xact_buffer_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
-			if (interrupts_held_to_commit)
+			/* unless an ERROR caught in between reset the count already */
+			if (interrupts_held_to_commit && QueryCancelHoldoffCount > 0)
 				RESUME_CANCEL_INTERRUPTS();
 			interrupts_held_to_commit = false;
 			/* the memory went (or goes) with TopTransactionContext */
