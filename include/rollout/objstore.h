@@ -255,10 +255,6 @@ extern char *objstore_default_location(void);
  */
 extern char *objstore_check_location(const char *location);
 
-/* The longest connect_timeout and request_timeout a server may set. */
-#define HTTP_MAX_CONNECT_TIMEOUT_S	300
-#define HTTP_MAX_REQUEST_TIMEOUT_S	3600
-
 /*
  * Check an "endpoint" option (S3 and Azure): NULL when valid, otherwise a
  * palloc'd sentence for an errdetail.

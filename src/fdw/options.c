@@ -14,8 +14,10 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/reloptions.h"
 #include "access/table.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_foreign_server.h"
 #include "catalog/pg_foreign_table.h"
 #include "catalog/pg_user_mapping.h"
@@ -28,6 +30,7 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 #include "utils/typcache.h"
 
 #include "rollout/cluster_ranges.h"
@@ -203,21 +206,11 @@ rollout_fdw_validator(PG_FUNCTION_ARGS)
 			char	   *value = defGetString(def);
 			int			seconds;
 
-			/*
-			 * Bounded: the sweeper maintains every table of its database one
-			 * after the other, and a server whose endpoint never answers
-			 * would otherwise hold it (and every other store's flushes) for
-			 * as long as its owner chose.
-			 */
-			int			max_seconds = strcmp(def->defname, "connect_timeout") == 0
-			? HTTP_MAX_CONNECT_TIMEOUT_S : HTTP_MAX_REQUEST_TIMEOUT_S;
-
-			if (!parse_int(value, &seconds, 0, NULL) || seconds < 1 ||
-				seconds > max_seconds)
+			if (!parse_int(value, &seconds, 0, NULL) || seconds < 1)
 				ereport(ERROR,
 						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 						 errmsg("invalid value for option \"%s\": \"%s\"", def->defname, value),
-						 errdetail("It must be a number of seconds from 1 to %d.", max_seconds)));
+						 errdetail("It must be a positive number of seconds.")));
 		}
 		else if (strcmp(def->defname, "endpoint") == 0)
 		{
@@ -462,6 +455,20 @@ rollout_check_cluster_column(Relation rel, const RolloutTableOptions *options)
 				 errhint("Cluster by a column of a type such as timestamptz, date or bigint.")));
 }
 
+/* The owner of relation relid (which exists). */
+static Oid
+relation_owner(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+	return owner;
+}
+
 /*
  * Checks of a rollout table that need its columns, run by the extension's
  * event trigger after CREATE FOREIGN TABLE and every ALTER of a foreign
@@ -497,11 +504,14 @@ rollout_fdw_check_table(PG_FUNCTION_ARGS)
 
 	/*
 	 * The event trigger calls this for a table its caller just created or
-	 * altered, so owns.  Anyone else could only use it to take a lock on a
-	 * table (held to the end of the transaction, holding off its ALTER, DROP
-	 * and TRUNCATE) and to learn about its columns.
+	 * altered, so owns (or, after ALTER ... OWNER TO, is a member of the
+	 * owner, perhaps without inheriting its rights).  Anyone else could only
+	 * use it to take a lock on a table (held to the end of the transaction,
+	 * holding off its ALTER, DROP and TRUNCATE) and to learn about its
+	 * columns.
 	 */
-	if (!pg_class_ownercheck(relid, GetUserId()))
+	if (!pg_class_ownercheck(relid, GetUserId()) &&
+		!is_member_of_role(GetUserId(), relation_owner(relid)))
 		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_FOREIGN_TABLE, get_rel_name(relid));
 
 	foreach(lc, GetForeignTable(relid)->options)

@@ -62,8 +62,6 @@
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
-#include "rollout/objstore.h"
-
 #include "http_session.h"
 
 /* How long the loop waits in curl_multi_poll before it checks interrupts. */
@@ -1031,11 +1029,10 @@ http_settings_from_options(HttpSettings *settings, List *options)
 						 errmsg("invalid value for option \"%s\": \"%s\"",
 								def->defname, defGetString(def)),
 						 errdetail("It must be a positive number of seconds.")));
-			/* a server defined before the validator bounded them */
 			if (def->defname[0] == 'c')
-				settings->connect_timeout_s = Min(seconds, HTTP_MAX_CONNECT_TIMEOUT_S);
+				settings->connect_timeout_s = seconds;
 			else
-				settings->request_timeout_s = Min(seconds, HTTP_MAX_REQUEST_TIMEOUT_S);
+				settings->request_timeout_s = seconds;
 		}
 		else if (strcmp(def->defname, "ca_file") == 0)
 			settings->ca_file = pstrdup(defGetString(def));

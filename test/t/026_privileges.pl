@@ -309,6 +309,19 @@ isnt($ret, 0, "app cannot run the DDL check on the superuser's table");
 like($err, qr/must be owner of foreign table payroll/, '... it must own it');
 is($node->safe_psql('postgres', q{SELECT rollout_fdw_check_table('payroll', false)}), '',
 	'its owner can (nothing to pin)');
+# ALTER ... OWNER TO a role its caller is a member of without inheriting
+# its rights: the trigger's check runs as that caller after the change
+$node->safe_psql('postgres', q{
+CREATE ROLE team NOLOGIN;
+CREATE ROLE lead LOGIN NOINHERIT IN ROLE team;
+GRANT CREATE ON SCHEMA public TO team, lead;
+GRANT USAGE ON FOREIGN SERVER evil TO lead;});
+($ret, $out, $err) = $node->psql('postgres', q{SET ROLE lead;
+CREATE FOREIGN TABLE handed_over (id int) SERVER evil OPTIONS (store 'handed_over');
+ALTER FOREIGN TABLE handed_over OWNER TO team;});
+is($ret, 0, 'a NOINHERIT member of a role can hand its rollout table over to that role') or diag($err);
+is($node->safe_psql('postgres', q{SELECT relowner::regrole FROM pg_class WHERE relname = 'handed_over'}), 'team',
+	'... which then owns it');
 
 # --- an installation of version 0.1 updated (to 0.2, then 0.9) gets the pin
 # on ALTER TABLE, the privileges of rollout_stat_stores and its new columns
