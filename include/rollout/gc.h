@@ -17,13 +17,13 @@ typedef struct GcResult
 	int64		bytes_freed;
 } GcResult;
 
+/* A longer grace is taken as this one (a thousand years): it keeps everything. */
+#define GC_MAX_GRACE_SECONDS	((int64) 1000 * 366 * 24 * 3600)
+
 /*
  * Delete what committed manifests no longer reference and what crashed
  * writers left, if older than grace_seconds (>= gc_min_grace_seconds()).
  */
-/* A longer grace is taken as this one (a thousand years): it keeps everything. */
-#define GC_MAX_GRACE_SECONDS	((int64) 1000 * 366 * 24 * 3600)
-
 extern GcResult rollout_gc_store(RolloutStore *store, int64 grace_seconds);
 
 #endif							/* ROLLOUT_GC_H */

@@ -255,11 +255,8 @@ extern char *objstore_default_location(void);
  */
 extern char *objstore_check_location(const char *location);
 
-/*
- * Check an "endpoint" option (S3 and Azure): NULL when valid, otherwise a
- * palloc'd sentence for an errdetail.
- */
-extern char *objstore_check_endpoint(const char *endpoint);
+/* ERROR unless endpoint is a valid "endpoint" option (S3 and Azure). */
+extern void objstore_check_endpoint(const char *endpoint);
 
 extern void objstore_close(ObjectStore *store);
 

@@ -224,13 +224,13 @@ shared_store_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
  * committer holding room for a request it has yet to queue (it checked the
  * writer's claim after taking the room, and would find it gone: a spurious
  * "being reopened; retry"), no flush (which copies the batches and trims
- * them after its commit), no claim.
- * Idle means that no leader started and no batch was published since
- * idle_since.  (A request whose committer has not read its outcome yet is
- * left to it when its batch goes: memtable_drop_oldest.)  Its writer goes back to unclaimed, as
- * after a restart: readers then read the shard's WAL tail from the store,
- * and the next flush, or the claim of the next commit, seals that tail into
- * a generation.  Nothing is lost, since every batch is a durable WAL entry.
+ * them after its commit), no claim.  Idle means that no leader started and
+ * no batch was published since idle_since.  (A request whose committer has
+ * not read its outcome yet is left to it when its batch goes:
+ * memtable_drop_oldest.)  Its writer goes back to unclaimed, as after a
+ * restart: readers then read the shard's WAL tail from the store, and the
+ * next flush, or the claim of the next commit, seals that tail into a
+ * generation.  Nothing is lost, since every batch is a durable WAL entry.
  */
 int64
 shared_store_evict_idle(TimestampTz idle_since, SharedStoreSlot *except)

@@ -214,14 +214,7 @@ rollout_fdw_validator(PG_FUNCTION_ARGS)
 		}
 		else if (strcmp(def->defname, "endpoint") == 0)
 		{
-			char	   *value = defGetString(def);
-			char	   *problem = objstore_check_endpoint(value);
-
-			if (problem != NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
-						 errmsg("invalid value for option \"endpoint\": \"%s\"", value),
-						 errdetail("%s", problem)));
+			objstore_check_endpoint(defGetString(def));
 		}
 		else if (strcmp(def->defname, "batch_size") == 0)
 		{

@@ -59,9 +59,9 @@
 
 /*
  * The lock that serialises flushes of one store within this database: an
- * advisory lock of kind 0x524f, "RO" (rollout_store_lock_tag).  It is held for the flush only,
- * not to the end of the transaction, so a merge that flushes first does not
- * keep other flushes waiting through its own upload.
+ * advisory lock of kind 0x524f, "RO" (rollout_store_lock_tag).  It is held
+ * for the flush only, not to the end of the transaction, so a merge that
+ * flushes first does not keep other flushes waiting through its own upload.
  */
 static void
 flush_lock_tag(RolloutStore *store, LOCKTAG *tag)

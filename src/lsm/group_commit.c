@@ -904,9 +904,9 @@ group_commit_note_flushing_itself(RolloutStore *store)
  * once a second, the batches of stores that no transaction committed to for
  * MEMTABLE_EVICT_IDLE_S (shared_store_evict_idle): their rows are durable WAL
  * entries, read from the store until a flush or their next commit's claim
- * seals them.  Without
- * it, any role that may create a server could fill the memtable and drop its
- * tables, and every commit of the cluster would wait until a restart.
+ * seals them.  Without it, any role that may create a server could fill the
+ * memtable and drop its tables, and every commit of the cluster would wait
+ * until a restart.
  */
 static void
 group_commit_reserve(RolloutStore *store, SharedStoreSlot *slot, Size size)
@@ -1025,7 +1025,7 @@ typedef struct UnqueuedRequest
 {
 	SharedStoreSlot *slot;
 	dsa_pointer pointer;
-}			UnqueuedRequest;
+} UnqueuedRequest;
 
 /*
  * PG_ENSURE_ERROR_CLEANUP callback: release an unqueued request when an

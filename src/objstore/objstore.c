@@ -192,20 +192,26 @@ parse_bucket_location(const char *rest, int parts, char **first, char **second,
  * either: a role allowed to create a server must not aim the requests of
  * the server's backend at any path of any host it likes.
  */
-char *
+void
 objstore_check_endpoint(const char *endpoint)
 {
+	const char *problem = NULL;
+
 	if (strncmp(endpoint, "http://", 7) != 0 && strncmp(endpoint, "https://", 8) != 0)
-		return pstrdup("It must be an http:// or https:// URL.");
-	for (const char *c = endpoint; *c != '\0'; c++)
+		problem = "It must be an http:// or https:// URL.";
+	for (const char *c = endpoint; problem == NULL && *c != '\0'; c++)
 	{
 		if (*c == '?' || *c == '#' || *c == '@' || *c == '\\')
-			return psprintf("It must not contain \"%c\": an endpoint is a scheme, a host, a port and perhaps a path, to which the store's names are appended.",
-							*c);
-		if ((unsigned char) *c <= ' ' || (unsigned char) *c == 0x7f)
-			return pstrdup("It must not contain white space or control characters.");
+			problem = psprintf("It must not contain \"%c\": an endpoint is a scheme, a host, a port and perhaps a path, to which the store's names are appended.",
+							   *c);
+		else if ((unsigned char) *c <= ' ' || (unsigned char) *c == 0x7f)
+			problem = "It must not contain white space or control characters.";
 	}
-	return NULL;
+	if (problem != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("invalid value for option \"endpoint\": \"%s\"", endpoint),
+				 errdetail("%s", problem)));
 }
 
 /*
