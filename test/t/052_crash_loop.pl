@@ -75,13 +75,15 @@ sub writer_script
 	return $path;
 }
 
-# Whether the node accepts connections within 60 s.
+# Whether the node accepts connections within 60 s.  A psql refused while
+# the cluster still recovers may exit before it reads the query from its
+# stdin, which IPC::Run reports by dying ("Broken pipe"): that is a "not yet".
 sub wait_ready
 {
 	for (1 .. 600)
 	{
-		my ($ret) = $node->psql('postgres', 'SELECT 1');
-		return 1 if $ret == 0;
+		my $ret = eval { ($node->psql('postgres', 'SELECT 1'))[0] };
+		return 1 if defined $ret && $ret == 0;
 		Time::HiRes::usleep(100_000);
 	}
 	return 0;
