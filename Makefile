@@ -21,6 +21,7 @@ OBJS = \
 	src/format/segment_writer.o \
 	src/format/segment_reader.o \
 	src/format/datum_codec.o \
+	src/format/image_check.o \
 	src/format/key_filter.o \
 	src/format/row_blob.o \
 	src/format/key_set.o \

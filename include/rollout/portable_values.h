@@ -11,9 +11,11 @@
  * type's OID, an array or range of a user-defined type its element or range
  * type's OID: those are stored in their canonical text form and parsed by
  * the reading database's input function, which resolves labels, attributes
- * and element types by name.  The reg* types (regclass...) are object OIDs
- * by definition and cannot be stored at all.  docs/FORMAT.md, "Column
- * encodings".
+ * and element types by name.  So are values of types whose images
+ * rollout_fdw cannot check before reading them (image_check.h: extensions'
+ * types, multiranges, tsvector...).  The reg* types (regclass...) are
+ * object OIDs by definition and cannot be stored at all.  docs/FORMAT.md,
+ * "Column encodings".
  *
  *-------------------------------------------------------------------------
  */
@@ -39,6 +41,13 @@ extern const char *portable_encoding_name(PortableEncoding encoding);
  * sentence for an errdetail.
  */
 extern PortableEncoding portable_type_encoding(Oid typid, char **why);
+
+/*
+ * The encoding versions before 0.10 chose: images also for types whose
+ * images cannot be checked.  Stores they created may keep such columns as
+ * images, which only trusted stores may serve (RolloutStoreSpec).
+ */
+extern PortableEncoding portable_type_encoding_unchecked(Oid typid);
 
 /*
  * Does the order of typid's values depend on the database's collation

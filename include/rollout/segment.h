@@ -70,6 +70,14 @@ typedef struct SegmentColumn
 	FmgrInfo	compare_proc;
 	Oid			compare_collation;
 	char		compare_inline; /* SEGMENT_COMPARE_*: see below */
+
+	/*
+	 * The structural check of the column's images (image_check.h), or NULL
+	 * when any image of the right framing is a value.  Filled by
+	 * segment_column_init(); a reader takes it from the schema its source
+	 * expects, never from the footer it reads.
+	 */
+	const struct ImageCheck *image_check;
 } SegmentColumn;
 
 /*
@@ -248,6 +256,14 @@ typedef struct SegmentSource
 	 * decoded (segment_reader_read_row_group).
 	 */
 	bool		cheap_reads;
+
+	/*
+	 * The schema the segment must have (the store's), whose columns' image
+	 * checks the reader applies to every value and statistic it decodes; a
+	 * footer of another layout is corrupt.  NULL: the footer's own built-in
+	 * types are trusted to say what the values are.
+	 */
+	const struct SegmentSchema *expected_schema;
 } SegmentSource;
 
 /* One page of a chunk of format version 3 (segment_reader.c). */
@@ -295,6 +311,13 @@ typedef struct SegmentReader
 	uint32		format_version;
 	bool		sorted;
 	SegmentSchema schema;		/* as stored in the footer (order initialised) */
+
+	/*
+	 * Per schema column, the check of its images (see SegmentColumn), from
+	 * the source's expected schema; in the reader's own context, since a
+	 * decoded footer is shared by readers of several sources.
+	 */
+	const struct ImageCheck **image_checks;
 	int64		row_count;
 	int			row_group_count;
 	SegmentRowGroupInfo *row_groups;

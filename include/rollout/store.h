@@ -73,6 +73,17 @@ typedef struct RolloutStoreSpec
 	 * superusers' tables and servers).
 	 */
 	bool		allow_environment_credentials;
+
+	/*
+	 * Is the store's content as trusted as the server's own files?  Only then
+	 * are its values read without checking their inside (unless
+	 * rollout_fdw.check_trusted_images), and images of types that cannot be
+	 * checked (kept so by earlier builds: portable_values.h) read at all. The
+	 * fdw layer decides: local stores, whose objects are server files, and
+	 * superusers' tables on superusers' servers, whose endpoint and store
+	 * superusers chose.
+	 */
+	bool		trusted;
 	char	   *store_name;
 	char	   *key_column;
 	int			ncolumns;

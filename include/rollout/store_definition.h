@@ -24,6 +24,9 @@ extern int	store_key_filter_bits;
 extern int	store_page_size;
 extern int	store_dictionary_size;
 
+/* rollout_fdw.check_trusted_images: check values from trusted stores too */
+extern bool store_check_trusted_images;
+
 /* Define rollout_fdw.rows_per_group and the others above (from _PG_init). */
 extern void store_define_settings(void);
 

@@ -27,6 +27,12 @@
  * functions insist on them.  reg* values have no database-independent form
  * at all, and a column of such a type (or containing one) is refused.
  *
+ * A type whose images format/image_check.c cannot check (an extension's, a
+ * multirange, tsvector...) is kept as text too, even where its image is
+ * database-independent: a store's objects may come from whoever can write
+ * where it lives, and only what the reader can check, or parse with the
+ * type's input function, is safe to hand to the type's functions.
+ *
  * Text output depends on a few settings (DateStyle for dates and times
  * inside composites and arrays, IntervalStyle, extra_float_digits), which
  * are fixed while values are encoded, as postgres_fdw does when it sends
@@ -51,6 +57,7 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
+#include "rollout/image_check.h"
 #include "rollout/portable_values.h"
 
 /*
@@ -100,12 +107,13 @@ portable_is_reg_type(Oid typid)
 /*
  * The encoding a value of typid needs: IMAGE when its image holds no
  * database-specific OID, TEXT when it does, REFUSED when even its text is
- * an OID (reg* types), looking into domains, arrays, ranges and composites.
+ * an OID (reg* types), looking into domains, arrays, ranges and composites;
+ * with checked_images_only, also TEXT when the image cannot be checked.
  * Built-in types have the same OIDs in every database and cluster: an
  * array or range of them is an image like any other.
  */
 static PortableEncoding
-portable_walk(Oid typid, char **why)
+portable_walk(Oid typid, bool checked_images_only, char **why)
 {
 	HeapTuple	tuple;
 	Form_pg_type type;
@@ -132,7 +140,7 @@ portable_walk(Oid typid, char **why)
 	switch (type->typtype)
 	{
 		case TYPTYPE_DOMAIN:
-			result = portable_walk(type->typbasetype, why);
+			result = portable_walk(type->typbasetype, checked_images_only, why);
 			break;
 		case TYPTYPE_ENUM:
 			result = PORTABLE_TEXT;
@@ -147,26 +155,28 @@ portable_walk(Oid typid, char **why)
 					Form_pg_attribute attr = TupleDescAttr(desc, i);
 
 					if (!attr->attisdropped &&
-						portable_walk(attr->atttypid, why) == PORTABLE_REFUSED)
+						portable_walk(attr->atttypid, checked_images_only, why) == PORTABLE_REFUSED)
 						result = PORTABLE_REFUSED;
 				}
 				ReleaseTupleDesc(desc);
 				break;
 			}
 		case TYPTYPE_RANGE:
-			result = portable_walk(get_range_subtype(typid), why);
+			result = portable_walk(get_range_subtype(typid), checked_images_only,
+								   why);
 			if (result != PORTABLE_REFUSED && typid >= FirstNormalObjectId)
 				result = PORTABLE_TEXT;
 			break;
 		case TYPTYPE_MULTIRANGE:
-			result = portable_walk(get_multirange_range(typid), why);
+			result = portable_walk(get_multirange_range(typid), checked_images_only,
+								   why);
 			if (result != PORTABLE_REFUSED && typid >= FirstNormalObjectId)
 				result = PORTABLE_TEXT;
 			break;
 		case TYPTYPE_BASE:
 			if (IsTrueArrayType(type))
 			{
-				result = portable_walk(type->typelem, why);
+				result = portable_walk(type->typelem, checked_images_only, why);
 				if (result != PORTABLE_REFUSED && type->typelem >= FirstNormalObjectId)
 					result = PORTABLE_TEXT;
 			}
@@ -175,13 +185,23 @@ portable_walk(Oid typid, char **why)
 			break;
 	}
 	ReleaseSysCache(tuple);
+
+	if (result == PORTABLE_IMAGE && checked_images_only &&
+		!image_check_covers_type(typid))
+		result = PORTABLE_TEXT;
 	return result;
 }
 
 PortableEncoding
 portable_type_encoding(Oid typid, char **why)
 {
-	return portable_walk(typid, why);
+	return portable_walk(typid, true, why);
+}
+
+PortableEncoding
+portable_type_encoding_unchecked(Oid typid)
+{
+	return portable_walk(typid, false, NULL);
 }
 
 /*

@@ -36,6 +36,7 @@
 #include "rollout/store_keys.h"
 
 int			store_rows_per_group = SEGMENT_DEFAULT_ROWS_PER_GROUP;
+bool		store_check_trusted_images = false;
 int			store_key_filter_bits = 10;
 int			store_page_size = 8;
 int			store_dictionary_size = 32;
@@ -48,7 +49,8 @@ static char *store_json_for_spec(const RolloutStoreSpec *spec);
 static char *store_type_name(Oid typid);
 static void store_init_column(RolloutStore *store, int c, JsonDoc *doc,
 							  JsonbContainer *col, const char *name,
-							  const RolloutColumnSpec *spec_column);
+							  const RolloutColumnSpec *spec_column,
+							  bool trusted);
 
 /* ----------------------------------------------------------------
  * Opening
@@ -56,12 +58,20 @@ static void store_init_column(RolloutStore *store, int c, JsonDoc *doc,
  */
 
 /*
- * Define rollout_fdw.rows_per_group, .key_filter_bits, .page_size and
- * .dictionary_size; _PG_init calls it.
+ * Define rollout_fdw.rows_per_group, .key_filter_bits, .page_size,
+ * .dictionary_size and .check_trusted_images; _PG_init calls it.
  */
 void
 store_define_settings(void)
 {
+	DefineCustomBoolVariable("rollout_fdw.check_trusted_images",
+							 "Checks the inside of the values read from trusted stores too.",
+							 "Values read from other stores are always checked before PostgreSQL reads them (arrays, jsonb, ranges, text encoding...). Trusted stores are local ones and those of superusers' tables on superusers' servers: only roles as powerful as a superuser can write to them. Takes effect for tables a session opens after the change.",
+							 &store_check_trusted_images,
+							 false,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 	DefineCustomIntVariable("rollout_fdw.rows_per_group",
 							"Rows per row group in the segments this backend writes.",
 							NULL,
@@ -323,7 +333,8 @@ store_json_for_spec(const RolloutStoreSpec *spec)
  */
 static void
 store_init_column(RolloutStore *store, int c, JsonDoc *doc, JsonbContainer *col,
-				  const char *name, const RolloutColumnSpec *spec_column)
+				  const char *name, const RolloutColumnSpec *spec_column,
+				  bool trusted)
 {
 	char	   *why = NULL;
 	PortableEncoding local = portable_type_encoding(spec_column->typid, &why);
@@ -342,6 +353,25 @@ store_init_column(RolloutStore *store, int c, JsonDoc *doc, JsonbContainer *col,
 	else if (stored_name != NULL && strcmp(stored_name, "image") != 0)
 		json_doc_corrupt(doc, psprintf("Column \"%s\" has the unknown encoding \"%s\".",
 									   name, stored_name));
+
+	/*
+	 * Earlier builds kept images also of types whose images cannot be checked
+	 * before PostgreSQL reads them.  Whoever can write to the store could
+	 * craft such an image to make a backend read outside it, so they are read
+	 * only where the store is trusted.
+	 */
+	if (local == PORTABLE_TEXT && stored == PORTABLE_IMAGE &&
+		portable_type_encoding_unchecked(spec_column->typid) == PORTABLE_IMAGE)
+	{
+		if (!trusted)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("store \"%s\" keeps column \"%s\" of type %s as images that cannot be checked",
+							store->name, name, format_type_be(spec_column->typid)),
+					 errdetail("An earlier build of rollout_fdw created the store, and kept values of this type as their internal images. Whoever can write to a remote store could craft such an image to make the server read memory outside it, so they are read only from local stores and by tables that a superuser owns on servers a superuser owns."),
+					 errhint("Have a superuser own the table and its server, and copy the rows into a new store, which keeps such values as text.")));
+		local = PORTABLE_IMAGE;
+	}
 	if (local != stored && store->format_version < 2)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -371,6 +401,14 @@ store_init_column(RolloutStore *store, int c, JsonDoc *doc, JsonbContainer *col,
 	else
 		segment_column_init(column, name, spec_column->typid,
 							spec_column->typmod);
+
+	/*
+	 * A trusted store's values are read as PostgreSQL reads its own files,
+	 * unchecked: checking a jsonb column's values takes about as long as
+	 * decompressing and decoding them.
+	 */
+	if (trusted && !store_check_trusted_images)
+		column->image_check = NULL;
 }
 
 /*
@@ -458,7 +496,8 @@ store_init_schema_from_json(RolloutStore *store, const RolloutStoreSpec *spec,
 							type, store->name),
 					 errdetail("A store's column types are fixed by its _store.json when it was created.")));
 		matched[t] = true;
-		store_init_column(store, c, doc, col, name, &spec->columns[t]);
+		store_init_column(store, c, doc, col, name, &spec->columns[t],
+						  spec->trusted);
 		if (strcmp(name, stored_key) == 0)
 			schema->key_column = c;
 	}
@@ -479,7 +518,9 @@ store_init_schema_from_json(RolloutStore *store, const RolloutStoreSpec *spec,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("key column \"%s\" of store \"%s\" has a type whose values are stored as text",
 						stored_key, store->name),
-				 errdetail("The order of such values can differ between databases.")));
+				 errdetail("Values of type %s are kept as text, whose order is not the type's: they name database objects by OID, or their internal form cannot be checked when read.",
+						   format_type_be(store->codecs[schema->key_column].typid)),
+				 errhint("Use a key of a built-in type, such as text, uuid or bigint.")));
 
 	/*
 	 * Only for a new store: a store created before this check keeps working,

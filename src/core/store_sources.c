@@ -277,6 +277,7 @@ rollout_segment_source(RolloutStore *store, const char *key, int64 size_hint,
 	source->read_tail = store_object_read_tail;
 	source->cheap_reads = store->location_is_default ||
 		objstore_location_is_local(store->location);
+	source->expected_schema = &store->schema;
 	arg->footer_cached = arg->footer_identity != NULL && footer_cache_enabled();
 	arg->disk_cached = arg->cache_identity != NULL && !source->cheap_reads &&
 		read_cache_enabled();

@@ -21,6 +21,7 @@
 #include "parser/parse_type.h"
 
 #include "rollout/fdw.h"
+#include "rollout/objstore.h"
 
 /* The server's location option, or NULL for the embedded default. */
 static char *
@@ -65,6 +66,8 @@ rollout_server_store_spec(Oid serverid, const StoredDefinition *definition)
 	spec->location = server_location(server);
 	spec->location_options = rollout_location_options(serverid, GetUserId());
 	spec->allow_environment_credentials = server_may_use_environment(server);
+	spec->trusted = spec->allow_environment_credentials ||
+		objstore_location_is_local(spec->location);
 	spec->store_name = definition->store_name;
 	spec->key_column = definition->key_column;
 	spec->columns = palloc0(sizeof(RolloutColumnSpec) * Max(definition->ncolumns, 1));

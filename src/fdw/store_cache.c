@@ -28,6 +28,7 @@
 #include "utils/syscache.h"
 
 #include "rollout/fdw.h"
+#include "rollout/objstore.h"
 #include "rollout/shard.h"
 #include "rollout/store_definition.h"
 
@@ -171,6 +172,10 @@ rollout_location_options(Oid serverid, Oid userid)
  * server's credentials sent there.  Tables owned by other roles must carry
  * credentials in a user mapping, as postgres_fdw's password_required makes
  * non-superusers supply a password.
+ *
+ * For the same reason only such a store, or a local one (whose objects are
+ * server files), is trusted: any other may have been written by a role that
+ * crafted its values, which are then checked before anything reads them.
  */
 static RolloutStoreSpec *
 store_spec_for_relation(Relation rel, Oid userid)
@@ -185,6 +190,8 @@ store_spec_for_relation(Relation rel, Oid userid)
 	spec->location_options = rollout_location_options(server->serverid, userid);
 	spec->allow_environment_credentials =
 		superuser_arg(rel->rd_rel->relowner) && superuser_arg(server->owner);
+	spec->trusted = spec->allow_environment_credentials ||
+		spec->location == NULL || objstore_location_is_local(spec->location);
 	spec->store_name = options->store_name;
 	spec->key_column = options->key_column;
 	spec->columns = palloc0(sizeof(RolloutColumnSpec) * Max(tupdesc->natts, 1));

@@ -20,7 +20,9 @@
  *
  * The decoder trusts nothing: every value is bounds-checked against the
  * chunk and every varlena header is checked, and external or compressed
- * varlena headers are rejected as corruption.
+ * varlena headers are rejected as corruption.  What is inside a value with
+ * a structure of its own (an array, a jsonb, a range...) is checked by
+ * image_check.c, with the check the caller passes for the column.
  *
  *-------------------------------------------------------------------------
  */
@@ -32,6 +34,7 @@
 #include "access/tupmacs.h"
 #include "catalog/pg_collation.h"
 #include "port/pg_bswap.h"
+#include "rollout/image_check.h"
 #include "segment_internal.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -57,6 +60,7 @@ segment_column_init(SegmentColumn *column, const char *name,
 	get_typlenbyvalalign(typid, &column->typlen, &column->typbyval,
 						 &column->typalign);
 	column->type_name = format_type_with_typemod(typid, typmod);
+	column->image_check = image_check_for_type(typid);
 
 	if (!segment_column_layout_is_valid(column->typlen, column->typbyval,
 										column->typalign))
@@ -337,9 +341,9 @@ segment_varlena_problem(const char *image, int64 length)
  * error detail.
  */
 Datum
-segment_datum_from_image(const SegmentColumn *column, const char *image,
-						 int64 length, const char *segment_name,
-						 const char *what)
+segment_datum_from_image(const SegmentColumn *column, const ImageCheck *check,
+						 const char *image, int64 length,
+						 const char *segment_name, const char *what)
 {
 	char	   *copy;
 
@@ -370,6 +374,14 @@ segment_datum_from_image(const SegmentColumn *column, const char *image,
 
 	copy = palloc(length);
 	memcpy(copy, image, length);
+	if (check != NULL)
+	{
+		const char *problem = image_check_value(check, copy, length);
+
+		if (problem != NULL)
+			segment_corrupt(segment_name, "The %s of column \"%s\" %s.",
+							what, column->name, problem);
+	}
 	if (column->typbyval)
 		return fetch_att(copy, true, column->typlen);
 	return PointerGetDatum(copy);
@@ -403,14 +415,29 @@ chunk_bitmap(const SegmentColumn *column, const char *raw, int64 raw_size,
 	return bitmap;
 }
 
+/* Raise the corrupt-segment error if check finds a problem in a value. */
+static void
+chunk_check_value(const SegmentColumn *column, const ImageCheck *check,
+				  const char *value, int64 length, int64 row,
+				  const char *segment_name)
+{
+	const char *problem = image_check_value(check, value, length);
+
+	if (problem != NULL)
+		segment_corrupt(segment_name,
+						"Row %lld of a chunk of column \"%s\" %s.",
+						(long long) row, column->name, problem);
+}
+
 /*
  * The non-null value of row `row` that starts at or after *offset in the
  * value area of raw (values_end bytes), checked against the end of the area
- * and, for a varlena, its header; *offset moves past it.
+ * and, for a varlena, its header, and then by check (NULL: no check of its
+ * inside); *offset moves past it.
  */
 static pg_attribute_always_inline Datum
-chunk_next_value(const SegmentColumn *column, const char *raw,
-				 int64 values_end, int64 *offset, int64 row,
+chunk_next_value(const SegmentColumn *column, const ImageCheck *check,
+				 const char *raw, int64 values_end, int64 *offset, int64 row,
 				 const char *segment_name)
 {
 	const char *value;
@@ -426,6 +453,9 @@ chunk_next_value(const SegmentColumn *column, const char *raw,
 							(long long) row, column->name);
 		value = raw + *offset;
 		*offset += column->typlen;
+		if (check != NULL)
+			chunk_check_value(column, check, value, column->typlen, row,
+							  segment_name);
 		return fetch_att(value, column->typbyval, column->typlen);
 	}
 
@@ -490,6 +520,8 @@ chunk_next_value(const SegmentColumn *column, const char *raw,
 						"Row %lld of a chunk of column \"%s\" runs past the end of the chunk.",
 						(long long) row, column->name);
 	*offset += length;
+	if (check != NULL)
+		chunk_check_value(column, check, value, length, row, segment_name);
 	return PointerGetDatum(value);
 }
 
@@ -498,12 +530,14 @@ chunk_next_value(const SegmentColumn *column, const char *raw,
  * of row_count elements).  By-reference Datums point into raw, which must be
  * MAXALIGN'd and outlive them.  Everything is checked: the bitmap against
  * null_count, every value against the end of the value area, every varlena
- * header, and that the values fill the area exactly.
+ * header, every value's inside by check (NULL: nothing inside to check), and
+ * that the values fill the area exactly.
  */
 void
-segment_chunk_decode(const SegmentColumn *column, const char *raw,
-					 int64 raw_size, int64 row_count, int64 null_count,
-					 Datum *values, bool *isnull, const char *segment_name)
+segment_chunk_decode(const SegmentColumn *column, const ImageCheck *check,
+					 const char *raw, int64 raw_size, int64 row_count,
+					 int64 null_count, Datum *values, bool *isnull,
+					 const char *segment_name)
 {
 	int64		values_end;
 	const unsigned char *bitmap = chunk_bitmap(column, raw, raw_size, row_count,
@@ -516,7 +550,7 @@ segment_chunk_decode(const SegmentColumn *column, const char *raw,
 	 * rank times its length, when that keeps them aligned.  The bitmap must
 	 * then be all ones, and the value area exactly that long.
 	 */
-	if (column->typlen > 0 &&
+	if (column->typlen > 0 && check == NULL &&
 		column->typlen % segment_align(1, column->typalign) == 0 &&
 		(null_count == 0 || null_count == -1) &&
 		values_end == row_count * column->typlen &&
@@ -541,8 +575,8 @@ segment_chunk_decode(const SegmentColumn *column, const char *raw,
 			continue;
 		}
 		isnull[row] = false;
-		values[row] = chunk_next_value(column, raw, values_end, &offset, row,
-									   segment_name);
+		values[row] = chunk_next_value(column, check, raw, values_end, &offset,
+									   row, segment_name);
 	}
 
 	if (null_count >= 0 && nulls != null_count)
@@ -561,14 +595,16 @@ segment_chunk_decode(const SegmentColumn *column, const char *raw,
  * *value and *isnull, for a read that needs one row of a page (a key
  * lookup): the values before it are stepped over, not decoded, and a
  * fixed-length value whose length is a multiple of its alignment is found
- * by its rank alone.  The bitmap, the values up to the row and the row's own
- * are checked as segment_chunk_decode checks them; what lies after it is
- * not looked at (the page's CRC has been checked).
+ * by its rank alone.  The bitmap, the framing of the values up to the row
+ * and the row's own value, inside too, are checked as segment_chunk_decode
+ * checks them; what lies after it is not looked at (the page's CRC has been
+ * checked).
  */
 void
-segment_chunk_decode_row(const SegmentColumn *column, const char *raw,
-						 int64 raw_size, int64 row_count, int64 row,
-						 Datum *value, bool *isnull, const char *segment_name)
+segment_chunk_decode_row(const SegmentColumn *column, const ImageCheck *check,
+						 const char *raw, int64 raw_size, int64 row_count,
+						 int64 row, Datum *value, bool *isnull,
+						 const char *segment_name)
 {
 	int64		values_end;
 	const unsigned char *bitmap = chunk_bitmap(column, raw, raw_size, row_count,
@@ -594,9 +630,9 @@ segment_chunk_decode_row(const SegmentColumn *column, const char *raw,
 	else
 	{
 		for (int64 r = 0; r < rank; r++)
-			(void) chunk_next_value(column, raw, values_end, &offset, r,
+			(void) chunk_next_value(column, NULL, raw, values_end, &offset, r,
 									segment_name);
 	}
-	*value = chunk_next_value(column, raw, values_end, &offset, row,
+	*value = chunk_next_value(column, check, raw, values_end, &offset, row,
 							  segment_name);
 }

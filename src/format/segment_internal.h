@@ -218,6 +218,7 @@ extern void segment_datum_write_image(const SegmentColumn *column, char *dest,
 extern void segment_chunk_append_value(const SegmentColumn *column,
 									   StringInfo chunk, Datum flat);
 extern Datum segment_datum_from_image(const SegmentColumn *column,
+									  const struct ImageCheck *check,
 									  const char *image, int64 length,
 									  const char *segment_name,
 									  const char *what);
@@ -226,11 +227,13 @@ extern Datum segment_datum_from_image(const SegmentColumn *column,
 extern bool segment_column_layout_is_valid(int16 typlen, bool typbyval,
 										   char typalign);
 extern void segment_chunk_decode(const SegmentColumn *column,
+								 const struct ImageCheck *check,
 								 const char *raw, int64 raw_size,
 								 int64 row_count, int64 null_count,
 								 Datum *values, bool *isnull,
 								 const char *segment_name);
 extern void segment_chunk_decode_row(const SegmentColumn *column,
+									 const struct ImageCheck *check,
 									 const char *raw, int64 raw_size,
 									 int64 row_count, int64 row,
 									 Datum *value, bool *isnull,

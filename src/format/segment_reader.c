@@ -26,6 +26,7 @@
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "port/pg_crc32c.h"
+#include "rollout/image_check.h"
 #include "segment_internal.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
@@ -174,12 +175,12 @@ cursor_string(FooterCursor *cursor, const char *what, int64 max_length)
 /* Read a length-prefixed datum image of a column, as a Datum. */
 static Datum
 cursor_image(FooterCursor *cursor, const SegmentColumn *column,
-			 const char *what)
+			 const ImageCheck *check, const char *what)
 {
 	int64		length;
 	const char *image = cursor_bytes(cursor, what, &length);
 
-	return segment_datum_from_image(column, image, length,
+	return segment_datum_from_image(column, check, image, length,
 									cursor->segment_name, what);
 }
 
@@ -251,6 +252,50 @@ check_versions_agree(SegmentReader *reader, uint32 header_version)
 						header_version, reader->format_version);
 }
 
+/*
+ * Set reader->image_checks, in CurrentMemoryContext: the checks of the
+ * columns of the schema the source expects, once the footer's schema is
+ * found to have its layout.  Without an expected schema, a column of a
+ * built-in type (column_init_order_checked found it here) is checked as
+ * that type.
+ */
+static void
+reader_take_image_checks(SegmentReader *reader, const char *segment_name)
+{
+	const SegmentSchema *expected = reader->source->expected_schema;
+	const SegmentSchema *found = &reader->schema;
+
+	reader->image_checks = palloc0(sizeof(ImageCheck *) * found->ncolumns);
+	if (expected == NULL)
+	{
+		for (int i = 0; i < found->ncolumns; i++)
+			if (found->columns[i].has_order &&
+				found->columns[i].typid < FirstNormalObjectId)
+				reader->image_checks[i] =
+					image_check_for_type(found->columns[i].typid);
+		return;
+	}
+
+	if (found->ncolumns != expected->ncolumns ||
+		found->key_column != expected->key_column)
+		segment_corrupt(segment_name,
+						"It has %d columns keyed by column %d; %d columns keyed by column %d were expected.",
+						found->ncolumns, found->key_column + 1,
+						expected->ncolumns, expected->key_column + 1);
+	for (int i = 0; i < found->ncolumns; i++)
+	{
+		const SegmentColumn *e = &expected->columns[i];
+		const SegmentColumn *f = &found->columns[i];
+
+		if (e->typlen != f->typlen || e->typbyval != f->typbyval ||
+			e->typalign != f->typalign)
+			segment_corrupt(segment_name,
+							"Its column %d (\"%s\") has another storage layout than the expected column \"%s\".",
+							i + 1, f->name, e->name);
+		reader->image_checks[i] = e->image_check;
+	}
+}
+
 /* The footer's schema: column count, key column and each column's type. */
 static void
 decode_footer_schema(FooterCursor *c, SegmentReader *reader)
@@ -290,6 +335,7 @@ decode_footer_schema(FooterCursor *c, SegmentReader *reader)
 							(int) column->typbyval, (int) column->typalign);
 		column_init_order_checked(column, name);
 	}
+	reader_take_image_checks(reader, name);
 }
 
 /*
@@ -329,8 +375,10 @@ decode_footer_chunk(FooterCursor *c, SegmentReader *reader,
 			segment_corrupt(name,
 							"Chunk %d of row group %d has statistics but only nulls.",
 							j, i);
-		chunk->min = cursor_image(c, column, "chunk minimum");
-		chunk->max = cursor_image(c, column, "chunk maximum");
+		chunk->min = cursor_image(c, column, reader->image_checks[j],
+								  "chunk minimum");
+		chunk->max = cursor_image(c, column, reader->image_checks[j],
+								  "chunk maximum");
 	}
 	if (j == reader->schema.key_column &&
 		(chunk->null_count != 0 || !chunk->has_stats))
@@ -626,8 +674,10 @@ decode_footer(SegmentReader *reader, const char *body, int64 body_length,
 	if (reader->has_key_range)
 	{
 		reader->key_min = cursor_image(c, &schema->columns[schema->key_column],
+									   reader->image_checks[schema->key_column],
 									   "key minimum");
 		reader->key_max = cursor_image(c, &schema->columns[schema->key_column],
+									   reader->image_checks[schema->key_column],
 									   "key maximum");
 	}
 
@@ -734,6 +784,9 @@ segment_reader_open_known(SegmentReader *reader)
 		*reader = *decoded;
 		reader->source = source;
 		reader->context = context;
+		oldcontext = MemoryContextSwitchTo(context);
+		reader_take_image_checks(reader, source->name);
+		MemoryContextSwitchTo(oldcontext);
 		return true;
 	}
 	footer_start = footer_start_in_object(source->name, footer_length, object_size);
@@ -990,7 +1043,8 @@ read_page(SegmentReader *reader, int row_group, int column, int p,
 	raw = decompress_frame(reader, column, chunk, frame, page->compressed_size,
 						   page->crc, -1, what, &raw_size);
 	allocate_column(group, column, out);
-	segment_chunk_decode(&reader->schema.columns[column], raw, raw_size,
+	segment_chunk_decode(&reader->schema.columns[column],
+						 reader->image_checks[column], raw, raw_size,
 						 page->row_count, -1,
 						 out->values[column] + page->first_row,
 						 out->isnull[column] + page->first_row,
@@ -1046,7 +1100,8 @@ read_chunk(SegmentReader *reader, int row_group, int column_index,
 						   what, &raw_size);
 	pfree(what);
 	allocate_column(group, column_index, out);
-	segment_chunk_decode(&reader->schema.columns[column_index], raw,
+	segment_chunk_decode(&reader->schema.columns[column_index],
+						 reader->image_checks[column_index], raw,
 						 chunk->raw_size, group->row_count, chunk->null_count,
 						 out->values[column_index], out->isnull[column_index],
 						 name);
@@ -1475,7 +1530,8 @@ segment_row_group_decode_deferred_row(SegmentReader *reader, int row_group,
 	if (buffer != NULL)
 		pfree(buffer);
 	allocate_column(group, column, rows);
-	segment_chunk_decode_row(&reader->schema.columns[column], raw, raw_size,
+	segment_chunk_decode_row(&reader->schema.columns[column],
+							 reader->image_checks[column], raw, raw_size,
 							 page_rows, row - first_row,
 							 &rows->values[column][row],
 							 &rows->isnull[column][row], reader->source->name);

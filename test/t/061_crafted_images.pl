@@ -1,0 +1,272 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+# Modes: preload  (its cluster preloads the writer in every run; scripts/test.sh)
+#
+# 061_crafted_images.pl — a value crafted inside a store's objects is an
+# error, never a crash or a read outside the value (src/format/image_check.c,
+# docs/FORMAT.md "How a reader validates").
+#
+# A store's objects come from whoever can write where it lives: on S3 or
+# Azure any role that may create a server can point one at an endpoint of
+# its own.  The segment CRCs only prove that bytes are as written.  Here the
+# role mallory, no superuser, writes rows whose bytea values are the
+# internal images of a jsonb, an array, a numeric, a range, a bit string,
+# an inet and a text, each broken in its own way (entries past the value's
+# end, an element type that is not the column's, a digit out of range...),
+# and then relabels the column in _store.json, as the owner of a store can.
+# Reading the column as its new type through mallory's table, and through
+# the same table as a superuser, must fail with XX001 naming the problem
+# (from the row itself, or from the footer's min/max for a short value),
+# while the key column still reads and the server stays up.  On a remote
+# store that is so by default.  A local store (like a superuser's table on
+# a superuser's server) is trusted as the server's files are, and read
+# unchecked unless rollout_fdw.check_trusted_images is on, which every lane
+# tries too.  Before the
+# checks, array_out and jsonb_out followed the crafted sizes out of the
+# value.
+#
+# Values of types whose images cannot be checked (tsvector here) are kept
+# as text by new stores, and read back equal.  A store an earlier build
+# made with such a column as images still reads where the store is trusted
+# (a local store, or a superuser's table on a superuser's server) and, on a
+# remote store, is refused for a table mallory owns on a server she owns.
+
+use strict;
+use warnings;
+
+use FindBin;
+use JSON::PP ();
+use lib "$FindBin::RealBin/../perl";
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RolloutStore;
+use RolloutTest qw(writer_node create_mapping);
+use Test::More;
+
+my $node = writer_node('crafted_images');
+my $store = RolloutStore->for_test('061_crafted_images');
+my $remote = $store->{backend} ne 'file';
+
+$node->safe_psql('postgres', q{
+CREATE DATABASE utf8_db TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C';});
+$node->safe_psql('utf8_db', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
+$node->safe_psql('utf8_db', q{
+CREATE ROLE mallory LOGIN;
+GRANT USAGE ON FOREIGN DATA WRAPPER rollout_fdw TO mallory;
+GRANT USAGE ON FOREIGN SERVER s TO mallory;
+GRANT CREATE ON SCHEMA public TO mallory;});
+
+# mallory's own server: on a remote store one she creates (the attack), on a
+# file store the superuser's (only privileged roles create those).
+if ($remote)
+{
+	my $sql = $store->server_sql('ms');
+	$node->safe_psql('utf8_db', "SET ROLE mallory;\n$sql");
+}
+else
+{
+	$node->safe_psql('utf8_db', 'CREATE SERVER ms FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location '
+		  . "'" . $store->location . "');\nGRANT USAGE ON FOREIGN SERVER ms TO mallory;");
+}
+
+sub as_mallory { my ($sql) = @_; return "SET ROLE mallory;\n$sql"; }
+
+# Run $sql in utf8_db; returns (ok, stdout, stderr).
+sub run
+{
+	my ($sql) = @_;
+	my ($out, $err) = ('', '');
+	my $rc = $node->psql('utf8_db', $sql, stdout => \$out, stderr => \$err,
+		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	return ($rc == 0, $out, $err);
+}
+
+# Rewrite column v (or column => NAME) of store $name in its _store.json:
+# %set replaces fields.
+sub relabel
+{
+	my ($name, %set) = @_;
+	my $key = "$name/_store.json";
+	my $json = JSON::PP->new->canonical;
+	my $definition = $json->decode($store->get($key));
+	my $which = delete $set{column} // 'v';
+	for my $column (@{ $definition->{columns} })
+	{
+		next unless $column->{name} eq $which;
+		$column->{$_} = $set{$_} for keys %set;
+	}
+	$store->put($key, $json->encode($definition));
+	return;
+}
+
+# Write $hex as a bytea row of a new store $name (mallory's), flushed into a
+# segment, then relabel the column as $type (its _store.json name, OID).
+sub craft
+{
+	my ($name, $hex, $type, $typid) = @_;
+	$node->safe_psql('utf8_db', as_mallory(qq{
+CREATE FOREIGN TABLE raw_$name (id int, v bytea) SERVER ms OPTIONS (store '$name', key 'id');
+INSERT INTO raw_$name VALUES (1, '\\x$hex');
+SELECT rollout_flush('raw_$name');
+DROP FOREIGN TABLE raw_$name;}));
+	relabel($name, type => $type, typid => $typid);
+	return;
+}
+
+my $pad = '00' x 300;    # past SEGMENT_MAX_STATS_IMAGE_SIZE: no min/max
+
+# name, the column's SQL type, its _store.json name and OID, the crafted
+# varlena payload, and the problem the error must name.
+my @cases = (
+	[ 'jsonb_offsets', 'jsonb', 'pg_catalog.jsonb', 3802,
+	  # an object of one pair whose key claims 2^28 - 1 bytes
+	  '01000020' . 'ffffff0f' . '00000000' . $pad,
+	  qr/Row 0 of a chunk of column "v" is a jsonb whose entries run past its end/ ],
+	[ 'jsonb_key', 'jsonb', 'pg_catalog.jsonb', 3802,
+	  # an object whose key is a null
+	  '01000020' . '00000040' . '00000040' . $pad,
+	  qr/is a jsonb object with a key that is not a string/ ],
+	[ 'jsonb_nested', 'jsonb', 'pg_catalog.jsonb', 3802,
+	  # an array holding a container whose entry runs past it
+	  '01000040' . '0c000050' . '01000040' . 'ffffff0f' . '00000000' . $pad,
+	  qr/is a jsonb whose entries run past its end/ ],
+	[ 'array_elements', 'int[]', 'integer[]', 1007,
+	  # int4[] of 1,000,000 elements and no data
+	  '01000000' . '00000000' . '17000000' . '40420f00' . '01000000' . $pad,
+	  qr/Row 0 of a chunk of column "v" has an element past its end/ ],
+	[ 'array_type', 'text[]', 'pg_catalog.text[]', 1009,
+	  # claims int4 elements in a text[] column
+	  '01000000' . '00000000' . '17000000' . '01000000' . '01000000' . $pad,
+	  qr/is an array of another element type/ ],
+	[ 'array_dims', 'int[]', 'integer[]', 1007,
+	  '07000000' . '00000000' . '17000000' . $pad,
+	  qr/is an array with an invalid number of dimensions/ ],
+	[ 'numeric_digit', 'numeric', 'numeric', 1700,
+	  # short form, one digit of 0xffff, then zero digits
+	  '0080' . 'ffff' . $pad,
+	  qr/is a numeric with a digit out of range/ ],
+	[ 'range_type', 'int4range', 'pg_catalog.int4range', 3904,
+	  # names int8range
+	  '560f0000' . $pad . '00',
+	  qr/is a range of another type/ ],
+	[ 'range_bounds', 'int4range', 'pg_catalog.int4range', 3904,
+	  # both bounds present, neither there
+	  '400f0000' . '00',
+	  qr/The chunk m(?:in|ax)imum of column "v" has an element past its end/ ],
+	[ 'varbit_length', 'varbit', 'bit varying', 1562,
+	  '40420f00' . 'ff' . $pad,
+	  qr/is a bit string whose length disagrees with its size/ ],
+	[ 'inet_family', 'inet', 'pg_catalog.inet', 869,
+	  '0720' . '01020304' . $pad,
+	  qr/is a network address of an unknown family/ ],
+	[ 'text_encoding', 'text', 'pg_catalog.text', 25,
+	  '61ff62' . ('61' x 300),
+	  qr/is text that is not valid in the database encoding/ ],
+	[ 'jsonb_short', 'jsonb', 'pg_catalog.jsonb', 3802,
+	  # short enough for the footer's min/max, which are checked too
+	  '01000020' . 'ffffff0f' . '00000000',
+	  qr/The chunk m(?:in|ax)imum of column "v" is a jsonb whose entries run past its end/ ],
+);
+
+for my $case (@cases)
+{
+	my ($name, $sql_type, $type, $typid, $hex, $problem) = @$case;
+	craft($name, $hex, $type, $typid);
+	$node->safe_psql('utf8_db', as_mallory(
+		"CREATE FOREIGN TABLE $name (id int, v $sql_type) SERVER ms OPTIONS (store '$name', key 'id');"));
+
+	my @readers = ([ 'anyone checking trusted stores too',
+			sub { "SET rollout_fdw.check_trusted_images = on;\n" . as_mallory($_[0]) } ]);
+	push @readers, [ 'mallory', \&as_mallory ], [ 'a superuser', sub { $_[0] } ]
+	  if $remote;
+	for my $who (@readers)
+	{
+		my ($ok, $out, $err) = run($who->[1]->("SELECT v FROM $name;"));
+		ok(!$ok, "$name: reading v as $sql_type fails for $who->[0]");
+		like($err, qr/XX001/, "$name: with SQLSTATE XX001 (data corrupted)");
+		like($err, $problem, "$name: naming the problem");
+	}
+	if ($hex =~ /$pad/)
+	{
+		is($node->safe_psql('utf8_db', "SELECT id FROM $name"), '1',
+			"$name: the key column still reads");
+	}
+	is($node->safe_psql('utf8_db', 'SELECT 1'), '1', "$name: the server is up");
+}
+unlike(slurp_file($node->logfile), qr/terminated by signal/,
+	'no backend died on a crafted value');
+
+# --- types whose images cannot be checked -----------------------------------
+
+$node->safe_psql('utf8_db', q{
+CREATE FOREIGN TABLE ts_new (id int, v tsvector) SERVER s OPTIONS (store 'ts_new', key 'id');
+INSERT INTO ts_new VALUES (1, to_tsvector('simple', 'rollouts keep traces')), (2, ''::tsvector);
+SELECT rollout_flush('ts_new');});
+is($node->safe_psql('utf8_db', 'SELECT id, v FROM ts_new ORDER BY id'),
+	"1|'keep':2 'rollouts':1 'traces':3\n2|", 'a new store reads tsvector values back');
+my ($tsv) = grep { $_->{name} eq 'v' }
+  @{ JSON::PP->new->decode($store->get('ts_new/_store.json'))->{columns} };
+is($tsv->{encoding}, 'text', 'and keeps them as text, not as unchecked images');
+
+# A store as an earlier build wrote it: the column kept as images (here the
+# image of an empty tsvector).
+craft('legacy', '00000000', 'pg_catalog.tsvector', 3614);
+relabel('legacy', encoding => 'image');
+$node->safe_psql('utf8_db',
+	q{CREATE FOREIGN TABLE legacy_su (id int, v tsvector) SERVER s OPTIONS (store 'legacy', key 'id');});
+is($node->safe_psql('utf8_db', q{SELECT id, length(v), v = ''::tsvector FROM legacy_su}),
+	'1|0|t', "a superuser's table on a superuser's server reads the older store");
+
+$node->safe_psql('utf8_db', as_mallory(
+	q{CREATE FOREIGN TABLE legacy_m (id int, v tsvector) SERVER ms OPTIONS (store 'legacy', key 'id');}));
+my ($ok, $out, $err) = run(as_mallory('SELECT v FROM legacy_m;'));
+if ($remote)
+{
+	ok(!$ok, "mallory's table on her own remote server is refused the older store");
+	like($err, qr/42501.*keeps column "v" of type tsvector as images that cannot be checked/s,
+		'naming the column and why');
+}
+else
+{
+	ok($ok, 'a local store is trusted as the server files are: mallory reads it');
+}
+
+
+# A key of such a type: refused for a new store at its first use; a store an
+# earlier build keyed by citext (images of text) still reads where trusted.
+$node->safe_psql('utf8_db', 'CREATE EXTENSION citext;');
+$node->safe_psql('utf8_db',
+	q{CREATE FOREIGN TABLE ck_new (id citext, v int) SERVER s OPTIONS (store 'ck_new', key 'id');});
+($ok, $out, $err) = run(q{INSERT INTO ck_new VALUES ('a', 1);});
+ok(!$ok, 'a new store keyed by citext is refused');
+like($err, qr/0A000.*key column "id" of store "ck_new" has a type whose values are stored as text/s,
+	'as a key kept as text');
+
+$node->safe_psql('utf8_db', as_mallory(q{
+CREATE FOREIGN TABLE raw_ck (id text, v int) SERVER ms OPTIONS (store 'legacy_key', key 'id');
+INSERT INTO raw_ck VALUES ('Abc', 1), ('abd', 2);
+SELECT rollout_flush('raw_ck');
+DROP FOREIGN TABLE raw_ck;}));
+relabel('legacy_key', column => 'id', type => 'public.citext', typid => 0);
+$node->safe_psql('utf8_db',
+	q{CREATE FOREIGN TABLE ck_old (id citext, v int) SERVER s OPTIONS (store 'legacy_key', key 'id');});
+is($node->safe_psql('utf8_db', q{SELECT v FROM ck_old WHERE id = 'ABC'}), '1',
+	'a citext-keyed store of an earlier build reads where trusted');
+$node->safe_psql('utf8_db', as_mallory(
+	q{CREATE FOREIGN TABLE ck_m (id citext, v int) SERVER ms OPTIONS (store 'legacy_key', key 'id');}));
+($ok, $out, $err) = run(as_mallory('SELECT v FROM ck_m;'));
+if ($remote)
+{
+	ok(!$ok, "and is refused to mallory's table on her remote server");
+	like($err, qr/42501.*keeps column "id" of type citext as images that cannot be checked/s,
+		'naming the key column');
+}
+else
+{
+	is($out, "1\n2", 'and reads for mallory too, on a local store');
+}
+
+$node->stop;
+done_testing();
