@@ -20,6 +20,7 @@
 #include "utils/timestamp.h"
 
 #include "rollout/grace.h"
+#include "rollout/image_check.h"
 #include "rollout/json_doc.h"
 #include "rollout/manifest.h"
 #include "rollout/shard.h"
@@ -173,14 +174,14 @@ manifest_datum_from_hex(const SegmentColumn *column, const char *hex,
 	const char *problem = NULL;
 
 	if (hexlen % 2 != 0)
-		problem = "odd length";
+		problem = "has an odd number of hexadecimal digits";
 	else
 	{
 		for (const char *p = hex; *p; p++)
 			if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') ||
 				  (*p >= 'A' && *p <= 'F')))
 			{
-				problem = "not hexadecimal";
+				problem = "is not hexadecimal";
 				break;
 			}
 	}
@@ -191,19 +192,21 @@ manifest_datum_from_hex(const SegmentColumn *column, const char *hex,
 		len = hex_decode(hex, hexlen, image);
 
 		if (column->typlen > 0 && len != (Size) column->typlen)
-			problem = "wrong length for the type";
+			problem = "has the wrong length for the type";
 		else if (column->typlen == -1)
 		{
 			if (len < 1 || VARATT_IS_EXTERNAL(image) ||
 				(!VARATT_IS_1B(image) && len < VARHDRSZ) ||
 				VARATT_IS_COMPRESSED(image) || VARSIZE_ANY(image) != len)
-				problem = "not a plain varlena";
+				problem = "is not a plain varlena";
 		}
 		else if (column->typlen == -2)
 		{
 			if (len < 1 || image[len - 1] != '\0' || strlen(image) != len - 1)
-				problem = "not a C string";
+				problem = "is not a C string";
 		}
+		if (problem == NULL && column->image_check != NULL)
+			problem = image_check_value(column->image_check, image, len);
 		if (problem == NULL)
 		{
 			if (column->typbyval)
@@ -214,7 +217,7 @@ manifest_datum_from_hex(const SegmentColumn *column, const char *hex,
 	ereport(ERROR,
 			(errcode(ERRCODE_DATA_CORRUPTED),
 			 errmsg("object \"%s\" is corrupt", object_name),
-			 errdetail("A key value of column \"%s\" is invalid: %s.",
+			 errdetail("A key value of column \"%s\" %s.",
 					   column->name, problem)));
 	return (Datum) 0;			/* keep compiler quiet */
 }

@@ -514,7 +514,7 @@ check_jsonb_container(const ImageCheck *check, const char *container,
 	{
 		JEntry		entry = children[i];
 		int64		end = JBE_HAS_OFF(entry) ? JBE_OFFLENFLD(entry) :
-			offset + JBE_OFFLENFLD(entry);
+		offset + JBE_OFFLENFLD(entry);
 		const char *value = data + offset;
 		int64		value_length = end - offset;
 		int64		padding = INTALIGN(offset) - offset;

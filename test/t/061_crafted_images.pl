@@ -195,6 +195,30 @@ for my $case (@cases)
 	}
 	is($node->safe_psql('utf8_db', 'SELECT 1'), '1', "$name: the server is up");
 }
+# A key bound in a manifest (JSON, the image in hexadecimal) is checked too:
+# an int[] key range whose lower end claims a million elements.
+$node->safe_psql('utf8_db', as_mallory(q{
+CREATE FOREIGN TABLE array_key (id int[], v int) SERVER ms OPTIONS (store 'array_key', key 'id');
+INSERT INTO array_key VALUES ('{1,2}', 1), ('{3,4}', 2);
+SELECT rollout_flush('array_key');}));
+my $shard = $node->safe_psql('utf8_db', 'SELECT system_identifier FROM pg_control_system()');
+my ($manifest_key) = grep { $store->get($_) =~ /"min_key"/ }
+  map { my $f = $_; map { sprintf('%s/%020d.json', $f, $_) } ($store->manifest_versions($f))[-1] // () }
+  ("array_key/shards/$shard/_manifest", 'array_key/base/_manifest');
+ok(defined $manifest_key, 'a manifest holds the key range of the rows');
+my $manifest = $store->get($manifest_key);
+my $crafted_key = '60000000' . '01000000' . '00000000' . '17000000' . '40420f00' . '01000000';
+(my $forged = $manifest) =~ s/"min_key":\s*"[0-9a-f]+"/"min_key": "$crafted_key"/;
+$store->put($manifest_key, $forged);
+for my $reader ([ 'checking trusted stores too', "SET rollout_fdw.check_trusted_images = on;\n" ],
+	$remote ? ([ 'by default', '' ]) : ())
+{
+	my ($ok, $out, $err) = run($reader->[1] . as_mallory(q{SELECT v FROM array_key WHERE id = '{3,4}';}));
+	ok(!$ok, "a forged key bound in $manifest_key fails the read ($reader->[0])");
+	like($err, qr/XX001.*A key value of column "id" has an element past its end/s,
+		'naming the key value');
+}
+
 unlike(slurp_file($node->logfile), qr/terminated by signal/,
 	'no backend died on a crafted value');
 
