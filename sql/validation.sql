@@ -168,6 +168,10 @@ CREATE USER MAPPING FOR CURRENT_USER SERVER v_remote
 CREATE USER MAPPING FOR PUBLIC SERVER v_remote OPTIONS (location 'file:///tmp');
 CREATE USER MAPPING FOR PUBLIC SERVER v_remote OPTIONS (sas_token 'sv=2021&sig=x', account_key 'a2V5');
 DROP USER MAPPING FOR PUBLIC SERVER v_remote;
+-- a line break in a credential would start a request header of the role's
+-- choosing; the message names the option, never the value
+CREATE USER MAPPING FOR PUBLIC SERVER v_remote OPTIONS (session_token E'tok\r\nX-Amz-Evil: 1');
+CREATE USER MAPPING FOR PUBLIC SERVER v_remote OPTIONS (sas_token E'sv=2021\n&sig=x');
 DROP USER MAPPING FOR CURRENT_USER SERVER v_remote;
 DROP SERVER v_remote;
 

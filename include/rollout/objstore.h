@@ -258,6 +258,18 @@ extern char *objstore_check_location(const char *location);
 /* ERROR unless endpoint is a valid "endpoint" option (S3 and Azure). */
 extern void objstore_check_endpoint(const char *endpoint);
 
+/*
+ * ERROR unless value (of credential option name) is free of line breaks
+ * and other control characters; the message never shows the value.
+ */
+extern void objstore_check_credential(const char *name, const char *value);
+
+/*
+ * A server's words (an error code or message from its answer) fit for an
+ * error message: printable ASCII only, at most max_length bytes, palloc'd.
+ */
+extern char *objstore_server_text(const char *text, int max_length);
+
 extern void objstore_close(ObjectStore *store);
 
 /* Thin wrappers over the ops, so callers read naturally. */

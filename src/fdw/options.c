@@ -216,6 +216,8 @@ rollout_fdw_validator(PG_FUNCTION_ARGS)
 		{
 			objstore_check_endpoint(defGetString(def));
 		}
+		else if (catalog == UserMappingRelationId)
+			objstore_check_credential(def->defname, defGetString(def));
 		else if (strcmp(def->defname, "batch_size") == 0)
 		{
 			char	   *value = defGetString(def);

@@ -682,7 +682,7 @@ azure_error_code(AzureResponse *response)
 	const char *end;
 
 	if (response->error_code[0] != '\0')
-		return response->error_code;
+		return objstore_server_text(response->error_code, 64);
 	/* fall back to <Code>...</Code> of the body */
 	start = strstr(response->error_body, "<Code>");
 	if (start != NULL)
@@ -693,7 +693,7 @@ azure_error_code(AzureResponse *response)
 		{
 			memcpy(response->error_code, start, end - start);
 			response->error_code[end - start] = '\0';
-			return response->error_code;
+			return objstore_server_text(response->error_code, 64);
 		}
 	}
 	return NULL;

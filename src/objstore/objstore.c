@@ -215,6 +215,48 @@ objstore_check_endpoint(const char *endpoint)
 }
 
 /*
+ * objstore_check_credential
+ *		Refuse a credential with a control character.
+ *
+ * Credentials go into request headers (a session token) and URLs (an SAS
+ * token): a line break would end the header and start another of the
+ * role's choosing.  The value is a secret, so no message shows it.
+ */
+void
+objstore_check_credential(const char *name, const char *value)
+{
+	for (const char *c = value; *c != '\0'; c++)
+		if ((unsigned char) *c < ' ' || (unsigned char) *c == 0x7f)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+					 errmsg("invalid value for option \"%s\"", name),
+					 errdetail("It contains a line break or another control character.")));
+}
+
+/*
+ * objstore_server_text
+ *		What an object store said, fit to quote in an error.
+ *
+ * An endpoint may be anyone's server (a role may create a server for its
+ * own), and its words reach errors and the server log, also the sweeper's.
+ * Only printable ASCII is kept (every other byte becomes "?"), so that they
+ * can neither break a log line nor be invalid in the database encoding,
+ * and only so much of it.
+ */
+char *
+objstore_server_text(const char *text, int max_length)
+{
+	int			length = Min((int) strlen(text), max_length);
+	char	   *result = palloc(length + 1);
+
+	for (int i = 0; i < length; i++)
+		result[i] = (text[i] >= ' ' && text[i] <= '~') ? text[i] : '?';
+
+	result[length] = '\0';
+	return result;
+}
+
+/*
  * objstore_check_location
  *		Check a location string without opening it.
  *

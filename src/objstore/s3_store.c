@@ -230,6 +230,10 @@ s3_error_body(const char *data, int length, char **code, char **message)
 		{
 			*code = xml_text(xml_child(root, "Code"));
 			*message = xml_text(xml_child(root, "Message"));
+			if (*code != NULL)
+				*code = objstore_server_text(*code, 64);
+			if (*message != NULL)
+				*message = objstore_server_text(*message, 256);
 		}
 	}
 	PG_FINALLY();
