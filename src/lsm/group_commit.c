@@ -496,6 +496,53 @@ leader_finish(SharedStoreSlot *slot, dsa_area *area, LeaderBatch *batch,
 }
 
 /*
+ * Give up leadership after an ERROR before anything was taken (the slot
+ * lock not held).  Unless another leader took own meanwhile, own leaves the
+ * queue failed with that error, for its committer to report: left queued,
+ * the next leader would write the rows of a transaction that reported
+ * failure.  The requests behind it wait for another leader.  Returns
+ * whether own was failed here.
+ */
+static bool
+leader_abandon(SharedStoreSlot *slot, dsa_area *area, dsa_pointer own,
+			   int error_code, const char *error)
+{
+	CommitRequest *request = dsa_get_address(area, own);
+	bool		failed = false;
+
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	if (!request->taken)
+	{
+		dsa_pointer previous = InvalidDsaPointer;
+
+		for (dsa_pointer p = slot->queue_head; DsaPointerIsValid(p);)
+		{
+			dsa_pointer next = ((CommitRequest *) dsa_get_address(area, p))->next;
+
+			if (p == own)
+			{
+				if (DsaPointerIsValid(previous))
+					((CommitRequest *) dsa_get_address(area, previous))->next = next;
+				else
+					slot->queue_head = next;
+				if (slot->queue_tail == own)
+					slot->queue_tail = previous;
+				break;
+			}
+			previous = p;
+			p = next;
+		}
+		request->next = InvalidDsaPointer;
+		pipeline_fail_requests(slot, area, own, 1, error_code, error);
+		failed = true;
+	}
+	leader_give_up(slot, area);
+	LWLockRelease(&slot->lock);
+	leader_wake(slot);
+	return failed;
+}
+
+/*
  * Fail the requests of a batch that got no position (the writer is not
  * ready, or no batch header could be allocated) and give up leadership.
  */
@@ -764,7 +811,6 @@ group_commit_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own,
 				  WalEntryImage *image)
 {
 	dsa_area   *area = memtable_dsa();
-	long		delay_us = leader_commit_delay_us(slot);
 	MemoryContext caller_context = CurrentMemoryContext;
 	int			holdoff = InterruptHoldoffCount;
 	LeaderBatch batch;
@@ -772,10 +818,38 @@ group_commit_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own,
 	volatile bool fenced = false;
 	volatile WalPutResult put = WAL_PUT_CREATED;
 	ErrorData  *volatile edata = NULL;
+	char	   *volatile fenced_message = NULL;
+	char	   *volatile reopened_message = NULL;
 
-	if (delay_us > 0)
-		pg_usleep(delay_us);
-	rollout_fault_point("group_commit.before_take");
+	/*
+	 * Whatever may raise before the requests are taken raises here, and gives
+	 * leadership up: a leader that left without it would stop the pipeline
+	 * for good.  (The messages of an unassigned batch are made now for that
+	 * reason.)
+	 */
+	PG_TRY();
+	{
+		long		delay_us = leader_commit_delay_us(slot);
+
+		if (delay_us > 0)
+			pg_usleep(delay_us);
+		rollout_fault_point("group_commit.before_take");
+		fenced_message = psprintf("shard \"%s\" is owned by another writer, and this cluster does not claim it again",
+								  store->shard);
+		reopened_message = psprintf("the writer of shard \"%s\" is being reopened; retry the transaction",
+									store->shard);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(caller_context);
+		edata = CopyErrorData();
+		FlushErrorState();
+		InterruptHoldoffCount = holdoff;
+	}
+	PG_END_TRY();
+	if (edata != NULL)
+		return leader_abandon(slot, area, own, edata->sqlerrcode, edata->message)
+			? edata : NULL;
 
 	/* the batch header first: once the PUT landed nothing may fail */
 	batch_pointer = dsa_allocate_extended(area, sizeof(MemBatch), DSA_ALLOC_NO_OOM);
@@ -796,9 +870,7 @@ group_commit_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own,
 							   batch.writer_ready
 							   ? "the rollout_fdw memtable has no room for a batch header"
 							   : batch.writer_state == WRITER_FENCED
-							   ? psprintf("shard \"%s\" is owned by another writer, and this cluster does not claim it again", store->shard)
-							   : psprintf("the writer of shard \"%s\" is being reopened; retry the transaction",
-										  store->shard));
+							   ? fenced_message : reopened_message);
 		return NULL;
 	}
 

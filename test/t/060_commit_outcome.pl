@@ -23,6 +23,12 @@
 #     the middle of a claim (a claim flushes the WAL tail after a restart),
 #     leave neither the flush flag nor the writer's claim held: the next
 #     flush and the next commit go through.
+# (d) A leader whose commit raises before it takes the queue (a fault
+#     point here; out of memory in life) fails its own transaction alone
+#     and gives up leadership: the next commits go through, and the failed
+#     row never appears.  (Before: its request stayed queued, for the next
+#     leader to write, and its leadership stayed counted; with a pipeline
+#     depth of 1 every later commit of the store waited for good.)
 
 use strict;
 use warnings;
@@ -139,5 +145,20 @@ is($node->safe_psql('postgres', q{SELECT string_agg(id::text, ',' ORDER BY id) F
 	'20,21,23', '(c) every committed row is there, and the terminated one is not');
 ($ret, $out, $err) = $node->psql('postgres', q{SELECT rollout_flush('t')}, timeout => 60);
 is($ret, 0, '(c) and the store flushes') or diag($err);
+
+# --- (d) a leader that raises before it takes the queue -------------------------
+for my $round (1 .. 3)
+{
+	($ret, $out, $err) = $node->psql('postgres',
+		"SET rollout_fdw.fail_at = 'group_commit.before_take:error';\n"
+		  . "INSERT INTO t VALUES (3$round, 'abandoned');", timeout => 60);
+	isnt($ret, 0, "(d) round $round: the commit whose leader raised fails");
+	like($err, qr/group_commit\.before_take/, "(d) round $round: with the leader's error");
+	($ret, $out, $err) = $node->psql('postgres', "INSERT INTO t VALUES (4$round, 'next')",
+		timeout => 60);
+	is($ret, 0, "(d) round $round: the next commit goes through") or diag($err);
+}
+is($node->safe_psql('postgres', q{SELECT string_agg(id::text, ',' ORDER BY id) FROM t WHERE id BETWEEN 30 AND 49}),
+	'41,42,43', '(d) the later rows are there, and no row of a failed commit');
 
 done_testing();
