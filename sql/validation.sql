@@ -189,6 +189,11 @@ CREATE SERVER v_mine FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 's3://my
 ALTER SERVER v_mine OPTIONS (SET location 'file:///tmp/rollout_v_mine');
 ALTER SERVER v_mine OPTIONS (DROP location);
 ALTER SERVER v_mine OPTIONS (ADD ca_file '/etc/ssl/certs/ca-certificates.crt');
+-- values read from a trusted server's stores go unchecked: superusers only
+ALTER SERVER v_mine OPTIONS (ADD trusted 'true');
+ALTER SERVER v_mine OPTIONS (ADD trusted 'false');
+ALTER SERVER v_mine OPTIONS (DROP trusted);
+ALTER SERVER v_mine OPTIONS (ADD trusted 'maybe');
 RESET ROLE;
 GRANT pg_write_server_files, pg_read_server_files TO rollout_v_maker;
 SET ROLE rollout_v_maker;

@@ -11,6 +11,7 @@
 
 #include "datatype/timestamp.h"
 #include "foreign/fdwapi.h"
+#include "foreign/foreign.h"
 #include "nodes/execnodes.h"
 #include "utils/relcache.h"
 
@@ -43,6 +44,13 @@ extern RolloutTableOptions *rollout_table_options(Oid relid);
 
 /* Why name cannot be a store name (a message), or NULL when it can. */
 extern char *rollout_check_store_name(const char *name);
+
+/*
+ * Are the stores of server (at location, NULL for the embedded default) as
+ * trusted as the server's own files (RolloutStoreSpec.trusted)?
+ */
+extern bool rollout_server_is_trusted(ForeignServer *server,
+									  const char *location);
 
 /*
  * The options an object-store backend gets for server serverid: the

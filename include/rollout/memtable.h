@@ -45,7 +45,8 @@ extern List *memtable_request_ingest(CommitRequest *request);
  */
 extern void memtable_add_batch(SharedStoreSlot *slot, dsa_pointer batch_pointer,
 							   dsa_pointer head, int64 position, int64 stamp,
-							   bool truncates, const char *fingerprint);
+							   bool truncates, const char *fingerprint,
+							   uint64 schema_digest);
 
 /* Drop every batch of the slot (slot lock held). */
 extern void memtable_clear(SharedStoreSlot *slot);

@@ -60,6 +60,7 @@ typedef struct SegmentColumn
 	int16		typlen;
 	bool		typbyval;
 	char		typalign;
+	char		typstorage;		/* the writer's: plain varlenas stay long */
 
 	/*
 	 * The column's order (see above).  Filled by segment_column_init_order();

@@ -76,12 +76,12 @@ typedef struct RolloutStoreSpec
 
 	/*
 	 * Is the store's content as trusted as the server's own files?  Only then
-	 * are its values read without checking their inside (unless
-	 * rollout_fdw.check_trusted_images), and images of types that cannot be
-	 * checked (kept so by earlier builds: portable_values.h) read at all. The
-	 * fdw layer decides: local stores, whose objects are server files, and
-	 * superusers' tables on superusers' servers, whose endpoint and store
-	 * superusers chose.
+	 * are the values of its built-in types read without checking their inside
+	 * (unless rollout_fdw.check_trusted_images), and images of types that
+	 * cannot be checked (kept so by earlier builds: portable_values.h) read
+	 * at all.  The fdw layer decides (rollout_server_is_trusted): local
+	 * stores, whose objects are server files, and those of servers a
+	 * superuser owns and marked trusted.
 	 */
 	bool		trusted;
 	char	   *store_name;
@@ -123,6 +123,22 @@ typedef struct RolloutStore
 
 	/* which creation of the store this is (_store.json "incarnation") */
 	char	   *incarnation;
+
+	/*
+	 * Digests of this handle's view of the store's columns, the same in every
+	 * database that sees them alike.  schema_digest: names, the base types of
+	 * their stored form and their storage layout; rows in shared memory
+	 * (commit requests, memtable batches) are only ever decoded by a handle
+	 * with the digest they were written with.  read_digest also says which
+	 * columns' values are checked when read (image_check.h): whatever is kept
+	 * of decoded objects (footers, manifests) is only reused by a handle with
+	 * the same.  A table whose column types are not the ones the rows were
+	 * written with (a relabelled _store.json, a domain dropped and made again
+	 * over another type) may otherwise decode them with the wrong types, or
+	 * unchecked.
+	 */
+	uint64		schema_digest;
+	uint64		read_digest;
 
 	/* This cluster's shard. */
 	char	   *shard;			/* shard id text */

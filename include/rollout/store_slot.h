@@ -79,6 +79,7 @@ typedef struct CommitRequest
 	int			error_code;		/* the failed entry's SQLSTATE */
 	char		error[SLOT_ERROR_LEN * 2];	/* its message and context */
 	char		fingerprint[OBJSTORE_FINGERPRINT_LEN];	/* whose credentials */
+	uint64		schema_digest;	/* of the rows' columns (RolloutStore) */
 
 	/*
 	 * The row blob, then the ingest references.  Aligned, so that the leader
@@ -156,6 +157,7 @@ typedef struct MemBatch
 	bool		truncates;		/* its entry holds a TRUNCATE (its cut: stamp) */
 	dsa_pointer requests;
 	char		fingerprint[OBJSTORE_FINGERPRINT_LEN];	/* who wrote the entry */
+	uint64		schema_digest;	/* of its rows' columns (RolloutStore) */
 } MemBatch;
 
 typedef struct SharedStoreSlot

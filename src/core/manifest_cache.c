@@ -42,6 +42,7 @@ typedef struct CachedManifest
 {
 	dlist_node	node;			/* in cache_entries, most recent first */
 	char		fingerprint[OBJSTORE_FINGERPRINT_LEN];
+	uint64		read_digest;	/* parsed key bounds depend on it (store.h) */
 	char	   *store_name;
 	char	   *incarnation;
 	char	   *shard;			/* "" for the base manifest */
@@ -79,6 +80,7 @@ manifest_cache_find(RolloutStore *store, const char *shard)
 		if (strcmp(entry->shard, shard) == 0 &&
 			strcmp(entry->store_name, store->name) == 0 &&
 			strcmp(entry->fingerprint, store->objstore->access_fingerprint) == 0 &&
+			entry->read_digest == store->read_digest &&
 			strcmp(entry->incarnation, store->incarnation) == 0)
 		{
 			dlist_move_head(&cache_entries, &entry->node);
@@ -130,6 +132,7 @@ manifest_cache_put(RolloutStore *store, const char *shard, int64 version,
 		entry = MemoryContextAllocZero(cache_context, sizeof(CachedManifest));
 		strlcpy(entry->fingerprint, store->objstore->access_fingerprint,
 				OBJSTORE_FINGERPRINT_LEN);
+		entry->read_digest = store->read_digest;
 		entry->store_name = MemoryContextStrdup(cache_context, store->name);
 		entry->incarnation = MemoryContextStrdup(cache_context, store->incarnation);
 		entry->shard = MemoryContextStrdup(cache_context, shard);

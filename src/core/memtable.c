@@ -18,7 +18,9 @@
  * its own store handle's credentials (the access fingerprint); for any
  * other it gets the batch's WAL entry, to read from the store with its own.
  * Without that, a role whose server merely repeated another store's
- * location could read that store's unflushed rows.
+ * location could read that store's unflushed rows.  The same for a batch
+ * written through a table whose columns had other types (the schema digest,
+ * store.h): its rows are read from the WAL entry, with their values checked.
  *
  *-------------------------------------------------------------------------
  */
@@ -261,13 +263,14 @@ memtable_request_ingest(CommitRequest *request)
 void
 memtable_add_batch(SharedStoreSlot *slot, dsa_pointer batch_pointer,
 				   dsa_pointer head, int64 position, int64 stamp,
-				   bool truncates, const char *fingerprint)
+				   bool truncates, const char *fingerprint, uint64 schema_digest)
 {
 	dsa_area   *area = memtable_dsa();
 	MemBatch   *batch = dsa_get_address(area, batch_pointer);
 
 	batch->next = InvalidDsaPointer;
 	strlcpy(batch->fingerprint, fingerprint, OBJSTORE_FINGERPRINT_LEN);
+	batch->schema_digest = schema_digest;
 	batch->position = position;
 	batch->stamp = stamp;
 	batch->truncates = truncates;
@@ -316,8 +319,22 @@ memtable_batch_sources(RolloutStore *store, dsa_area *area, MemBatch *batch,
 	StringInfoData rows;
 	ListCell   *lc;
 
+	/*
+	 * Rows written through a table whose columns had other types than this
+	 * handle's cannot be decoded with its row descriptor (store.h): a scan
+	 * reads them from their WAL entry, whose values it checks, and a flush,
+	 * which would write them with the wrong types, refuses.
+	 */
+	if (batch->schema_digest != store->schema_digest && rows_only)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("store \"%s\" has unflushed rows written with other column types than this table's",
+						store->name),
+				 errdetail("A table of this cluster whose columns had other types wrote them; they cannot be flushed with this table's types."),
+				 errhint("Flush the store through a table with the column types its _store.json had then.")));
 	if (!rows_only &&
-		strcmp(batch->fingerprint, store->objstore->access_fingerprint) != 0)
+		(strcmp(batch->fingerprint, store->objstore->access_fingerprint) != 0 ||
+		 batch->schema_digest != store->schema_digest))
 	{
 		source = snapshot_source_new(SNAPSHOT_WAL_ENTRY);
 		source->key = rollout_key_wal(store, store->shard, batch->position);

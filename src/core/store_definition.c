@@ -27,6 +27,7 @@
 #include "storage/fd.h"
 #include "utils/guc.h"
 #include "utils/json.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -338,6 +339,9 @@ store_init_column(RolloutStore *store, int c, JsonDoc *doc, JsonbContainer *col,
 {
 	char	   *why = NULL;
 	PortableEncoding local = portable_type_encoding(spec_column->typid, &why);
+
+	/* rollout_fdw.check_trusted_images: trust no store */
+	bool		unchecked = trusted && !store_check_trusted_images;
 	char	   *stored_name = json_doc_text(doc, col, "encoding", false);
 	PortableEncoding stored = PORTABLE_IMAGE;
 	SegmentColumn *column = &store->schema.columns[c];
@@ -363,13 +367,13 @@ store_init_column(RolloutStore *store, int c, JsonDoc *doc, JsonbContainer *col,
 	if (local == PORTABLE_TEXT && stored == PORTABLE_IMAGE &&
 		portable_type_encoding_unchecked(spec_column->typid) == PORTABLE_IMAGE)
 	{
-		if (!trusted)
+		if (!unchecked)
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("store \"%s\" keeps column \"%s\" of type %s as images that cannot be checked",
 							store->name, name, format_type_be(spec_column->typid)),
-					 errdetail("An earlier build of rollout_fdw created the store, and kept values of this type as their internal images. Whoever can write to a remote store could craft such an image to make the server read memory outside it, so they are read only from local stores and by tables that a superuser owns on servers a superuser owns."),
-					 errhint("Have a superuser own the table and its server, and copy the rows into a new store, which keeps such values as text.")));
+					 errdetail("An earlier build of rollout_fdw created the store, and kept values of this type as their internal images. Whoever can write to a store could craft such an image to make the server read memory outside it, so they are read only from trusted stores: local ones, and those of servers a superuser owns and marked trusted."),
+					 errhint("Copy the rows, through a trusted server, into a new store, which keeps such values as text.")));
 		local = PORTABLE_IMAGE;
 	}
 	if (local != stored && store->format_version < 2)
@@ -405,10 +409,45 @@ store_init_column(RolloutStore *store, int c, JsonDoc *doc, JsonbContainer *col,
 	/*
 	 * A trusted store's values are read as PostgreSQL reads its own files,
 	 * unchecked: checking a jsonb column's values takes about as long as
-	 * decompressing and decoding them.
+	 * decompressing and decoding them.  Not those of a column whose type is
+	 * not built in (a domain): such a type can be dropped and made again,
+	 * under the same name, over another type, by a role that merely wrote
+	 * values of the first one into the store.
 	 */
-	if (trusted && !store_check_trusted_images)
+	if (unchecked && spec_column->typid < FirstNormalObjectId)
 		column->image_check = NULL;
+}
+
+/*
+ * Set store->schema_digest and read_digest (store.h) from the stored
+ * columns: for each, its name, the base type of its stored form by name
+ * (the same in every database), its layout and whether its images are
+ * checked.
+ */
+static void
+store_compute_digests(RolloutStore *store)
+{
+	StringInfoData schema;
+	StringInfoData checks;
+
+	initStringInfo(&schema);
+	initStringInfo(&checks);
+	for (int c = 0; c < store->schema.ncolumns; c++)
+	{
+		const SegmentColumn *column = &store->schema.columns[c];
+
+		appendStringInfo(&schema, "%s%c%s%c%d/%d/%c%c", column->name, '\0',
+						 format_type_be_qualified(getBaseType(column->typid)), '\0',
+						 (int) column->typlen, (int) column->typbyval,
+						 column->typalign, '\0');
+		appendStringInfoChar(&checks, column->image_check != NULL ? 'c' : 'u');
+	}
+	store->schema_digest = hash_bytes_extended((const unsigned char *) schema.data,
+											   schema.len, 0);
+	store->read_digest = hash_bytes_extended((const unsigned char *) checks.data,
+											 checks.len, store->schema_digest);
+	pfree(schema.data);
+	pfree(checks.data);
 }
 
 /*
@@ -557,6 +596,7 @@ store_init_schema_from_json(RolloutStore *store, const RolloutStoreSpec *spec,
 	segment_column_init(&schema->columns[store->ts_column], "_ts", INT8OID, -1);
 	segment_column_init(&schema->columns[store->shard_column], "_shard", INT8OID, -1);
 	segment_column_init(&schema->columns[store->op_column], "_op", INT2OID, -1);
+	store_compute_digests(store);
 }
 
 int

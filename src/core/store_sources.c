@@ -210,8 +210,9 @@ store_object_footer_read(void *arg, const char *footer, int64 footer_length,
 /*
  * The cache identity of key, for the footer cache and the disk cache: the
  * store's access fingerprint (the location and the credentials, so that one
- * role never reads what only another's credentials fetched), its
- * incarnation and the key.  NULL when no cache may keep the object: the
+ * role never reads what only another's credentials fetched), its read
+ * digest (a footer's statistics are decoded with the handle's column types
+ * and checks, store.h), its incarnation and the key.  NULL when no cache may keep the object: the
  * store has no incarnation yet, or the name may be reused
  * (rollout_key_is_unique).
  */
@@ -220,7 +221,8 @@ store_object_cache_identity(RolloutStore *store, const char *key)
 {
 	if (store->incarnation == NULL || !rollout_key_is_unique(store, key))
 		return NULL;
-	return psprintf("%s/%s/%s", store->objstore->access_fingerprint,
+	return psprintf("%s/%016llx/%s/%s", store->objstore->access_fingerprint,
+					(unsigned long long) store->read_digest,
 					store->incarnation, key);
 }
 
@@ -246,7 +248,8 @@ store_object_footer_identity(RolloutStore *store, const char *key,
 	if (store->incarnation == NULL || manifest_stamp <= 0 ||
 		!rollout_key_is_generation(store, key))
 		return NULL;
-	return psprintf("%s/%s/%s@%lld", store->objstore->access_fingerprint,
+	return psprintf("%s/%016llx/%s/%s@%lld", store->objstore->access_fingerprint,
+					(unsigned long long) store->read_digest,
 					store->incarnation, key, (long long) manifest_stamp);
 }
 

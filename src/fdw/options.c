@@ -54,6 +54,7 @@ static const RolloutOption rollout_options[] = {
 	{"request_timeout", ForeignServerRelationId},
 	{"ca_file", ForeignServerRelationId},
 	{"verify_tls", ForeignServerRelationId},
+	{"trusted", ForeignServerRelationId},
 	/* credentials: only in user mappings, never in server options */
 	{"access_key_id", UserMappingRelationId},
 	{"secret_access_key", UserMappingRelationId},
@@ -177,7 +178,8 @@ rollout_fdw_validator(PG_FUNCTION_ARGS)
 								def->defname)));
 		}
 		else if (strcmp(def->defname, "read_wal_tail") == 0 ||
-				 strcmp(def->defname, "verify_tls") == 0)
+				 strcmp(def->defname, "verify_tls") == 0 ||
+				 strcmp(def->defname, "trusted") == 0)
 			(void) defGetBoolean(def);
 		else if (strcmp(def->defname, "as_of") == 0)
 		{
@@ -267,6 +269,7 @@ rollout_check_server_privileges(List *options)
 {
 	const char *location = NULL;
 	bool		has_ca_file = false;
+	bool		trusted = false;
 	ListCell   *lc;
 
 	if (superuser())
@@ -279,7 +282,15 @@ rollout_check_server_privileges(List *options)
 			location = defGetString(def);
 		else if (strcmp(def->defname, "ca_file") == 0)
 			has_ca_file = true;
+		else if (strcmp(def->defname, "trusted") == 0)
+			trusted = defGetBoolean(def);
 	}
+	if (trusted)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to mark a rollout_fdw server trusted"),
+				 errdetail("The values read from a trusted server's stores are not checked before PostgreSQL's functions read them: whoever can write where the stores live could make the database server read memory outside a value."),
+				 errhint("Only superusers can set option \"trusted\".")));
 	if (objstore_location_is_local(location) &&
 		!has_privs_of_role(GetUserId(), ROLE_PG_WRITE_SERVER_FILES))
 		ereport(ERROR,
@@ -297,6 +308,35 @@ rollout_check_server_privileges(List *options)
 				 errmsg("permission denied to set option \"ca_file\" of a rollout_fdw server"),
 				 errdetail("The option names a file the database server reads."),
 				 errhint("Only superusers and roles with the privileges of pg_read_server_files can set it.")));
+}
+
+/*
+ * See fdw.h.  A local store's objects are server files, which only roles as
+ * powerful as a superuser can write.  A remote store is trusted only when a
+ * superuser said so (the server option "trusted", which only superusers may
+ * set) and still owns the server: anyone else who can write where its
+ * stores live (a bucket shared with others, an endpoint of one's own) could
+ * craft their values.  Ownership of the table does not matter: a role that
+ * writes through the table writes values PostgreSQL made, in the types of
+ * the store's columns (store_definition.c, and the schema digest, store.h).
+ */
+bool
+rollout_server_is_trusted(ForeignServer *server, const char *location)
+{
+	ListCell   *lc;
+
+	if (location == NULL || objstore_location_is_local(location))
+		return true;
+	if (!superuser_arg(server->owner))
+		return false;
+	foreach(lc, server->options)
+	{
+		DefElem    *def = lfirst(lc);
+
+		if (strcmp(def->defname, "trusted") == 0)
+			return defGetBoolean(def);
+	}
+	return false;
 }
 
 /* The effective options of a rollout table, defaults applied. */

@@ -49,6 +49,7 @@ typedef struct ScopedSnapshot
 	MemoryContextCallback forget;	/* unlinks the node with its memory */
 	MemoryContext scope;		/* TopTransactionContext or es_query_cxt */
 	char		fingerprint[OBJSTORE_FINGERPRINT_LEN];
+	uint64		read_digest;	/* the snapshot holds rows decoded with it */
 	char	   *store_name;
 	char	   *shard;
 	bool		all_wal_tails;
@@ -90,6 +91,7 @@ scan_snapshot_find(RolloutStore *store, bool all_wal_tails, MemoryContext scope)
 
 		if (entry->scope == scope && entry->all_wal_tails == all_wal_tails &&
 			strcmp(entry->fingerprint, store->objstore->access_fingerprint) == 0 &&
+			entry->read_digest == store->read_digest &&
 			strcmp(entry->store_name, store->name) == 0 &&
 			strcmp(entry->shard, store->shard) == 0)
 			return entry;
@@ -120,6 +122,7 @@ rollout_scan_snapshot(RolloutStore *store, bool all_wal_tails, EState *estate)
 		entry->scope = scope;
 		strlcpy(entry->fingerprint, store->objstore->access_fingerprint,
 				OBJSTORE_FINGERPRINT_LEN);
+		entry->read_digest = store->read_digest;
 		entry->store_name = pstrdup(store->name);
 		entry->shard = pstrdup(store->shard);
 		entry->all_wal_tails = all_wal_tails;

@@ -173,9 +173,8 @@ rollout_location_options(Oid serverid, Oid userid)
  * credentials in a user mapping, as postgres_fdw's password_required makes
  * non-superusers supply a password.
  *
- * For the same reason only such a store, or a local one (whose objects are
- * server files), is trusted: any other may have been written by a role that
- * crafted its values, which are then checked before anything reads them.
+ * Whether the store's values are read unchecked is another matter
+ * (rollout_server_is_trusted).
  */
 static RolloutStoreSpec *
 store_spec_for_relation(Relation rel, Oid userid)
@@ -190,8 +189,7 @@ store_spec_for_relation(Relation rel, Oid userid)
 	spec->location_options = rollout_location_options(server->serverid, userid);
 	spec->allow_environment_credentials =
 		superuser_arg(rel->rd_rel->relowner) && superuser_arg(server->owner);
-	spec->trusted = spec->allow_environment_credentials ||
-		spec->location == NULL || objstore_location_is_local(spec->location);
+	spec->trusted = rollout_server_is_trusted(server, spec->location);
 	spec->store_name = options->store_name;
 	spec->key_column = options->key_column;
 	spec->columns = palloc0(sizeof(RolloutColumnSpec) * Max(tupdesc->natts, 1));

@@ -59,6 +59,7 @@ segment_column_init(SegmentColumn *column, const char *name,
 	column->typmod = typmod;
 	get_typlenbyvalalign(typid, &column->typlen, &column->typbyval,
 						 &column->typalign);
+	column->typstorage = get_typstorage(typid);
 	column->type_name = format_type_with_typemod(typid, typmod);
 	column->image_check = image_check_for_type(typid);
 
@@ -220,7 +221,8 @@ segment_datum_image_is_short(const SegmentColumn *column, Datum flat)
 	if (column->typlen != -1)
 		return false;
 	pointer = DatumGetPointer(flat);
-	return VARATT_IS_SHORT(pointer) || VARATT_CAN_MAKE_SHORT(pointer);
+	return VARATT_IS_SHORT(pointer) ||
+		(VARATT_CAN_MAKE_SHORT(pointer) && column->typstorage != TYPSTORAGE_PLAIN);
 }
 
 /* The size of a flattened value's image. */
@@ -237,7 +239,7 @@ segment_datum_image_size(const SegmentColumn *column, Datum flat)
 
 	if (VARATT_IS_SHORT(pointer))
 		return VARSIZE_SHORT(pointer);
-	if (VARATT_CAN_MAKE_SHORT(pointer))
+	if (VARATT_CAN_MAKE_SHORT(pointer) && column->typstorage != TYPSTORAGE_PLAIN)
 		return VARATT_CONVERTED_SHORT_SIZE(pointer);
 	return VARSIZE(pointer);
 }
@@ -245,7 +247,9 @@ segment_datum_image_size(const SegmentColumn *column, Datum flat)
 /*
  * Write a flattened value's image (segment_datum_image_size() bytes) to
  * dest, which need not be aligned.  Short-able 4-byte-header varlenas are
- * converted to a 1-byte header, as heap_fill_tuple() does.
+ * converted to a 1-byte header, as heap_fill_tuple() does, except those of
+ * types of plain storage (int2vector, oidvector), whose functions read them
+ * without detoasting.
  */
 void
 segment_datum_write_image(const SegmentColumn *column, char *dest, Datum flat)
@@ -273,7 +277,7 @@ segment_datum_write_image(const SegmentColumn *column, char *dest, Datum flat)
 		memcpy(dest, pointer, strlen(pointer) + 1);
 	else if (VARATT_IS_SHORT(pointer))
 		memcpy(dest, pointer, VARSIZE_SHORT(pointer));
-	else if (VARATT_CAN_MAKE_SHORT(pointer))
+	else if (VARATT_CAN_MAKE_SHORT(pointer) && column->typstorage != TYPSTORAGE_PLAIN)
 	{
 		Size		size = VARATT_CONVERTED_SHORT_SIZE(pointer);
 

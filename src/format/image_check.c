@@ -91,7 +91,6 @@ struct ImageCheck
 #define NUMERIC_SIGN_MASK		0xC000
 #define NUMERIC_SHORT			0x8000
 #define NUMERIC_SPECIAL			0xC000
-#define NUMERIC_EXT_SIGN_MASK	0xF000
 #define NUMERIC_NAN				0xC000
 #define NUMERIC_PINF			0xD000
 #define NUMERIC_NINF			0xF000
@@ -249,7 +248,7 @@ check_numeric(const char *data, int64 length)
 	memcpy(&header, data, sizeof(uint16));
 	if ((header & NUMERIC_SIGN_MASK) == NUMERIC_SPECIAL)
 	{
-		header &= NUMERIC_EXT_SIGN_MASK;
+		/* NUMERIC_IS_NAN and the others compare the whole header */
 		if ((header != NUMERIC_NAN && header != NUMERIC_PINF &&
 			 header != NUMERIC_NINF) || length != (int64) sizeof(uint16))
 			return "is a numeric with an invalid special value";
@@ -308,7 +307,11 @@ check_bit_string(const char *data, int64 length)
 	return NULL;
 }
 
-/* A path or polygon: npts points after a header of header_size bytes. */
+/*
+ * A path or polygon: npts points after a header of header_size bytes, at
+ * least one (as path_recv and poly_recv insist: distance functions read the
+ * first point of any).
+ */
 static const char *
 check_points(const char *data, int64 length, int64 header_size)
 {
@@ -317,16 +320,18 @@ check_points(const char *data, int64 length, int64 header_size)
 	if (length < header_size)
 		return "is a geometric value shorter than its header";
 	memcpy(&points, data, sizeof(int32));
-	if (points < 0 || length != header_size + (int64) points * (int64) sizeof(Point))
+	if (points < 1 || length != header_size + (int64) points * (int64) sizeof(Point))
 		return "is a geometric value whose point count disagrees with its size";
 	return NULL;
 }
 
 /*
  * One element of an array or bound of a range, at *position (before
- * alignment) in a value ending at end, as array_iter and range_deserialize
- * step over it: a varlena whose first byte is not zero has a 1-byte header
- * and is not aligned.  *position moves past it.
+ * alignment) in a value ending at end, as PostgreSQL steps over it: an
+ * array's elements always start aligned (array_iter), a range's bounds as a
+ * heap tuple's attributes (range_deserialize: a varlena whose first byte is
+ * not zero has a 1-byte header and is not aligned).  *position moves past
+ * it.
  */
 static const char *
 check_inner_value(const ImageCheck *check, const char **position,
@@ -335,7 +340,8 @@ check_inner_value(const ImageCheck *check, const char **position,
 	const char *value = *position;
 	int64		size;
 
-	if (check->inner_typlen != -1 || value >= end || *value == 0)
+	if (check->kind != IMAGE_CHECK_RANGE || check->inner_typlen != -1 ||
+		value >= end || *value == 0)
 		value = (const char *) att_align_nominal((uintptr_t) value,
 												 check->inner_typalign);
 	if (value >= end)
@@ -426,11 +432,18 @@ check_array(const ImageCheck *check, const char *image, int64 length)
 	if (data_offset > length)
 		return "is an array shorter than its header";
 
+	/*
+	 * The elements fill the data area exactly, each padded to the element
+	 * alignment, as construct_md_array sizes it: bytes after them would be
+	 * taken for elements by array_cat and the functions that set elements.
+	 */
 	position = image + data_offset;
 	if (check->inner == NULL && check->inner_typlen > 0 && nulls == NULL &&
 		check->inner_typlen % att_align_nominal(1, check->inner_typalign) == 0)
-		return items * check->inner_typlen <= length - data_offset ? NULL :
-			"has an element past its end";
+		return items * check->inner_typlen > length - data_offset ?
+			"has an element past its end" :
+			items * check->inner_typlen < length - data_offset ?
+			"has elements that do not fill it exactly" : NULL;
 	for (int64 i = 0; i < items; i++)
 	{
 		const char *problem;
@@ -441,6 +454,9 @@ check_array(const ImageCheck *check, const char *image, int64 length)
 		if (problem != NULL)
 			return problem;
 	}
+	if ((const char *) att_align_nominal((uintptr_t) position,
+										 check->inner_typalign) != end)
+		return "has elements that do not fill it exactly";
 	return NULL;
 }
 
@@ -631,6 +647,13 @@ check_value(const ImageCheck *check, const char *image, int64 length)
 			break;
 	}
 
+	/*
+	 * A vector's functions take it without detoasting (its storage is plain,
+	 * so PostgreSQL never gives it a 1-byte header): it must have its 4-byte
+	 * header already.
+	 */
+	if (check->kind == IMAGE_CHECK_VECTOR && VARATT_IS_1B(image))
+		return "is a vector with a 1-byte header";
 	value = varlena_as_read(image, &copy);
 	switch (check->kind)
 	{

@@ -25,8 +25,10 @@
  * claims the shard again, which makes the leftovers dead.
  *
  * Credentials.  A leader takes only the requests that came through its own
- * credentials (the access fingerprint of the store handle); the others wait
- * for a leader of theirs, in the same queue.
+ * credentials (the access fingerprint of the store handle) and were written
+ * with its column types (the schema digest, store.h: it decodes their rows
+ * with its own row descriptor); the others wait for a leader of theirs, in
+ * the same queue.
  *
  * Nothing here holds a lock during I/O: the slot's LWLock guards only
  * pointer updates (microseconds).  From the moment a request is queued until
@@ -284,6 +286,7 @@ leader_take_requests(SharedStoreSlot *slot, dsa_area *area, dsa_pointer own,
 					 dsa_pointer batch_pointer, LeaderBatch *batch)
 {
 	const char *fingerprint = ((CommitRequest *) dsa_get_address(area, own))->fingerprint;
+	uint64		schema_digest = ((CommitRequest *) dsa_get_address(area, own))->schema_digest;
 	PipelineEntry *entry = &batch->entry;
 	dsa_pointer taken_tail = InvalidDsaPointer;
 	dsa_pointer kept_head = InvalidDsaPointer;
@@ -313,7 +316,8 @@ leader_take_requests(SharedStoreSlot *slot, dsa_area *area, dsa_pointer own,
 		if (own_taken && entry->bytes + request->rows_len > LEADER_MAX_BATCH_BYTES)
 			full = true;
 		request->next = InvalidDsaPointer;
-		if (!full && strcmp(request->fingerprint, fingerprint) == 0)
+		if (!full && strcmp(request->fingerprint, fingerprint) == 0 &&
+			request->schema_digest == schema_digest)
 		{
 			if (p == own)
 				own_taken = true;
@@ -396,7 +400,8 @@ pipeline_publish(SharedStoreSlot *slot, dsa_area *area, PipelineEntry *entry)
 	/* before the committers can see REQUEST_DONE (manifest_view.c) */
 	shared_store_note_wal_change(slot->store, slot->shard);
 	memtable_add_batch(slot, entry->batch, entry->requests, entry->position,
-					   entry->stamp, entry->truncate, first->fingerprint);
+					   entry->stamp, entry->truncate, first->fingerprint,
+					   first->schema_digest);
 	slot->queued_bytes -= entry->reserved;
 	slot->rows_appended += entry->rows;
 	slot->rows_deleted += entry->tombstones;
@@ -1070,6 +1075,7 @@ commit_request_allocate(RolloutStore *store, SharedStoreSlot *slot,
 	request->rows_len = rows ? rows->len : 0;
 	request->ingest_len = refs->len;
 	request->size = size;
+	request->schema_digest = store->schema_digest;
 	strlcpy(request->fingerprint, store->objstore->access_fingerprint,
 			OBJSTORE_FINGERPRINT_LEN);
 	if (rows)

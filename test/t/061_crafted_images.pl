@@ -20,18 +20,30 @@
 # the same table as a superuser, must fail with XX001 naming the problem
 # (from the row itself, or from the footer's min/max for a short value),
 # while the key column still reads and the server stays up.  On a remote
-# store that is so by default.  A local store (like a superuser's table on
-# a superuser's server) is trusted as the server's files are, and read
-# unchecked unless rollout_fdw.check_trusted_images is on, which every lane
-# tries too.  Before the
+# store that is so by default.  A local store is trusted as the server's
+# files are, and its built-in types read unchecked unless
+# rollout_fdw.check_trusted_images is on, which every lane tries too.  Before the
 # checks, array_out and jsonb_out followed the crafted sizes out of the
 # value.
+#
+# Arrays are checked as PostgreSQL walks them: every element starts aligned,
+# and the elements fill the array exactly (array_cat would take trailing
+# bytes for elements).
+#
+# Rows that have not reached a segment are safe too.  A table whose column
+# types are not those the store's unflushed rows were written with (here a
+# domain dropped and made again over jsonb, which the store cannot tell
+# from the first by its name) reads them from their WAL entries, checked,
+# and may not flush them; the same store flushed is checked too, since a
+# domain's values are checked even in a trusted store.
 #
 # Values of types whose images cannot be checked (tsvector here) are kept
 # as text by new stores, and read back equal.  A store an earlier build
 # made with such a column as images still reads where the store is trusted
-# (a local store, or a superuser's table on a superuser's server) and, on a
-# remote store, is refused for a table mallory owns on a server she owns.
+# (a local store, or one of a superuser's server marked "trusted", which
+# only superusers may set) and is refused elsewhere (SQLSTATE 42501).
+# int2vector values, whose functions read them without detoasting, keep
+# their 4-byte header in segments and read back whole.
 
 use strict;
 use warnings;
@@ -164,6 +176,22 @@ my @cases = (
 	[ 'text_encoding', 'text', 'pg_catalog.text', 25,
 	  '61ff62' . ('61' x 300),
 	  qr/is text that is not valid in the database encoding/ ],
+	[ 'array_alignment', 'text[]', 'pg_catalog.text[]', 1009,
+	  # two elements: "abcd" (1-byte header), then "xy" right after it, where
+	  # only heap tuples put it; array_iter reads element 2 aligned, at a
+	  # 4-byte header that claims a gigabyte
+	  '01000000' . '00000000' . '19000000' . '02000000' . '01000000'
+		. '0b61626364' . '077879' . 'fcffffff' . $pad,
+	  qr/Row 0 of a chunk of column "v" has an element past its end/ ],
+	[ 'array_trailing', 'text[]', 'pg_catalog.text[]', 1009,
+	  # {a}, then a varlena header array_cat would take for an element
+	  '01000000' . '00000000' . '19000000' . '01000000' . '01000000'
+		. '0561' . '0000' . 'fcffffff',
+	  qr/has elements that do not fill it exactly/ ],
+	[ 'numeric_special', 'numeric', 'numeric', 1700,
+	  # NaN's sign bits with stray bits below: prints as NaN, sorts as -Infinity
+	  '0fc0',
+	  qr/is a numeric with an invalid special value/ ],
 	[ 'jsonb_short', 'jsonb', 'pg_catalog.jsonb', 3802,
 	  # short enough for the footer's min/max, which are checked too
 	  '01000020' . 'ffffff0f' . '00000000',
@@ -234,6 +262,16 @@ my ($tsv) = grep { $_->{name} eq 'v' }
   @{ JSON::PP->new->decode($store->get('ts_new/_store.json'))->{columns} };
 is($tsv->{encoding}, 'text', 'and keeps them as text, not as unchecked images');
 
+# Only a superuser marks a server trusted.
+my ($ok, $out, $err) = run(as_mallory(q{ALTER SERVER ms OPTIONS (ADD trusted 'true');}));
+if ($remote)
+{
+	ok(!$ok, 'mallory may not mark her server trusted');
+	like($err, qr/42501.*permission denied to mark a rollout_fdw server trusted/s,
+		'with a clear error');
+	$node->safe_psql('utf8_db', q{ALTER SERVER s OPTIONS (ADD trusted 'true');});
+}
+
 # A store as an earlier build wrote it: the column kept as images (here the
 # image of an empty tsvector).
 craft('legacy', '00000000', 'pg_catalog.tsvector', 3614);
@@ -241,11 +279,15 @@ relabel('legacy', encoding => 'image');
 $node->safe_psql('utf8_db',
 	q{CREATE FOREIGN TABLE legacy_su (id int, v tsvector) SERVER s OPTIONS (store 'legacy', key 'id');});
 is($node->safe_psql('utf8_db', q{SELECT id, length(v), v = ''::tsvector FROM legacy_su}),
-	'1|0|t', "a superuser's table on a superuser's server reads the older store");
+	'1|0|t', 'a trusted server reads the older store');
+($ok, $out, $err) = run(q{SET rollout_fdw.check_trusted_images = on;
+SELECT v FROM legacy_su;});
+ok(!$ok, 'but not while checking trusted stores too');
+like($err, qr/42501.*as images that cannot be checked/s, 'which it says');
 
 $node->safe_psql('utf8_db', as_mallory(
 	q{CREATE FOREIGN TABLE legacy_m (id int, v tsvector) SERVER ms OPTIONS (store 'legacy', key 'id');}));
-my ($ok, $out, $err) = run(as_mallory('SELECT v FROM legacy_m;'));
+($ok, $out, $err) = run(as_mallory('SELECT v FROM legacy_m;'));
 if ($remote)
 {
 	ok(!$ok, "mallory's table on her own remote server is refused the older store");
@@ -278,6 +320,7 @@ $node->safe_psql('utf8_db',
 	q{CREATE FOREIGN TABLE ck_old (id citext, v int) SERVER s OPTIONS (store 'legacy_key', key 'id');});
 is($node->safe_psql('utf8_db', q{SELECT v FROM ck_old WHERE id = 'ABC'}), '1',
 	'a citext-keyed store of an earlier build reads where trusted');
+
 $node->safe_psql('utf8_db', as_mallory(
 	q{CREATE FOREIGN TABLE ck_m (id citext, v int) SERVER ms OPTIONS (store 'legacy_key', key 'id');}));
 ($ok, $out, $err) = run(as_mallory('SELECT v FROM ck_m;'));
@@ -292,5 +335,50 @@ else
 	is($out, "1\n2", 'and reads for mallory too, on a local store');
 }
 
+# --- a domain made again over another type ----------------------------------
+# mallory writes bytes through a domain over bytea, then makes the domain
+# again over jsonb: the store knows the column only as "public.d".
+sub domain_swap
+{
+	my ($name, $flush) = @_;
+	$node->safe_psql('utf8_db', as_mallory(qq{
+CREATE DOMAIN public.d_$name AS bytea;
+CREATE FOREIGN TABLE w_$name (id int, v public.d_$name) SERVER ms OPTIONS (store '$name', key 'id');
+INSERT INTO w_$name VALUES (1, '\\x01000020ffffff0f00000000$pad');
+} . ($flush ? "SELECT rollout_flush('w_$name');\n" : '') . qq{
+DROP DOMAIN public.d_$name CASCADE;
+DROP FOREIGN TABLE w_$name;
+CREATE DOMAIN public.d_$name AS jsonb;
+CREATE FOREIGN TABLE r_$name (id int, v public.d_$name) SERVER ms OPTIONS (store '$name', key 'id');}));
+	return;
+}
+
+domain_swap('swap_unflushed', 0);
+($ok, $out, $err) = run(as_mallory('SELECT v FROM r_swap_unflushed;'));
+ok(!$ok, 'unflushed rows of another column type are not read as the new one');
+like($err, qr/XX001.*is a jsonb whose entries run past its end/s,
+	'they are read from their WAL entry, checked');
+($ok, $out, $err) = run(as_mallory(q{SELECT rollout_flush('r_swap_unflushed');}));
+ok(!$ok, 'nor flushed as the new type');
+like($err, qr/has unflushed rows written with other column types than this table's/,
+	'which the flush says');
+
+domain_swap('swap_flushed', 1);
+($ok, $out, $err) = run(as_mallory('SELECT v FROM r_swap_flushed;'));
+ok(!$ok, "a domain's values are checked, even in a trusted store");
+like($err, qr/XX001.*is a jsonb whose entries run past its end/s, 'naming the problem');
+
+# --- int2vector keeps its 4-byte header ------------------------------------
+$node->safe_psql('utf8_db', q{
+CREATE FOREIGN TABLE vectors (id int, v int2vector) SERVER s OPTIONS (store 'vectors', key 'id');
+INSERT INTO vectors VALUES (1, '7 8 9');
+SELECT rollout_flush('vectors');});
+is($node->safe_psql('utf8_db', q{SELECT v::text FROM vectors}), '7 8 9',
+	'an int2vector reads back whole from a segment');
+is($node->safe_psql('utf8_db', q{SET rollout_fdw.check_trusted_images = on; SELECT v::text FROM vectors}),
+	'7 8 9', '... checked too');
+
+unlike(slurp_file($node->logfile), qr/terminated by signal/,
+	'no backend died on any of it');
 $node->stop;
 done_testing();
