@@ -46,11 +46,12 @@ extern RolloutTableOptions *rollout_table_options(Oid relid);
 extern char *rollout_check_store_name(const char *name);
 
 /*
- * Are the stores of server (at location, NULL for the embedded default) as
- * trusted as the server's own files (RolloutStoreSpec.trusted)?
+ * Are the stores of server (at location, NULL for the embedded default),
+ * reached with userid's credentials, as trusted as the server's own files
+ * (RolloutStoreSpec.trusted)?
  */
 extern bool rollout_server_is_trusted(ForeignServer *server,
-									  const char *location);
+									  const char *location, Oid userid);
 
 /*
  * The options an object-store backend gets for server serverid: the

@@ -23,6 +23,14 @@ typedef struct ImageCheck ImageCheck;
 extern bool image_check_covers_type(Oid typid);
 
 /*
+ * What reading typid's images safely depends on, as a string: two types of
+ * the same signature (and storage layout) may read each other's images
+ * (text and varchar, a domain and its base type), two of different ones may
+ * not (bytea and jsonb).  For the schema digest of core/store_definition.c.
+ */
+extern char *image_check_signature(Oid typid);
+
+/*
  * The check of typid's images, made in CurrentMemoryContext, or NULL when
  * there is nothing to check (any bytes of the right length are a value) or
  * the type is not one image_check_covers_type accepts.

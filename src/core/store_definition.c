@@ -22,6 +22,7 @@
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "storage/fd.h"
@@ -31,6 +32,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "rollout/image_check.h"
 #include "rollout/json_doc.h"
 #include "rollout/shard.h"
 #include "rollout/store_definition.h"
@@ -200,13 +202,16 @@ store_adopt_definition(RolloutStore *store, const char *key, StringInfo json)
 		JsonbContainer *col = json_doc_array_object(doc, columns, c);
 
 		char	   *encoding = json_doc_text(doc, col, "encoding", false);
+		char	   *image = json_doc_text(doc, col, "image", false);
 
 		same = strcmp(json_doc_text(doc, col, "name", true),
 					  store->schema.columns[c].name) == 0 &&
 			strcmp(json_doc_text(doc, col, "type", true),
 				   store_type_name(store->codecs[c].typid)) == 0 &&
 			strcmp(encoding ? encoding : "image",
-				   portable_encoding_name(store->codecs[c].encoding)) == 0;
+				   portable_encoding_name(store->codecs[c].encoding)) == 0 &&
+			(image == NULL ||
+			 strcmp(image, image_check_signature(store->codecs[c].typid)) == 0);
 	}
 	if (!same)
 		ereport(ERROR,
@@ -300,6 +305,8 @@ store_json_for_spec(const RolloutStoreSpec *spec)
 	json_append_member_text(&buf, &first, "incarnation", objstore_new_put_id());
 	json_append_member_text(&buf, &first, "created_at",
 							timestamptz_to_str(GetCurrentTimestamp()));
+	json_append_member_text(&buf, &first, "database_encoding",
+							GetDatabaseEncodingName());
 	json_append_member_raw(&buf, &first, "columns", "[");
 	for (int i = 0; i < spec->ncolumns; i++)
 	{
@@ -314,6 +321,9 @@ store_json_for_spec(const RolloutStoreSpec *spec)
 		json_append_member_text(&buf, &cfirst, "encoding",
 								portable_encoding_name(portable_type_encoding(spec->columns[i].typid,
 																			  NULL)));
+		if (portable_type_encoding(spec->columns[i].typid, NULL) == PORTABLE_IMAGE)
+			json_append_member_text(&buf, &cfirst, "image",
+									image_check_signature(spec->columns[i].typid));
 		json_append_member_int64(&buf, &cfirst, "typid", spec->columns[i].typid);
 		json_append_member_int64(&buf, &cfirst, "typmod", spec->columns[i].typmod);
 		appendStringInfoChar(&buf, '}');
@@ -367,6 +377,18 @@ store_init_column(RolloutStore *store, int c, JsonDoc *doc, JsonbContainer *col,
 	if (local == PORTABLE_TEXT && stored == PORTABLE_IMAGE &&
 		portable_type_encoding_unchecked(spec_column->typid) == PORTABLE_IMAGE)
 	{
+		/*
+		 * Nothing ties a domain to what it was when the images were written:
+		 * one made again, under the name, over bytea would let its table
+		 * write any bytes as images of the real type.
+		 */
+		if (get_typtype(spec_column->typid) == TYPTYPE_DOMAIN)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("store \"%s\" keeps column \"%s\" as images that cannot be checked, and its type %s here is a domain",
+							store->name, name, format_type_be(spec_column->typid)),
+					 errdetail("An earlier build of rollout_fdw created the store and kept values of this type as their internal images, which are read only through the type itself."),
+					 errhint("Declare the column with the domain's base type.")));
 		if (!unchecked)
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -392,6 +414,29 @@ store_init_column(RolloutStore *store, int c, JsonDoc *doc, JsonbContainer *col,
 						format_type_be(spec_column->typid),
 						portable_encoding_name(local)),
 				 errdetail("The type has the same name as the store's but is a different kind of type.")));
+
+	/*
+	 * The images of the column must be read as what they were written as. A
+	 * type name means different types in different databases, and over time
+	 * (a domain made again over another type): since the store records what
+	 * its images are (the member "image", image_check_signature), a table
+	 * whose column reads them as something else is refused.  A store created
+	 * before that relies on the checks (a domain's values are checked even in
+	 * a trusted store).
+	 */
+	if (local == PORTABLE_IMAGE)
+	{
+		char	   *recorded = json_doc_text(doc, col, "image", false);
+
+		if (recorded != NULL &&
+			strcmp(recorded, image_check_signature(spec_column->typid)) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("column \"%s\" of store \"%s\" holds values of another type than %s here",
+							name, store->name, format_type_be(spec_column->typid)),
+					 errdetail("The type has the name of the store's column type, but another base type."),
+					 errhint("Declare the column with the type the store was created with.")));
+	}
 
 	portable_codec_init(&store->codecs[c], local, spec_column->typid,
 						spec_column->typmod);
@@ -420,9 +465,11 @@ store_init_column(RolloutStore *store, int c, JsonDoc *doc, JsonbContainer *col,
 
 /*
  * Set store->schema_digest and read_digest (store.h) from the stored
- * columns: for each, its name, the base type of its stored form by name
- * (the same in every database), its layout and whether its images are
- * checked.
+ * columns: the database encoding (text is bytes in it), and for each
+ * column its name, what reading its images safely depends on
+ * (image_check_signature: the same in every database, and the same for a
+ * domain over varchar and one over text), its layout and whether its images
+ * are checked.
  */
 static void
 store_compute_digests(RolloutStore *store)
@@ -432,12 +479,13 @@ store_compute_digests(RolloutStore *store)
 
 	initStringInfo(&schema);
 	initStringInfo(&checks);
+	appendStringInfo(&schema, "%s%c", GetDatabaseEncodingName(), '\0');
 	for (int c = 0; c < store->schema.ncolumns; c++)
 	{
 		const SegmentColumn *column = &store->schema.columns[c];
 
 		appendStringInfo(&schema, "%s%c%s%c%d/%d/%c%c", column->name, '\0',
-						 format_type_be_qualified(getBaseType(column->typid)), '\0',
+						 image_check_signature(column->typid), '\0',
 						 (int) column->typlen, (int) column->typbyval,
 						 column->typalign, '\0');
 		appendStringInfoChar(&checks, column->image_check != NULL ? 'c' : 'u');
@@ -460,6 +508,8 @@ store_init_schema_from_json(RolloutStore *store, const RolloutStoreSpec *spec,
 {
 	JsonDoc    *doc = json_doc_parse(json, len, object_name);
 	int64		format_version;
+	char	   *database_encoding;
+	bool		trusted;
 	char	   *stored_key;
 	JsonbContainer *columns;
 	int			ncolumns;
@@ -487,6 +537,17 @@ store_init_schema_from_json(RolloutStore *store, const RolloutStoreSpec *spec,
 		store->incarnation = json_doc_text(doc, doc->root, "created_at", false);
 	if (store->incarnation == NULL)
 		store->incarnation = pstrdup("");
+
+	/*
+	 * Text is bytes in the encoding of the database that wrote it.  A store
+	 * created in another encoding (recorded since _store.json gained the
+	 * member) may hold text invalid in this one, which PostgreSQL's string
+	 * functions do not expect: its values are checked, trusted or not.
+	 */
+	database_encoding = json_doc_text(doc, doc->root, "database_encoding", false);
+	trusted = spec->trusted &&
+		(database_encoding == NULL ||
+		 strcmp(database_encoding, GetDatabaseEncodingName()) == 0);
 
 	stored_key = json_doc_text(doc, doc->root, "key", true);
 	if (strcmp(stored_key, spec->key_column) != 0)
@@ -536,7 +597,7 @@ store_init_schema_from_json(RolloutStore *store, const RolloutStoreSpec *spec,
 					 errdetail("A store's column types are fixed by its _store.json when it was created.")));
 		matched[t] = true;
 		store_init_column(store, c, doc, col, name, &spec->columns[t],
-						  spec->trusted);
+						  trusted);
 		if (strcmp(name, stored_key) == 0)
 			schema->key_column = c;
 	}

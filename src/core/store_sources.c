@@ -208,49 +208,48 @@ store_object_footer_read(void *arg, const char *footer, int64 footer_length,
 }
 
 /*
- * The cache identity of key, for the footer cache and the disk cache: the
- * store's access fingerprint (the location and the credentials, so that one
- * role never reads what only another's credentials fetched), its read
- * digest (a footer's statistics are decoded with the handle's column types
- * and checks, store.h), its incarnation and the key.  NULL when no cache may keep the object: the
- * store has no incarnation yet, or the name may be reused
- * (rollout_key_is_unique).
+ * The cache identity of key's bytes, for the disk cache: the store's access
+ * fingerprint (the location and the credentials, so that one role never
+ * reads what only another's credentials fetched), its incarnation and the
+ * key.  NULL when no cache may keep the object: the store has no
+ * incarnation yet, or the name may be reused (rollout_key_is_unique).
  */
 static char *
 store_object_cache_identity(RolloutStore *store, const char *key)
 {
 	if (store->incarnation == NULL || !rollout_key_is_unique(store, key))
 		return NULL;
-	return psprintf("%s/%016llx/%s/%s", store->objstore->access_fingerprint,
-					(unsigned long long) store->read_digest,
+	return psprintf("%s/%s/%s", store->objstore->access_fingerprint,
 					store->incarnation, key);
 }
 
 /*
- * The footer cache's identity of key: the cache identity, or, for a
- * generation whose newest stamp the manifest gives, the same triple with
- * that stamp.  A lookup in a store with unmerged generations would otherwise
- * read the footer of each of them again at every statement.  A generation's
- * number names one object for good within one creation of the store
- * (rollout_key_is_generation); the stamp also tells apart the generations of
- * the same number of two creations, which a backend still holding a handle
- * on a deleted creation could otherwise mix up (a footer's key filter and
- * zone maps could then skip the other object's rows).  Generations stay out
- * of the disk cache and are not kept open, whose bytes would be the old
- * object's own.
+ * The footer cache's identity of key: the cache identity with the store's
+ * read digest (a kept footer's statistics were decoded with the handle's
+ * column types and checks, store.h), or, for a generation whose newest
+ * stamp the manifest gives, the same with that stamp.  A lookup in a store
+ * with unmerged generations would otherwise read the footer of each of them
+ * again at every statement.  A generation's number names one object for
+ * good within one creation of the store (rollout_key_is_generation); the
+ * stamp also tells apart the generations of the same number of two
+ * creations, which a backend still holding a handle on a deleted creation
+ * could otherwise mix up (a footer's key filter and zone maps could then
+ * skip the other object's rows).  Generations stay out of the disk cache
+ * and are not kept open, whose bytes would be the old object's own.
  */
 static char *
 store_object_footer_identity(RolloutStore *store, const char *key,
 							 int64 manifest_stamp, char *cache_identity)
 {
 	if (cache_identity != NULL)
-		return cache_identity;
+		return psprintf("%s#%016llx", cache_identity,
+						(unsigned long long) store->read_digest);
 	if (store->incarnation == NULL || manifest_stamp <= 0 ||
 		!rollout_key_is_generation(store, key))
 		return NULL;
-	return psprintf("%s/%016llx/%s/%s@%lld", store->objstore->access_fingerprint,
-					(unsigned long long) store->read_digest,
-					store->incarnation, key, (long long) manifest_stamp);
+	return psprintf("%s/%s/%s@%lld#%016llx", store->objstore->access_fingerprint,
+					store->incarnation, key, (long long) manifest_stamp,
+					(unsigned long long) store->read_digest);
 }
 
 /*

@@ -314,16 +314,18 @@ rollout_check_server_privileges(List *options)
  * See fdw.h.  A local store's objects are server files, which only roles as
  * powerful as a superuser can write.  A remote store is trusted only when a
  * superuser said so (the server option "trusted", which only superusers may
- * set) and still owns the server: anyone else who can write where its
+ * set), still owns the server, and chose the credentials userid uses: anyone else who can write where its
  * stores live (a bucket shared with others, an endpoint of one's own) could
  * craft their values.  Ownership of the table does not matter: a role that
  * writes through the table writes values PostgreSQL made, in the types of
  * the store's columns (store_definition.c, and the schema digest, store.h).
  */
 bool
-rollout_server_is_trusted(ForeignServer *server, const char *location)
+rollout_server_is_trusted(ForeignServer *server, const char *location,
+						  Oid userid)
 {
 	ListCell   *lc;
+	bool		trusted = false;
 
 	if (location == NULL || objstore_location_is_local(location))
 		return true;
@@ -334,9 +336,20 @@ rollout_server_is_trusted(ForeignServer *server, const char *location)
 		DefElem    *def = lfirst(lc);
 
 		if (strcmp(def->defname, "trusted") == 0)
-			return defGetBoolean(def);
+			trusted = defGetBoolean(def);
 	}
-	return false;
+
+	/*
+	 * The superuser vouched for the location with the credentials it chose:
+	 * PUBLIC's mapping or the server's environment.  A role with a mapping of
+	 * its own (which any role with USAGE may create) may reach another bucket
+	 * under the same name (an account or tenant of its own).
+	 */
+	if (trusted && !superuser_arg(userid) &&
+		SearchSysCacheExists2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(userid),
+							  ObjectIdGetDatum(server->serverid)))
+		trusted = false;
+	return trusted;
 }
 
 /* The effective options of a rollout table, defaults applied. */

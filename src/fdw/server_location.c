@@ -66,7 +66,8 @@ rollout_server_store_spec(Oid serverid, const StoredDefinition *definition)
 	spec->location = server_location(server);
 	spec->location_options = rollout_location_options(serverid, GetUserId());
 	spec->allow_environment_credentials = server_may_use_environment(server);
-	spec->trusted = rollout_server_is_trusted(server, spec->location);
+	spec->trusted = rollout_server_is_trusted(server, spec->location,
+											  GetUserId());
 	spec->store_name = definition->store_name;
 	spec->key_column = definition->key_column;
 	spec->columns = palloc0(sizeof(RolloutColumnSpec) * Max(definition->ncolumns, 1));

@@ -189,7 +189,7 @@ store_spec_for_relation(Relation rel, Oid userid)
 	spec->location_options = rollout_location_options(server->serverid, userid);
 	spec->allow_environment_credentials =
 		superuser_arg(rel->rd_rel->relowner) && superuser_arg(server->owner);
-	spec->trusted = rollout_server_is_trusted(server, spec->location);
+	spec->trusted = rollout_server_is_trusted(server, spec->location, userid);
 	spec->store_name = options->store_name;
 	spec->key_column = options->key_column;
 	spec->columns = palloc0(sizeof(RolloutColumnSpec) * Max(tupdesc->natts, 1));

@@ -271,6 +271,28 @@ stream_read_exact(XactBuffer *buffer, void *data, size_t len)
  */
 
 /*
+ * The table must still have the columns its buffered rows were written
+ * with, and its store handle the same column types: an ALTER FOREIGN TABLE
+ * later in the transaction (a column's type changed, a domain made again, a
+ * column dropped or added) would otherwise have rows formed, read back and
+ * committed with another descriptor than theirs, which reads a value of one
+ * type as another (an integer as a pointer).
+ */
+static void
+xact_buffer_check_unchanged(XactBuffer *buffer, Relation rel,
+							RolloutStore *store)
+{
+	if (!equalTupleDescs(buffer->tupdesc, RelationGetDescr(rel)) ||
+		buffer->store->schema_digest != store->schema_digest)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("rollout table \"%s\" changed after this transaction wrote to it",
+						RelationGetRelationName(rel)),
+				 errdetail("The transaction's rows are buffered with the columns the table had then."),
+				 errhint("Commit or roll back before altering the table.")));
+}
+
+/*
  * The current transaction's buffer, made in TopTransactionContext at its first
  * write and bound to the table and store of that write: a transaction may
  * write to only one rollout table, since its rows become one WAL entry and
@@ -294,6 +316,7 @@ xact_buffer_get(Relation rel, RolloutStore *store)
 							   current_buffer->relname),
 					 errhint("Commit before writing to \"%s\".",
 							 RelationGetRelationName(rel))));
+		xact_buffer_check_unchanged(current_buffer, rel, store);
 		return current_buffer;
 	}
 
@@ -735,6 +758,7 @@ xact_buffer_scan_source(Relation rel, RolloutStore *store, CommandId curcid,
 		strcmp(buffer->store->objstore->identity, store->objstore->identity) != 0 ||
 		strcmp(buffer->store->name, store->name) != 0)
 		return NULL;
+	xact_buffer_check_unchanged(buffer, rel, store);
 	visible = buffer->rows;
 	for (int i = 0; i < buffer->command_count; i++)
 	{

@@ -40,6 +40,7 @@
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/array.h"
+#include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/geo_decls.h"
 #include "utils/inet.h"
@@ -68,6 +69,23 @@ typedef enum ImageCheckKind
 	IMAGE_CHECK_PATH,
 	IMAGE_CHECK_POLYGON
 } ImageCheckKind;
+
+/* The kinds' names in signatures (recorded in _store.json: never change one) */
+static const char *const image_check_kind_names[] = {
+	[IMAGE_CHECK_ANY] = "any",
+	[IMAGE_CHECK_UNKNOWN] = "unknown",
+	[IMAGE_CHECK_TEXT] = "text",
+	[IMAGE_CHECK_NAME] = "name",
+	[IMAGE_CHECK_NUMERIC] = "numeric",
+	[IMAGE_CHECK_JSONB] = "jsonb",
+	[IMAGE_CHECK_ARRAY] = "array",
+	[IMAGE_CHECK_VECTOR] = "vector",
+	[IMAGE_CHECK_RANGE] = "range",
+	[IMAGE_CHECK_INET] = "inet",
+	[IMAGE_CHECK_BIT] = "bit",
+	[IMAGE_CHECK_PATH] = "path",
+	[IMAGE_CHECK_POLYGON] = "polygon"
+};
 
 struct ImageCheck
 {
@@ -186,6 +204,30 @@ image_check_kind(Oid typid)
 	}
 	ReleaseSysCache(tuple);
 	return kind;
+}
+
+char *
+image_check_signature(Oid typid)
+{
+	Oid			base = getBaseType(typid);
+	ImageCheckKind kind;
+
+	check_stack_depth();
+	kind = image_check_kind(base);
+	switch (kind)
+	{
+		case IMAGE_CHECK_UNKNOWN:
+			return psprintf("type %s", format_type_be_qualified(base));
+		case IMAGE_CHECK_ARRAY:
+		case IMAGE_CHECK_VECTOR:
+			return psprintf("%s[%s]", image_check_kind_names[kind],
+							image_check_signature(get_element_type(base)));
+		case IMAGE_CHECK_RANGE:
+			/* a built-in range type's OID: the same in every database */
+			return psprintf("%s(%u)", image_check_kind_names[kind], base);
+		default:
+			return pstrdup(image_check_kind_names[kind]);
+	}
 }
 
 bool

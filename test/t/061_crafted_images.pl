@@ -96,7 +96,7 @@ sub run
 }
 
 # Rewrite column v (or column => NAME) of store $name in its _store.json:
-# %set replaces fields.
+# %set replaces fields (undef: removes one).
 sub relabel
 {
 	my ($name, %set) = @_;
@@ -107,7 +107,11 @@ sub relabel
 	for my $column (@{ $definition->{columns} })
 	{
 		next unless $column->{name} eq $which;
-		$column->{$_} = $set{$_} for keys %set;
+		for my $field (keys %set)
+		{
+			if (defined $set{$field}) { $column->{$field} = $set{$field}; }
+			else { delete $column->{$field}; }
+		}
 	}
 	$store->put($key, $json->encode($definition));
 	return;
@@ -123,7 +127,9 @@ CREATE FOREIGN TABLE raw_$name (id int, v bytea) SERVER ms OPTIONS (store '$name
 INSERT INTO raw_$name VALUES (1, '\\x$hex');
 SELECT rollout_flush('raw_$name');
 DROP FOREIGN TABLE raw_$name;}));
-	relabel($name, type => $type, typid => $typid);
+	# what the store says its images are goes too: whoever can write the
+	# store can write _store.json, so only the checks stand in the way
+	relabel($name, type => $type, typid => $typid, image => undef);
 	return;
 }
 
@@ -315,7 +321,7 @@ CREATE FOREIGN TABLE raw_ck (id text, v int) SERVER ms OPTIONS (store 'legacy_ke
 INSERT INTO raw_ck VALUES ('Abc', 1), ('abd', 2);
 SELECT rollout_flush('raw_ck');
 DROP FOREIGN TABLE raw_ck;}));
-relabel('legacy_key', column => 'id', type => 'public.citext', typid => 0);
+relabel('legacy_key', column => 'id', type => 'public.citext', typid => 0, image => undef);
 $node->safe_psql('utf8_db',
 	q{CREATE FOREIGN TABLE ck_old (id citext, v int) SERVER s OPTIONS (store 'legacy_key', key 'id');});
 is($node->safe_psql('utf8_db', q{SELECT v FROM ck_old WHERE id = 'ABC'}), '1',
@@ -337,10 +343,12 @@ else
 
 # --- a domain made again over another type ----------------------------------
 # mallory writes bytes through a domain over bytea, then makes the domain
-# again over jsonb: the store knows the column only as "public.d".
+# again over jsonb: _store.json names the column's type "public.d_...".
+# A store records what its images are, and refuses the new domain; one
+# created before it did (the member removed here) relies on the checks.
 sub domain_swap
 {
-	my ($name, $flush) = @_;
+	my ($name, $flush, $legacy) = @_;
 	$node->safe_psql('utf8_db', as_mallory(qq{
 CREATE DOMAIN public.d_$name AS bytea;
 CREATE FOREIGN TABLE w_$name (id int, v public.d_$name) SERVER ms OPTIONS (store '$name', key 'id');
@@ -350,10 +358,17 @@ DROP DOMAIN public.d_$name CASCADE;
 DROP FOREIGN TABLE w_$name;
 CREATE DOMAIN public.d_$name AS jsonb;
 CREATE FOREIGN TABLE r_$name (id int, v public.d_$name) SERVER ms OPTIONS (store '$name', key 'id');}));
+	relabel($name, image => undef) if $legacy;
 	return;
 }
 
-domain_swap('swap_unflushed', 0);
+domain_swap('swap_recorded', 1, 0);
+($ok, $out, $err) = run(as_mallory('SELECT v FROM r_swap_recorded;'));
+ok(!$ok, 'a domain made again over another type is refused');
+like($err, qr/42804.*holds values of another type than d_swap_recorded here/s,
+	'by what the store records of its images');
+
+domain_swap('swap_unflushed', 0, 1);
 ($ok, $out, $err) = run(as_mallory('SELECT v FROM r_swap_unflushed;'));
 ok(!$ok, 'unflushed rows of another column type are not read as the new one');
 like($err, qr/XX001.*is a jsonb whose entries run past its end/s,
@@ -363,7 +378,7 @@ ok(!$ok, 'nor flushed as the new type');
 like($err, qr/has unflushed rows written with other column types than this table's/,
 	'which the flush says');
 
-domain_swap('swap_flushed', 1);
+domain_swap('swap_flushed', 1, 1);
 ($ok, $out, $err) = run(as_mallory('SELECT v FROM r_swap_flushed;'));
 ok(!$ok, "a domain's values are checked, even in a trusted store");
 like($err, qr/XX001.*is a jsonb whose entries run past its end/s, 'naming the problem');
@@ -377,6 +392,32 @@ is($node->safe_psql('utf8_db', q{SELECT v::text FROM vectors}), '7 8 9',
 	'an int2vector reads back whole from a segment');
 is($node->safe_psql('utf8_db', q{SET rollout_fdw.check_trusted_images = on; SELECT v::text FROM vectors}),
 	'7 8 9', '... checked too');
+
+# --- a table altered after the transaction wrote to it ----------------------
+# Its rows are buffered with the columns it had: a later row formed, or the
+# buffer read, with another type's descriptor would read an integer as a
+# pointer.
+$node->safe_psql('utf8_db', as_mallory(
+	q{CREATE FOREIGN TABLE altered (id int, v text) SERVER ms OPTIONS (store 'altered', key 'id');}));
+($ok, $out, $err) = run(as_mallory(q{
+BEGIN;
+INSERT INTO altered VALUES (1, 'x');
+ALTER FOREIGN TABLE altered ALTER COLUMN v TYPE int8;
+INSERT INTO altered VALUES (2, 140737488355328);
+COMMIT;}));
+ok(!$ok, 'a row written after the table was altered in the transaction is refused');
+like($err, qr/rollout table "altered" changed after this transaction wrote to it/,
+	'with a clear error');
+($ok, $out, $err) = run(as_mallory(q{
+BEGIN;
+INSERT INTO altered VALUES (1, 'x');
+ALTER FOREIGN TABLE altered ALTER COLUMN v TYPE int8;
+SELECT * FROM altered;
+COMMIT;}));
+ok(!$ok, '... and so is reading the rows back');
+like($err, qr/rollout table "altered" changed after this transaction wrote to it/,
+	'with the same error');
+is($node->safe_psql('utf8_db', 'SELECT count(*) FROM altered'), '0', 'and nothing was written');
 
 unlike(slurp_file($node->logfile), qr/terminated by signal/,
 	'no backend died on any of it');
