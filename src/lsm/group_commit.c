@@ -803,6 +803,24 @@ leader_settle_failure(RolloutStore *store, SharedStoreSlot *slot,
 }
 
 /*
+ * In a leader's PG_CATCH: the error being handled, copied into
+ * caller_context, and the interrupt holdoff count the commit needs restored
+ * (the ERROR reset it).  The leader settles its entry with it instead of
+ * raising.
+ */
+static ErrorData *
+leader_catch_error(MemoryContext caller_context, int holdoff)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(caller_context);
+	edata = CopyErrorData();
+	FlushErrorState();
+	InterruptHoldoffCount = holdoff;
+	return edata;
+}
+
+/*
  * Lead: write the queued requests (own among them) as one WAL entry at the
  * next position, while up to rollout_fdw.wal_pipeline_depth - 1 other
  * leaders write the positions before or after it.  Called with interrupts
@@ -846,10 +864,7 @@ group_commit_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own,
 	}
 	PG_CATCH();
 	{
-		MemoryContextSwitchTo(caller_context);
-		edata = CopyErrorData();
-		FlushErrorState();
-		InterruptHoldoffCount = holdoff;
+		edata = leader_catch_error(caller_context, holdoff);
 	}
 	PG_END_TRY();
 	if (edata != NULL)
@@ -885,11 +900,8 @@ group_commit_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own,
 	}
 	PG_CATCH();
 	{
-		/* settled below; the ERROR reset the holdoff count this commit needs */
-		MemoryContextSwitchTo(caller_context);
-		edata = CopyErrorData();
-		FlushErrorState();
-		InterruptHoldoffCount = holdoff;
+		/* settled below */
+		edata = leader_catch_error(caller_context, holdoff);
 	}
 	PG_END_TRY();
 	wal_entry_image_discard(image);
