@@ -282,8 +282,22 @@ static void
 xact_buffer_check_unchanged(XactBuffer *buffer, Relation rel,
 							RolloutStore *store)
 {
-	if (!equalTupleDescs(buffer->tupdesc, RelationGetDescr(rel)) ||
-		buffer->store->schema_digest != store->schema_digest)
+	TupleDesc	then = buffer->tupdesc;
+	TupleDesc	now = RelationGetDescr(rel);
+	bool		same = then->natts == now->natts &&
+	buffer->store->schema_digest == store->schema_digest;
+
+	/* what forming and deforming the rows depends on, not constraints */
+	for (int i = 0; same && i < now->natts; i++)
+	{
+		Form_pg_attribute a = TupleDescAttr(then, i);
+		Form_pg_attribute b = TupleDescAttr(now, i);
+
+		same = a->atttypid == b->atttypid && a->attisdropped == b->attisdropped &&
+			a->attlen == b->attlen && a->attbyval == b->attbyval &&
+			a->attalign == b->attalign;
+	}
+	if (!same)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("rollout table \"%s\" changed after this transaction wrote to it",
