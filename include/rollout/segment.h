@@ -261,8 +261,8 @@ typedef struct SegmentSource
 	/*
 	 * The schema the segment must have (the store's), whose columns' image
 	 * checks the reader applies to every value and statistic it decodes; a
-	 * footer of another layout is corrupt.  NULL: the footer's own built-in
-	 * types are trusted to say what the values are.
+	 * footer of another layout is corrupt.  NULL: nothing is checked (a file
+	 * this backend wrote itself, rollout_local_segment_source).
 	 */
 	const struct SegmentSchema *expected_schema;
 } SegmentSource;

@@ -311,6 +311,8 @@ store_json_for_spec(const RolloutStoreSpec *spec)
 	for (int i = 0; i < spec->ncolumns; i++)
 	{
 		bool		cfirst = true;
+		PortableEncoding encoding = portable_type_encoding(spec->columns[i].typid,
+														   NULL);
 
 		if (i > 0)
 			appendStringInfoString(&buf, ", ");
@@ -319,9 +321,8 @@ store_json_for_spec(const RolloutStoreSpec *spec)
 		json_append_member_text(&buf, &cfirst, "type",
 								store_type_name(spec->columns[i].typid));
 		json_append_member_text(&buf, &cfirst, "encoding",
-								portable_encoding_name(portable_type_encoding(spec->columns[i].typid,
-																			  NULL)));
-		if (portable_type_encoding(spec->columns[i].typid, NULL) == PORTABLE_IMAGE)
+								portable_encoding_name(encoding));
+		if (encoding == PORTABLE_IMAGE)
 			json_append_member_text(&buf, &cfirst, "image",
 									image_check_signature(spec->columns[i].typid));
 		json_append_member_int64(&buf, &cfirst, "typid", spec->columns[i].typid);
@@ -499,22 +500,16 @@ store_compute_digests(RolloutStore *store)
 }
 
 /*
- * Check the table (spec) against _store.json and build the segment schema:
- * the stored columns in stored order, then the hidden columns.
+ * Read what _store.json says of the store as a whole: its format version,
+ * its incarnation and the encoding of the database that created it.
+ * Returns whether its values may be read unchecked here (spec->trusted).
  */
-static void
-store_init_schema_from_json(RolloutStore *store, const RolloutStoreSpec *spec,
-							const char *json, int len, const char *object_name)
+static bool
+store_read_identity(RolloutStore *store, const RolloutStoreSpec *spec,
+					JsonDoc *doc)
 {
-	JsonDoc    *doc = json_doc_parse(json, len, object_name);
 	int64		format_version;
 	char	   *database_encoding;
-	bool		trusted;
-	char	   *stored_key;
-	JsonbContainer *columns;
-	int			ncolumns;
-	SegmentSchema *schema = &store->schema;
-	bool	   *matched;
 
 	format_version = json_doc_int64(doc, doc->root, "format_version", true, 0);
 	if (format_version < ROLLOUT_STORE_OLDEST_FORMAT_VERSION ||
@@ -545,9 +540,28 @@ store_init_schema_from_json(RolloutStore *store, const RolloutStoreSpec *spec,
 	 * functions do not expect: its values are checked, trusted or not.
 	 */
 	database_encoding = json_doc_text(doc, doc->root, "database_encoding", false);
-	trusted = spec->trusted &&
+	return spec->trusted &&
 		(database_encoding == NULL ||
 		 strcmp(database_encoding, GetDatabaseEncodingName()) == 0);
+}
+
+/*
+ * Check the table (spec) against _store.json and build the segment schema:
+ * the stored columns in stored order, then the hidden columns.
+ */
+static void
+store_init_schema_from_json(RolloutStore *store, const RolloutStoreSpec *spec,
+							const char *json, int len, const char *object_name)
+{
+	JsonDoc    *doc = json_doc_parse(json, len, object_name);
+	bool		trusted;
+	char	   *stored_key;
+	JsonbContainer *columns;
+	int			ncolumns;
+	SegmentSchema *schema = &store->schema;
+	bool	   *matched;
+
+	trusted = store_read_identity(store, spec, doc);
 
 	stored_key = json_doc_text(doc, doc->root, "key", true);
 	if (strcmp(stored_key, spec->key_column) != 0)

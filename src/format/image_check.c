@@ -122,8 +122,6 @@ typedef union ShortVarlenaCopy
 	int64		force_alignment_int;
 } ShortVarlenaCopy;
 
-static const char *check_value(const ImageCheck *check, const char *image,
-							   int64 length);
 
 /* ----------------------------------------------------------------
  * Which types are checked, and how
@@ -415,7 +413,7 @@ check_inner_value(const ImageCheck *check, const char **position,
 		return "has an element past its end";
 	if (check->inner != NULL)
 	{
-		const char *problem = check_value(check->inner, value, size);
+		const char *problem = image_check_value(check->inner, value, size);
 
 		if (problem != NULL)
 			return problem;
@@ -653,8 +651,8 @@ varlena_as_read(const char *image, ShortVarlenaCopy *copy)
 	return copy->data;
 }
 
-static const char *
-check_value(const ImageCheck *check, const char *image, int64 length)
+const char *
+image_check_value(const ImageCheck *check, const char *image, int64 length)
 {
 	ShortVarlenaCopy copy;
 	const char *value;
@@ -712,10 +710,4 @@ check_value(const ImageCheck *check, const char *image, int64 length)
 	}
 	elog(ERROR, "unexpected image check kind %d", (int) check->kind);
 	return NULL;
-}
-
-const char *
-image_check_value(const ImageCheck *check, const char *image, int64 length)
-{
-	return check_value(check, image, length);
 }

@@ -255,9 +255,8 @@ check_versions_agree(SegmentReader *reader, uint32 header_version)
 /*
  * Set reader->image_checks, in CurrentMemoryContext: the checks of the
  * columns of the schema the source expects, once the footer's schema is
- * found to have its layout.  Without an expected schema, a column of a
- * built-in type (column_init_order_checked found it here) is checked as
- * that type.
+ * found to have its layout.  A source without an expected schema (a file
+ * this backend wrote itself) is read unchecked.
  */
 static void
 reader_take_image_checks(SegmentReader *reader, const char *segment_name)
@@ -267,14 +266,7 @@ reader_take_image_checks(SegmentReader *reader, const char *segment_name)
 
 	reader->image_checks = palloc0(sizeof(ImageCheck *) * found->ncolumns);
 	if (expected == NULL)
-	{
-		for (int i = 0; i < found->ncolumns; i++)
-			if (found->columns[i].has_order &&
-				found->columns[i].typid < FirstNormalObjectId)
-				reader->image_checks[i] =
-					image_check_for_type(found->columns[i].typid);
 		return;
-	}
 
 	if (found->ncolumns != expected->ncolumns ||
 		found->key_column != expected->key_column)
