@@ -74,6 +74,13 @@ typedef struct SnapshotSource
 	 */
 	int64		max_ts;
 
+	/*
+	 * Fragments and generations: the oldest _ts among their rows, from the
+	 * manifest (0: unknown).  The change feed leaves a source whose oldest
+	 * version comes after what a poll can return for a later poll.
+	 */
+	int64		min_ts;
+
 	/* Fragments: the manifest's disjoint_set (manifest.h), or NULL */
 	char	   *disjoint_set;
 

@@ -126,6 +126,7 @@ snapshot_serialize(const RolloutSnapshot *snapshot, int16 key_len,
 		put_int64(out, source->epoch_floor);
 		put_int64(out, source->stamp_fixed);
 		put_int64(out, source->max_ts);
+		put_int64(out, source->min_ts);
 		put_string(out, source->disjoint_set);
 		put_int64(out, source->rows_data == NULL ? -1 : source->rows_len);
 		if (source->rows_data != NULL)
@@ -194,6 +195,7 @@ snapshot_restore(const char *data, int16 key_len, bool key_byval)
 		source->epoch_floor = get_int64(&cursor);
 		source->stamp_fixed = get_int64(&cursor);
 		source->max_ts = get_int64(&cursor);
+		source->min_ts = get_int64(&cursor);
 		source->disjoint_set = get_string(&cursor);
 		rows_len = get_int64(&cursor);
 		if (rows_len >= 0)

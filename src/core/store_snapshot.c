@@ -145,6 +145,7 @@ rollout_snapshot_generation_source(RolloutStore *store, const char *shard,
 	}
 	source->stamp_fixed = generation->stamp > 0 ? generation->stamp : -1;
 	source->max_ts = generation_newest_stamp(generation);
+	source->min_ts = generation->stamp > 0 ? generation->stamp : generation->min_ts;
 	return source;
 }
 
@@ -233,6 +234,7 @@ snapshot_add_manifests(RolloutStore *store, RolloutSnapshot *snapshot,
 		}
 		source->stamp_floor = -1;
 		source->max_ts = fragment->max_ts;
+		source->min_ts = fragment->min_ts;
 		source->disjoint_set = fragment->disjoint_set == NULL ? NULL
 			: pstrdup(fragment->disjoint_set);
 		snapshot->sources = lappend(snapshot->sources, source);
@@ -318,7 +320,7 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 		memtable = list_make1(rows);
 	}
 	else if (slot != NULL)
-		have_memtable = memtable_sources(store, slot, 0, &memtable,
+		have_memtable = memtable_sources(store, slot, 0, NULL, &memtable,
 										 &snapshot->truncate_stamp, NULL);
 
 	/*
