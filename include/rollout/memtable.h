@@ -55,6 +55,20 @@ extern void memtable_clear(SharedStoreSlot *slot);
 extern TimestampTz memtable_newest_durable_at(SharedStoreSlot *slot);
 
 /*
+ * How much of the memtable a change feed poll copies: it returns about
+ * max_rows versions, and a consumer far behind must not have the whole
+ * backlog copied for every poll (memtable_sources).
+ */
+typedef struct MemtableBudget
+{
+	int64		delivered_stamp;	/* batches stamped up to here are not
+									 * counted: the consumer has them */
+	int64		rows;			/* stop after this many rows counted */
+	int64		next_stamp;		/* out: the stamp of the first batch not
+								 * copied */
+} MemtableBudget;
+
+/*
  * The memtable's batches after after_position as snapshot sources
  * (SNAPSHOT_MEMTABLE and, for ingest references, SNAPSHOT_INGEST; batches of
  * other credentials as their WAL entries), copied into local memory; a
@@ -64,11 +78,15 @@ extern TimestampTz memtable_newest_durable_at(SharedStoreSlot *slot);
  * cut among all the batches (0: none), read with them under one hold of the
  * lock, so that a snapshot never has a TRUNCATE's rows without its cut.
  * *epoch (unless epoch is NULL): the writer epoch every batch was written
- * under.
+ * under.  With a budget (else NULL), the copy stops in front of the first
+ * batch after the batches stamped after budget->delivered_stamp already
+ * hold budget->rows rows, and budget->next_stamp is that batch's stamp
+ * (PG_INT64_MAX: none was left).
  */
 extern bool memtable_sources(RolloutStore *store, SharedStoreSlot *slot,
-							 int64 after_position, List **sources,
-							 int64 *truncate_stamp, int64 *epoch);
+							 int64 after_position, MemtableBudget *budget,
+							 List **sources, int64 *truncate_stamp,
+							 int64 *epoch);
 
 /*
  * For flush: every batch as sources (rows only) plus the ingest references

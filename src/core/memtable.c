@@ -399,19 +399,22 @@ memtable_batch_sources(RolloutStore *store, dsa_area *area, MemBatch *batch,
 /*
  * The work of memtable_sources and memtable_for_flush: copy every batch
  * after after_position, oldest first, into local sources
- * (memtable_batch_sources), and note the newest batch's position and stamp
- * where asked, and the newest truncate cut of all the batches.  The copy is
+ * (memtable_batch_sources), or, given a budget, those up to the first that
+ * would pass it, and note the newest batch's position and stamp where asked,
+ * and the newest truncate cut of all the batches.  The copy is
  * made under one shared hold of the slot's lock, so a concurrent add or trim
  * cannot tear it.  Nothing is copied when the writer is not ready, since
  * only a ready writer's memtable is the whole WAL tail.
  */
 static bool
 memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,
-				 int64 after_position, List **sources, List **ingest_seen,
+				 int64 after_position, MemtableBudget *budget,
+				 List **sources, List **ingest_seen,
 				 int64 *last_position, int64 *last_stamp,
 				 int64 *truncate_stamp, int64 *epoch)
 {
 	dsa_area   *area = memtable_dsa();
+	int64		budget_rows = budget ? budget->rows : 0;
 	bool		ready;
 
 	*sources = NIL;
@@ -428,9 +431,15 @@ memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,
 		{
 			MemBatch   *batch = dsa_get_address(area, p);
 
-			if (batch->position > after_position)
+			if (batch->position > after_position && budget && budget_rows <= 0)
+				budget->next_stamp = Min(budget->next_stamp, batch->stamp);
+			else if (batch->position > after_position)
+			{
 				memtable_batch_sources(store, area, batch, rows_only, sources,
 									   ingest_seen);
+				if (budget && batch->stamp > budget->delivered_stamp)
+					budget_rows -= batch->row_count;
+			}
 			if (last_position)
 				*last_position = batch->position;
 			if (last_stamp)
@@ -446,11 +455,13 @@ memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,
 
 bool
 memtable_sources(RolloutStore *store, SharedStoreSlot *slot,
-				 int64 after_position, List **sources,
-				 int64 *truncate_stamp, int64 *epoch)
+				 int64 after_position, MemtableBudget *budget,
+				 List **sources, int64 *truncate_stamp, int64 *epoch)
 {
-	return memtable_collect(store, slot, false, after_position, sources, NULL,
-							NULL, NULL, truncate_stamp, epoch);
+	if (budget)
+		budget->next_stamp = PG_INT64_MAX;
+	return memtable_collect(store, slot, false, after_position, budget,
+							sources, NULL, NULL, NULL, truncate_stamp, epoch);
 }
 
 /*
@@ -467,7 +478,7 @@ memtable_for_flush(RolloutStore *store, SharedStoreSlot *slot,
 {
 	*ingest_seen = NIL;
 	*last_position = 0;
-	return memtable_collect(store, slot, true, 0, sources, ingest_seen,
+	return memtable_collect(store, slot, true, 0, NULL, sources, ingest_seen,
 							last_position, last_stamp, truncate_stamp, NULL) &&
 		*last_position > 0;
 }

@@ -40,13 +40,15 @@
  * (in a shard manifest or a WAL entry it opens) emits one TRUNCATE row and
  * drops the versions below the cut.
  *
- * max_rows: when the sources opened hold no more versions than max_rows
- * (their footers say how many), one pass emits them all.  Otherwise a first
- * pass reads only the keys and hidden columns, to find the highest stamp up
- * to which at most max_rows versions were committed (whole WAL entries: a
- * transaction is never split), and a second emits up to that stamp.  A
- * shard cut short advances T to the cut, and P only over what it delivered
- * whole (feed_shard_advance_within_cut).
+ * max_rows: a poll opens the sources that hold the oldest versions it has
+ * not delivered, about max_rows of them, and leaves the rest for a later poll
+ * (feed_select_reads).  When the sources opened hold no more versions than
+ * max_rows (their footers say how many), one pass emits them all.  Otherwise
+ * a first pass reads only the keys and hidden columns, to find the highest
+ * stamp up to which at most max_rows versions were committed (whole WAL
+ * entries: a transaction is never split), and a second emits up to that
+ * stamp.  A shard cut short advances T to the cut, and P only over what it
+ * delivered whole (feed_shard_advance_within_cut).
  *
  * Position text: "cf1:<incarnation>:<truncate cut>:<shard>=P/S/E/T,...".
  *
@@ -77,12 +79,19 @@ typedef struct FeedShard
 	const ShardManifest *manifest;	/* newest */
 	List	   *generations;	/* GenerationEntry *: feed_generations */
 	List	   *sources;		/* SnapshotSource *: generations, then WAL */
+	List	   *reading;		/* those this poll reads: feed_select_reads */
+	bool		deferred;		/* sources of versions after the poll's stamp
+								 * limit were left unread */
+	bool		cut_short;		/* versions after the cut were read and left
+								 * for a later poll */
 	List	   *memtable;		/* this cluster's shard when its writer is
 								 * ready: the WAL tail as copied from shared
 								 * memory (else NIL) */
 	bool		use_memtable;
 	int64		memtable_epoch; /* the writer epoch of its batches */
 	int64		memtable_stamp; /* the effective stamp of the last one read */
+	int64		memtable_next_stamp;	/* of the first batch not copied
+										 * (PG_INT64_MAX: none left) */
 	int64		last_wal_position;	/* of the WAL entries read (0: none) */
 	int64		wal_stamp;		/* the running stamp after them */
 	int64		wal_epoch;		/* the running epoch after them */
@@ -520,7 +529,7 @@ feed_read_begin(RolloutStore *store, FeedShard *feed, const bool *want,
 	MergeRead  *read;
 	const MergeReadStats *stats;
 
-	snapshot->sources = list_copy(feed->sources);
+	snapshot->sources = list_copy(feed->reading);
 	snapshot->shard_count = 1;
 	options.keep_tombstones = true;
 	options.follow_ingest = true;
@@ -677,12 +686,9 @@ static ChangeFeedShard *
 feed_shard_after(const FeedShard *feed, int64 cut)
 {
 	ChangeFeedShard *after = palloc(sizeof(ChangeFeedShard));
-	bool		cut_short = false;
 
 	*after = feed->from;
-	for (int64 i = 0; i < feed->stamp_count; i++)
-		cut_short |= feed->stamps[i] > cut;
-	if (cut_short)
+	if (feed->cut_short || feed->deferred)
 	{
 		feed_shard_advance_within_cut(feed, cut, after);
 
@@ -759,9 +765,13 @@ feed_emit(RolloutStore *store, FeedShard *feed, MergeRead *read,
 	while (merge_read_next(read, values, isnull))
 	{
 		row.stamp = DatumGetInt64(values[store->ts_column]);
-		if (row.stamp <= feed->from.delivered_stamp ||
-			row.stamp < truncate_stamp || row.stamp > cut)
+		if (row.stamp <= feed->from.delivered_stamp || row.stamp < truncate_stamp)
 			continue;
+		if (row.stamp > cut)
+		{
+			feed->cut_short = true;
+			continue;
+		}
 		row.op = DatumGetInt16(values[store->op_column]);
 		emit(arg, &row);
 	}
@@ -777,7 +787,7 @@ feed_emit(RolloutStore *store, FeedShard *feed, MergeRead *read,
  */
 static FeedShard *
 feed_open_shards(RolloutStore *store, const ChangeFeedPosition *since,
-				 int *count, int64 *truncate_stamp)
+				 int64 max_rows, int *count, int64 *truncate_stamp)
 {
 	ManifestVersions versions;
 	ShardManifest **manifests;
@@ -786,18 +796,22 @@ feed_open_shards(RolloutStore *store, const ChangeFeedPosition *since,
 	List	   *memtable = NIL;
 	bool		have_memtable = false;
 	int64		memtable_epoch = 0;
+	MemtableBudget budget = {0, max_rows, PG_INT64_MAX};
 
 	/*
 	 * The batches up to the consumer's position in this shard are not copied:
-	 * no read after it opens them.
+	 * no read after it opens them; nor are those after the first max_rows
+	 * rows it has not seen, which only a later poll can return
+	 * (feed_select_reads).
 	 */
 	slot = shared_store_lookup(store);
 	if (slot != NULL)
 	{
+		ChangeFeedShard own = feed_shard_since(since, store->shard);
 		int64		memtable_truncate = 0;
 
-		have_memtable = memtable_sources(store, slot,
-										 feed_shard_since(since, store->shard).position,
+		budget.delivered_stamp = own.delivered_stamp;
+		have_memtable = memtable_sources(store, slot, own.position, &budget,
 										 &memtable, &memtable_truncate,
 										 &memtable_epoch);
 		*truncate_stamp = Max(*truncate_stamp, memtable_truncate);
@@ -817,11 +831,13 @@ feed_open_shards(RolloutStore *store, const ChangeFeedPosition *since,
 							(char *) list_nth(versions.shards, i), store->name)));
 		feeds[i].manifest = manifests[i];
 		feeds[i].from = feed_shard_since(since, manifests[i]->shard);
+		feeds[i].memtable_next_stamp = PG_INT64_MAX;
 		if (have_memtable && strcmp(manifests[i]->shard, store->shard) == 0)
 		{
 			feeds[i].use_memtable = true;
 			feeds[i].memtable = memtable;
 			feeds[i].memtable_epoch = memtable_epoch;
+			feeds[i].memtable_next_stamp = budget.next_stamp;
 		}
 		*truncate_stamp = Max(*truncate_stamp, manifests[i]->truncate_stamp);
 		feed_shard_sources(store, &feeds[i]);
@@ -830,17 +846,166 @@ feed_open_shards(RolloutStore *store, const ChangeFeedPosition *since,
 	return feeds;
 }
 
+/* A source whose stamps are known before it is opened. */
+typedef struct FeedCandidate
+{
+	FeedShard  *feed;
+	int			index;			/* in the feeds' sources, counted across feeds */
+	int64		rows;
+	int64		oldest;
+	int64		newest;
+} FeedCandidate;
+
+/*
+ * The stamps source's versions lie between, and how many there are, when
+ * known without opening it: a fixed stamp (memtable batches, ingest
+ * segments, adopted generations) or a generation's min_ts and max_ts from
+ * its manifest.  WAL entries read from the store tell only once read.
+ */
+static bool
+feed_source_bounds(const SnapshotSource *source, int64 *oldest, int64 *newest)
+{
+	if (source->rows < 0)
+		return false;
+	if (source->stamp_fixed >= 0)
+	{
+		*oldest = *newest = source->stamp_fixed;
+		return true;
+	}
+	if (source->kind != SNAPSHOT_GENERATION || source->min_ts <= 0 ||
+		source->max_ts <= 0)
+		return false;
+	*oldest = source->min_ts;
+	*newest = source->max_ts;
+	return true;
+}
+
+static int
+feed_candidate_cmp(const void *a, const void *b)
+{
+	const FeedCandidate *x = a;
+	const FeedCandidate *y = b;
+
+	if (x->oldest != y->oldest)
+		return x->oldest < y->oldest ? -1 : 1;
+	return x->index - y->index;
+}
+
+/*
+ * Choose which of count feeds' sources this poll reads (feed->reading, in
+ * the order of feed->sources), and return the stamp limit of what it may
+ * emit: PG_INT64_MAX, or one below the oldest stamp of the sources it left
+ * for a later poll (docs/PERFORMANCE.md, "A consumer far behind").
+ *
+ * A source whose versions were all delivered is not read.  When the sources
+ * whose stamps the manifests and the memtable know hold more than max_rows
+ * versions, only the oldest of them are read: in order of their oldest stamp
+ * until they hold max_rows, and every other whose oldest stamp is not after
+ * the newest of those.  Whatever the cut of this poll is then, it
+ * is below the oldest stamp of every source left, so the poll reads about
+ * max_rows versions whatever the backlog, and a consumer far behind drains
+ * it in linear time.  A source left out holds no version the poll could
+ * emit, though it could hold a newer version of a key the poll emits: that
+ * version comes in a later poll, like one committed after it.
+ * Sources whose stamps are not known before reading them are always read.
+ */
+static int64
+feed_select_reads(FeedShard *feeds, int count, int64 max_rows)
+{
+	int			total = 0;
+	int			ncandidates = 0;
+	int			index = 0;
+	int64		rows = 0;
+	int64		reach = 0;
+	int64		limit = PG_INT64_MAX;
+	FeedCandidate *candidates;
+	char	   *decision;		/* per source: 'r'ead, 'd'elivered, 'l'ater */
+
+	for (int i = 0; i < count; i++)
+		total += list_length(feeds[i].sources);
+	candidates = palloc(sizeof(FeedCandidate) * Max(total, 1));
+	decision = palloc(Max(total, 1));
+	for (int i = 0; i < count; i++)
+	{
+		ListCell   *lc;
+
+		foreach(lc, feeds[i].sources)
+		{
+			FeedCandidate *candidate = &candidates[ncandidates];
+
+			decision[index] = 'r';
+			if (feed_source_bounds(lfirst(lc), &candidate->oldest, &candidate->newest))
+			{
+				if (candidate->newest <= feeds[i].from.delivered_stamp)
+					decision[index] = 'd';
+				else
+				{
+					candidate->feed = &feeds[i];
+					candidate->index = index;
+					candidate->rows = ((SnapshotSource *) lfirst(lc))->rows;
+					rows += candidate->rows;
+					ncandidates++;
+				}
+			}
+			index++;
+		}
+	}
+
+	if (rows > max_rows)
+	{
+		int			k;
+
+		qsort(candidates, ncandidates, sizeof(FeedCandidate), feed_candidate_cmp);
+		rows = 0;
+		for (k = 0; k < ncandidates && rows < max_rows; k++)
+		{
+			rows += candidates[k].rows;
+			reach = Max(reach, candidates[k].newest);
+		}
+		for (; k < ncandidates; k++)
+		{
+			if (candidates[k].oldest <= reach)
+				continue;
+			decision[candidates[k].index] = 'l';
+			candidates[k].feed->deferred = true;
+			limit = Min(limit, candidates[k].oldest - 1);
+		}
+	}
+
+	/* the memtable batches not copied come after every batch that was */
+	for (int i = 0; i < count; i++)
+	{
+		if (feeds[i].memtable_next_stamp == PG_INT64_MAX)
+			continue;
+		feeds[i].deferred = true;
+		limit = Min(limit, feeds[i].memtable_next_stamp - 1);
+	}
+
+	index = 0;
+	for (int i = 0; i < count; i++)
+	{
+		ListCell   *lc;
+
+		feeds[i].reading = NIL;
+		foreach(lc, feeds[i].sources)
+			if (decision[index++] == 'r')
+			feeds[i].reading = lappend(feeds[i].reading, lfirst(lc));
+	}
+	return limit;
+}
+
 /*
  * The stamp at which to cut the read of count feeds so that it emits at most
- * max_rows versions, or PG_INT64_MAX when it emits all.  reads[i] are open on
- * the feeds' sources (NULL for those without any).  When they hold no more
- * versions than max_rows, they are used as they are: one pass; otherwise a
- * first pass over the stamps finds the cut, and they are opened again.
+ * max_rows versions and nothing after limit (feed_select_reads), or
+ * PG_INT64_MAX when it emits all.  reads[i] are open on the sources the feeds
+ * read (NULL for those without any).  When they hold no more versions than
+ * max_rows, they are used as they are: one pass; otherwise a first pass over
+ * the stamps finds the cut, and they are opened again.
  */
 static int64
 feed_find_cut(RolloutStore *store, FeedShard *feeds, int count,
-			  MergeRead **reads, int64 max_rows, const bool *want_rows,
-			  int64 *truncate_stamp)
+			  MergeRead **reads, int64 max_rows, int64 limit,
+			  const bool *want_rows, int64 *truncate_stamp)
 {
 	int			ncolumns = store->schema.ncolumns;
 	bool	   *want_stamps = palloc0(sizeof(bool) * ncolumns);
@@ -853,7 +1018,7 @@ feed_find_cut(RolloutStore *store, FeedShard *feeds, int count,
 		if (reads[i] != NULL)
 			held += merge_read_versions_held(reads[i]);
 	if (held <= max_rows)
-		return PG_INT64_MAX;
+		return limit;
 
 	want_stamps[store->ts_column] = true;
 	want_stamps[store->op_column] = true;
@@ -877,11 +1042,32 @@ feed_find_cut(RolloutStore *store, FeedShard *feeds, int count,
 			   sizeof(int64) * feeds[i].stamp_count);
 		total += feeds[i].stamp_count;
 	}
-	cut = feed_cut(all_stamps, total, max_rows);
+	cut = Min(feed_cut(all_stamps, total, max_rows), limit);
 	for (int i = 0; i < count; i++)
 		if (feeds[i].stamp_count > 0)
 			reads[i] = feed_read_begin(store, &feeds[i], want_rows, truncate_stamp);
 	return cut;
+}
+
+/* What a poll reads, for a consumer (and a test) to see at DEBUG1. */
+static void
+feed_log_reads(RolloutStore *store, const FeedShard *feeds, int count,
+			   int64 limit)
+{
+	int			sources = 0;
+	int			reading = 0;
+
+	for (int i = 0; i < count; i++)
+	{
+		sources += list_length(feeds[i].sources);
+		reading += list_length(feeds[i].reading);
+	}
+	if (limit == PG_INT64_MAX)
+		elog(DEBUG1, "change feed of store \"%s\": %d of %d sources found after the position read",
+			 store->name, reading, sources);
+	else
+		elog(DEBUG1, "change feed of store \"%s\": %d of %d sources found after the position read, the rest left for a later poll",
+			 store->name, reading, sources);
 }
 
 ChangeFeedPosition *
@@ -893,6 +1079,7 @@ change_feed_read(RolloutStore *store, const ChangeFeedPosition *since,
 	int			count;
 	FeedShard  *feeds;
 	int64		truncate_stamp = since->truncate_stamp;
+	int64		limit;
 	int64		cut;
 	MergeRead **reads;
 	int			ncolumns = store->schema.ncolumns;
@@ -910,14 +1097,16 @@ change_feed_read(RolloutStore *store, const ChangeFeedPosition *since,
 	if (since->incarnation == NULL)
 		return after;			/* nothing was ever written */
 
-	feeds = feed_open_shards(store, since, &count, &truncate_stamp);
+	feeds = feed_open_shards(store, since, max_rows, &count, &truncate_stamp);
+	limit = feed_select_reads(feeds, count, max_rows);
+	feed_log_reads(store, feeds, count, limit);
 
 	/* open every shard's read: the truncate cut is whole once all are open */
 	reads = palloc0(sizeof(MergeRead *) * Max(count, 1));
 	for (int i = 0; i < count; i++)
-		if (feeds[i].sources != NIL)
+		if (feeds[i].reading != NIL)
 			reads[i] = feed_read_begin(store, &feeds[i], want_rows, &truncate_stamp);
-	cut = feed_find_cut(store, feeds, count, reads, max_rows, want_rows,
+	cut = feed_find_cut(store, feeds, count, reads, max_rows, limit, want_rows,
 						&truncate_stamp);
 
 	/* emit: the TRUNCATE first, then each shard's versions up to the cut */

@@ -269,10 +269,26 @@ $a->safe_psql('postgres', q{INSERT INTO small VALUES (1, 'a3'), (4, 'd')});
 $a->safe_psql('postgres', q{DELETE FROM small WHERE id = 3});
 is(changes($p1), 'upsert:1:a3 upsert:4:d delete:3:',
 	'(b) a key written twice comes once, as its newest version; a delete as delete');
-is(changes($p1, 1), 'upsert:1:a3 upsert:4:d',
-	'(b) max_rows 1 does not split the transaction of two rows');
-my $p2 = next_of($p1, 1);
-is(changes($p2, 1), 'delete:3:', '(b) the next poll goes on after it');
+# max_rows 1 never splits a transaction, and each poll goes on after the one
+# before.  A poll returns each key's newest version among the sources it
+# opened, and opens only those of the oldest versions it has not delivered:
+# with the shared writer, the memtable's first batch alone (1:a2, which the
+# next poll's 1:a3 supersedes); without it, the WAL entries, which are all
+# read (their stamps are known once read), so 1:a2 is superseded in the first.
+my @by_one = preload()
+  ? ('upsert:1:a2', 'upsert:1:a3 upsert:4:d', 'delete:3:')
+  : ('upsert:1:a3 upsert:4:d', 'delete:3:');
+my ($by_one_pos, $p2, @by_one_got) = ($p1);
+for (1 .. 5)
+{
+	my $got = changes($by_one_pos, 1);
+	last if $got eq '';
+	push @by_one_got, $got;
+	$by_one_pos = next_of($by_one_pos, 1);
+	$p2 = $by_one_pos if $got eq 'upsert:1:a3 upsert:4:d';
+}
+is(join(' | ', @by_one_got), join(' | ', @by_one),
+	'(b) max_rows 1 does not split the transaction of two rows, and polls go on after each other');
 $a->safe_psql('postgres', q{SELECT rollout_flush('small'); SELECT rollout_merge('small')});
 is(changes($p1), 'upsert:1:a3 upsert:4:d delete:3:', '(b) the same after a flush and a merge');
 is(changes($p2, 1), 'delete:3:', '(b) ... also from a position inside a flushed generation');
@@ -356,6 +372,41 @@ is(join(' ', @caught), join(' ', 1 .. 42),
 cmp_ok(scalar(keys %positions), '>=', 4,
 	'(b) ... and its position moves in polls that max_rows cut short')
   or diag(join(' ', sort { $::a <=> $::b } keys %positions));
+
+# A poll opens only the sources of the oldest versions it has not delivered,
+# about max_rows of them, whatever the backlog behind them: twelve flushed
+# generations of 5 rows, and with the shared writer 20 single-row batches in
+# the memtable, drained 5 at a time (the feed says at DEBUG1 what it read).
+$a->safe_psql('postgres', q{
+CREATE FOREIGN TABLE drain (id int, v text) SERVER s OPTIONS (store 'feed_drain', key 'id');
+INSERT INTO drain VALUES (0, 'start');
+});
+my $drain_pos = $a->safe_psql('postgres', q{SELECT next_since FROM rollout_changes('drain') LIMIT 1});
+my $drain_rows = 60 + (preload() ? 20 : 0);
+$a->safe_psql('postgres', join('',
+	map { "INSERT INTO drain VALUES ($_, 'x');\n" . ($_ % 5 == 0 ? "SELECT rollout_flush('drain');\n" : '') } 1 .. 60));
+$a->safe_psql('postgres', join('', map { "INSERT INTO drain VALUES ($_, 'y');\n" } 61 .. $drain_rows));
+my (@drained, @reads);
+for my $poll (1 .. 40)
+{
+	my ($rc, $out, $err) = $a->psql('postgres', qq{
+SET client_min_messages = debug1;
+SELECT string_agg(key, ' ' ORDER BY ordinality) || '|' || max(next_since)
+  FROM rollout_changes('drain', '$drain_pos', 5) WITH ORDINALITY WHERE op = 'upsert';
+});
+	die "poll failed: $err" if $rc != 0;
+	push @reads, "$1/$2" if $err =~ /change feed of store "feed_drain": (\d+) of (\d+) sources/;
+	last if $out eq '' || $out =~ /^\|/;
+	my ($keys, $next) = split /\|/, $out;
+	push @drained, split / /, $keys;
+	$drain_pos = $next;
+}
+is(join(' ', @drained), join(' ', 1 .. $drain_rows),
+	'(b) a consumer draining a backlog 5 rows a poll gets every row once, in commit order');
+my @wide = grep { my ($read) = split m{/}; $read > 5 } @reads;
+ok(@reads > 12 && (split m{/}, $reads[0])[1] >= 12 && !@wide,
+	'(b) ... and no poll opens more than 5 of the sources behind it')
+  or diag("sources read/after the position, per poll: @reads");
 
 # --- (c) garbage collection passes a consumer ---------------------------------
 
