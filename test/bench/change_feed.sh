@@ -25,7 +25,8 @@
 # full scan.
 #
 #   - a consumer far behind (CATCHUP new rows) draining them with a small max_rows.
-# Environment: ROWS (1000000), NEW (10000), RUNS (5), CATCHUP (20000), BENCH_DIR
+# Environment: ROWS (1000000), NEW (10000), RUNS (5), CATCHUP (20000), CATCH_MAX
+# (CATCHUP / 20: the max_rows of its polls), BENCH_DIR
 # (/tmp/rollout_bench_feed; wiped at start), BENCH_PORT (5496).
 set -euo pipefail
 
@@ -180,10 +181,10 @@ opened=$(grep -o "\"$STORE/[^\"]*\"" "$TRACE" | tr -d '"' | sed "s|^$STORE/steps
 data_objects=$(echo "$opened" | grep -cE '\.(seg|wal)$' || true)
 
 # A consumer far behind: CATCHUP new rows (100 per transaction) drained by polls of
-# at most CATCHUP / 20 rows from a position before them, in one session; the time of
+# at most CATCH_MAX rows from a position before them, in one session; the time of
 # the whole drain, and its polls. First with the rows unflushed (the memtable's
 # batches), then flushed after every 1,000 rows, as a sweeper would.
-CATCH_MAX=$((CATCHUP / 20))
+CATCH_MAX=${CATCH_MAX:-$((CATCHUP / 20))}
 catch_up() { # flush_every (0: never) -> "ms polls"
 	local from out first
 	from=$(psql_q -c "SELECT rollout_snapshot('steps')")
