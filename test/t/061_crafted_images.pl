@@ -41,7 +41,9 @@
 # as text by new stores, and read back equal.  A store an earlier build
 # made with such a column as images still reads where the store is trusted
 # (a local store, or one of a superuser's server marked "trusted", which
-# only superusers may set) and is refused elsewhere (SQLSTATE 42501).
+# only superusers may set, read with PUBLIC's mapping) and is refused
+# elsewhere (SQLSTATE 42501), also to a role with a mapping of its own on
+# the marked server.
 # int2vector values, whose functions read them without detoasting, keep
 # their 4-byte header in segments and read back whole.
 
@@ -314,6 +316,27 @@ like($err, qr/42501.*as images that cannot be checked/s, 'which it says');
 $node->safe_psql('utf8_db', as_mallory(
 	q{CREATE FOREIGN TABLE legacy_m (id int, v tsvector) SERVER ms OPTIONS (store 'legacy', key 'id');}));
 refused_where_untrusted('legacy_m', 'v', 'tsvector');
+
+# A marked server's trust goes with the credentials a superuser gave it (the
+# PUBLIC mapping, or the environment's), not with those of a mapping a role
+# has of its own, which may reach objects that role wrote: mallory reads the
+# older store through the superuser's table with PUBLIC's mapping, and is
+# refused once she has a mapping of her own (here with the same credentials).
+if ($remote)
+{
+	$node->safe_psql('utf8_db', 'GRANT SELECT ON legacy_su TO mallory;');
+	is($node->safe_psql('utf8_db', as_mallory('SELECT id, length(v) FROM legacy_su;')),
+		'1|0', "a role reading a marked server with PUBLIC's mapping has its trust");
+	my $public_options = $node->safe_psql('utf8_db', q{
+SELECT string_agg(format('%s %L', split_part(o, '=', 1), substr(o, strpos(o, '=') + 1)), ', ')
+  FROM pg_user_mappings, unnest(umoptions) o WHERE srvname = 's' AND usename = 'public';});
+	$node->safe_psql('utf8_db', "CREATE USER MAPPING FOR mallory SERVER s OPTIONS ($public_options);");
+	($ok, $out, $err) = run(as_mallory('SELECT v FROM legacy_su;'));
+	ok(!$ok, 'a role with a mapping of its own does not');
+	like($err, qr/42501.*keeps column "v" of type tsvector as images that cannot be checked/s,
+		'and is refused the images that cannot be checked');
+	$node->safe_psql('utf8_db', 'DROP USER MAPPING FOR mallory SERVER s;');
+}
 
 
 # A key of such a type: refused for a new store at its first use; a store an
