@@ -438,7 +438,7 @@ memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,
 				memtable_batch_sources(store, area, batch, rows_only, sources,
 									   ingest_seen);
 				if (budget && batch->stamp > budget->delivered_stamp)
-					budget_rows -= batch->row_count;
+					budget_rows -= batch->row_count + batch->ingest_rows;
 			}
 			if (last_position)
 				*last_position = batch->position;

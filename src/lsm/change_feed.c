@@ -42,7 +42,8 @@
  *
  * max_rows: a poll opens the sources that hold the oldest versions it has
  * not delivered, about max_rows of them, and leaves the rest for a later poll
- * (feed_select_reads).  When the sources opened hold no more versions than
+ * (feed_select_reads); a call polls again while a poll that left some has
+ * nothing to return.  When the sources opened hold no more versions than
  * max_rows (their footers say how many), one pass emits them all.  Otherwise
  * a first pass reads only the keys and hidden columns, to find the highest
  * stamp up to which at most max_rows versions were committed (whole WAL
@@ -56,7 +57,9 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 
 #include "rollout/change_feed.h"
 #include "rollout/fault.h"
@@ -611,9 +614,10 @@ feed_position_at_replay_after(const ShardManifest *manifest,
  * newest stamp delivered whole and the consumer's epoch.
  *
  * Then, once P has reached replay_after, this cluster's memtable batches in
- * position order, one after the other without a gap, while their effective
- * stamp is <= cut: a cut is never inside a WAL entry, and stamp and epoch
- * come out as the uncut read's do.
+ * position order (their rows, ingest segments or WAL entries), one after the
+ * other without a gap, while their effective stamp is <= cut: a cut is never
+ * inside a WAL entry, and stamp and epoch come out as the uncut read's do.
+ * A batch without rows (a fence, a filler) has no source, and stops P.
  * WAL entries read from the store keep P in front of them: their effective
  * stamps are the reader's running maximum, which a read does not hand out
  * per entry.
@@ -671,7 +675,8 @@ feed_shard_advance_within_cut(const FeedShard *feed, int64 cut,
 	{
 		const SnapshotSource *batch = lfirst(lc);
 
-		if (batch->kind != SNAPSHOT_MEMTABLE || batch->position <= after->position)
+		/* a batch's rows, its ingest segments, or its WAL entry */
+		if (batch->kind == SNAPSHOT_GENERATION || batch->position <= after->position)
 			continue;
 		if (batch->position != after->position + 1 || feed_batch_stamp(batch) > cut)
 			break;
@@ -852,24 +857,31 @@ typedef struct FeedCandidate
 	FeedShard  *feed;
 	int			index;			/* in the feeds' sources, counted across feeds */
 	int64		rows;
-	int64		oldest;
-	int64		newest;
+	int64		pending;		/* the oldest stamp it may hold that a poll
+								 * could return */
 } FeedCandidate;
 
 /*
- * The stamps source's versions lie between, and how many there are, when
- * known without opening it: a fixed stamp (memtable batches, ingest
- * segments, adopted generations) or a generation's min_ts and max_ts from
- * its manifest.  WAL entries read from the store tell only once read.
+ * The stamps feed's source's versions lie between, and how many there are,
+ * when known without opening it: a fixed stamp (memtable batches, ingest
+ * segments, adopted generations), a generation's min_ts and max_ts from its
+ * manifest, or, for a memtable batch read as its WAL entry (written with
+ * other credentials), the batch's stamp, with its rows counted as one.  WAL
+ * entries read from the store tell only once read.
  */
 static bool
-feed_source_bounds(const SnapshotSource *source, int64 *oldest, int64 *newest)
+feed_source_bounds(const FeedShard *feed, const SnapshotSource *source,
+				   int64 *oldest, int64 *newest, int64 *rows)
 {
-	if (source->rows < 0)
-		return false;
+	*rows = Max(source->rows, 1);
 	if (source->stamp_fixed >= 0)
 	{
 		*oldest = *newest = source->stamp_fixed;
+		return true;
+	}
+	if (source->kind == SNAPSHOT_WAL_ENTRY && feed->use_memtable)
+	{
+		*oldest = *newest = feed_batch_stamp(source);
 		return true;
 	}
 	if (source->kind != SNAPSHOT_GENERATION || source->min_ts <= 0 ||
@@ -886,37 +898,41 @@ feed_candidate_cmp(const void *a, const void *b)
 	const FeedCandidate *x = a;
 	const FeedCandidate *y = b;
 
-	if (x->oldest != y->oldest)
-		return x->oldest < y->oldest ? -1 : 1;
+	if (x->pending != y->pending)
+		return x->pending < y->pending ? -1 : 1;
 	return x->index - y->index;
 }
 
 /*
  * Choose which of count feeds' sources this poll reads (feed->reading, in
  * the order of feed->sources), and return the stamp limit of what it may
- * emit: PG_INT64_MAX, or one below the oldest stamp of the sources it left
- * for a later poll (docs/PERFORMANCE.md, "A consumer far behind").
+ * emit: PG_INT64_MAX, or one below the oldest stamp that matters of the
+ * sources it left for a later poll (docs/MAINTENANCE.md, "The change feed").
  *
- * A source whose versions were all delivered is not read.  When the sources
- * whose stamps the manifests and the memtable know hold more than max_rows
- * versions, only the oldest of them are read: in order of their oldest stamp
- * until they hold max_rows, and every other whose oldest stamp is not after
- * the newest of those.  Whatever the cut of this poll is then, it
- * is below the oldest stamp of every source left, so the poll reads about
- * max_rows versions whatever the backlog, and a consumer far behind drains
- * it in linear time.  A source left out holds no version the poll could
- * emit, though it could hold a newer version of a key the poll emits: that
- * version comes in a later poll, like one committed after it.
- * Sources whose stamps are not known before reading them are always read.
+ * What matters of a source are its versions stamped after what its shard
+ * delivered (T) and not below the truncate cut.  A source without any is
+ * not read.  When the sources whose stamps the manifests and the memtable
+ * give hold more than max_rows versions, they are taken in order of their
+ * oldest stamp that matters until they hold max_rows, with every other
+ * whose oldest stamp that matters is the same; the rest are left for a later
+ * poll.  Whatever the cut of this poll then is, it is below every version
+ * that matters of the sources left, so a poll reads about max_rows versions
+ * whatever the backlog behind them, and a consumer far behind drains it in
+ * linear time.  Ties are taken together, so that a transaction (one stamp)
+ * is never split between a source read and one left.  A source left out
+ * holds no version the poll could emit, though it could hold a newer version
+ * of a key the poll emits: that version comes in a later poll, like one
+ * committed after it.  Sources whose stamps are only known once read are
+ * always read.
  */
 static int64
-feed_select_reads(FeedShard *feeds, int count, int64 max_rows)
+feed_select_reads(FeedShard *feeds, int count, int64 max_rows,
+				  int64 truncate_stamp)
 {
 	int			total = 0;
 	int			ncandidates = 0;
 	int			index = 0;
 	int64		rows = 0;
-	int64		reach = 0;
 	int64		limit = PG_INT64_MAX;
 	FeedCandidate *candidates;
 	char	   *decision;		/* per source: 'r'ead, 'd'elivered, 'l'ater */
@@ -927,22 +943,26 @@ feed_select_reads(FeedShard *feeds, int count, int64 max_rows)
 	decision = palloc(Max(total, 1));
 	for (int i = 0; i < count; i++)
 	{
+		int64		floor = Max(feeds[i].from.delivered_stamp + 1, truncate_stamp);
 		ListCell   *lc;
 
 		foreach(lc, feeds[i].sources)
 		{
 			FeedCandidate *candidate = &candidates[ncandidates];
+			int64		oldest;
+			int64		newest;
 
 			decision[index] = 'r';
-			if (feed_source_bounds(lfirst(lc), &candidate->oldest, &candidate->newest))
+			if (feed_source_bounds(&feeds[i], lfirst(lc), &oldest, &newest,
+								   &candidate->rows))
 			{
-				if (candidate->newest <= feeds[i].from.delivered_stamp)
+				if (newest < floor)
 					decision[index] = 'd';
 				else
 				{
 					candidate->feed = &feeds[i];
 					candidate->index = index;
-					candidate->rows = ((SnapshotSource *) lfirst(lc))->rows;
+					candidate->pending = Max(oldest, floor);
 					rows += candidate->rows;
 					ncandidates++;
 				}
@@ -954,21 +974,22 @@ feed_select_reads(FeedShard *feeds, int count, int64 max_rows)
 	if (rows > max_rows)
 	{
 		int			k;
+		int64		last_taken = 0;
 
 		qsort(candidates, ncandidates, sizeof(FeedCandidate), feed_candidate_cmp);
 		rows = 0;
-		for (k = 0; k < ncandidates && rows < max_rows; k++)
+		for (k = 0; k < ncandidates; k++)
 		{
+			if (rows >= max_rows && candidates[k].pending > last_taken)
+				break;
 			rows += candidates[k].rows;
-			reach = Max(reach, candidates[k].newest);
+			last_taken = candidates[k].pending;
 		}
 		for (; k < ncandidates; k++)
 		{
-			if (candidates[k].oldest <= reach)
-				continue;
 			decision[candidates[k].index] = 'l';
 			candidates[k].feed->deferred = true;
-			limit = Min(limit, candidates[k].oldest - 1);
+			limit = Min(limit, candidates[k].pending - 1);
 		}
 	}
 
@@ -1070,10 +1091,31 @@ feed_log_reads(RolloutStore *store, const FeedShard *feeds, int count,
 			 store->name, reading, sources);
 }
 
-ChangeFeedPosition *
-change_feed_read(RolloutStore *store, const ChangeFeedPosition *since,
-				 int64 max_rows, const bool *want, ChangeFeedEmit emit,
-				 void *arg)
+/* An emit callback that counts what it passes on. */
+typedef struct FeedEmitCounter
+{
+	ChangeFeedEmit emit;
+	void	   *arg;
+	int64		count;
+}			FeedEmitCounter;
+
+static void
+feed_emit_counted(void *arg, const ChangeFeedRow *row)
+{
+	FeedEmitCounter *counter = arg;
+
+	counter->count++;
+	counter->emit(counter->arg, row);
+}
+
+/*
+ * One read of the changes after since (change_feed_read); *left tells
+ * whether it left sources for a later poll.
+ */
+static ChangeFeedPosition *
+feed_poll(RolloutStore *store, const ChangeFeedPosition *since,
+		  int64 max_rows, const bool *want_rows, ChangeFeedEmit emit,
+		  void *arg, bool *left)
 {
 	ChangeFeedPosition *after = palloc0(sizeof(ChangeFeedPosition));
 	int			count;
@@ -1082,23 +1124,12 @@ change_feed_read(RolloutStore *store, const ChangeFeedPosition *since,
 	int64		limit;
 	int64		cut;
 	MergeRead **reads;
-	int			ncolumns = store->schema.ncolumns;
-	bool	   *want_rows = palloc(sizeof(bool) * ncolumns);
 	ListCell   *lc;
 
-	/* a read returns the hidden columns it is asked for, like any other */
-	memcpy(want_rows, want, sizeof(bool) * ncolumns);
-	want_rows[store->ts_column] = true;
-	want_rows[store->op_column] = true;
-	want_rows[store->key_column] = true;
-
-	max_rows = Max(max_rows, 1);
 	after->incarnation = since->incarnation;
-	if (since->incarnation == NULL)
-		return after;			/* nothing was ever written */
-
 	feeds = feed_open_shards(store, since, max_rows, &count, &truncate_stamp);
-	limit = feed_select_reads(feeds, count, max_rows);
+	limit = feed_select_reads(feeds, count, max_rows, truncate_stamp);
+	*left = limit != PG_INT64_MAX;
 	feed_log_reads(store, feeds, count, limit);
 
 	/* open every shard's read: the truncate cut is whole once all are open */
@@ -1137,4 +1168,55 @@ change_feed_read(RolloutStore *store, const ChangeFeedPosition *since,
 	}
 	list_sort(after->shards, feed_shard_cmp);
 	return after;
+}
+
+ChangeFeedPosition *
+change_feed_read(RolloutStore *store, const ChangeFeedPosition *since,
+				 int64 max_rows, const bool *want, ChangeFeedEmit emit,
+				 void *arg)
+{
+	int			ncolumns = store->schema.ncolumns;
+	bool	   *want_rows = palloc(sizeof(bool) * ncolumns);
+	FeedEmitCounter counter = {emit, arg, 0};
+
+	/* a read returns the hidden columns it is asked for, like any other */
+	memcpy(want_rows, want, sizeof(bool) * ncolumns);
+	want_rows[store->ts_column] = true;
+	want_rows[store->op_column] = true;
+	want_rows[store->key_column] = true;
+	max_rows = Max(max_rows, 1);
+
+	if (since->incarnation == NULL)
+		return palloc0(sizeof(ChangeFeedPosition)); /* nothing was ever
+													 * written */
+
+	/*
+	 * A poll that left sources for later may still have nothing to return:
+	 * every version it read was below a truncate cut, or superseded by a
+	 * version after its limit (a key written in every commit).  Such a poll
+	 * goes on from where it got, so that a call returns no change only when
+	 * there is none: what a consumer takes to mean that it has caught up.
+	 * Each round leaves nothing behind but its position.
+	 */
+	for (;;)
+	{
+		MemoryContext round_context = AllocSetContextCreate(CurrentMemoryContext,
+															"rollout change feed round",
+															ALLOCSET_DEFAULT_SIZES);
+		MemoryContext caller_context = MemoryContextSwitchTo(round_context);
+		ChangeFeedPosition *after;
+		bool		left;
+		char	   *text;
+
+		after = feed_poll(store, since, max_rows, want_rows, feed_emit_counted,
+						  &counter, &left);
+		MemoryContextSwitchTo(caller_context);
+		if (counter.count > 0 || !left)
+			return after;		/* its round's memory goes with the caller's */
+		text = change_feed_position_text(after);
+
+		MemoryContextDelete(round_context);
+		since = feed_position_parse_text(text);
+		CHECK_FOR_INTERRUPTS();
+	}
 }

@@ -19,7 +19,10 @@
 #       max_rows, an empty poll returns nothing, a poll that moved the
 #       position without a change returns one 'position' row, a named
 #       snapshot token is a starting position, also when a merge committed
-#       while it was taken;
+#       while it was taken; a consumer far behind drains its backlog with no
+#       poll opening more than max_rows of the sources behind it, and no
+#       call comes back empty while changes remain (behind a TRUNCATE, or a
+#       key written in every commit);
 #   (c) garbage collection: a consumer whose position gc has passed gets a
 #       clear error (SQLSTATE 72000) naming the oldest position still
 #       available, and can start again from a token of rollout_snapshot; a
@@ -407,6 +410,48 @@ my @wide = grep { my ($read) = split m{/}; $read > 5 } @reads;
 ok(@reads > 12 && (split m{/}, $reads[0])[1] >= 12 && !@wide,
 	'(b) ... and no poll opens more than 5 of the sources behind it')
   or diag("sources read/after the position, per poll: @reads");
+
+# A call returns no change only when there is none, also when the sources a
+# poll would open first hold nothing to return: (1) a backlog of generations
+# that a TRUNCATE then hid; (2) a key written in every commit, so that its
+# older versions are superseded by one the poll does not reach (without the
+# shared writer, a WAL entry every poll reads).
+$a->safe_psql('postgres', q{
+CREATE FOREIGN TABLE hot (id int, v text) SERVER s OPTIONS (store 'feed_hot', key 'id');
+INSERT INTO hot VALUES (0, 'start');
+});
+my $hot_pos = $a->safe_psql('postgres', q{SELECT next_since FROM rollout_changes('hot') LIMIT 1});
+$a->safe_psql('postgres', join('',
+	map { "INSERT INTO hot VALUES ($_, 'x');\n" . ($_ % 5 == 0 ? "SELECT rollout_flush('hot');\n" : '') } 1 .. 60));
+$a->safe_psql('postgres', q{TRUNCATE hot; INSERT INTO hot VALUES (100, 'after'), (101, 'after');});
+is($a->safe_psql('postgres', qq{SELECT string_agg(op || ':' || coalesce(key, ''), ' ' ORDER BY ordinality)
+  FROM rollout_changes('hot', '$hot_pos', 5) WITH ORDINALITY}),
+	'truncate: upsert:100 upsert:101',
+	'(b) a consumer behind a TRUNCATE gets it and what followed in one call, not the hidden backlog');
+$hot_pos = $a->safe_psql('postgres', q{SELECT next_since FROM rollout_changes('hot') LIMIT 1});
+for my $g (1 .. 12)
+{
+	$a->safe_psql('postgres', "INSERT INTO hot VALUES (7, 'v$g');\n" . "SELECT rollout_flush('hot');\n");
+}
+$a->safe_psql('postgres', q{INSERT INTO hot VALUES (7, 'newest')});
+my (@hot_got, $hot_empty);
+for my $call (1 .. 30)
+{
+	my $out = $a->safe_psql('postgres', qq{
+SELECT coalesce(string_agg("row"->>'v', ' ' ORDER BY ordinality), '') || '|' || max(next_since)
+  FROM rollout_changes('hot', '$hot_pos', 1) WITH ORDINALITY WHERE op <> 'position'});
+	my ($values, $next) = split /\|/, $out;
+	if ($values eq '')
+	{
+		$hot_empty = $call if !@hot_got || $hot_got[-1] ne 'newest';
+		last;
+	}
+	push @hot_got, $values;
+	$hot_pos = $next;
+}
+ok(!defined $hot_empty && @hot_got && $hot_got[-1] eq 'newest',
+	'(b) a key written in every commit: no call comes back empty before its newest version')
+  or diag('empty call ' . ($hot_empty // 'none') . ', got: ' . join(' ', @hot_got));
 
 # --- (c) garbage collection passes a consumer ---------------------------------
 
