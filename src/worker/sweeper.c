@@ -28,6 +28,11 @@
  * the memtable room a flush frees.
  * Every store is handled in its own transaction; an error is caught, logged,
  * recorded in rollout_stat_stores, and the store is tried again next pass.
+ * A store's turn may last rollout_fdw.sweeper_store_timeout: a store whose
+ * object store stalls (unreachable, or an endpoint a server's owner pointed
+ * at a server that never answers, under request timeouts that owner sets)
+ * is cancelled then and left alone for a while, so that it cannot hold back
+ * the flushes of the database's other stores.
  * SIGHUP reloads the settings, SIGTERM ends the worker at once, and the
  * loop waits on its latch with a timeout: it never busy-waits.
  *
@@ -52,6 +57,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
@@ -81,6 +87,7 @@ static int	gc_interval_s = 3600;
 static int	gc_grace_s = 3600;
 static bool analyze_after_compaction = false;
 static double sweeper_cost_delay_ms = 2;
+static int	store_timeout_s = 300;
 static char *worker_databases = NULL;
 
 PGDLLEXPORT void rollout_sweeper_main(Datum main_arg);
@@ -95,10 +102,20 @@ typedef struct SweptStore
 	TimestampTz last_gc;
 	int64		compactions_seen;	/* the base's compaction count, -1 before
 									 * the first look */
+	int			timeouts;		/* turns in a row that ran out of time */
+	TimestampTz resting_until;	/* after those, left alone until then */
 } SweptStore;
 
 static MemoryContext sweeper_context = NULL;
 static List *swept_stores = NIL;
+
+/*
+ * The timeout of a store's turn (sweeper_turn_begin), whether it fired, and
+ * what the turn was doing (for the log)
+ */
+static TimeoutId store_timeout_id;
+static volatile sig_atomic_t store_timeout_fired = false;
+static const char *turn_step = "";
 
 /* ----------------------------------------------------------------
  * Settings and registration
@@ -159,6 +176,14 @@ sweeper_define_settings(void)
 							 PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.sweeper_store_timeout",
+							"Longest time the sweeper spends on one store in a pass; 0 means no limit.",
+							"A store that takes longer is cancelled and then left alone for a while (twice as long after each turn in a row that runs out, at most an hour), so that a stalling object store cannot hold back the database's other stores.",
+							&store_timeout_s,
+							300, 0, 86400,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
 	DefineCustomRealVariable("rollout_fdw.sweeper_cost_delay",
 							 "Cost-based delay of the sweeper's merges and garbage collections, in milliseconds.",
 							 "-1 uses rollout_fdw.maintenance_cost_delay; 0 turns the delay off.",
@@ -431,8 +456,10 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 									: SWEEPER_MERGE_CHECK_S) * 1000))
 	{
 		swept->last_flush = now;
+		turn_step = "flushing";
 		if (flush_interval_s > 0 || flush_due)
 			(void) rollout_flush_shard(store);
+		turn_step = "merging";
 		if (merge_after_generations > 0 && sweeper_merge_due(store))
 			(void) rollout_merge_shard(store, 0, false);
 		analyze_due = analyze_after_compaction;
@@ -441,9 +468,11 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 		TimestampDifferenceExceeds(swept->last_gc, now, gc_interval_s * 1000))
 	{
 		swept->last_gc = now;
+		turn_step = "collecting garbage";
 		(void) rollout_gc_store(store, Max(gc_grace_s, gc_min_grace_seconds()));
 	}
 	/* last: nothing after it may abort the transaction its statistics are in */
+	turn_step = "analyzing the table";
 	if (analyze_due)
 		sweeper_analyze_if_compacted(rel, store, swept);
 	SetUserIdAndSecContext(save_userid, save_sec_context);
@@ -451,14 +480,81 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 }
 
 /*
- * Handle one store in its own transaction.  An error is logged and recorded
- * (rollout_stat_stores.last_error), and the store is tried again next pass.
+ * The end of a store's turn: cancel the sweeper's work on it, as a statement
+ * timeout cancels a statement (the error ends the store's transaction, and
+ * what it wrote to the store is left as after any failed flush or merge).
+ */
+static void
+sweeper_store_timeout_handler(void)
+{
+	store_timeout_fired = true;
+	QueryCancelPending = true;
+	InterruptPending = true;
+	SetLatch(MyLatch);
+}
+
+/* Start the clock of a store's turn (rollout_fdw.sweeper_store_timeout). */
+static void
+sweeper_turn_begin(void)
+{
+	store_timeout_fired = false;
+	turn_step = "opening the store";
+	if (store_timeout_s > 0)
+		enable_timeout_after(store_timeout_id, store_timeout_s * 1000);
+}
+
+/*
+ * Stop the clock; returns whether the turn ran out of time.  A cancel the
+ * clock raised after the turn's last check for interrupts is dropped, so
+ * that it cannot end the next store's turn.
+ */
+static bool
+sweeper_turn_end(void)
+{
+	bool		ran_out;
+
+	/* once the timeout is disabled, its handler cannot run any more */
+	disable_timeout(store_timeout_id, false);
+	ran_out = store_timeout_fired;
+	if (ran_out)
+	{
+		QueryCancelPending = false;
+		store_timeout_fired = false;
+	}
+	return ran_out;
+}
+
+/*
+ * After a turn of swept that ran out of time: leave the store alone for the
+ * timeout, doubled after each such turn in a row, at most an hour (or the
+ * timeout, if longer).  Returns the rest, in seconds.
+ */
+static int
+sweeper_rest(SweptStore *swept)
+{
+	int64		rest = store_timeout_s;
+
+	swept->timeouts++;
+	for (int i = 1; i < swept->timeouts && rest < SECS_PER_HOUR; i++)
+		rest *= 2;
+	rest = Min(rest, Max(SECS_PER_HOUR, store_timeout_s));
+	swept->resting_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   rest * 1000);
+	return (int) rest;
+}
+
+/*
+ * Handle one store in its own transaction, within its time
+ * (sweeper_turn_begin).  An error is logged and recorded
+ * (rollout_stat_stores.last_error), and the store is tried again next pass,
+ * or, when its turn ran out of time, after a rest (sweeper_rest).
  */
 static void
 sweeper_sweep_store(Oid relid)
 {
 	MemoryContext oldcontext = CurrentMemoryContext;
 	SweptStore *volatile swept = NULL;
+	bool		took_turn;
 
 	PG_TRY();
 	{
@@ -468,32 +564,51 @@ sweeper_sweep_store(Oid relid)
 		PushActiveSnapshot(GetTransactionSnapshot());
 		options = rollout_table_options(relid);
 		swept = sweeper_remember(relid, options->location, options->store_name);
-		sweeper_maintain(relid, swept);
+		took_turn = swept->resting_until == 0 ||
+			GetCurrentTimestamp() >= swept->resting_until;
+		if (took_turn)
+		{
+			sweeper_turn_begin();
+			sweeper_maintain(relid, swept);
+			(void) sweeper_turn_end();
+		}
 		PopActiveSnapshot();
 		CommitTransactionCommand();
+		if (took_turn)
+		{
+			swept->timeouts = 0;
+			swept->resting_until = 0;
+		}
 	}
 	PG_CATCH();
 	{
+		bool		ran_out = sweeper_turn_end();
 		ErrorData  *edata;
+		char	   *message;
 
 		MemoryContextSwitchTo(oldcontext);
 		edata = CopyErrorData();
 		FlushErrorState();
 		AbortCurrentTransaction();
+		MemoryContextSwitchTo(oldcontext);	/* the pass's, reset after it */
+		message = edata->message;
+		if (ran_out && swept != NULL)
+			message = psprintf("its turn ran out of time while %s (rollout_fdw.sweeper_store_timeout = %d s) and is left alone for %d s",
+							   turn_step, store_timeout_s, sweeper_rest(swept));
 		if (swept != NULL)
 			ereport(LOG,
 					(errmsg("rollout_fdw sweeper: store \"%s\": %s",
-							swept->store_name, edata->message)));
+							swept->store_name, message)));
 		else
 			ereport(LOG,
 					(errmsg("rollout_fdw sweeper: rollout table %u: %s",
-							relid, edata->message)));
+							relid, message)));
 		if (swept != NULL)
 			shared_store_note_error_by_name(swept->location ? swept->location
 											: objstore_default_location(),
 											swept->store_name,
 											rollout_current_shard_id(),
-											edata->message);
+											message);
 		FreeErrorData(edata);
 	}
 	PG_END_TRY();
@@ -572,6 +687,7 @@ rollout_sweeper_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(MyBgworkerEntry->bgw_extra, NULL, 0);
 	pgstat_report_appname("rollout_fdw sweeper");
+	store_timeout_id = RegisterTimeout(USER_TIMEOUT, sweeper_store_timeout_handler);
 
 	/*
 	 * The sweeper runs as a superuser, and its queries name operators and

@@ -1,0 +1,103 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# Modes: preload  (its clusters preload the writer in every run; scripts/test.sh)
+#
+# 062_sweeper_store_timeout.pl — one stalling store cannot hold back the
+# sweeper of its database (worker/sweeper.c, rollout_fdw.sweeper_store_timeout).
+#
+# mallory, a role with USAGE on the wrapper and nothing else, points a server
+# of her own at an endpoint that accepts connections and never answers, with
+# request timeouts of a day (a server's owner sets them), and makes a table
+# on it.  The sweeper reaches her store on its flush interval and waits on it.
+# Before the timeout it waited for the whole request timeout, and flushed no
+# other store of the database meanwhile: their committers then had to flush
+# for themselves.  Now its turn on a store ends after the timeout (2 s here):
+#   1. another store's rows are flushed by the sweeper all the same;
+#   2. the server log says why the stalling store's turn ended, and it is
+#      left alone for a while, twice as long after each turn in a row that
+#      ran out;
+#   3. with the stalling table gone, the sweeper goes on flushing as before.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use IO::Socket::INET;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RolloutStore;
+use RolloutTest qw(writer_node poll_until store_stats);
+use Test::More;
+
+# An endpoint that completes TCP handshakes (the kernel does, up to the
+# backlog) and never reads or answers a request.
+my $blackhole = IO::Socket::INET->new(
+	Listen => 64,
+	LocalAddr => '127.0.0.1',
+	LocalPort => 0,
+	Proto => 'tcp') or die "cannot listen: $!";
+my $port = $blackhole->sockport;
+
+my $node = writer_node('sweeper_timeout',
+	'rollout_fdw.flush_interval' => 1,
+	'rollout_fdw.gc_interval' => 1,
+	'rollout_fdw.sweeper_store_timeout' => 2);
+my $store = RolloutStore->for_test('062_sweeper_store_timeout', backend => 'file');
+
+# mallory's server comes first in the sweeper's order (servers by oid)
+$node->safe_psql('postgres', qq{
+CREATE EXTENSION rollout_fdw;
+CREATE ROLE mallory LOGIN;
+GRANT USAGE ON FOREIGN DATA WRAPPER rollout_fdw TO mallory;
+GRANT CREATE ON SCHEMA public TO mallory;
+SET ROLE mallory;
+CREATE SERVER stall FOREIGN DATA WRAPPER rollout_fdw
+  OPTIONS (location 's3://stall/x', endpoint 'http://127.0.0.1:$port', region 'us-east-1',
+           connect_timeout '86400', request_timeout '86400');
+CREATE USER MAPPING FOR mallory SERVER stall
+  OPTIONS (access_key_id 'k', secret_access_key 's');
+CREATE FOREIGN TABLE stalled (id int, v text) SERVER stall OPTIONS (store 'stalled', key 'id');
+RESET ROLE;
+} . $store->server_sql('s') . q{
+CREATE FOREIGN TABLE t (id int, v text) SERVER s OPTIONS (store 'healthy', key 'id');
+});
+
+# 1. the healthy store's rows are flushed by the sweeper
+$node->safe_psql('postgres', 'INSERT INTO t SELECT g, g::text FROM generate_series(1, 100) g');
+my $flushed = poll_until($node,
+	q{SELECT flushes > 0 AND memtable_rows = 0 FROM rollout_stat_stores WHERE store = 'healthy'},
+	't', 60);
+ok(defined $flushed, 'the sweeper flushes a store while another one stalls')
+  or diag(store_stats($node, 'healthy', qw(flushes memtable_rows last_error)));
+
+# 2. why the stalling store's turn ended, and its rests growing (the log:
+# a store that never opened has no row in rollout_stat_stores)
+ok( $node->wait_for_log(
+		qr/rollout_fdw sweeper: store "stalled": its turn ran out of time while opening the store \(rollout_fdw\.sweeper_store_timeout = 2 s\) and is left alone for 2 s/),
+	"the server log says the stalling store's turn ran out of time, and for how long it rests");
+ok( $node->wait_for_log(
+		qr/store "stalled": its turn ran out of time while opening the store \(rollout_fdw\.sweeper_store_timeout = 2 s\) and is left alone for 4 s/),
+	'the rest doubles after the next turn that runs out');
+
+# the healthy store keeps being flushed between the stalling store's turns
+$node->safe_psql('postgres', 'INSERT INTO t SELECT g, g::text FROM generate_series(101, 200) g');
+ok( defined poll_until($node,
+		q{SELECT memtable_rows = 0 FROM rollout_stat_stores WHERE store = 'healthy'}, 't', 60),
+	'and later rows of the healthy store too');
+is($node->safe_psql('postgres', 'SELECT count(*), sum(id) FROM t'), '200|20100',
+	'every row of the healthy store reads back');
+
+# 3. without the stalling table the sweeper goes on as before
+$node->safe_psql('postgres', 'DROP FOREIGN TABLE stalled');
+$node->safe_psql('postgres', 'INSERT INTO t SELECT g, g::text FROM generate_series(201, 300) g');
+ok( defined poll_until($node,
+		q{SELECT memtable_rows = 0 FROM rollout_stat_stores WHERE store = 'healthy'}, 't', 30),
+	'with the stalling table dropped, the sweeper flushes as before');
+unlike(slurp_file($node->logfile), qr/terminated by signal|sweeper.*exited with exit code/,
+	'the sweeper never died');
+
+$node->stop;
+close($blackhole);
+done_testing();
