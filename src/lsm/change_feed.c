@@ -1097,7 +1097,7 @@ typedef struct FeedEmitCounter
 	ChangeFeedEmit emit;
 	void	   *arg;
 	int64		count;
-}			FeedEmitCounter;
+} FeedEmitCounter;
 
 static void
 feed_emit_counted(void *arg, const ChangeFeedRow *row)
