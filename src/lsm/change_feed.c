@@ -1091,21 +1091,29 @@ feed_log_reads(RolloutStore *store, const FeedShard *feeds, int count,
 			 store->name, reading, sources);
 }
 
-/* An emit callback that counts what it passes on. */
+/*
+ * An emit callback that counts the versions it passes on, and calls the
+ * caller's in the caller's memory context (a round's own is deleted when it
+ * returned nothing but a TRUNCATE).
+ */
 typedef struct FeedEmitCounter
 {
 	ChangeFeedEmit emit;
 	void	   *arg;
-	int64		count;
+	MemoryContext context;
+	int64		versions;
 } FeedEmitCounter;
 
 static void
 feed_emit_counted(void *arg, const ChangeFeedRow *row)
 {
 	FeedEmitCounter *counter = arg;
+	MemoryContext round_context = MemoryContextSwitchTo(counter->context);
 
-	counter->count++;
+	if (row->op != ROLLOUT_OP_TRUNCATE)
+		counter->versions++;
 	counter->emit(counter->arg, row);
+	MemoryContextSwitchTo(round_context);
 }
 
 /*
@@ -1177,7 +1185,7 @@ change_feed_read(RolloutStore *store, const ChangeFeedPosition *since,
 {
 	int			ncolumns = store->schema.ncolumns;
 	bool	   *want_rows = palloc(sizeof(bool) * ncolumns);
-	FeedEmitCounter counter = {emit, arg, 0};
+	FeedEmitCounter counter = {emit, arg, CurrentMemoryContext, 0};
 
 	/* a read returns the hidden columns it is asked for, like any other */
 	memcpy(want_rows, want, sizeof(bool) * ncolumns);
@@ -1191,12 +1199,14 @@ change_feed_read(RolloutStore *store, const ChangeFeedPosition *since,
 													 * written */
 
 	/*
-	 * A poll that left sources for later may still have nothing to return:
-	 * every version it read was below a truncate cut, or superseded by a
-	 * version after its limit (a key written in every commit).  Such a poll
-	 * goes on from where it got, so that a call returns no change only when
-	 * there is none: what a consumer takes to mean that it has caught up.
-	 * Each round leaves nothing behind but its position.
+	 * A poll that left sources for later may still have no version to return:
+	 * every version it read was below a truncate cut (one it may only have
+	 * found in a WAL entry it read, after choosing its sources), or
+	 * superseded by a version after its limit (a key written in every
+	 * commit).  Such a poll goes on from where it got, so that a call returns
+	 * no change only when there is none, what a consumer takes to mean that
+	 * it has caught up, and a TRUNCATE comes with what followed it.  Each
+	 * round leaves behind its position and any TRUNCATE it emitted.
 	 */
 	for (;;)
 	{
@@ -1211,7 +1221,7 @@ change_feed_read(RolloutStore *store, const ChangeFeedPosition *since,
 		after = feed_poll(store, since, max_rows, want_rows, feed_emit_counted,
 						  &counter, &left);
 		MemoryContextSwitchTo(caller_context);
-		if (counter.count > 0 || !left)
+		if (counter.versions > 0 || !left)
 			return after;		/* its round's memory goes with the caller's */
 		text = change_feed_position_text(after);
 
