@@ -45,7 +45,9 @@
 # elsewhere (SQLSTATE 42501), also to a role with a mapping of its own on
 # the marked server.
 # int2vector values, whose functions read them without detoasting, keep
-# their 4-byte header in segments and read back whole.
+# their 4-byte header in segments and read back whole.  A database whose
+# encoding differs from the one recorded at the store's creation checks
+# what it reads, even from a store it trusts.
 
 use strict;
 use warnings;
@@ -441,6 +443,26 @@ ok(!$ok, '... and so is reading the rows back');
 like($err, qr/rollout table "altered" changed after this transaction wrote to it/,
 	'with the same error');
 is($node->safe_psql('utf8_db', 'SELECT count(*) FROM altered'), '0', 'and nothing was written');
+
+# --- a store written by a database of another encoding ----------------------
+# _store.json records the encoding of the database that created the store.  A
+# database of another one checks every value it reads, even from a store it
+# trusts: text a LATIN1 database wrote is not valid UTF-8.
+$node->safe_psql('postgres',
+	q{CREATE DATABASE latin1_db TEMPLATE template0 ENCODING 'LATIN1' LOCALE 'C';});
+$node->safe_psql('latin1_db', 'CREATE EXTENSION rollout_fdw;' . $store->server_sql('s'));
+$node->safe_psql('latin1_db', q{
+CREATE FOREIGN TABLE accents (id int, t text) SERVER s OPTIONS (store 'latin1_text', key 'id');
+INSERT INTO accents VALUES (1, convert_from('\xe9'::bytea, 'LATIN1'));
+SELECT rollout_flush('accents');});
+is($node->safe_psql('latin1_db', q{SELECT id, convert_to(t, 'LATIN1') FROM accents}),
+	'1|\xe9', 'a LATIN1 database reads back the text it wrote');
+$node->safe_psql('utf8_db',
+	q{CREATE FOREIGN TABLE accents (id int, t text) SERVER s OPTIONS (store 'latin1_text', key 'id');});
+($ok, $out, $err) = run('SELECT t FROM accents;');
+ok(!$ok, 'a UTF-8 database does not read it as text of its own, though it trusts the store');
+like($err, qr/XX001.*is text that is not valid in the database encoding/s,
+	'it says the value is not valid in its encoding');
 
 unlike(slurp_file($node->logfile), qr/terminated by signal/,
 	'no backend died on any of it');
