@@ -140,6 +140,13 @@ typedef struct RolloutStore
 	uint64		schema_digest;
 	uint64		read_digest;
 
+	/*
+	 * rollout_fdw.check_trusted_images when the columns were set up: a handle
+	 * opened under the other value is reopened (fdw/store_cache.c), so that
+	 * the setting holds from a session's next statement.
+	 */
+	bool		checks_trusted_images;
+
 	/* This cluster's shard. */
 	char	   *shard;			/* shard id text */
 	int64		shard_hash;		/* value of the _shard column */

@@ -69,7 +69,7 @@ store_define_settings(void)
 {
 	DefineCustomBoolVariable("rollout_fdw.check_trusted_images",
 							 "Checks the inside of the values read from trusted stores too.",
-							 "Values read from other stores are always checked before PostgreSQL reads them (arrays, jsonb, ranges, text encoding...). Trusted stores are local ones and those of superusers' tables on superusers' servers: only roles as powerful as a superuser can write to them. Takes effect for tables a session opens after the change.",
+							 "Values read from other stores are always checked before PostgreSQL reads them (arrays, jsonb, ranges, text encoding...). Trusted stores are local ones and those of superusers' tables on superusers' servers: only roles as powerful as a superuser can write to them. Takes effect from the next statement.",
 							 &store_check_trusted_images,
 							 false,
 							 PGC_USERSET,
@@ -562,6 +562,7 @@ store_init_schema_from_json(RolloutStore *store, const RolloutStoreSpec *spec,
 	bool	   *matched;
 
 	trusted = store_read_identity(store, spec, doc);
+	store->checks_trusted_images = store_check_trusted_images;
 
 	stored_key = json_doc_text(doc, doc->root, "key", true);
 	if (strcmp(stored_key, spec->key_column) != 0)

@@ -209,8 +209,8 @@ store_spec_for_relation(Relation rel, Oid userid)
 
 /*
  * See fdw.h.  The cache is made at first use, under CacheMemoryContext.  An
- * entry is reopened when invalidated or when rollout_fdw.shard_id changed
- * since it was opened; the store it replaces is retired, not closed, since a
+ * entry is reopened when invalidated or when rollout_fdw.shard_id or
+ * rollout_fdw.check_trusted_images changed since it was opened; the store it replaces is retired, not closed, since a
  * scan or the transaction's buffer may still hold it.  If opening fails, the
  * entry is left invalid and without a store, and the next call tries again.
  */
@@ -250,6 +250,16 @@ rollout_store_for_relation_as(Relation rel, Oid userid)
 	 * reopened, or this backend would keep writing the old shard.
 	 */
 	if (entry->valid && strcmp(entry->store->shard, rollout_current_shard_id()) != 0)
+		entry->valid = false;
+
+	/*
+	 * Nor may a store set up to read a trusted store's values unchecked go on
+	 * doing so once rollout_fdw.check_trusted_images is on, or the other way
+	 * round; what the handle kept is left behind with it, and what the
+	 * backend keeps across handles is keyed by its read_digest.
+	 */
+	if (entry->valid &&
+		entry->store->checks_trusted_images != store_check_trusted_images)
 		entry->valid = false;
 	if (!entry->valid)
 	{

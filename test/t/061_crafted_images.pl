@@ -257,6 +257,38 @@ for my $reader ([ 'checking trusted stores too', "SET rollout_fdw.check_trusted_
 		'naming the key value');
 }
 
+# rollout_fdw.check_trusted_images holds from a session's next statement,
+# also for a store the session already read unchecked: its handle is
+# reopened (fdw/store_cache.c), and nothing decoded unchecked is reused.
+# Before, the handle kept reading unchecked until the session ended, and
+# the crafted jsonb below came back as '{" ": ""}'.  In one session, a local
+# store is read unchecked (the key column only, which loads the footer
+# holding the crafted minimum of v), then with checks on: reading v must
+# fail on the footer's minimum as a first checked read does.  The forged key
+# bound is read the same way (rollout_observe parses the manifests).
+if (!$remote)
+{
+	my ($ok, $out, $err) = run(as_mallory(q{
+SET rollout_fdw.check_trusted_images = off;
+SELECT id FROM jsonb_short;
+SET rollout_fdw.check_trusted_images = on;
+SELECT v FROM jsonb_short;}));
+	is($out, '1', 'a trusted store read unchecked first gives its key column');
+	ok(!$ok, 'then, with checks on in the same session, reading v fails');
+	like($err, qr/XX001.*The chunk m(?:in|ax)imum of column "v" is a jsonb whose entries run past its end/s,
+		'on the footer kept from the unchecked read, which is checked again');
+
+	($ok, $out, $err) = run(as_mallory(q{
+SET rollout_fdw.check_trusted_images = off;
+SELECT count(*) FROM rollout_observe('array_key');
+SET rollout_fdw.check_trusted_images = on;
+SELECT v FROM array_key WHERE id = '{3,4}';}));
+	is($out, '1', 'the store with the forged key bound is observed unchecked first');
+	ok(!$ok, 'then, with checks on in the same session, a key lookup fails');
+	like($err, qr/XX001.*A key value of column "id" has an element past its end/s,
+		'on the key bound of the manifest kept from the unchecked read');
+}
+
 unlike(slurp_file($node->logfile), qr/terminated by signal/,
 	'no backend died on a crafted value');
 
