@@ -45,6 +45,24 @@ extern SharedStoreSlot *shared_store_lookup(RolloutStore *store);
 extern SharedStoreSlot *shared_store_slot_for_reading(RolloutStore *store);
 
 /*
+ * ERROR (retryable) unless store's handle may still use slot, which it
+ * found before, to action ("commit to", "flush"): a committer with room in the memtable, or a flush, checks
+ * so before it writes through the slot (the room and the flush keep the
+ * slot from changing hands after).  May read the store once.
+ */
+extern void shared_store_require_member(RolloutStore *store,
+										SharedStoreSlot *slot,
+										const char *action);
+
+/*
+ * ERROR (retryable) when another slot of store's names holds a claim that
+ * store's credentials reach, or one is being claimed: a writer about to
+ * claim slot checks so, or two slots of one store would fence each other.
+ */
+extern void shared_store_check_siblings(RolloutStore *store,
+										SharedStoreSlot *slot);
+
+/*
  * Every slot of that location string, store name and shard (for errors
  * about a store that did not open, whose identity is unknown): calls
  * callback(slot, arg) for each.

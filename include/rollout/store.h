@@ -158,8 +158,12 @@ typedef struct RolloutStore
 	int64		wal_tip_hint;	/* highest WAL position known to exist and to
 								 * be an entry of this shard */
 
-	/* the shared-memory slot of this shard (shared_store.c), or NULL */
+	/*
+	 * the shared-memory slot of this shard (shared_store.c), or NULL, and its
+	 * namespace_generation when this handle was found to belong to it
+	 */
 	struct SharedStoreSlot *shared_slot;
+	uint64		shared_slot_generation;
 
 	MemoryContext context;		/* everything above lives here */
 } RolloutStore;

@@ -18,6 +18,7 @@
 #define ROLLOUT_STORE_SLOT_H
 
 #include "datatype/timestamp.h"
+#include "port/atomics.h"
 #include "storage/condition_variable.h"
 #include "storage/lwlock.h"
 #include "utils/dsa.h"
@@ -28,6 +29,8 @@
 #define SLOT_STORE_LEN		256
 #define SLOT_SHARD_LEN		72
 #define SLOT_ERROR_LEN		256
+#define SLOT_PUT_ID_LEN		64
+#define SLOT_ADMITTED_MAX	8	/* credentials besides the owner's */
 
 /* Shards of a store whose manifest versions a slot's view can hold. */
 #define MANIFEST_VIEW_SHARDS	32
@@ -168,6 +171,26 @@ typedef struct SharedStoreSlot
 	char		store[SLOT_STORE_LEN];
 	char		shard[SLOT_SHARD_LEN];
 	char		incarnation[SLOT_SHARD_LEN];	/* of the store it is about */
+
+	/*
+	 * Whose slot it is (shared_store.c).  Credentials that reach one location
+	 * may reach different stores there (a tenant's own bucket of the same
+	 * name), so a slot serves only handles known to reach the store its
+	 * writer claimed: its owner, which created or took over the slot before
+	 * its first claim, and the credentials admitted by reading the claim's
+	 * fence marker with their own and finding its put id.  Others get a slot
+	 * of their own.  namespace_generation changes whenever the slot may come
+	 * to stand for another store; handles then ask again.  Under lock but the
+	 * generation, which handles read without it.
+	 */
+	pg_atomic_uint64 namespace_generation;
+	char		owner[OBJSTORE_FINGERPRINT_LEN];
+	int			admitted_count;
+	char		admitted[SLOT_ADMITTED_MAX][OBJSTORE_FINGERPRINT_LEN];
+	char		claim_put_id[SLOT_PUT_ID_LEN];	/* of the last claim's fence;
+												 * "": not claimed since the
+												 * owner took the slot */
+	int64		claim_position; /* where that fence is */
 
 	LWLock		lock;			/* everything below; never held across I/O */
 	ConditionVariable commit_cv;	/* request outcomes, leadership */

@@ -175,6 +175,13 @@ extern void wal_entry_count_live_rows(SegmentReader *reader, int index, void *ar
 extern WalEntryMetadata *wal_read_metadata(RolloutStore *store, const char *key,
 										   int64 position);
 
+/*
+ * The put id of the WAL entry at position of store's shard, read with the
+ * handle's credentials, or NULL when there is none there (shared_store.c
+ * tells by it whether a handle reaches the store a slot's writer claimed).
+ */
+extern char *wal_entry_put_id(RolloutStore *store, int64 position);
+
 /* A stamp for a new entry: the wall clock, never below a previous one. */
 extern int64 wal_next_stamp(void);
 

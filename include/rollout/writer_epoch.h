@@ -20,6 +20,7 @@ typedef struct ShardClaim
 	int64		manifest_version;	/* of the shard manifest it committed */
 	int64		drops_covered_by_base;	/* that manifest's */
 	int64		fence_position; /* the fence marker's WAL position */
+	char	   *fence_put_id;	/* and its put id */
 	int64		tip;			/* where the writer goes on from: the fence,
 								 * or past the dead entries a previous
 								 * writer's pipeline landed right after it */

@@ -466,7 +466,8 @@ memtable_sources(RolloutStore *store, SharedStoreSlot *slot,
 
 /*
  * Unlike a scan, a flush takes every batch's rows from memory whatever
- * credentials wrote them (rows_only), and gets the ingest references to adopt
+ * credentials wrote them (rows_only: every credentials a slot serves reach
+ * its store, shared_store.c), and gets the ingest references to adopt
  * rather than sources to read them.  An empty memtable leaves *last_position 0
  * and returns false, like a writer that is not ready.
  */

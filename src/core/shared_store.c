@@ -33,6 +33,7 @@
 
 #include "rollout/memtable.h"
 #include "rollout/shared_store.h"
+#include "rollout/wal.h"
 
 /* rollout_fdw.max_stores */
 static int	max_stores_setting = 64;
@@ -95,6 +96,7 @@ shared_store_shmem_init(void)
 			SharedStoreSlot *slot = &shared_state->slots[i];
 
 			LWLockInitialize(&slot->lock, shared_state->tranche_id);
+			pg_atomic_init_u64(&slot->namespace_generation, 0);
 			ConditionVariableInit(&slot->commit_cv);
 			ConditionVariableInit(&slot->state_cv);
 			slot->queue_head = slot->queue_tail = InvalidDsaPointer;
@@ -132,43 +134,298 @@ slot_matches(SharedStoreSlot *slot, RolloutStore *store)
 							  store->shard);
 }
 
+/* Whether credentials fingerprint may use slot (slot lock held). */
+static bool
+slot_member_locked(SharedStoreSlot *slot, const char *fingerprint)
+{
+	if (strcmp(slot->owner, fingerprint) == 0)
+		return true;
+	for (int i = 0; i < slot->admitted_count; i++)
+		if (strcmp(slot->admitted[i], fingerprint) == 0)
+			return true;
+	return false;
+}
+
+/* What a handle is to a slot of its names (slot_standing). */
+typedef enum SlotStanding
+{
+	SLOT_MEMBER,				/* it may use the slot */
+	SLOT_UNCLAIMED,				/* another's, with no claim to check against */
+	SLOT_FOREIGN				/* its credentials reach another store */
+}			SlotStanding;
+
 /*
- * Find (and, if location is not NULL, make) the slot of (identity, store,
- * shard); location is what the view shows for a new slot.
+ * What store's handle is to slot.  A handle whose credentials are neither
+ * the owner's nor admitted reads the WAL position of the slot's last claim
+ * with its own: the fence there, with the put id only the claim knew, means
+ * that it reaches the store the slot is about, and its credentials are
+ * admitted; anything else (nothing there, or another entry: its own store's
+ * WAL) means they reach another.  The put id is never shown, so credentials
+ * that reach another store cannot learn it.  Reads the store without the
+ * slot's lock; asks again if the slot changed meanwhile.
+ */
+static SlotStanding
+slot_standing(SharedStoreSlot *slot, RolloutStore *store)
+{
+	const char *fingerprint = store->objstore->access_fingerprint;
+
+	for (;;)
+	{
+		char		put_id[SLOT_PUT_ID_LEN];
+		int64		position;
+		uint64		generation;
+		char	   *found;
+		bool		admitted;
+
+		LWLockAcquire(&slot->lock, LW_SHARED);
+		if (slot_member_locked(slot, fingerprint))
+		{
+			LWLockRelease(&slot->lock);
+			return SLOT_MEMBER;
+		}
+		strlcpy(put_id, slot->claim_put_id, sizeof(put_id));
+		position = slot->claim_position;
+		generation = pg_atomic_read_u64(&slot->namespace_generation);
+		LWLockRelease(&slot->lock);
+		if (put_id[0] == '\0')
+			return SLOT_UNCLAIMED;
+
+		found = wal_entry_put_id(store, position);
+		if (found == NULL || strcmp(found, put_id) != 0)
+			return SLOT_FOREIGN;
+
+		/*
+		 * A claim of the same store may have come meanwhile (its fence is
+		 * elsewhere, but the store is the same one); a slot that may stand
+		 * for another store now has another generation.
+		 */
+		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+		admitted = pg_atomic_read_u64(&slot->namespace_generation) == generation;
+		if (admitted && !slot_member_locked(slot, fingerprint) &&
+			slot->admitted_count < SLOT_ADMITTED_MAX)
+			strlcpy(slot->admitted[slot->admitted_count++], fingerprint,
+					OBJSTORE_FINGERPRINT_LEN);
+		LWLockRelease(&slot->lock);
+		if (admitted)
+			return SLOT_MEMBER;
+	}
+}
+
+/*
+ * Forget everything a slot holds about the store it stood for: its
+ * memtable, its view of the manifests, its writer's claim (slot lock held
+ * exclusively, nothing in flight).
+ */
+static void
+slot_forget_store_locked(SharedStoreSlot *slot)
+{
+	memtable_clear(slot);
+	slot->view_refreshed_at = 0;
+	slot->view_distrusted_at = 0;
+	slot->view_overflow = false;
+	slot->view_base_version = 0;
+	slot->view_shard_count = 0;
+	slot->tail_empty_listed_at = 0;
+	slot->writer_state = WRITER_NONE;
+	slot->times_fenced = 0;
+	slot->epoch = slot->tip = slot->last_stamp = 0;
+	slot->next_position = slot->next_stamp = 0;
+	slot->claim_put_id[0] = '\0';
+	slot->claim_position = 0;
+	pg_atomic_fetch_add_u64(&slot->namespace_generation, 1);
+}
+
+/* Whether anything is in flight in slot (slot lock held). */
+static bool
+slot_busy_locked(SharedStoreSlot *slot)
+{
+	return slot->leaders_active > 0 || DsaPointerIsValid(slot->queue_head) ||
+		slot->queued_bytes > 0 || slot->flushing ||
+		slot->writer_state == WRITER_INITIALIZING;
+}
+
+/*
+ * Make store's handle the owner of slot, which no claim has tied to a store
+ * yet (its owner may have reached another store by the same names): what it
+ * holds goes, and the handles of its earlier owner ask again.  Waits for
+ * anything in flight.  Returns false when a claim came first.
+ */
+static bool
+slot_take_over(SharedStoreSlot *slot, RolloutStore *store)
+{
+	const char *fingerprint = store->objstore->access_fingerprint;
+
+	for (;;)
+	{
+		bool		done = false;
+		bool		claimed;
+
+		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+		claimed = slot->claim_put_id[0] != '\0';
+		if (!claimed && slot_member_locked(slot, fingerprint))
+			done = true;
+		else if (!claimed && !slot_busy_locked(slot))
+		{
+			slot_forget_store_locked(slot);
+			strlcpy(slot->owner, fingerprint, OBJSTORE_FINGERPRINT_LEN);
+			slot->admitted_count = 0;
+			done = true;
+		}
+		LWLockRelease(&slot->lock);
+		if (claimed || done)
+			return done;
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(10 * 1000L);
+	}
+}
+
+/*
+ * Make a slot for (identity, store, shard) owned by store's handle; NULL
+ * when every slot is taken.  location is what the view shows.
  */
 static SharedStoreSlot *
-slot_by_names(const char *identity, const char *store_name, const char *shard,
-			  const char *location)
+slot_create(RolloutStore *store)
 {
 	SharedStoreSlot *found = NULL;
-	bool		create = location != NULL;
 
-	if (!rollout_shared_available() ||
-		strlen(identity) >= SLOT_LOCATION_LEN ||
-		(location != NULL && strlen(location) >= SLOT_LOCATION_LEN) ||
-		strlen(store_name) >= SLOT_STORE_LEN || strlen(shard) >= SLOT_SHARD_LEN)
+	if (strlen(store->location) >= SLOT_LOCATION_LEN)
 		return NULL;
-
-	LWLockAcquire(&shared_state->registry_lock, create ? LW_EXCLUSIVE : LW_SHARED);
+	LWLockAcquire(&shared_state->registry_lock, LW_EXCLUSIVE);
 	for (int i = 0; i < shared_state->max_stores && found == NULL; i++)
-		if (slot_matches_names(&shared_state->slots[i], identity, store_name, shard))
-			found = &shared_state->slots[i];
-	for (int i = 0; create && i < shared_state->max_stores && found == NULL; i++)
 	{
 		SharedStoreSlot *slot = &shared_state->slots[i];
 
 		if (slot->in_use)
 			continue;
-		strlcpy(slot->identity, identity, SLOT_LOCATION_LEN);
-		strlcpy(slot->location, location, SLOT_LOCATION_LEN);
-		strlcpy(slot->store, store_name, SLOT_STORE_LEN);
-		strlcpy(slot->shard, shard, SLOT_SHARD_LEN);
+		strlcpy(slot->identity, store->objstore->identity, SLOT_LOCATION_LEN);
+		strlcpy(slot->location, store->location, SLOT_LOCATION_LEN);
+		strlcpy(slot->store, store->name, SLOT_STORE_LEN);
+		strlcpy(slot->shard, store->shard, SLOT_SHARD_LEN);
+		strlcpy(slot->owner, store->objstore->access_fingerprint,
+				OBJSTORE_FINGERPRINT_LEN);
+		slot->admitted_count = 0;
+		slot->claim_put_id[0] = '\0';
+		slot->claim_position = 0;
+		pg_atomic_fetch_add_u64(&slot->namespace_generation, 1);
 		slot->writer_state = WRITER_NONE;
 		slot->in_use = true;
 		found = slot;
 	}
 	LWLockRelease(&shared_state->registry_lock);
 	return found;
+}
+
+/* How a handle looks for its slot (slot_find). */
+typedef enum SlotSearch
+{
+	SLOT_SEARCH_LOOKUP,			/* find one it belongs to */
+	SLOT_SEARCH_READ,			/* the same, or make one while slots are many */
+	SLOT_SEARCH_WRITE			/* the same, else take over or make one */
+}			SlotSearch;
+
+/*
+ * The slot of store's handle: among the slots of its names (one per store
+ * that credentials reach by them, usually one), one whose claim its
+ * credentials reach, else one whose owner it is; a writer then takes over
+ * a slot no claim tied to a store yet, else makes one.  *full is set when
+ * a slot should have been made and none was free.
+ */
+static SharedStoreSlot *
+slot_find(RolloutStore *store, SlotSearch search, bool *full)
+{
+	SharedStoreSlot **candidates;
+	int			count = 0;
+	SharedStoreSlot *unclaimed_own = NULL;
+	SharedStoreSlot *unclaimed_other = NULL;
+	SharedStoreSlot *found = NULL;
+
+	*full = false;
+	if (strlen(store->objstore->identity) >= SLOT_LOCATION_LEN ||
+		strlen(store->name) >= SLOT_STORE_LEN ||
+		strlen(store->shard) >= SLOT_SHARD_LEN)
+		return NULL;
+
+	candidates = palloc(sizeof(SharedStoreSlot *) * shared_state->max_stores);
+	LWLockAcquire(&shared_state->registry_lock, LW_SHARED);
+	for (int i = 0; i < shared_state->max_stores; i++)
+		if (slot_matches(&shared_state->slots[i], store))
+			candidates[count++] = &shared_state->slots[i];
+	LWLockRelease(&shared_state->registry_lock);
+
+	for (int i = 0; i < count && found == NULL; i++)
+	{
+		switch (slot_standing(candidates[i], store))
+		{
+			case SLOT_MEMBER:
+				LWLockAcquire(&candidates[i]->lock, LW_SHARED);
+				if (candidates[i]->claim_put_id[0] != '\0')
+					found = candidates[i];
+				else if (unclaimed_own == NULL)
+					unclaimed_own = candidates[i];
+				LWLockRelease(&candidates[i]->lock);
+				break;
+			case SLOT_UNCLAIMED:
+				if (unclaimed_other == NULL)
+					unclaimed_other = candidates[i];
+				break;
+			case SLOT_FOREIGN:
+				break;
+		}
+	}
+	pfree(candidates);
+	if (found == NULL)
+		found = unclaimed_own;
+	if (found == NULL && search == SLOT_SEARCH_WRITE && unclaimed_other != NULL &&
+		(slot_take_over(unclaimed_other, store) ||
+		 slot_standing(unclaimed_other, store) == SLOT_MEMBER))
+		found = unclaimed_other;	/* taken over, or claimed meanwhile for a
+									 * store these credentials reach */
+	if (found == NULL && search != SLOT_SEARCH_LOOKUP)
+	{
+		if (search == SLOT_SEARCH_READ &&
+			shared_store_free_slots() <= shared_state->max_stores / 4)
+			return NULL;
+		found = slot_create(store);
+		*full = found == NULL;
+	}
+	return found;
+}
+
+/*
+ * The cached slot of store's handle, or NULL when it must look again: the
+ * slot may stand for another store since the handle found it.
+ */
+static SharedStoreSlot *
+slot_cached(RolloutStore *store)
+{
+	SharedStoreSlot *slot = store->shared_slot;
+
+	if (slot != NULL && slot_matches(slot, store) &&
+		pg_atomic_read_u64(&slot->namespace_generation) == store->shared_slot_generation)
+		return slot;
+	return NULL;
+}
+
+/*
+ * Remember slot as store's handle's, as of its current generation, if the
+ * handle still belongs to it (else NULL); returns what it remembered.
+ */
+static SharedStoreSlot *
+slot_remember(RolloutStore *store, SharedStoreSlot *slot)
+{
+	if (slot != NULL)
+	{
+		bool		member;
+
+		LWLockAcquire(&slot->lock, LW_SHARED);
+		member = slot_member_locked(slot, store->objstore->access_fingerprint);
+		store->shared_slot_generation = pg_atomic_read_u64(&slot->namespace_generation);
+		LWLockRelease(&slot->lock);
+		if (!member)
+			slot = NULL;
+	}
+	store->shared_slot = slot;
+	return slot;
 }
 
 /*
@@ -196,17 +453,8 @@ shared_store_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
 		{
 			if (strncmp(slot->incarnation, store->incarnation, SLOT_SHARD_LEN - 1) != 0)
 			{
-				memtable_clear(slot);
-				slot->view_refreshed_at = 0;
-				slot->view_distrusted_at = 0;
-				slot->view_overflow = false;
-				slot->view_base_version = 0;
-				slot->view_shard_count = 0;
-				slot->tail_empty_listed_at = 0;
-				slot->writer_state = WRITER_NONE;
-				slot->times_fenced = 0;
-				slot->epoch = slot->tip = slot->last_stamp = 0;
-				slot->next_position = slot->next_stamp = 0;
+				/* its owner and admitted credentials reach the new one too */
+				slot_forget_store_locked(slot);
 				strlcpy(slot->incarnation, store->incarnation, SLOT_SHARD_LEN);
 			}
 			LWLockRelease(&slot->lock);
@@ -274,52 +522,50 @@ shared_store_evict_idle(TimestampTz idle_since, SharedStoreSlot *except)
 }
 
 /*
- * The slot cached in store->shared_slot is reused while it still matches; a
- * slot found anew first forgets any older incarnation of the store
- * (shared_store_adopt_incarnation, which may wait for a commit or flush in
- * flight).  A missing slot is not remembered, so one created later is found by
- * the next call.
+ * See shared_store.h.  The slot cached in store->shared_slot is reused while
+ * it still stands for the same store (slot_cached); otherwise the handle
+ * looks again (slot_find), and a slot found anew first forgets any older
+ * incarnation of the store (shared_store_adopt_incarnation, which may wait
+ * for a commit or flush in flight).  A missing slot is not remembered, so
+ * one created later is found by the next call.
  */
 SharedStoreSlot *
 shared_store_lookup(RolloutStore *store)
 {
 	SharedStoreSlot *found;
+	bool		full;
 
 	if (!rollout_shared_available())
 		return NULL;
-	if (store->shared_slot != NULL && slot_matches(store->shared_slot, store))
-		return store->shared_slot;
-	found = slot_by_names(store->objstore->identity, store->name, store->shard,
-						  NULL);
+	if ((found = slot_cached(store)) != NULL)
+		return found;
+	found = slot_find(store, SLOT_SEARCH_LOOKUP, &full);
 	if (found != NULL)
-	{
 		shared_store_adopt_incarnation(found, store);
-		store->shared_slot = found;
-	}
-	return found;
+	return slot_remember(store, found);
 }
 
 /*
- * Like shared_store_lookup, but creating the slot when there is none.  When
- * every slot is taken the store falls back to the direct path, and the WARNING
- * saying so is given once per backend (warned_full is per process), not once
- * per store or server.
+ * Like shared_store_lookup, but taking over or creating the slot when there
+ * is none.  When every slot is taken the store falls back to the direct
+ * path, and the WARNING saying so is given once per backend (warned_full is
+ * per process), not once per store or server.
  */
 SharedStoreSlot *
 shared_store_slot(RolloutStore *store)
 {
 	static bool warned_full = false;
 	SharedStoreSlot *found;
+	bool		full;
 
 	if (!rollout_shared_available())
 		return NULL;
-	if (store->shared_slot != NULL && slot_matches(store->shared_slot, store))
-		return store->shared_slot;
-	found = slot_by_names(store->objstore->identity, store->name, store->shard,
-						  store->location);
+	if ((found = slot_cached(store)) != NULL)
+		return found;
+	found = slot_find(store, SLOT_SEARCH_WRITE, &full);
 	if (found != NULL)
 		shared_store_adopt_incarnation(found, store);
-	if (found == NULL && !warned_full)
+	if (full && !warned_full)
 	{
 		ereport(WARNING,
 				(errmsg("all %d rollout_fdw shared store slots are in use",
@@ -329,14 +575,13 @@ shared_store_slot(RolloutStore *store)
 				 errhint("Raise rollout_fdw.max_stores (needs a restart).")));
 		warned_full = true;
 	}
-	store->shared_slot = found;
-	return found;
+	return slot_remember(store, found);
 }
 
 /*
  * Like shared_store_slot, for a backend that only reads the store (to keep
  * its manifest versions, manifest_view.c).  Slots are never freed, so
- * readers take one only while more than a quarter of them are free: the
+ * readers make one only while more than a quarter of them are free: the
  * rest stays for stores this cluster writes, which would otherwise lose
  * group commit and memtable.  Without a slot a read loses nothing but a
  * cache, so there is no warning.
@@ -345,24 +590,87 @@ SharedStoreSlot *
 shared_store_slot_for_reading(RolloutStore *store)
 {
 	SharedStoreSlot *found;
+	bool		full;
 
 	if (!rollout_shared_available())
 		return NULL;
-	if (store->shared_slot != NULL && slot_matches(store->shared_slot, store))
-		return store->shared_slot;
-	found = shared_store_lookup(store);
-	if (found != NULL)
+	if ((found = slot_cached(store)) != NULL)
 		return found;
-	if (shared_store_free_slots() <= shared_state->max_stores / 4)
-		return NULL;
-	found = slot_by_names(store->objstore->identity, store->name, store->shard,
-						  store->location);
+	found = slot_find(store, SLOT_SEARCH_READ, &full);
 	if (found != NULL)
-	{
 		shared_store_adopt_incarnation(found, store);
-		store->shared_slot = found;
+	return slot_remember(store, found);
+}
+
+/*
+ * See shared_store.h.  A handle found a member once may have lost the slot
+ * since to credentials that reach another store (slot_take_over), which the
+ * generation tells; then it asks again, which reads the store at most once.
+ */
+void
+shared_store_require_member(RolloutStore *store, SharedStoreSlot *slot,
+							const char *action)
+{
+	if (slot_cached(store) == slot)
+	{
+		bool		member;
+
+		LWLockAcquire(&slot->lock, LW_SHARED);
+		member = slot_member_locked(slot, store->objstore->access_fingerprint);
+		LWLockRelease(&slot->lock);
+		if (member)
+			return;
 	}
-	return found;
+	if (slot_standing(slot, store) == SLOT_MEMBER)
+	{
+		slot_remember(store, slot);
+		if (store->shared_slot == slot)
+			return;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not %s store \"%s\": this cluster's writer of the store changed hands",
+					action, store->name),
+			 errdetail("Credentials that reach another store by the same location and name took over its shared-memory slot. Nothing was written."),
+			 errhint("Retry.")));
+}
+
+/* See shared_store.h. */
+void
+shared_store_check_siblings(RolloutStore *store, SharedStoreSlot *slot)
+{
+	SharedStoreSlot **siblings;
+	int			count = 0;
+	bool		conflict = false;
+
+	siblings = palloc(sizeof(SharedStoreSlot *) * shared_state->max_stores);
+	LWLockAcquire(&shared_state->registry_lock, LW_SHARED);
+	for (int i = 0; i < shared_state->max_stores; i++)
+		if (&shared_state->slots[i] != slot &&
+			slot_matches(&shared_state->slots[i], store))
+			siblings[count++] = &shared_state->slots[i];
+	LWLockRelease(&shared_state->registry_lock);
+
+	for (int i = 0; i < count && !conflict; i++)
+	{
+		bool		claiming;
+		bool		claimed;
+
+		LWLockAcquire(&siblings[i]->lock, LW_SHARED);
+		claiming = siblings[i]->writer_state == WRITER_INITIALIZING;
+		claimed = siblings[i]->claim_put_id[0] != '\0';
+		LWLockRelease(&siblings[i]->lock);
+		conflict = claiming ||
+			(claimed && slot_standing(siblings[i], store) == SLOT_MEMBER);
+	}
+	pfree(siblings);
+	if (conflict)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not commit to store \"%s\": another shared-memory slot of this cluster writes it",
+						store->name),
+				 errdetail("Its writer was claimed through other credentials that reach the same store. The transaction is not committed."),
+				 errhint("Retry the transaction.")));
 }
 
 /* How many slots are not in use yet (read without the registry lock). */

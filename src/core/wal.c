@@ -451,6 +451,26 @@ wal_read_metadata(RolloutStore *store, const char *key, int64 position)
 }
 
 /*
+ * wal_entry_put_id
+ *		The put id of the WAL entry at position of this handle's shard, or
+ *		NULL when there is none (wal.h).
+ */
+char *
+wal_entry_put_id(RolloutStore *store, int64 position)
+{
+	char	   *key = rollout_key_wal(store, store->shard, position);
+	SegmentReader *reader;
+	WalEntryMetadata *metadata;
+
+	reader = segment_reader_open(rollout_segment_source(store, key, -1, -1));
+	if (reader == NULL)
+		return NULL;
+	metadata = wal_metadata_from_json(reader->metadata, key);
+	segment_reader_close(reader);
+	return strcmp(metadata->shard, store->shard) == 0 ? metadata->put_id : NULL;
+}
+
+/*
  * Check that the entry at the tip a writer is about to build on is a WAL
  * entry of this shard written under an epoch not newer than ours.
  */

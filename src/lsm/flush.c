@@ -420,6 +420,8 @@ flush_memtable_serialized(RolloutStore *store, SharedStoreSlot *slot)
 	 */
 	PG_ENSURE_ERROR_CLEANUP(shared_flush_end_callback, PointerGetDatum(slot));
 	{
+		/* the flush holds the slot with the store it stands for now */
+		shared_store_require_member(store, slot, "flush");
 		result = flush_memtable(store, slot);
 	}
 	PG_END_ENSURE_ERROR_CLEANUP(shared_flush_end_callback, PointerGetDatum(slot));

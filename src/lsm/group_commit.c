@@ -1257,6 +1257,8 @@ group_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 							PointerGetDatum(&unqueued));
 	{
 		writer_ensure_ready(store, slot);
+		/* the room held, the slot stays with the store it stands for now */
+		shared_store_require_member(store, slot, "commit to");
 		wal_check_ingest_fresh(store, ingest);
 	}
 	PG_END_ENSURE_ERROR_CLEANUP(commit_request_release_callback,

@@ -219,6 +219,7 @@ shard_claim(RolloutStore *store, bool only_for_new_timeline,
 			claim.manifest_version = manifest->version;
 			claim.drops_covered_by_base = manifest->drops_covered_by_base;
 			claim.fence_position = position;
+			claim.fence_put_id = fence.put_id;
 			claim.tip = shard_claim_pass_dead_entries(store, fence.epoch, position);
 			claim.stamp = fence.stamp;
 			store->wal_tip_hint = claim.tip;
@@ -263,6 +264,13 @@ writer_claim(RolloutStore *store, SharedStoreSlot *slot,
 	slot->tip = slot->next_position = claim.tip;
 	slot->last_stamp = slot->next_stamp = claim.stamp;
 	slot->tip_observed_at = claim.observed_at;
+
+	/* what other credentials prove they reach this store by (shared_store.c) */
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	strlcpy(slot->claim_put_id, claim.fence_put_id ? claim.fence_put_id : "",
+			SLOT_PUT_ID_LEN);
+	slot->claim_position = claim.fence_position;
+	LWLockRelease(&slot->lock);
 }
 
 /*
@@ -371,6 +379,13 @@ writer_ensure_ready(RolloutStore *store, SharedStoreSlot *slot)
 
 	PG_ENSURE_ERROR_CLEANUP(writer_claim_abandon, PointerGetDatum(&abandon));
 	{
+		/*
+		 * Only credentials that reach the store the slot stands for claim
+		 * through it, and only when no other slot of this cluster claimed the
+		 * same store through other credentials (shared_store.c).
+		 */
+		shared_store_require_member(store, slot, "commit to");
+		shared_store_check_siblings(store, slot);
 		writer_wait_for_pipeline(slot);
 		writer_claim(store, slot, &abandon.superseded);
 	}

@@ -54,6 +54,14 @@ BUCKET=rollout-test
 ACCESS_KEY=ROLLOUTRGWTESTKEY001
 SECRET_KEY=rollout-rgw-test-secret-key-0001
 STS_KEY=rolloutstskey001
+# A user of another tenant, whose bucket of the same name is another bucket
+# (test 064: credentials that reach another store by the same location).
+TENANT=rollout_tenant
+TENANT_ACCESS_KEY=ROLLOUTRGWTENANTKEY2
+TENANT_SECRET_KEY=rollout-rgw-tenant-secret-key-02
+# A second key of the first user: other credentials, the same bucket.
+SECOND_ACCESS_KEY=ROLLOUTRGWTESTKEY003
+SECOND_SECRET_KEY=rollout-rgw-test-secret-key-0003
 CONF=$DIR/ceph.conf
 DAEMONS="rgw osd mon" # stop order
 
@@ -67,6 +75,10 @@ ROLLOUT_TEST_RGW_BUCKET=$BUCKET
 ROLLOUT_TEST_RGW_ACCESS_KEY_ID=$ACCESS_KEY
 ROLLOUT_TEST_RGW_SECRET_ACCESS_KEY=$SECRET_KEY
 ROLLOUT_TEST_RGW_LOG=$DIR/log/client.rgw.a.log
+ROLLOUT_TEST_RGW_TENANT_ACCESS_KEY_ID=$TENANT_ACCESS_KEY
+ROLLOUT_TEST_RGW_TENANT_SECRET_ACCESS_KEY=$TENANT_SECRET_KEY
+ROLLOUT_TEST_RGW_SECOND_ACCESS_KEY_ID=$SECOND_ACCESS_KEY
+ROLLOUT_TEST_RGW_SECOND_SECRET_ACCESS_KEY=$SECOND_SECRET_KEY
 EOT
 }
 
@@ -279,6 +291,14 @@ ensure_user_and_bucket() {
 			--access-key="$ACCESS_KEY" --secret-key="$SECRET_KEY" >"$DIR/user.out" 2>&1 ||
 			fail user "radosgw-admin user create failed"
 	fi
+	# a second key of the same user (before the user policy below: a key
+	# created after it loses the policy, and STS then refuses the user)
+	if ! grep -q "$SECOND_ACCESS_KEY" <(radosgw-admin -c "$CONF" user info --uid=rollout 2>/dev/null); then
+		radosgw-admin -c "$CONF" key create --uid=rollout --key-type=s3 \
+			--access-key="$SECOND_ACCESS_KEY" --secret-key="$SECOND_SECRET_KEY" >>"$DIR/user.out" 2>&1 ||
+			fail user "radosgw-admin key create failed"
+	fi
+
 	# GetSessionToken needs an IAM user policy allowing it, and setting one
 	# needs the user-policy capability
 	radosgw-admin -c "$CONF" caps add --uid=rollout --caps="user-policy=*" >>"$DIR/user.out" 2>&1 ||
@@ -296,6 +316,22 @@ ensure_user_and_bucket() {
 	case $code in
 	200 | 409) ;;
 	*) fail rgw "could not create bucket $BUCKET (HTTP $code: $(cat "$DIR/bucket.out" 2>/dev/null))" ;;
+	esac
+
+	# the other tenant's user, and its own bucket of the same name
+	if ! radosgw-admin -c "$CONF" user info --tenant="$TENANT" --uid=rollout2 >/dev/null 2>&1; then
+		radosgw-admin -c "$CONF" user create --tenant="$TENANT" --uid=rollout2 \
+			--display-name="rollout_fdw tests, another tenant" \
+			--access-key="$TENANT_ACCESS_KEY" --secret-key="$TENANT_SECRET_KEY" >>"$DIR/user.out" 2>&1 ||
+			fail user "radosgw-admin user create (tenant) failed"
+	fi
+	code=$(curl -s -o "$DIR/bucket.out" -w '%{http_code}' -m 10 -X PUT \
+		--aws-sigv4 "aws:amz:$REGION:s3" --user "$TENANT_ACCESS_KEY:$TENANT_SECRET_KEY" \
+		-H 'x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855' \
+		"$ENDPOINT/$BUCKET" || true)
+	case $code in
+	200 | 409) ;;
+	*) fail rgw "could not create the tenant's bucket $BUCKET (HTTP $code: $(cat "$DIR/bucket.out" 2>/dev/null))" ;;
 	esac
 }
 

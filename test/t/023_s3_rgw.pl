@@ -67,7 +67,9 @@ die 'ROLLOUT_TEST_RGW_ACCESS_KEY_ID and ROLLOUT_TEST_RGW_SECRET_ACCESS_KEY must 
   unless $key_id && $secret;
 # At debug5 the postmaster logs its environment: keep the real credentials
 # out of it, so that the log check in (g) is about the extension.
-delete $ENV{$_} for qw(ROLLOUT_TEST_RGW_ACCESS_KEY_ID ROLLOUT_TEST_RGW_SECRET_ACCESS_KEY);
+delete $ENV{$_} for qw(ROLLOUT_TEST_RGW_ACCESS_KEY_ID ROLLOUT_TEST_RGW_SECRET_ACCESS_KEY
+  ROLLOUT_TEST_RGW_SECOND_ACCESS_KEY_ID ROLLOUT_TEST_RGW_SECOND_SECRET_ACCESS_KEY
+  ROLLOUT_TEST_RGW_TENANT_ACCESS_KEY_ID ROLLOUT_TEST_RGW_TENANT_SECRET_ACCESS_KEY);
 
 my $pre = preload();
 # Credentials that must fail, and must never be seen anywhere.

@@ -1,0 +1,175 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# Backends: all  (scripts/test.sh runs it on every object store; test/perl/RolloutStore.pm)
+# Modes: preload  (its cluster preloads the writer in every run; scripts/test.sh)
+#
+# 064_credentials_reach_other_stores.pl — credentials that reach another
+# store by the same location and name never share its shared-memory slot
+# (core/shared_store.c, "Whose slot it is").
+#
+# Ceph RGW keeps a bucket per tenant: the same endpoint and bucket name
+# reach another bucket with another tenant's credentials.  Before, a slot
+# was found by the location's identity and the store's name alone, so
+# mallory, a role with USAGE on the wrapper, could make a table of the same
+# names whose user mapping holds her own tenant's keys, and then:
+#   - rollout_flush of her table wrote alice's committed, unflushed rows
+#     into a generation of her own bucket, and took them out of alice's
+#     memtable, so alice no longer saw them until a restart;
+#   - commit through alice's writer, at the positions of alice's WAL.
+# Now a slot serves only credentials that reach the store its writer
+# claimed: the owner's, and those that find the claim's fence marker (its
+# put id) with their own.  Others get a slot of their own.  Here:
+#   1. mallory's flush takes nothing of alice's, and her bucket holds no
+#      byte of alice's rows; alice reads all of hers;
+#   2. both write and flush their own stores side by side, each with group
+#      commit (a slot each), also when mallory is first after a restart;
+#   3. bob, with another key of alice's user (the same bucket), shares
+#      alice's slot: no second slot, no fencing, every row read by both.
+# The other backends have no tenants; the test needs RGW.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RolloutStore;
+use RolloutTest qw(writer_node poll_until);
+use Test::More;
+
+plan skip_all => 'needs the tenants of Ceph RGW (the rgw backend)'
+  unless RolloutStore::backend() eq 'rgw';
+
+my $store = RolloutStore->for_test('064_credentials_reach_other_stores');
+my $tenant = bless {
+	%$store,
+	access_key_id => $ENV{ROLLOUT_TEST_RGW_TENANT_ACCESS_KEY_ID},
+	secret_access_key => $ENV{ROLLOUT_TEST_RGW_TENANT_SECRET_ACCESS_KEY}
+  },
+  'RolloutStore';
+
+my $node = writer_node('credentials', 'rollout_fdw.flush_interval' => 3600);
+
+my $location = $store->location;
+my $endpoint = $store->{endpoint};
+my $region = $store->{region};
+my %keys = (
+	alice => [ $store->{access_key_id}, $store->{secret_access_key} ],
+	bob => [ $ENV{ROLLOUT_TEST_RGW_SECOND_ACCESS_KEY_ID}, $ENV{ROLLOUT_TEST_RGW_SECOND_SECRET_ACCESS_KEY} ],
+	mallory => [ $tenant->{access_key_id}, $tenant->{secret_access_key} ]);
+
+$node->safe_psql('postgres', 'CREATE EXTENSION rollout_fdw');
+for my $role (sort keys %keys)
+{
+	my ($key, $secret) = @{ $keys{$role} };
+	$node->safe_psql('postgres', qq{
+CREATE ROLE $role LOGIN;
+GRANT USAGE ON FOREIGN DATA WRAPPER rollout_fdw TO $role;
+GRANT CREATE ON SCHEMA public TO $role;
+SET ROLE $role;
+CREATE SERVER server_$role FOREIGN DATA WRAPPER rollout_fdw
+  OPTIONS (location '$location', endpoint '$endpoint', region '$region');
+CREATE USER MAPPING FOR $role SERVER server_$role
+  OPTIONS (access_key_id '$key', secret_access_key '$secret');
+CREATE FOREIGN TABLE t_$role (id int, v text) SERVER server_$role OPTIONS (store 'steps', key 'id');});
+}
+
+# Run $sql as $role; returns its output (dies on error).
+sub as
+{
+	my ($role, $sql) = @_;
+	return $node->safe_psql('postgres', "SET ROLE $role;\n$sql");
+}
+
+# The slots of this cluster for store "steps" (of every location).
+sub slots_of_steps
+{
+	return $node->safe_psql('postgres',
+		q{SELECT count(*) FROM rollout_stat_stores WHERE store = 'steps'});
+}
+
+# Every object of mallory's bucket under the prefix, and what holds $needle.
+sub tenant_objects_holding
+{
+	my ($needle) = @_;
+	my @keys = $tenant->list('');
+	return (scalar(@keys), grep { index($tenant->get($_) // '', $needle) >= 0 } @keys);
+}
+
+# --- 1. mallory's flush takes nothing of alice's ---------------------------
+as('alice', q{
+INSERT INTO t_alice VALUES (1, 'alice one');
+SELECT rows_flushed FROM rollout_flush('t_alice');
+INSERT INTO t_alice VALUES (2, 'alice unflushed two');
+INSERT INTO t_alice VALUES (3, 'alice unflushed three');});
+
+is(as('mallory', 'SELECT count(*) FROM t_mallory'), '0',
+	"mallory's table reads her own bucket: nothing");
+is(as('mallory', q{SELECT coalesce(sum(rows_flushed), 0) FROM rollout_flush('t_mallory')}), '0',
+	"mallory's flush flushes none of alice's unflushed rows");
+my ($objects, @holding) = tenant_objects_holding('alice unflushed');
+is(scalar(@holding), 0, "no object of mallory's bucket holds alice's rows ($objects objects)")
+  or diag("@holding");
+is(as('alice', q{SELECT string_agg(v, ',') FROM (SELECT v FROM t_alice ORDER BY id) s}),
+	'alice one,alice unflushed two,alice unflushed three',
+	'alice still reads every row, the unflushed ones too');
+is(as('alice', q{SELECT unflushed_rows FROM rollout_observe('t_alice')}), '2',
+	"alice's unflushed rows are still hers to flush");
+
+# --- 2. both write their own stores, each with its own slot ---------------
+as('mallory', q{INSERT INTO t_mallory SELECT g, 'mallory ' || g FROM generate_series(100, 104) g;});
+as('alice', q{INSERT INTO t_alice VALUES (4, 'alice four');});
+is(as('mallory', q{SELECT string_agg(id::text, ',') FROM (SELECT id FROM t_mallory ORDER BY id) s}),
+	'100,101,102,103,104', 'mallory reads her rows only');
+is(as('alice', q{SELECT string_agg(id::text, ',') FROM (SELECT id FROM t_alice ORDER BY id) s}),
+	'1,2,3,4', 'alice reads her rows only');
+is(slots_of_steps(), '2', 'the two stores of the same names have a slot each');
+is(as('mallory', q{SELECT rows_flushed FROM rollout_flush('t_mallory')}), '5',
+	'mallory flushes her own five rows');
+is(as('alice', q{SELECT rows_flushed FROM rollout_flush('t_alice')}), '3',
+	'alice flushes her three');
+($objects, @holding) = tenant_objects_holding('alice ');
+is(scalar(@holding), 0, "still no object of mallory's bucket holds alice's rows ($objects objects)")
+  or diag("@holding");
+is( $node->safe_psql('postgres',
+		q{SELECT bool_and(transactions_committed > 0) FROM rollout_stat_stores WHERE store = 'steps'}),
+	't', 'both committed through group commit, each in its slot');
+
+# after a restart mallory comes first, and alice still commits with her own
+$node->stop;
+$node->start;
+as('mallory', q{INSERT INTO t_mallory VALUES (105, 'mallory after restart');});
+as('alice', q{INSERT INTO t_alice VALUES (5, 'alice after restart');});
+is(as('alice', q{SELECT string_agg(id::text, ',') FROM (SELECT id FROM t_alice ORDER BY id) s}),
+	'1,2,3,4,5', 'after a restart with mallory first, alice reads all of hers');
+is(as('mallory', 'SELECT count(*) FROM t_mallory'), '6', 'and mallory all of hers');
+is( $node->safe_psql('postgres',
+		q{SELECT count(*) FILTER (WHERE transactions_committed > 0) FROM rollout_stat_stores WHERE store = 'steps'}),
+	'2', 'each committed through group commit in a slot of its own');
+is(as('mallory', q{SELECT rows_flushed FROM rollout_flush('t_mallory')}), '1',
+	'mallory flushes her one row, not alice\'s');
+is(as('alice', q{SELECT rows_flushed FROM rollout_flush('t_alice')}), '1',
+	'alice flushes hers');
+
+# --- 3. bob: another key, the same bucket, the same slot -------------------
+$node->safe_psql('postgres', 'GRANT SELECT, INSERT ON t_alice TO bob; GRANT SELECT ON t_bob TO alice;');
+as('alice', q{INSERT INTO t_alice VALUES (6, 'alice six');});
+as('bob', q{INSERT INTO t_bob VALUES (7, 'bob seven');});
+as('alice', q{INSERT INTO t_alice VALUES (8, 'alice eight');});
+is(as('bob', q{SELECT string_agg(id::text, ',') FROM (SELECT id FROM t_bob ORDER BY id) s}),
+	'1,2,3,4,5,6,7,8', 'bob reads the whole store, alice\'s unflushed rows too');
+is(as('alice', q{SELECT string_agg(id::text, ',') FROM (SELECT id FROM t_alice ORDER BY id) s}),
+	'1,2,3,4,5,6,7,8', 'alice reads bob\'s row');
+is(slots_of_steps(), '2', 'bob shares alice\'s slot: still one slot per store');
+is(as('bob', q{SELECT rows_flushed FROM rollout_flush('t_bob')}), '3',
+	'bob flushes the rows of both (the same store)');
+unlike(slurp_file($node->logfile), qr/owned by another writer|taken over|changed hands|another shared-memory slot/,
+	'no writer of the cluster fenced another, and no commit had to be retried');
+($objects, @holding) = tenant_objects_holding('alice ');
+is(scalar(@holding), 0, "mallory's bucket never got a row of alice's ($objects objects)");
+
+unlike(slurp_file($node->logfile), qr/terminated by signal/, 'no backend died');
+$node->stop;
+done_testing();
