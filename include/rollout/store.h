@@ -125,6 +125,13 @@ typedef struct RolloutStore
 	char	   *incarnation;
 
 	/*
+	 * The encoding of the database that created the store (_store.json
+	 * "database_encoding"), in which its text is; NULL for a store made
+	 * before that was recorded.
+	 */
+	char	   *database_encoding;
+
+	/*
 	 * Digests of this handle's view of the store's columns, the same in every
 	 * database that sees them alike.  schema_digest: names, the base types of
 	 * their stored form and their storage layout; rows in shared memory

@@ -540,6 +540,7 @@ store_read_identity(RolloutStore *store, const RolloutStoreSpec *spec,
 	 * functions do not expect: its values are checked, trusted or not.
 	 */
 	database_encoding = json_doc_text(doc, doc->root, "database_encoding", false);
+	store->database_encoding = database_encoding;
 	return spec->trusted &&
 		(database_encoding == NULL ||
 		 strcmp(database_encoding, GetDatabaseEncodingName()) == 0);

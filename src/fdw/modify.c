@@ -36,6 +36,7 @@
 #include "access/table.h"
 #include "access/xact.h"
 #include "executor/executor.h"
+#include "mb/pg_wchar.h"
 #include "nodes/execnodes.h"
 #include "nodes/makefuncs.h"
 #include "optimizer/appendinfo.h"
@@ -172,6 +173,29 @@ rollout_refuse_write_as_of(Relation rel, RolloutStore *store)
 }
 
 /*
+ * Refuse to write rows into a store created by a database of another
+ * encoding.  Text is stored as the bytes of the writing database's encoding
+ * and read back as they are: a database whose encoding is the store's
+ * recorded one reads it unchecked where the store is trusted, so rows
+ * written from, say, a SQL_ASCII database could give it text that is not
+ * valid in its encoding.  (TRUNCATE writes no value and is allowed.)
+ */
+static void
+rollout_refuse_write_other_encoding(Relation rel, RolloutStore *store)
+{
+	if (store->database_encoding != NULL &&
+		strcmp(store->database_encoding, GetDatabaseEncodingName()) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot write to foreign table \"%s\" from a database with encoding %s",
+						RelationGetRelationName(rel), GetDatabaseEncodingName()),
+				 errdetail("Store \"%s\" was created by a database with encoding %s, and its text is in that encoding.",
+						   store->name, store->database_encoding),
+				 errhint("Write to it from a database with encoding %s.",
+						 store->database_encoding)));
+}
+
+/*
  * Build the per-result-relation state that BeginForeignModify and
  * BeginForeignInsert share: the table's store, opened with the user mapping of
  * the role its range table entry names (the current user when the relation has
@@ -189,6 +213,7 @@ rollout_modify_state_create(EState *estate, ResultRelInfo *rinfo)
 												 rollout_user_for_range_table_entry(estate,
 																					rinfo->ri_RangeTableIndex));
 	rollout_refuse_write_as_of(rel, state->store);
+	rollout_refuse_write_other_encoding(rel, state->store);
 	state->batch_size = rollout_table_options(RelationGetRelid(rel))->batch_size;
 	return state;
 }

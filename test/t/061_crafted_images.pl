@@ -496,6 +496,30 @@ ok(!$ok, 'a UTF-8 database does not read it as text of its own, though it trusts
 like($err, qr/XX001.*is text that is not valid in the database encoding/s,
 	'it says the value is not valid in its encoding');
 
+# Nor does a database of another encoding write rows into a store created
+# in UTF-8: a UTF-8 database reads its store's text unchecked where it
+# trusts it, and LATIN1 bytes written into it would be invalid there.
+# Before, the write went through and the UTF-8 database returned the bytes.
+$node->safe_psql('utf8_db', q{
+CREATE FOREIGN TABLE accents_utf8 (id int, t text) SERVER s OPTIONS (store 'utf8_text', key 'id');
+INSERT INTO accents_utf8 VALUES (1, 'é');});
+$node->safe_psql('latin1_db',
+	q{CREATE FOREIGN TABLE accents_utf8 (id int, t text) SERVER s OPTIONS (store 'utf8_text', key 'id');});
+for my $write (q{INSERT INTO accents_utf8 VALUES (2, convert_from('\xe9'::bytea, 'LATIN1'))},
+	q{UPDATE accents_utf8 SET t = 'x' WHERE id = 1},
+	q{DELETE FROM accents_utf8 WHERE id = 1},
+	q{COPY accents_utf8 FROM STDIN})
+{
+	my ($rc, $stdout, $stderr) = $node->psql('latin1_db', $write, extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	isnt($rc, 0, "a LATIN1 database may not write a UTF-8 store: $write");
+	like($stderr, qr/0A000: cannot write to foreign table "accents_utf8" from a database with encoding LATIN1/,
+		'it is told why');
+}
+is($node->safe_psql('latin1_db', 'SELECT count(*) FROM accents_utf8'), '1',
+	'the LATIN1 database still reads the store (checked)');
+is($node->safe_psql('utf8_db', 'SELECT id, t FROM accents_utf8'), '1|é',
+	'and the UTF-8 database reads what it wrote, nothing else');
+
 unlike(slurp_file($node->logfile), qr/terminated by signal/,
 	'no backend died on any of it');
 $node->stop;
