@@ -14,7 +14,11 @@
 /* What the caller must hold on the table. */
 typedef enum RolloutTableAccess
 {
-	ROLLOUT_ACCESS_READ,		/* SELECT privilege */
+	ROLLOUT_ACCESS_READ,		/* SELECT privilege, and not a table pinned to
+								 * a named snapshot (option as_of): what these
+								 * functions show is the store as it is now,
+								 * and such a table may be what a role was
+								 * granted instead of it */
 	ROLLOUT_ACCESS_MAINTAIN		/* ownership, or membership in the owner */
 } RolloutTableAccess;
 

@@ -240,20 +240,14 @@ rollout_changes(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("rollout_changes: max_rows must be at least 1")));
-	rel = rollout_open_table_argument(fcinfo, "rollout_changes",
-									  ROLLOUT_ACCESS_READ);
 
 	/*
 	 * A table pinned to a named snapshot may be what a role was granted in
 	 * place of the store as it is: its feed would show rows its scans never
 	 * do.
 	 */
-	if (rollout_table_options(RelationGetRelid(rel))->as_of != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("rollout_changes cannot read foreign table \"%s\": it reads the named snapshot of its option as_of",
-						RelationGetRelationName(rel)),
-				 errhint("Poll the change feed through a table of the same store without as_of.")));
+	rel = rollout_open_table_argument(fcinfo, "rollout_changes",
+									  ROLLOUT_ACCESS_READ);
 	store = rollout_store_for_relation(rel);
 	since_text = PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1));
 	since = change_feed_position_parse(store, since_text);

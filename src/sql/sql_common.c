@@ -58,6 +58,15 @@ rollout_open_table_argument(FunctionCallInfo fcinfo, const char *function,
 		if (aclresult != ACLCHECK_OK)
 			aclcheck_error(aclresult, OBJECT_FOREIGN_TABLE, get_rel_name(relid));
 	}
+	if (access == ROLLOUT_ACCESS_READ &&
+		rollout_table_options(relid)->as_of != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s cannot read foreign table \"%s\": it reads the named snapshot of its option as_of",
+						function, get_rel_name(relid)),
+				 errdetail("%s shows the store as it is now, which the table does not.",
+						   function),
+				 errhint("Call it with a table of the same store without as_of.")));
 	return table_open(relid, AccessShareLock);
 }
 
