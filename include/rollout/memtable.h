@@ -62,7 +62,9 @@ extern TimestampTz memtable_newest_durable_at(SharedStoreSlot *slot);
 typedef struct MemtableBudget
 {
 	int64		delivered_stamp;	/* batches stamped up to here are not
-									 * counted: the consumer has them */
+									 * counted: the consumer has them (nor are
+									 * those below a truncate cut among the
+									 * batches) */
 	int64		rows;			/* stop after this many rows counted */
 	int64		next_stamp;		/* out: the stamp of the first batch not
 								 * copied */

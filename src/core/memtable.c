@@ -415,6 +415,7 @@ memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,
 {
 	dsa_area   *area = memtable_dsa();
 	int64		budget_rows = budget ? budget->rows : 0;
+	int64		budget_floor = budget ? budget->delivered_stamp : 0;
 	bool		ready;
 
 	*sources = NIL;
@@ -425,6 +426,22 @@ memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,
 	/* a claim drops the batches of earlier epochs (writer_epoch.c) */
 	if (epoch)
 		*epoch = slot->epoch;
+
+	/*
+	 * Batches below the newest truncate cut hold nothing a consumer gets (but
+	 * the TRUNCATE's own rows, at the cut): they do not count against the
+	 * budget, or a consumer behind a TRUNCATE of a long unflushed tail would
+	 * need a round of copies per max_rows of rows it never gets.
+	 */
+	for (dsa_pointer p = ready && budget ? slot->mem_head : InvalidDsaPointer;
+		 DsaPointerIsValid(p);)
+	{
+		MemBatch   *batch = dsa_get_address(area, p);
+
+		if (batch->truncates)
+			budget_floor = Max(budget_floor, batch->stamp - 1);
+		p = batch->next;
+	}
 	if (ready)
 	{
 		for (dsa_pointer p = slot->mem_head; DsaPointerIsValid(p);)
@@ -437,7 +454,7 @@ memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,
 			{
 				memtable_batch_sources(store, area, batch, rows_only, sources,
 									   ingest_seen);
-				if (budget && batch->stamp > budget->delivered_stamp)
+				if (budget && batch->stamp > budget_floor)
 					budget_rows -= batch->row_count + batch->ingest_rows;
 			}
 			if (last_position)

@@ -81,6 +81,9 @@ typedef struct FeedShard
 	ChangeFeedShard from;
 	const ShardManifest *manifest;	/* newest */
 	List	   *generations;	/* GenerationEntry *: feed_generations */
+	int64		superseded_newest;	/* the newest stamp of those a merge took
+									 * out of the newest manifest (0: none, or
+									 * none says) */
 	List	   *sources;		/* SnapshotSource *: generations, then WAL */
 	List	   *reading;		/* those this poll reads: feed_select_reads */
 	bool		deferred;		/* sources of versions after the poll's stamp
@@ -399,7 +402,7 @@ feed_generation_first_cmp(const ListCell *a, const ListCell *b)
  */
 static List *
 feed_generations(RolloutStore *store, const ShardManifest *newest,
-				 const ChangeFeedShard *from)
+				 const ChangeFeedShard *from, int64 *superseded_newest)
 {
 	List	   *generations = NIL;
 	int64		lowest_first = newest->replay_after + 1;
@@ -419,6 +422,9 @@ feed_generations(RolloutStore *store, const ShardManifest *newest,
 				feed_generation_listed(generations, generation->number))
 				continue;
 			generations = lappend(generations, generation);
+			if (manifest != newest)
+				*superseded_newest = Max(*superseded_newest,
+										 generation_newest_stamp(generation));
 
 			/*
 			 * An adopted ingest segment (stamp > 0) holds one position in the
@@ -463,7 +469,8 @@ feed_shard_sources(RolloutStore *store, FeedShard *feed)
 	List	   *entries;
 	ListCell   *lc;
 
-	feed->generations = feed_generations(store, manifest, from);
+	feed->generations = feed_generations(store, manifest, from,
+										 &feed->superseded_newest);
 	foreach(lc, feed->generations)
 		feed->sources = lappend(feed->sources,
 								rollout_snapshot_generation_source(store, manifest->shard,
@@ -924,10 +931,17 @@ feed_candidate_cmp(const void *a, const void *b)
  * of a key the poll emits: that version comes in a later poll, like one
  * committed after it.  Sources whose stamps are only known once read are
  * always read.
+ *
+ * A generation that a merge took out of the newest manifest is neither left
+ * for later nor cut inside: garbage collection may take it once its grace
+ * after the merge has passed, however often the consumer polls, so the poll
+ * that reaches it delivers all of it, past max_rows if need be.  *pin is the
+ * newest stamp of such generations that matters (0: none), which every
+ * source with an older one is read for and the cut is never below.
  */
 static int64
 feed_select_reads(FeedShard *feeds, int count, int64 max_rows,
-				  int64 truncate_stamp)
+				  int64 truncate_stamp, int64 *pin)
 {
 	int			total = 0;
 	int			ncandidates = 0;
@@ -937,8 +951,14 @@ feed_select_reads(FeedShard *feeds, int count, int64 max_rows,
 	FeedCandidate *candidates;
 	char	   *decision;		/* per source: 'r'ead, 'd'elivered, 'l'ater */
 
+	*pin = 0;
 	for (int i = 0; i < count; i++)
+	{
 		total += list_length(feeds[i].sources);
+		if (feeds[i].superseded_newest > feeds[i].from.delivered_stamp &&
+			feeds[i].superseded_newest >= truncate_stamp)
+			*pin = Max(*pin, feeds[i].superseded_newest);
+	}
 	candidates = palloc(sizeof(FeedCandidate) * Max(total, 1));
 	decision = palloc(Max(total, 1));
 	for (int i = 0; i < count; i++)
@@ -980,7 +1000,8 @@ feed_select_reads(FeedShard *feeds, int count, int64 max_rows,
 		rows = 0;
 		for (k = 0; k < ncandidates; k++)
 		{
-			if (rows >= max_rows && candidates[k].pending > last_taken)
+			if (rows >= max_rows && candidates[k].pending > last_taken &&
+				candidates[k].pending > *pin)
 				break;
 			rows += candidates[k].rows;
 			last_taken = candidates[k].pending;
@@ -1025,7 +1046,7 @@ feed_select_reads(FeedShard *feeds, int count, int64 max_rows,
  */
 static int64
 feed_find_cut(RolloutStore *store, FeedShard *feeds, int count,
-			  MergeRead **reads, int64 max_rows, int64 limit,
+			  MergeRead **reads, int64 max_rows, int64 limit, int64 pin,
 			  const bool *want_rows, int64 *truncate_stamp)
 {
 	int			ncolumns = store->schema.ncolumns;
@@ -1063,7 +1084,7 @@ feed_find_cut(RolloutStore *store, FeedShard *feeds, int count,
 			   sizeof(int64) * feeds[i].stamp_count);
 		total += feeds[i].stamp_count;
 	}
-	cut = Min(feed_cut(all_stamps, total, max_rows), limit);
+	cut = Min(Max(feed_cut(all_stamps, total, max_rows), pin), limit);
 	for (int i = 0; i < count; i++)
 		if (feeds[i].stamp_count > 0)
 			reads[i] = feed_read_begin(store, &feeds[i], want_rows, truncate_stamp);
@@ -1130,13 +1151,14 @@ feed_poll(RolloutStore *store, const ChangeFeedPosition *since,
 	FeedShard  *feeds;
 	int64		truncate_stamp = since->truncate_stamp;
 	int64		limit;
+	int64		pin;
 	int64		cut;
 	MergeRead **reads;
 	ListCell   *lc;
 
 	after->incarnation = since->incarnation;
 	feeds = feed_open_shards(store, since, max_rows, &count, &truncate_stamp);
-	limit = feed_select_reads(feeds, count, max_rows, truncate_stamp);
+	limit = feed_select_reads(feeds, count, max_rows, truncate_stamp, &pin);
 	*left = limit != PG_INT64_MAX;
 	feed_log_reads(store, feeds, count, limit);
 
@@ -1145,8 +1167,8 @@ feed_poll(RolloutStore *store, const ChangeFeedPosition *since,
 	for (int i = 0; i < count; i++)
 		if (feeds[i].reading != NIL)
 			reads[i] = feed_read_begin(store, &feeds[i], want_rows, &truncate_stamp);
-	cut = feed_find_cut(store, feeds, count, reads, max_rows, limit, want_rows,
-						&truncate_stamp);
+	cut = feed_find_cut(store, feeds, count, reads, max_rows, limit, pin,
+						want_rows, &truncate_stamp);
 
 	/* emit: the TRUNCATE first, then each shard's versions up to the cut */
 	if (truncate_stamp > since->truncate_stamp)
