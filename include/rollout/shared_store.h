@@ -31,9 +31,13 @@ extern bool rollout_shared_available(void);
 /*
  * The slot of this cluster's shard of store (found or created), or NULL
  * when shared memory is not available or every slot is taken (then a
- * WARNING says so once, and the direct path is used).
+ * WARNING says so once, and the direct path is used).  Only the slots of
+ * the store the handle's credentials reach (shared_store.c); to_commit (a
+ * committer, which then claims it) also takes over a slot of the same names
+ * that no claim tied to a store yet and another's credentials made, and
+ * otherwise gets NULL while there is one.
  */
-extern SharedStoreSlot *shared_store_slot(RolloutStore *store);
+extern SharedStoreSlot *shared_store_slot(RolloutStore *store, bool to_commit);
 
 /* The same without creating a slot; NULL if there is none. */
 extern SharedStoreSlot *shared_store_lookup(RolloutStore *store);

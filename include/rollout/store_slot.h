@@ -186,6 +186,7 @@ typedef struct SharedStoreSlot
 	pg_atomic_uint64 namespace_generation;
 	char		owner[OBJSTORE_FINGERPRINT_LEN];
 	int			admitted_count;
+	int			admitted_next;	/* where the next one goes: a ring */
 	char		admitted[SLOT_ADMITTED_MAX][OBJSTORE_FINGERPRINT_LEN];
 	char		claim_put_id[SLOT_PUT_ID_LEN];	/* of the last claim's fence;
 												 * "": not claimed since the

@@ -165,7 +165,7 @@ typedef enum SlotStanding
  * slot's lock; asks again if the slot changed meanwhile.
  */
 static SlotStanding
-slot_standing(SharedStoreSlot *slot, RolloutStore *store)
+slot_standing(SharedStoreSlot *slot, RolloutStore *store, uint64 *member_since)
 {
 	const char *fingerprint = store->objstore->access_fingerprint;
 
@@ -178,14 +178,15 @@ slot_standing(SharedStoreSlot *slot, RolloutStore *store)
 		bool		admitted;
 
 		LWLockAcquire(&slot->lock, LW_SHARED);
+		generation = pg_atomic_read_u64(&slot->namespace_generation);
 		if (slot_member_locked(slot, fingerprint))
 		{
 			LWLockRelease(&slot->lock);
+			*member_since = generation;
 			return SLOT_MEMBER;
 		}
 		strlcpy(put_id, slot->claim_put_id, sizeof(put_id));
 		position = slot->claim_position;
-		generation = pg_atomic_read_u64(&slot->namespace_generation);
 		LWLockRelease(&slot->lock);
 		if (put_id[0] == '\0')
 			return SLOT_UNCLAIMED;
@@ -197,17 +198,25 @@ slot_standing(SharedStoreSlot *slot, RolloutStore *store)
 		/*
 		 * A claim of the same store may have come meanwhile (its fence is
 		 * elsewhere, but the store is the same one); a slot that may stand
-		 * for another store now has another generation.
+		 * for another store now has another generation.  The admitted
+		 * credentials are a ring: ones pushed out prove themselves again,
+		 * with one read, when a handle of theirs next looks.
 		 */
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 		admitted = pg_atomic_read_u64(&slot->namespace_generation) == generation;
-		if (admitted && !slot_member_locked(slot, fingerprint) &&
-			slot->admitted_count < SLOT_ADMITTED_MAX)
-			strlcpy(slot->admitted[slot->admitted_count++], fingerprint,
+		if (admitted && !slot_member_locked(slot, fingerprint))
+		{
+			strlcpy(slot->admitted[slot->admitted_next], fingerprint,
 					OBJSTORE_FINGERPRINT_LEN);
+			slot->admitted_next = (slot->admitted_next + 1) % SLOT_ADMITTED_MAX;
+			slot->admitted_count = Min(slot->admitted_count + 1, SLOT_ADMITTED_MAX);
+		}
 		LWLockRelease(&slot->lock);
 		if (admitted)
+		{
+			*member_since = generation;
 			return SLOT_MEMBER;
+		}
 	}
 }
 
@@ -268,7 +277,7 @@ slot_take_over(SharedStoreSlot *slot, RolloutStore *store)
 		{
 			slot_forget_store_locked(slot);
 			strlcpy(slot->owner, fingerprint, OBJSTORE_FINGERPRINT_LEN);
-			slot->admitted_count = 0;
+			slot->admitted_count = slot->admitted_next = 0;
 			done = true;
 		}
 		LWLockRelease(&slot->lock);
@@ -279,19 +288,36 @@ slot_take_over(SharedStoreSlot *slot, RolloutStore *store)
 	}
 }
 
+/* The slots of store's names (identity, store, shard), into slots. */
+static int
+slot_candidates(RolloutStore *store, SharedStoreSlot **slots)
+{
+	int			count = 0;
+
+	for (int i = 0; i < shared_state->max_stores; i++)
+		if (slot_matches(&shared_state->slots[i], store))
+			slots[count++] = &shared_state->slots[i];
+	return count;
+}
+
 /*
- * Make a slot for (identity, store, shard) owned by store's handle; NULL
- * when every slot is taken.  location is what the view shows.
+ * Make a slot of store's names owned by its handle, unless the slots of its
+ * names are no longer the judged ones its caller found (*changed: look
+ * again); NULL then, or when every slot is taken.
  */
 static SharedStoreSlot *
-slot_create(RolloutStore *store)
+slot_create(RolloutStore *store, int judged, bool *changed)
 {
 	SharedStoreSlot *found = NULL;
+	SharedStoreSlot **current;
 
+	*changed = false;
 	if (strlen(store->location) >= SLOT_LOCATION_LEN)
 		return NULL;
+	current = palloc(sizeof(SharedStoreSlot *) * shared_state->max_stores);
 	LWLockAcquire(&shared_state->registry_lock, LW_EXCLUSIVE);
-	for (int i = 0; i < shared_state->max_stores && found == NULL; i++)
+	*changed = slot_candidates(store, current) != judged;
+	for (int i = 0; i < shared_state->max_stores && found == NULL && !*changed; i++)
 	{
 		SharedStoreSlot *slot = &shared_state->slots[i];
 
@@ -303,7 +329,7 @@ slot_create(RolloutStore *store)
 		strlcpy(slot->shard, store->shard, SLOT_SHARD_LEN);
 		strlcpy(slot->owner, store->objstore->access_fingerprint,
 				OBJSTORE_FINGERPRINT_LEN);
-		slot->admitted_count = 0;
+		slot->admitted_count = slot->admitted_next = 0;
 		slot->claim_put_id[0] = '\0';
 		slot->claim_position = 0;
 		pg_atomic_fetch_add_u64(&slot->namespace_generation, 1);
@@ -312,6 +338,7 @@ slot_create(RolloutStore *store)
 		found = slot;
 	}
 	LWLockRelease(&shared_state->registry_lock);
+	pfree(current);
 	return found;
 }
 
@@ -320,23 +347,31 @@ typedef enum SlotSearch
 {
 	SLOT_SEARCH_LOOKUP,			/* find one it belongs to */
 	SLOT_SEARCH_READ,			/* the same, or make one while slots are many */
-	SLOT_SEARCH_WRITE			/* the same, else take over or make one */
+	SLOT_SEARCH_MAINTAIN,		/* the same, or make one */
+	SLOT_SEARCH_COMMIT			/* the same, taking over one no claim tied to
+								 * a store yet */
 }			SlotSearch;
 
+/* Look again at most this often when slots of the names come and go. */
+#define SLOT_FIND_ATTEMPTS	8
+
 /*
- * The slot of store's handle: among the slots of its names (one per store
- * that credentials reach by them, usually one), one whose claim its
- * credentials reach, else one whose owner it is; a writer then takes over
- * a slot no claim tied to a store yet, else makes one.  *full is set when
- * a slot should have been made and none was free.
+ * The slot of store's handle, and the generation since which it belongs to
+ * it, among the slots of its names (one per store that credentials reach by
+ * them, usually one): one whose claim its credentials reach, else one of its
+ * own that nothing claimed yet.  A slot that nothing claimed yet and that is
+ * another's may be the same store: only a committer takes it over (it then
+ * claims it, and the other credentials prove themselves against that
+ * claim); the others go without a slot meanwhile.  A slot is made only
+ * while every slot of the names stands for another store, so that one store
+ * never has two slots whose writers would fence each other.  *full is set
+ * when a slot should have been made and none was free.
  */
 static SharedStoreSlot *
-slot_find(RolloutStore *store, SlotSearch search, bool *full)
+slot_find(RolloutStore *store, SlotSearch search, uint64 *member_since,
+		  bool *full)
 {
 	SharedStoreSlot **candidates;
-	int			count = 0;
-	SharedStoreSlot *unclaimed_own = NULL;
-	SharedStoreSlot *unclaimed_other = NULL;
 	SharedStoreSlot *found = NULL;
 
 	*full = false;
@@ -344,87 +379,126 @@ slot_find(RolloutStore *store, SlotSearch search, bool *full)
 		strlen(store->name) >= SLOT_STORE_LEN ||
 		strlen(store->shard) >= SLOT_SHARD_LEN)
 		return NULL;
-
 	candidates = palloc(sizeof(SharedStoreSlot *) * shared_state->max_stores);
-	LWLockAcquire(&shared_state->registry_lock, LW_SHARED);
-	for (int i = 0; i < shared_state->max_stores; i++)
-		if (slot_matches(&shared_state->slots[i], store))
-			candidates[count++] = &shared_state->slots[i];
-	LWLockRelease(&shared_state->registry_lock);
-
-	for (int i = 0; i < count && found == NULL; i++)
+	for (int attempt = 0; attempt < SLOT_FIND_ATTEMPTS && found == NULL; attempt++)
 	{
-		switch (slot_standing(candidates[i], store))
+		SharedStoreSlot *own_unclaimed = NULL;
+		SharedStoreSlot *other_unclaimed = NULL;
+		uint64		own_since = 0;
+		int			count;
+		bool		changed;
+
+		LWLockAcquire(&shared_state->registry_lock, LW_SHARED);
+		count = slot_candidates(store, candidates);
+		LWLockRelease(&shared_state->registry_lock);
+
+		for (int i = 0; i < count && found == NULL; i++)
 		{
-			case SLOT_MEMBER:
-				LWLockAcquire(&candidates[i]->lock, LW_SHARED);
-				if (candidates[i]->claim_put_id[0] != '\0')
-					found = candidates[i];
-				else if (unclaimed_own == NULL)
-					unclaimed_own = candidates[i];
-				LWLockRelease(&candidates[i]->lock);
+			uint64		since;
+			bool		claimed;
+
+			switch (slot_standing(candidates[i], store, &since))
+			{
+				case SLOT_MEMBER:
+					LWLockAcquire(&candidates[i]->lock, LW_SHARED);
+					claimed = candidates[i]->claim_put_id[0] != '\0';
+					LWLockRelease(&candidates[i]->lock);
+					if (claimed)
+					{
+						found = candidates[i];
+						*member_since = since;
+					}
+					else if (own_unclaimed == NULL)
+					{
+						own_unclaimed = candidates[i];
+						own_since = since;
+					}
+					break;
+				case SLOT_UNCLAIMED:
+					if (other_unclaimed == NULL)
+						other_unclaimed = candidates[i];
+					break;
+				case SLOT_FOREIGN:
+					break;
+			}
+		}
+		if (found != NULL)
+			break;
+		if (own_unclaimed != NULL)
+		{
+			found = own_unclaimed;
+			*member_since = own_since;
+			break;
+		}
+		if (other_unclaimed != NULL)
+		{
+			/* taken over, or claimed meanwhile: look again */
+			if (search != SLOT_SEARCH_COMMIT)
 				break;
-			case SLOT_UNCLAIMED:
-				if (unclaimed_other == NULL)
-					unclaimed_other = candidates[i];
-				break;
-			case SLOT_FOREIGN:
-				break;
+			(void) slot_take_over(other_unclaimed, store);
+			continue;
+		}
+		if (search == SLOT_SEARCH_LOOKUP ||
+			(search == SLOT_SEARCH_READ &&
+			 shared_store_free_slots() <= shared_state->max_stores / 4))
+			break;
+		found = slot_create(store, count, &changed);
+		if (found != NULL)
+			*member_since = pg_atomic_read_u64(&found->namespace_generation);
+		else if (!changed)
+		{
+			*full = true;
+			break;
 		}
 	}
 	pfree(candidates);
-	if (found == NULL)
-		found = unclaimed_own;
-	if (found == NULL && search == SLOT_SEARCH_WRITE && unclaimed_other != NULL &&
-		(slot_take_over(unclaimed_other, store) ||
-		 slot_standing(unclaimed_other, store) == SLOT_MEMBER))
-		found = unclaimed_other;	/* taken over, or claimed meanwhile for a
-									 * store these credentials reach */
-	if (found == NULL && search != SLOT_SEARCH_LOOKUP)
-	{
-		if (search == SLOT_SEARCH_READ &&
-			shared_store_free_slots() <= shared_state->max_stores / 4)
-			return NULL;
-		found = slot_create(store);
-		*full = found == NULL;
-	}
+
+	/*
+	 * A committer never goes the direct path beside a slot of its store (its
+	 * entries would take the positions the slot's writer counts on): slots
+	 * that kept changing hands under it make it retry instead.
+	 */
+	if (found == NULL && !*full && search == SLOT_SEARCH_COMMIT)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not commit to store \"%s\": its shared-memory slot kept changing hands",
+						store->name),
+				 errhint("Retry the transaction.")));
 	return found;
 }
 
 /*
  * The cached slot of store's handle, or NULL when it must look again: the
- * slot may stand for another store since the handle found it.
+ * slot may stand for another store since the handle found it.  A committer
+ * also looks again while its slot is not claimed, since another slot of the
+ * same store may have been claimed meanwhile.
  */
 static SharedStoreSlot *
-slot_cached(RolloutStore *store)
+slot_cached(RolloutStore *store, bool claimed_only)
 {
 	SharedStoreSlot *slot = store->shared_slot;
+	bool		claimed;
 
-	if (slot != NULL && slot_matches(slot, store) &&
-		pg_atomic_read_u64(&slot->namespace_generation) == store->shared_slot_generation)
+	if (slot == NULL || !slot_matches(slot, store) ||
+		pg_atomic_read_u64(&slot->namespace_generation) != store->shared_slot_generation)
+		return NULL;
+	if (!claimed_only)
 		return slot;
-	return NULL;
+	LWLockAcquire(&slot->lock, LW_SHARED);
+	claimed = slot->claim_put_id[0] != '\0';
+	LWLockRelease(&slot->lock);
+	return claimed ? slot : NULL;
 }
 
 /*
- * Remember slot as store's handle's, as of its current generation, if the
- * handle still belongs to it (else NULL); returns what it remembered.
+ * Remember slot as store's handle's, a member since generation member_since
+ * (slot_standing); returns it.
  */
 static SharedStoreSlot *
-slot_remember(RolloutStore *store, SharedStoreSlot *slot)
+slot_remember(RolloutStore *store, SharedStoreSlot *slot, uint64 member_since)
 {
-	if (slot != NULL)
-	{
-		bool		member;
-
-		LWLockAcquire(&slot->lock, LW_SHARED);
-		member = slot_member_locked(slot, store->objstore->access_fingerprint);
-		store->shared_slot_generation = pg_atomic_read_u64(&slot->namespace_generation);
-		LWLockRelease(&slot->lock);
-		if (!member)
-			slot = NULL;
-	}
 	store->shared_slot = slot;
+	store->shared_slot_generation = member_since;
 	return slot;
 }
 
@@ -453,8 +527,16 @@ shared_store_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
 		{
 			if (strncmp(slot->incarnation, store->incarnation, SLOT_SHARD_LEN - 1) != 0)
 			{
-				/* its owner and admitted credentials reach the new one too */
+				/*
+				 * Its owner and admitted credentials reach the new one too,
+				 * this handle among them, which keeps the slot as of the new
+				 * generation (set under the same hold of the lock, before any
+				 * other handle could take the unclaimed slot over).
+				 */
 				slot_forget_store_locked(slot);
+				if (store->shared_slot == slot)
+					store->shared_slot_generation =
+						pg_atomic_read_u64(&slot->namespace_generation);
 				strlcpy(slot->incarnation, store->incarnation, SLOT_SHARD_LEN);
 			}
 			LWLockRelease(&slot->lock);
@@ -522,49 +604,55 @@ shared_store_evict_idle(TimestampTz idle_since, SharedStoreSlot *except)
 }
 
 /*
- * See shared_store.h.  The slot cached in store->shared_slot is reused while
- * it still stands for the same store (slot_cached); otherwise the handle
- * looks again (slot_find), and a slot found anew first forgets any older
- * incarnation of the store (shared_store_adopt_incarnation, which may wait
- * for a commit or flush in flight).  A missing slot is not remembered, so
- * one created later is found by the next call.
+ * Find store's handle's slot with search (slot_find) unless its cached one
+ * still holds (slot_cached), and remember it; a slot found anew first
+ * forgets any older incarnation of the store (shared_store_adopt_incarnation,
+ * which may wait for a commit or flush in flight).  A missing slot is not
+ * remembered, so one created later is found by the next call.
  */
+static SharedStoreSlot *
+slot_for_handle(RolloutStore *store, SlotSearch search, bool *full)
+{
+	SharedStoreSlot *found;
+	uint64		member_since = 0;
+
+	*full = false;
+	if (!rollout_shared_available())
+		return NULL;
+	if ((found = slot_cached(store, search == SLOT_SEARCH_COMMIT)) != NULL)
+		return found;
+	store->shared_slot = NULL;
+	found = slot_find(store, search, &member_since, full);
+	if (found == NULL)
+		return NULL;
+	slot_remember(store, found, member_since);
+	shared_store_adopt_incarnation(found, store);
+	return found;
+}
+
+/* See shared_store.h. */
 SharedStoreSlot *
 shared_store_lookup(RolloutStore *store)
 {
-	SharedStoreSlot *found;
 	bool		full;
 
-	if (!rollout_shared_available())
-		return NULL;
-	if ((found = slot_cached(store)) != NULL)
-		return found;
-	found = slot_find(store, SLOT_SEARCH_LOOKUP, &full);
-	if (found != NULL)
-		shared_store_adopt_incarnation(found, store);
-	return slot_remember(store, found);
+	return slot_for_handle(store, SLOT_SEARCH_LOOKUP, &full);
 }
 
 /*
- * Like shared_store_lookup, but taking over or creating the slot when there
- * is none.  When every slot is taken the store falls back to the direct
- * path, and the WARNING saying so is given once per backend (warned_full is
- * per process), not once per store or server.
+ * See shared_store.h.  When every slot is taken the store falls back to the
+ * direct path, and the WARNING saying so is given once per backend
+ * (warned_full is per process), not once per store or server.
  */
 SharedStoreSlot *
-shared_store_slot(RolloutStore *store)
+shared_store_slot(RolloutStore *store, bool to_commit)
 {
 	static bool warned_full = false;
 	SharedStoreSlot *found;
 	bool		full;
 
-	if (!rollout_shared_available())
-		return NULL;
-	if ((found = slot_cached(store)) != NULL)
-		return found;
-	found = slot_find(store, SLOT_SEARCH_WRITE, &full);
-	if (found != NULL)
-		shared_store_adopt_incarnation(found, store);
+	found = slot_for_handle(store, to_commit ? SLOT_SEARCH_COMMIT : SLOT_SEARCH_MAINTAIN,
+							&full);
 	if (full && !warned_full)
 	{
 		ereport(WARNING,
@@ -575,31 +663,22 @@ shared_store_slot(RolloutStore *store)
 				 errhint("Raise rollout_fdw.max_stores (needs a restart).")));
 		warned_full = true;
 	}
-	return slot_remember(store, found);
+	return found;
 }
 
 /*
- * Like shared_store_slot, for a backend that only reads the store (to keep
- * its manifest versions, manifest_view.c).  Slots are never freed, so
- * readers make one only while more than a quarter of them are free: the
- * rest stays for stores this cluster writes, which would otherwise lose
- * group commit and memtable.  Without a slot a read loses nothing but a
- * cache, so there is no warning.
+ * See shared_store.h.  Slots are never freed, so readers make one only
+ * while more than a quarter of them are free: the rest stays for stores
+ * this cluster writes, which would otherwise lose group commit and
+ * memtable.  Without a slot a read loses nothing but a cache, so there is
+ * no warning.
  */
 SharedStoreSlot *
 shared_store_slot_for_reading(RolloutStore *store)
 {
-	SharedStoreSlot *found;
 	bool		full;
 
-	if (!rollout_shared_available())
-		return NULL;
-	if ((found = slot_cached(store)) != NULL)
-		return found;
-	found = slot_find(store, SLOT_SEARCH_READ, &full);
-	if (found != NULL)
-		shared_store_adopt_incarnation(found, store);
-	return slot_remember(store, found);
+	return slot_for_handle(store, SLOT_SEARCH_READ, &full);
 }
 
 /*
@@ -611,22 +690,16 @@ void
 shared_store_require_member(RolloutStore *store, SharedStoreSlot *slot,
 							const char *action)
 {
-	if (slot_cached(store) == slot)
-	{
-		bool		member;
+	uint64		member_since;
 
-		LWLockAcquire(&slot->lock, LW_SHARED);
-		member = slot_member_locked(slot, store->objstore->access_fingerprint);
-		LWLockRelease(&slot->lock);
-		if (member)
-			return;
-	}
-	if (slot_standing(slot, store) == SLOT_MEMBER)
+	if (slot_cached(store, false) == slot)
+		return;
+	if (slot_standing(slot, store, &member_since) == SLOT_MEMBER)
 	{
-		slot_remember(store, slot);
-		if (store->shared_slot == slot)
-			return;
+		slot_remember(store, slot, member_since);
+		return;
 	}
+	store->shared_slot = NULL;
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 			 errmsg("could not %s store \"%s\": this cluster's writer of the store changed hands",
@@ -635,42 +708,48 @@ shared_store_require_member(RolloutStore *store, SharedStoreSlot *slot,
 			 errhint("Retry.")));
 }
 
-/* See shared_store.h. */
+/*
+ * See shared_store.h.  slot_find makes a second slot of the names only
+ * while every other one stands for another store, so this holds unless
+ * slots of the names appeared in a race; then the handle forgets its slot,
+ * and finds the claimed one when the transaction is retried.
+ */
 void
 shared_store_check_siblings(RolloutStore *store, SharedStoreSlot *slot)
 {
 	SharedStoreSlot **siblings;
-	int			count = 0;
+	int			count;
 	bool		conflict = false;
 
 	siblings = palloc(sizeof(SharedStoreSlot *) * shared_state->max_stores);
 	LWLockAcquire(&shared_state->registry_lock, LW_SHARED);
-	for (int i = 0; i < shared_state->max_stores; i++)
-		if (&shared_state->slots[i] != slot &&
-			slot_matches(&shared_state->slots[i], store))
-			siblings[count++] = &shared_state->slots[i];
+	count = slot_candidates(store, siblings);
 	LWLockRelease(&shared_state->registry_lock);
 
 	for (int i = 0; i < count && !conflict; i++)
 	{
-		bool		claiming;
 		bool		claimed;
+		uint64		since;
 
+		if (siblings[i] == slot)
+			continue;
 		LWLockAcquire(&siblings[i]->lock, LW_SHARED);
-		claiming = siblings[i]->writer_state == WRITER_INITIALIZING;
 		claimed = siblings[i]->claim_put_id[0] != '\0';
 		LWLockRelease(&siblings[i]->lock);
-		conflict = claiming ||
-			(claimed && slot_standing(siblings[i], store) == SLOT_MEMBER);
+		conflict = claimed &&
+			slot_standing(siblings[i], store, &since) == SLOT_MEMBER;
 	}
 	pfree(siblings);
 	if (conflict)
+	{
+		store->shared_slot = NULL;
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not commit to store \"%s\": another shared-memory slot of this cluster writes it",
 						store->name),
-				 errdetail("Its writer was claimed through other credentials that reach the same store. The transaction is not committed."),
+				 errdetail("It was claimed meanwhile through credentials that reach the same store. The transaction is not committed."),
 				 errhint("Retry the transaction.")));
+	}
 }
 
 /* How many slots are not in use yet (read without the registry lock). */

@@ -194,7 +194,7 @@ rollout_commit_rows(RolloutStore *store, StoreRowReader next, void *arg,
 	metadata.transactions = 1;
 	metadata.truncate = truncate;
 
-	slot = shared_store_slot(store);
+	slot = shared_store_slot(store, true);
 	if (slot != NULL)
 		ingest_threshold = Min(ingest_threshold, memtable_max_transaction_bytes());
 

@@ -448,7 +448,7 @@ rollout_flush_shard(RolloutStore *store)
 	TimestampTz started = GetCurrentTimestamp();
 
 	rollout_check_writable(store, "flush");
-	slot = shared_store_slot(store);
+	slot = shared_store_slot(store, false);
 
 	/* with this cluster's writer claimed, the WAL tail is the memtable */
 	if (slot != NULL && shared_writer_is_ready(slot))

@@ -431,7 +431,7 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 						   save_sec_context | SECURITY_RESTRICTED_OPERATION |
 						   SECURITY_LOCAL_USERID_CHANGE);
 	store = rollout_store_for_relation_as_owner(rel);
-	slot = shared_store_slot(store);	/* also: visible in the view */
+	slot = shared_store_slot(store, false); /* also: visible in the view */
 
 	/*
 	 * A store holding more than a quarter of the memtable is flushed at once:

@@ -170,6 +170,28 @@ unlike(slurp_file($node->logfile), qr/owned by another writer|taken over|changed
 ($objects, @holding) = tenant_objects_holding('alice ');
 is(scalar(@holding), 0, "mallory's bucket never got a row of alice's ($objects objects)");
 
+# A session of bob's that read the store before alice's writer claimed its
+# slot commits through that slot afterwards, in the same session, and the
+# store never gets a second slot.  (In a first version bob's read made a
+# slot of his own, and every later commit of that session failed: "another
+# shared-memory slot of this cluster writes it".)
+$node->stop;
+$node->start;
+as('alice', 'SELECT count(*) FROM t_alice');
+my $bob = $node->background_psql('postgres', on_error_stop => 0);
+$bob->query_safe('SET ROLE bob');
+is($bob->query_safe('SELECT count(*) FROM t_bob'), '8', "bob's session reads the store first");
+as('alice', q{INSERT INTO t_alice VALUES (9, 'alice nine');});
+for my $i (10 .. 12)
+{
+	$bob->{stderr} = '';
+	$bob->query("INSERT INTO t_bob VALUES ($i, 'bob $i')");
+	is($bob->{stderr}, '', "the same session of bob's commits (row $i)");
+}
+$bob->quit;
+is(slots_of_steps(), '1', 'through the one slot of the store');
+is(as('alice', 'SELECT count(*) FROM t_alice'), '12', 'alice reads every row');
+
 unlike(slurp_file($node->logfile), qr/terminated by signal/, 'no backend died');
 $node->stop;
 done_testing();
