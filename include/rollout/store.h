@@ -171,6 +171,7 @@ typedef struct RolloutStore
 	 */
 	struct SharedStoreSlot *shared_slot;
 	uint64		shared_slot_generation;
+	bool		shared_slot_claimed;	/* seen claimed in that generation */
 
 	MemoryContext context;		/* everything above lives here */
 } RolloutStore;

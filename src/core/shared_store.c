@@ -363,9 +363,13 @@ typedef enum SlotSearch
  * another's may be the same store: only a committer takes it over (it then
  * claims it, and the other credentials prove themselves against that
  * claim); the others go without a slot meanwhile.  A slot is made only
- * while every slot of the names stands for another store, so that one store
- * never has two slots whose writers would fence each other.  *full is set
- * when a slot should have been made and none was free.
+ * while every slot of the names stands, by its claim, for another store, so
+ * that one store does not get two slots whose writers would fence each
+ * other.  (A claim of an earlier creation of the store, not yet forgotten,
+ * looks like another store's; claims one at a time and the check of the
+ * other slots before each keep two such slots from both claiming,
+ * writer_epoch.c.)  *full is set when a slot should have been made and none
+ * was free.
  */
 static SharedStoreSlot *
 slot_find(RolloutStore *store, SlotSearch search, uint64 *member_since,
@@ -470,24 +474,26 @@ slot_find(RolloutStore *store, SlotSearch search, uint64 *member_since,
 /*
  * The cached slot of store's handle, or NULL when it must look again: the
  * slot may stand for another store since the handle found it.  A committer
- * also looks again while its slot is not claimed, since another slot of the
- * same store may have been claimed meanwhile.
+ * or a flush also looks again while its slot is not claimed, since another
+ * slot of the same store may have been claimed meanwhile, whose memtable
+ * then holds the tail.  A claim is only ever undone with a new generation
+ * (slot_forget_store_locked), so the handle remembers one it saw.
  */
 static SharedStoreSlot *
 slot_cached(RolloutStore *store, bool claimed_only)
 {
 	SharedStoreSlot *slot = store->shared_slot;
-	bool		claimed;
 
 	if (slot == NULL || !slot_matches(slot, store) ||
 		pg_atomic_read_u64(&slot->namespace_generation) != store->shared_slot_generation)
 		return NULL;
-	if (!claimed_only)
+	if (!claimed_only || store->shared_slot_claimed)
 		return slot;
 	LWLockAcquire(&slot->lock, LW_SHARED);
-	claimed = slot->claim_put_id[0] != '\0';
+	store->shared_slot_claimed = slot->claim_put_id[0] != '\0' &&
+		pg_atomic_read_u64(&slot->namespace_generation) == store->shared_slot_generation;
 	LWLockRelease(&slot->lock);
-	return claimed ? slot : NULL;
+	return store->shared_slot_claimed ? slot : NULL;
 }
 
 /*
@@ -499,6 +505,7 @@ slot_remember(RolloutStore *store, SharedStoreSlot *slot, uint64 member_since)
 {
 	store->shared_slot = slot;
 	store->shared_slot_generation = member_since;
+	store->shared_slot_claimed = false;
 	return slot;
 }
 
@@ -523,6 +530,18 @@ shared_store_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 		busy = slot->leaders_active > 0 || DsaPointerIsValid(slot->queue_head) ||
 			slot->flushing || slot->writer_state == WRITER_INITIALIZING;
+
+		/*
+		 * Only a handle that still belongs to the slot may reset it: one
+		 * whose slot was taken over meanwhile (another generation) would
+		 * reset another store's writer.  It looks again (slot_cached).
+		 */
+		if (store->shared_slot != slot ||
+			store->shared_slot_generation != pg_atomic_read_u64(&slot->namespace_generation))
+		{
+			LWLockRelease(&slot->lock);
+			return;
+		}
 		if (!busy)
 		{
 			if (strncmp(slot->incarnation, store->incarnation, SLOT_SHARD_LEN - 1) != 0)
@@ -534,9 +553,9 @@ shared_store_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
 				 * other handle could take the unclaimed slot over).
 				 */
 				slot_forget_store_locked(slot);
-				if (store->shared_slot == slot)
-					store->shared_slot_generation =
-						pg_atomic_read_u64(&slot->namespace_generation);
+				store->shared_slot_generation =
+					pg_atomic_read_u64(&slot->namespace_generation);
+				store->shared_slot_claimed = false;
 				strlcpy(slot->incarnation, store->incarnation, SLOT_SHARD_LEN);
 			}
 			LWLockRelease(&slot->lock);
@@ -619,7 +638,8 @@ slot_for_handle(RolloutStore *store, SlotSearch search, bool *full)
 	*full = false;
 	if (!rollout_shared_available())
 		return NULL;
-	if ((found = slot_cached(store, search == SLOT_SEARCH_COMMIT)) != NULL)
+	if ((found = slot_cached(store, search == SLOT_SEARCH_COMMIT ||
+							 search == SLOT_SEARCH_MAINTAIN)) != NULL)
 		return found;
 	store->shared_slot = NULL;
 	found = slot_find(store, search, &member_since, full);
@@ -704,15 +724,17 @@ shared_store_require_member(RolloutStore *store, SharedStoreSlot *slot,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 			 errmsg("could not %s store \"%s\": this cluster's writer of the store changed hands",
 					action, store->name),
-			 errdetail("Credentials that reach another store by the same location and name took over its shared-memory slot. Nothing was written."),
+			 errdetail("Another role's credentials took its shared-memory slot over before this cluster's writer claimed the store through it. Nothing was written."),
 			 errhint("Retry.")));
 }
 
 /*
- * See shared_store.h.  slot_find makes a second slot of the names only
- * while every other one stands for another store, so this holds unless
- * slots of the names appeared in a race; then the handle forgets its slot,
- * and finds the claimed one when the transaction is retried.
+ * See shared_store.h.  The caller holds the lock that serialises claims of
+ * the store (writer_epoch.c), so a claim made before is seen here.  A
+ * second slot of one store arises when a claim of an earlier creation of
+ * the store looked like another store's to slot_find; then the handle
+ * forgets its slot, and finds the claimed one when the transaction is
+ * retried (slot_find prefers a claimed slot).
  */
 void
 shared_store_check_siblings(RolloutStore *store, SharedStoreSlot *slot)

@@ -38,9 +38,11 @@
 
 #include <unistd.h>
 
+#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/ipc.h"
+#include "storage/lock.h"
 #include "utils/timestamp.h"
 
 #include "rollout/flush.h"
@@ -324,6 +326,60 @@ writer_claim_abandon(int code, Datum arg)
 	ConditionVariableBroadcast(&slot->state_cv);
 }
 
+/*
+ * The lock that serialises claims of a store's shard across the slots of its
+ * names (shared_store.c) and every database of the cluster: an advisory lock
+ * of kind 0x5257, "RW", of no database.  Two slots of one store that claimed
+ * it both would fence each other; with claims one at a time, a claimer's
+ * check of the other slots (shared_store_check_siblings) sees any claim that
+ * came first.
+ */
+static void
+writer_claim_lock_tag(RolloutStore *store, LOCKTAG *tag)
+{
+	StringInfoData name;
+	uint64		hash;
+
+	initStringInfo(&name);
+	appendStringInfoString(&name, store->objstore->identity);
+	appendStringInfoChar(&name, '\0');
+	appendStringInfoString(&name, store->name);
+	appendStringInfoChar(&name, '\0');
+	appendStringInfoString(&name, store->shard);
+	hash = hash_bytes_extended((const unsigned char *) name.data, name.len, 0);
+	pfree(name.data);
+	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, (uint32) (hash >> 32), (uint32) hash,
+						 0x5257);
+}
+
+/*
+ * Claim the shard through slot, one claim of the store's shard at a time
+ * (writer_claim_lock_tag).  Only credentials that reach the store the slot
+ * stands for claim through it, and only when no other slot of this cluster
+ * claimed the same store through other credentials (shared_store.c).
+ */
+static void
+writer_claim_serialized(RolloutStore *store, SharedStoreSlot *slot,
+						volatile bool *superseded)
+{
+	LOCKTAG		tag;
+
+	writer_claim_lock_tag(store, &tag);
+	(void) LockAcquire(&tag, ExclusiveLock, true, false);
+	PG_TRY();
+	{
+		shared_store_require_member(store, slot, "commit to");
+		shared_store_check_siblings(store, slot);
+		writer_wait_for_pipeline(slot);
+		writer_claim(store, slot, superseded);
+	}
+	PG_FINALLY();
+	{
+		LockRelease(&tag, ExclusiveLock, true);
+	}
+	PG_END_TRY();
+}
+
 /* Make sure this cluster's writer of the shard is ready (claim it once). */
 void
 writer_ensure_ready(RolloutStore *store, SharedStoreSlot *slot)
@@ -379,15 +435,7 @@ writer_ensure_ready(RolloutStore *store, SharedStoreSlot *slot)
 
 	PG_ENSURE_ERROR_CLEANUP(writer_claim_abandon, PointerGetDatum(&abandon));
 	{
-		/*
-		 * Only credentials that reach the store the slot stands for claim
-		 * through it, and only when no other slot of this cluster claimed the
-		 * same store through other credentials (shared_store.c).
-		 */
-		shared_store_require_member(store, slot, "commit to");
-		shared_store_check_siblings(store, slot);
-		writer_wait_for_pipeline(slot);
-		writer_claim(store, slot, &abandon.superseded);
+		writer_claim_serialized(store, slot, &abandon.superseded);
 	}
 	PG_END_ENSURE_ERROR_CLEANUP(writer_claim_abandon, PointerGetDatum(&abandon));
 

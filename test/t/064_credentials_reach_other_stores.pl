@@ -36,7 +36,8 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(writer_node poll_until);
+use PsqlScript;
+use RolloutTest qw(writer_node poll_until wait_for_fault release_faults hold_faults);
 use Test::More;
 
 plan skip_all => 'needs the tenants of Ceph RGW (the rgw backend)'
@@ -191,6 +192,36 @@ for my $i (10 .. 12)
 $bob->quit;
 is(slots_of_steps(), '1', 'through the one slot of the store');
 is(as('alice', 'SELECT count(*) FROM t_alice'), '12', 'alice reads every row');
+
+# A committer whose slot another tenant took over while it staged its rows
+# (the slot was not claimed yet) does not reset the other's writer: it fails
+# with a retryable error, and its retry commits through a slot of its own.
+# (In a first version its handle reset the slot it no longer owned, as if
+# the store had been created again, and claimed its store through it.)
+$node->stop;
+$node->start;
+my $offset = -s $node->logfile;
+my $held = PsqlScript->start($node, sql => q{
+SET rollout_fdw.fail_at = 'commit.after_ingest_staged:hold';
+SET rollout_fdw.ingest_threshold = '64kB';
+SET ROLE alice;
+INSERT INTO t_alice SELECT g, repeat('a', 100) FROM generate_series(1000, 1999) g;
+});
+ok(wait_for_fault($node, 'commit.after_ingest_staged', $offset), "alice's large commit waits after staging its rows");
+as('mallory', q{INSERT INTO t_mallory VALUES (200, 'mallory while alice waits');});
+release_faults($node);
+my ($held_rc, $held_out, $held_err) = $held->finish;
+hold_faults($node);
+ok($held_rc == 0 || $held_err =~ /changed hands/,
+	"alice's commit either went through a slot of her own or is to be retried") or diag($held_err);
+as('alice', q{INSERT INTO t_alice SELECT g, repeat('a', 100) FROM generate_series(1000, 1999) g;})
+  if $held_rc != 0;
+is(slots_of_steps(), '2', "alice's store and mallory's each have their own slot");
+is(as('mallory', q{SELECT rows_flushed FROM rollout_flush('t_mallory')}), '1',
+	"mallory's writer was left alone: her row flushes from her memtable");
+is(as('alice', q{SELECT count(*) FROM t_alice WHERE id BETWEEN 1000 AND 1999}), '1000',
+	"alice's thousand rows are there once");
+is(as('mallory', q{SELECT count(*) FROM t_mallory WHERE id >= 1000}), '0', 'and not in mallory\'s store');
 
 unlike(slurp_file($node->logfile), qr/terminated by signal/, 'no backend died');
 $node->stop;
