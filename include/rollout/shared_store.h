@@ -60,8 +60,9 @@ extern void shared_store_require_member(RolloutStore *store,
 
 /*
  * ERROR (retryable) when another slot of store's names holds a claim that
- * store's credentials reach, or one is being claimed: a writer about to
- * claim slot checks so, or two slots of one store would fence each other.
+ * store's credentials reach: a writer about to claim slot checks so, under
+ * the lock that serialises claims (writer_epoch.c), or two slots of one
+ * store would fence each other.
  */
 extern void shared_store_check_siblings(RolloutStore *store,
 										SharedStoreSlot *slot);

@@ -483,6 +483,7 @@ static SharedStoreSlot *
 slot_cached(RolloutStore *store, bool claimed_only)
 {
 	SharedStoreSlot *slot = store->shared_slot;
+	bool		claiming;
 
 	if (slot == NULL || !slot_matches(slot, store) ||
 		pg_atomic_read_u64(&slot->namespace_generation) != store->shared_slot_generation)
@@ -492,8 +493,15 @@ slot_cached(RolloutStore *store, bool claimed_only)
 	LWLockAcquire(&slot->lock, LW_SHARED);
 	store->shared_slot_claimed = slot->claim_put_id[0] != '\0' &&
 		pg_atomic_read_u64(&slot->namespace_generation) == store->shared_slot_generation;
+	claiming = slot->writer_state == WRITER_INITIALIZING;
 	LWLockRelease(&slot->lock);
-	return store->shared_slot_claimed ? slot : NULL;
+
+	/*
+	 * A slot being claimed is kept too: the claim may be this backend's own,
+	 * whose flush of the WAL tail comes here (and a flush of a slot not ready
+	 * reads the tail from the store anyway).
+	 */
+	return store->shared_slot_claimed || claiming ? slot : NULL;
 }
 
 /*
@@ -647,7 +655,22 @@ slot_for_handle(RolloutStore *store, SlotSearch search, bool *full)
 		return NULL;
 	slot_remember(store, found, member_since);
 	shared_store_adopt_incarnation(found, store);
-	return found;
+
+	/*
+	 * The slot may have changed hands meanwhile (adoption then leaves it
+	 * alone): a reader goes without it; a committer, which must not go the
+	 * direct path beside it, retries.
+	 */
+	if (slot_cached(store, false) == found)
+		return found;
+	store->shared_slot = NULL;
+	if (search == SLOT_SEARCH_COMMIT)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not commit to store \"%s\": its shared-memory slot changed hands",
+						store->name),
+				 errhint("Retry the transaction.")));
+	return NULL;
 }
 
 /* See shared_store.h. */

@@ -1231,10 +1231,13 @@ group_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 	UnqueuedRequest unqueued;
 
 	/*
-	 * A slot still holding state of an older creation of the store (deleted
-	 * and created again under the same name) is reset before anything is
-	 * claimed or committed; then the shard's writer must be ready.
+	 * The handle must still belong to the slot (shared_store.c), before it
+	 * touches the slot's state.  A slot still holding state of an older
+	 * creation of the store (deleted and created again under the same name)
+	 * is reset before anything is claimed or committed; then the shard's
+	 * writer must be ready.
 	 */
+	shared_store_require_member(store, slot, "commit to");
 	shared_store_adopt_incarnation(slot, store);
 	writer_ensure_ready(store, slot);
 
