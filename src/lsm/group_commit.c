@@ -273,7 +273,8 @@ leader_wake(SharedStoreSlot *slot)
  * Take the queued requests that came through the leader's credentials (the
  * others wait for a leader of theirs, see the file header), in queue order
  * and up to a bounded entry size, but always up to and including the
- * leader's own request (own).  The rest stay queued in their order.  With
+ * leader's own request (own), unless a TRUNCATE comes before it: an entry
+ * ends before any TRUNCATE but its first, and own then waits for the next.  The rest stay queued in their order.  With
  * the writer ready and a batch header (batch_pointer) at hand, the entry
  * gets the next position and stamp, and its cell in the pipeline.  Nothing
  * is taken, and leadership is given up here, when another leader took own
@@ -314,6 +315,17 @@ leader_take_requests(SharedStoreSlot *slot, dsa_area *area, dsa_pointer own,
 		dsa_pointer next = request->next;
 
 		if (own_taken && entry->bytes + request->rows_len > LEADER_MAX_BATCH_BYTES)
+			full = true;
+
+		/*
+		 * A TRUNCATE's cut is its entry's stamp, which hides what earlier
+		 * entries hold and nothing of its own entry: it must be the first
+		 * transaction of its entry, or the requests queued before it in the
+		 * same entry would survive it.  So the entry ends before it; its
+		 * committer, this leader too if it is its own, leads the next one.
+		 */
+		if (request->truncate && entry->transactions > 0 &&
+			strcmp(request->fingerprint, fingerprint) == 0)
 			full = true;
 		request->next = InvalidDsaPointer;
 		if (!full && strcmp(request->fingerprint, fingerprint) == 0 &&

@@ -13,6 +13,10 @@
 #    visible, and the visible ids of a session are a suffix of its ids;
 #  - the cut survives flush, merge, a crash and a restart, and compaction
 #    removes the hidden rows: physical rows equal logical rows again;
+#  - preloaded, a TRUNCATE queued for group commit behind other commits of
+#    the store (through another table of the same store, whose lock it does
+#    not take) hides them all, however the leader groups them: the commits
+#    come out in one serial order;
 #  - the TRUNCATE privilege is PostgreSQL's, SERIALIZABLE is refused, and
 #    two rollout tables in one TRUNCATE are refused.
 
@@ -25,7 +29,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(mode_node observe poll_until try_sql wait_for_fault release_faults hold_faults);
+use RolloutTest qw(mode_node observe poll_until try_sql wait_for_fault release_faults hold_faults
+  preload);
 use Test::More;
 
 my $store = RolloutStore->for_test('046_truncate');
@@ -240,6 +245,59 @@ COMMIT;
 }), '3000|1|3000', 'spilled: the transaction sees the rows after its TRUNCATE');
 is($B->safe_psql('postgres', q{SELECT count(*) || '|' || min(id) || '|' || max(id) FROM r}),
 	'3000|1|3000', 'spilled: and commits exactly those');
+
+# --- a TRUNCATE queued behind other commits of the store ------------------
+# Two tables of one store: a TRUNCATE of one takes no lock of the other, so
+# commits through the other queue beside it.  One leader at a time, held
+# before it takes the queue; behind it a commit of two rows, then a
+# TRUNCATE with a row of its own.  The TRUNCATE comes after both in the
+# queue's order, so it hides both: a leader must not put it in one WAL entry
+# after them, where its cut (the entry's stamp) would hide none of them.
+if (preload())
+{
+	$A->safe_psql('postgres', 'ALTER SYSTEM SET rollout_fdw.wal_pipeline_depth = 1');
+	$A->safe_psql('postgres', 'SELECT pg_reload_conf()');
+	$A->safe_psql('postgres', q{
+CREATE FOREIGN TABLE q1 (id int, v text) SERVER s OPTIONS (store 'trunc_queue', key 'id');
+CREATE FOREIGN TABLE q2 (id int, v text) SERVER s OPTIONS (store 'trunc_queue', key 'id');
+INSERT INTO q1 VALUES (0, 'before');
+});
+	my $waiting = sub {
+		my ($like) = @_;
+		return qq{SELECT count(*) FROM pg_stat_activity
+		  WHERE wait_event_type = 'Extension' AND query LIKE '$like'};
+	};
+	my $offset = -s $A->logfile;
+	my $leader = PsqlScript->start($A,
+		sql => "SET rollout_fdw.fail_at = 'group_commit.before_take:hold=queue';
+INSERT INTO q1 VALUES (1, 'L');
+");
+	wait_for_fault($A, 'group_commit.before_take', $offset);
+	my $first = PsqlScript->start($A, sql => "INSERT INTO q1 VALUES (2, 'A'), (3, 'A');
+");
+	ok(defined poll_until($A, $waiting->('INSERT INTO q1 VALUES (2%'), '1', 60),
+		'queued: a commit of two rows behind the held leader');
+	my $truncate = PsqlScript->start($A,
+		sql => "BEGIN;
+TRUNCATE q2;
+INSERT INTO q2 VALUES (2, 'B');
+COMMIT;
+");
+	ok(defined poll_until($A, $waiting->('COMMIT%'), '1', 60), 'queued behind it: a TRUNCATE with a row');
+	release_faults($A, 'queue');
+	for my $session ([ 'the held leader', $leader ], [ 'the two rows', $first ], [ 'the TRUNCATE', $truncate ])
+	{
+		my ($ret, undef, $err) = $session->[1]->finish;
+		is($ret, 0, "$session->[0] commits") or diag($err);
+	}
+	my $rows = q{SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM q1};
+	is($A->safe_psql('postgres', $rows), '2=B',
+		'the TRUNCATE hides every commit queued before it, and keeps its own row');
+	$A->safe_psql('postgres', q{SELECT rollout_flush('q1')});
+	is($A->safe_psql('postgres', $rows), '2=B', 'also once flushed');
+	$A->safe_psql('postgres', 'ALTER SYSTEM RESET rollout_fdw.wal_pipeline_depth');
+	$A->safe_psql('postgres', 'SELECT pg_reload_conf()');
+}
 
 # --- privileges and refusals -----------------------------------------------
 $A->safe_psql('postgres', q{
