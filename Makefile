@@ -13,6 +13,7 @@ OBJS = \
 	src/rollout_fdw.o \
 	src/objstore/objstore.o \
 	src/objstore/file_store.o \
+	src/objstore/file_wal_log.o \
 	src/objstore/http_session.o \
 	src/objstore/s3_store.o \
 	src/objstore/azure_store.o \

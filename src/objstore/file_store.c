@@ -79,6 +79,8 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "file_wal_log.h"
+
 /* Folder at the location root that holds objects being written. */
 #define FILE_STORE_TEMP_FOLDER "_tmp"
 
@@ -181,7 +183,7 @@ static void file_store_read(ObjectStore *store, int fd, const char *key,
 static void file_store_list_directory(FileStoreListing *listing,
 									  const char *directory_path,
 									  const char *directory_key);
-static void file_store_list_add(FileStoreListing *listing, const char *key);
+static void file_store_list_candidate(void *arg, const char *key);
 
 static const ObjectStoreOps file_store_ops = {
 	.create_if_absent = file_store_create_if_absent,
@@ -504,6 +506,7 @@ file_store_define_settings(void)
 							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);
+	file_wal_log_define_settings();
 }
 
 /*
@@ -840,22 +843,20 @@ file_store_finish_create(ObjectStore *store, const char *key,
 }
 
 /*
- * file_store_create_if_absent
- *		Create key with the given bytes unless it exists.
+ * file_store_create_file
+ *		Create key as a file with the given bytes unless it exists.
  *
  * Write a temporary file, then attach the put id, fsync and publish it
  * (file_store_finish_create).  On error the temporary file is closed and
  * removed before the error propagates.
  */
 static ObjectStoreCreateResult
-file_store_create_if_absent(ObjectStore *store, const char *key,
-							const char *data, size_t len, const char *put_id)
+file_store_create_file(ObjectStore *store, const char *key,
+					   const char *data, size_t len, const char *put_id)
 {
 	char	   *temp_path = NULL;
 	volatile int fd = -1;
 	ObjectStoreCreateResult result = OBJSTORE_ALREADY_EXISTS;
-
-	file_store_check_key(store, key);
 
 	fd = file_store_open_temp(store, key, &temp_path);
 
@@ -880,8 +881,9 @@ file_store_create_if_absent(ObjectStore *store, const char *key,
 }
 
 /*
- * file_store_create_from_file_if_absent
- *		Create key with the contents of a local file unless it exists.
+ * file_store_create_file_from_file
+ *		Create key as a file with the contents of a local file unless it
+ *		exists.
  *
  * The file is copied into a temporary object rather than hard-linked: a
  * link would share the inode with the caller's file, so anything the caller
@@ -891,9 +893,8 @@ file_store_create_if_absent(ObjectStore *store, const char *key,
  * local file is left in place.
  */
 static ObjectStoreCreateResult
-file_store_create_from_file_if_absent(ObjectStore *store, const char *key,
-									  const char *local_path,
-									  const char *put_id)
+file_store_create_file_from_file(ObjectStore *store, const char *key,
+								 const char *local_path, const char *put_id)
 {
 	char	   *temp_path = NULL;
 	volatile int source_fd = -1;
@@ -901,8 +902,6 @@ file_store_create_from_file_if_absent(ObjectStore *store, const char *key,
 	char	   *buffer;
 	volatile off_t copied = 0;
 	ObjectStoreCreateResult result = OBJSTORE_ALREADY_EXISTS;
-
-	file_store_check_key(store, key);
 
 	buffer = palloc(FILE_STORE_COPY_BUFFER_SIZE);
 	fd = file_store_open_temp(store, key, &temp_path);
@@ -968,6 +967,93 @@ file_store_create_from_file_if_absent(ObjectStore *store, const char *key,
 	if (temp_path != NULL)
 		pfree(temp_path);
 	return result;
+}
+
+/*
+ * file_store_create_wal_entry
+ *		Create the WAL entry key (at position) unless it exists: appended to
+ *		its folder's log (file_wal_log.c) when the log takes it, otherwise
+ *		as a file.
+ *
+ * Both forms are decided under the log's lock, so that of two writers of
+ * the position exactly one wins whichever form each would use.  A name that
+ * is a folder is left to the file path, which reports it.
+ */
+static ObjectStoreCreateResult
+file_store_create_wal_entry(ObjectStore *store, const char *key,
+							int64 position, size_t folder_length,
+							const char *data, size_t len,
+							const char *local_path, const char *put_id)
+{
+	FileStore  *file_store = (FileStore *) store->backend;
+	char	   *folder = psprintf("%s/%.*s", file_store->root,
+								  (int) folder_length - 1, key);
+	char	   *path = file_store_object_path(store, key);
+	FileWalLogLock *lock;
+	struct stat st;
+	volatile ObjectStoreCreateResult result = OBJSTORE_ALREADY_EXISTS;
+
+	file_store_make_directory(store, folder, key);
+	lock = file_wal_log_lock(store, folder, key, true);
+	PG_TRY();
+	{
+		if (file_wal_log_holds(lock, position) ||
+			(lstat(path, &st) == 0 && !S_ISDIR(st.st_mode)))
+			result = OBJSTORE_ALREADY_EXISTS;
+		else if (local_path == NULL &&
+				 file_wal_log_append(lock, position, data, len, put_id))
+			result = OBJSTORE_CREATED;
+		else if (local_path == NULL)
+			result = file_store_create_file(store, key, data, len, put_id);
+		else
+			result = file_store_create_file_from_file(store, key, local_path,
+													  put_id);
+	}
+	PG_FINALLY();
+	{
+		file_wal_log_unlock(lock);
+	}
+	PG_END_TRY();
+	pfree(folder);
+	pfree(path);
+	return result;
+}
+
+/*
+ * file_store_create_if_absent
+ *		Create key with the given bytes unless it exists.
+ */
+static ObjectStoreCreateResult
+file_store_create_if_absent(ObjectStore *store, const char *key,
+							const char *data, size_t len, const char *put_id)
+{
+	int64		position;
+	size_t		folder_length;
+
+	file_store_check_key(store, key);
+	if (file_wal_log_key(key, &position, &folder_length))
+		return file_store_create_wal_entry(store, key, position, folder_length,
+										   data, len, NULL, put_id);
+	return file_store_create_file(store, key, data, len, put_id);
+}
+
+/*
+ * file_store_create_from_file_if_absent
+ *		Create key with the contents of a local file unless it exists.
+ */
+static ObjectStoreCreateResult
+file_store_create_from_file_if_absent(ObjectStore *store, const char *key,
+									  const char *local_path,
+									  const char *put_id)
+{
+	int64		position;
+	size_t		folder_length;
+
+	file_store_check_key(store, key);
+	if (file_wal_log_key(key, &position, &folder_length))
+		return file_store_create_wal_entry(store, key, position, folder_length,
+										   NULL, 0, local_path, put_id);
+	return file_store_create_file_from_file(store, key, local_path, put_id);
 }
 
 /*
@@ -1317,6 +1403,40 @@ file_store_get_kept(ObjectStore *store, const char *key, bool tail,
 	return true;
 }
 
+/* Does key name a WAL entry, which its folder's log may hold? */
+static bool
+file_store_is_wal_entry(const char *key)
+{
+	int64		position;
+	size_t		folder_length;
+
+	return file_wal_log_key(key, &position, &folder_length);
+}
+
+/*
+ * Read key from its folder's WAL log, as get_range (tail: get_tail) would;
+ * false when it is no WAL entry or the log does not hold it.
+ */
+static bool
+file_store_read_wal_log(ObjectStore *store, const char *key, int64 offset,
+						int64 length, bool tail, StringInfo out,
+						int64 *object_size, char **put_id)
+{
+	FileStore  *file_store = (FileStore *) store->backend;
+	int64		position;
+	size_t		folder_length;
+	char	   *folder;
+	bool		found;
+
+	if (!file_wal_log_key(key, &position, &folder_length))
+		return false;
+	folder = psprintf("%s/%.*s", file_store->root, (int) folder_length - 1, key);
+	found = file_wal_log_read(store, folder, key, position, offset, length,
+							  tail, out, object_size, put_id);
+	pfree(folder);
+	return found;
+}
+
 /*
  * file_store_get_range
  *		Append bytes [offset, offset + length) of key to *out, clipped to the
@@ -1331,13 +1451,14 @@ file_store_get_range(ObjectStore *store, const char *key,
 	int64		size = 0;
 
 	file_store_check_key(store, key);
-	if (immutable)
+	if (immutable && !file_store_is_wal_entry(key))
 		return file_store_get_kept(store, key, false, offset, length, out,
 								   object_size);
 
 	fd = file_store_open_object(store, key, &size);
 	if (fd < 0)
-		return false;
+		return file_store_read_wal_log(store, key, offset, length, false, out,
+									   object_size, NULL);
 
 	if (offset < 0)
 		offset = 0;
@@ -1368,13 +1489,14 @@ file_store_get_tail(ObjectStore *store, const char *key,
 	int64		size = 0;
 
 	file_store_check_key(store, key);
-	if (immutable)
+	if (immutable && !file_store_is_wal_entry(key))
 		return file_store_get_kept(store, key, true, 0, length, out,
 								   object_size);
 
 	fd = file_store_open_object(store, key, &size);
 	if (fd < 0)
-		return false;
+		return file_store_read_wal_log(store, key, 0, length, true, out,
+									   object_size, NULL);
 
 	if (length < 0 || length > size)
 		length = size;
@@ -1403,7 +1525,16 @@ file_store_get_put_id(ObjectStore *store, const char *key, char **put_id)
 
 	fd = file_store_open_object(store, key, &size);
 	if (fd < 0)
-		return false;
+	{
+		StringInfoData ignored;
+		bool		found;
+
+		initStringInfo(&ignored);
+		found = file_store_read_wal_log(store, key, 0, 0, false, &ignored,
+										NULL, put_id);
+		pfree(ignored.data);
+		return found;
+	}
 
 	length = fgetxattr(fd, FILE_STORE_PUT_ID_XATTR, buffer,
 					   FILE_STORE_MAX_PUT_ID_LENGTH);
@@ -1431,12 +1562,19 @@ file_store_get_put_id(ObjectStore *store, const char *key, char **put_id)
 }
 
 /*
- * file_store_list_add
- *		Remember one candidate key of a listing.
+ * file_store_list_candidate
+ *		Remember a key of a listing if it has the prefix and sorts after the
+ *		bound (arg is the FileStoreListing, for file_wal_log_list).
  */
 static void
-file_store_list_add(FileStoreListing *listing, const char *key)
+file_store_list_candidate(void *arg, const char *key)
 {
+	FileStoreListing *listing = (FileStoreListing *) arg;
+
+	if (strncmp(key, listing->prefix, listing->prefix_length) != 0)
+		return;
+	if (listing->bound != NULL && strcmp(key, listing->bound) <= 0)
+		return;
 	if (listing->key_count >= listing->key_capacity)
 	{
 		listing->key_capacity *= 2;
@@ -1469,6 +1607,7 @@ file_store_list_directory(FileStoreListing *listing,
 	StringInfoData key;
 	StringInfoData path;
 	bool		at_root = (directory_key[0] == '\0');
+	bool		has_wal_log = false;
 
 	check_stack_depth();
 	CHECK_FOR_INTERRUPTS();
@@ -1497,6 +1636,11 @@ file_store_list_directory(FileStoreListing *listing,
 			continue;
 		if (at_root && strcmp(de->d_name, FILE_STORE_TEMP_FOLDER) == 0)
 			continue;
+		if (file_wal_log_own_file(directory_key, de->d_name))
+		{
+			has_wal_log = true;
+			continue;
+		}
 
 		resetStringInfo(&key);
 		appendStringInfoString(&key, directory_key);
@@ -1508,13 +1652,7 @@ file_store_list_directory(FileStoreListing *listing,
 		type = get_dirent_type(path.data, de, false, DEBUG1);
 
 		if (type == PGFILETYPE_REG)
-		{
-			if (strncmp(key.data, listing->prefix, listing->prefix_length) != 0)
-				continue;
-			if (listing->bound != NULL && strcmp(key.data, listing->bound) <= 0)
-				continue;
-			file_store_list_add(listing, key.data);
-		}
+			file_store_list_candidate(listing, key.data);
 		else if (type == PGFILETYPE_DIR)
 		{
 			appendStringInfoChar(&key, '/');
@@ -1536,6 +1674,10 @@ file_store_list_directory(FileStoreListing *listing,
 	FreeDir(dir);
 	pfree(key.data);
 	pfree(path.data);
+
+	if (has_wal_log)
+		file_wal_log_list(listing->store, directory_path, directory_key,
+						  listing->bound, file_store_list_candidate, listing);
 }
 
 /*
@@ -1572,6 +1714,52 @@ file_store_list_start_length(const char *prefix)
 		component = end + 1;
 	}
 	return last_slash - prefix + 1;
+}
+
+/*
+ * Drop repeated keys of a sorted array (an entry both in a WAL log and as a
+ * file); returns the new count.
+ */
+static int
+file_store_list_unique(char **keys, int count)
+{
+	int			kept = 0;
+
+	for (int i = 0; i < count; i++)
+		if (kept == 0 || strcmp(keys[kept - 1], keys[i]) != 0)
+			keys[kept++] = keys[i];
+	return kept;
+}
+
+/*
+ * Add key to page if it is an entry of a WAL log that the listing found
+ * (file_wal_log_list has just looked at its folder).
+ */
+static void
+file_store_list_wal_log_entry(ObjectStore *store, ObjectStoreListing *page,
+							  const char *key)
+{
+	FileStore  *file_store = (FileStore *) store->backend;
+	int64		position;
+	size_t		folder_length;
+	int64		size;
+	TimestampTz modified;
+	char	   *folder;
+	bool		found;
+
+	if (!file_wal_log_key(key, &position, &folder_length))
+		return;
+	folder = psprintf("%s/%.*s", file_store->root, (int) folder_length - 1, key);
+	found = file_wal_log_stat(folder, position, &size, &modified);
+	pfree(folder);
+	if (found)
+	{
+		ObjectStoreEntry *entry = &page->entries[page->count++];
+
+		entry->key = pstrdup(key);
+		entry->size = size;
+		entry->modified = modified;
+	}
 }
 
 /*
@@ -1639,6 +1827,7 @@ file_store_list(ObjectStore *store, const char *prefix,
 	}
 
 	qsort(listing.keys, listing.key_count, sizeof(char *), pg_qsort_strcmp);
+	listing.key_count = file_store_list_unique(listing.keys, listing.key_count);
 
 	MemoryContextSwitchTo(caller_context);
 
@@ -1655,10 +1844,11 @@ file_store_list(ObjectStore *store, const char *prefix,
 
 		if (stat(path, &st) != 0)
 		{
-			/* Deleted since we read its directory: no longer listed. */
+			/* An entry of a WAL log, or deleted since: no longer listed. */
 			if (errno == ENOENT || errno == ENOTDIR)
 			{
 				pfree(path);
+				file_store_list_wal_log_entry(store, page, listing.keys[i]);
 				continue;
 			}
 			ereport(ERROR,
@@ -1691,6 +1881,33 @@ file_store_list(ObjectStore *store, const char *prefix,
 }
 
 /*
+ * Delete the WAL entry at position (key, whose file would be at path) from
+ * its folder's log; false when the log does not hold it.
+ */
+static bool
+file_store_delete_from_wal_log(ObjectStore *store, const char *key,
+							   const char *path, int64 position)
+{
+	char	   *folder = file_store_parent_directory(path);
+	FileWalLogLock *lock = file_wal_log_lock(store, folder, key, false);
+	bool		deleted = false;
+
+	pfree(folder);
+	if (lock == NULL)
+		return false;
+	PG_TRY();
+	{
+		deleted = file_wal_log_delete(lock, position);
+	}
+	PG_FINALLY();
+	{
+		file_wal_log_unlock(lock);
+	}
+	PG_END_TRY();
+	return deleted;
+}
+
+/*
  * file_store_delete_object
  *		Remove key; false if it did not exist.
  *
@@ -1703,10 +1920,22 @@ file_store_delete_object(ObjectStore *store, const char *key)
 {
 	char	   *path;
 	char	   *directory;
+	int64		position;
+	size_t		folder_length;
 
 	file_store_check_key(store, key);
 
 	path = file_store_object_path(store, key);
+	if (file_wal_log_key(key, &position, &folder_length) &&
+		file_store_delete_from_wal_log(store, key, path, position))
+	{
+		/* an entry in the log and as a file too: the file goes as well */
+		if (unlink(path) == 0)
+			file_store_fsync_directory(store, file_store_parent_directory(path),
+									   key, ERROR);
+		pfree(path);
+		return true;
+	}
 	if (unlink(path) != 0)
 	{
 		struct stat st;

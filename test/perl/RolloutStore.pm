@@ -406,7 +406,7 @@ sub get
 	my ($self, $key) = @_;
 	if ($self->{dir})
 	{
-		open(my $fh, '<:raw', $self->path($key)) or return undef;
+		open(my $fh, '<:raw', $self->path($key)) or return $self->_wal_log_get($key);
 		local $/;
 		my $b = <$fh>;
 		close $fh;
@@ -421,7 +421,8 @@ sub get
 sub exists
 {
 	my ($self, $key) = @_;
-	return -f $self->path($key) ? 1 : 0 if $self->{dir};
+	return (-f $self->path($key) || defined $self->_wal_log_record($key)) ? 1 : 0
+	  if $self->{dir};
 	my $r = $self->_request('HEAD', $key);
 	return 0 if $r->{status} == 404;
 	_check($r, "HEAD $key");
@@ -451,7 +452,8 @@ sub delete
 	my ($self, $key) = @_;
 	if ($self->{dir})
 	{
-		return unlink($self->path($key)) ? 1 : 0;
+		my $in_log = $self->_wal_log_delete($key);
+		return (unlink($self->path($key)) || $in_log) ? 1 : 0;
 	}
 	my $existed = $self->exists($key);
 	my $r = $self->_request('DELETE', $key);
@@ -494,11 +496,152 @@ sub _file_list
 			my $key = substr($p, length($self->{dir}) + 1);
 			# the file:// backend's own scratch area is not part of the store
 			next if $key =~ m{^_tmp/};
+			# a WAL log's own files: its entries are listed instead
+			if ($key =~ m{(^|/)wal/_log\.[^/]*$})
+			{
+				next unless $e =~ /^_log\.\d{20}$/;
+				my $folder = substr($key, 0, length($key) - length($e));
+				push @keys, grep { substr($_, 0, length($prefix)) eq $prefix }
+				  map { sprintf('%s%020d.wal', $folder, $_) }
+				  keys %{ _wal_log_segment_records($p) };
+				next;
+			}
 			push @keys, $key if substr($key, 0, length($prefix)) eq $prefix;
 		}
 		closedir($dh);
 	}
-	return sort @keys;
+	my %seen;
+	return grep { !$seen{$_}++ } sort @keys;
+}
+
+# ---------------------------------------------------------------------------
+# WAL logs of file:// stores (src/objstore/file_wal_log.c): the entries of a
+# folder ".../wal/" appended to segments "_log.<first position, 20 digits>",
+# 1,024 positions each: a 64-byte header, then records of a 96-byte header
+# (state, CRC, segment, position, length, CRC, time, put id) and the entry,
+# each at an 8-byte boundary.  CRCs are not checked here; a record that does
+# not look like one ends the segment.
+
+my $WAL_LOG_LIVE = 0x45564c52;
+my $WAL_LOG_DEAD = 0x44414552;
+
+# { position => [offset, length] } of the live records of a segment file.
+sub _wal_log_segment_records
+{
+	my ($path) = @_;
+	my ($first) = $path =~ /_log\.(\d{20})$/ or return {};
+	open(my $fh, '<:raw', $path) or return {};
+	local $/;
+	my $bytes = <$fh> // '';
+	close $fh;
+	my %records;
+	my $offset = 64;
+	while ($offset + 96 <= length($bytes))
+	{
+		my ($state, undef, $segment, $position, $length) =
+		  unpack('L< L< q< q< L<', substr($bytes, $offset, 28));
+		last unless ($state == $WAL_LOG_LIVE || $state == $WAL_LOG_DEAD)
+		  && $segment == $first && $position >= $first
+		  && $position < $first + 1024 && $offset + 96 + $length <= length($bytes);
+		$records{$position} = [ $offset, $length ] if $state == $WAL_LOG_LIVE;
+		$offset += 96 + $length;
+		$offset += 8 - $offset % 8 if $offset % 8;
+	}
+	return \%records;
+}
+
+# [segment path, offset, length] of the live record of a WAL entry's key in
+# its folder's log, or undef.
+sub _wal_log_record
+{
+	my ($self, $key) = @_;
+	my ($folder, $position) = $key =~ m{^(.*?(?:^|/)wal)/(\d{20})\.wal$} or return undef;
+	my $first = $position - $position % 1024;
+	my $path = sprintf('%s/%s/_log.%020d', $self->{dir}, $folder, $first);
+	my $record = _wal_log_segment_records($path)->{ $position + 0 } or return undef;
+	return [ $path, @$record ];
+}
+
+sub _wal_log_get
+{
+	my ($self, $key) = @_;
+	my $record = $self->_wal_log_record($key) or return undef;
+	my ($path, $offset, $length) = @$record;
+	open(my $fh, '<:raw', $path) or return undef;
+	seek($fh, $offset + 96, 0);
+	read($fh, my $b, $length);
+	close $fh;
+	return $b;
+}
+
+# CRC-32C (Castagnoli), as PostgreSQL's pg_crc32c computes it.
+my @CRC32C_TABLE = map {
+	my $c = $_;
+	$c = ($c & 1) ? (($c >> 1) ^ 0x82F63B78) : ($c >> 1) for 1 .. 8;
+	$c;
+} 0 .. 255;
+
+sub crc32c
+{
+	my ($bytes) = @_;
+	my $crc = 0xFFFFFFFF;
+	$crc = $CRC32C_TABLE[ ($crc ^ $_) & 0xFF ] ^ ($crc >> 8) for unpack('C*', $bytes);
+	return $crc ^ 0xFFFFFFFF;
+}
+
+# Make an object look last modified at $time (seconds since the epoch), as
+# gc sees it: a file's modification time, or the creation time in a WAL log
+# record's header (whose CRC is computed again).  Dies if there is no such
+# object.
+sub set_modified
+{
+	my ($self, $key, $time) = @_;
+	croak 'set_modified() is only defined for file:// stores' unless $self->{dir};
+	return if utime($time, $time, $self->path($key));
+	my $record = $self->_wal_log_record($key) or croak "no object $key: $!";
+	my ($path, $offset) = @$record;
+	open(my $fh, '+<:raw', $path) or croak "open $path: $!";
+	seek($fh, $offset, 0);
+	read($fh, my $header, 96) == 96 or croak "read $path";
+	# TimestampTz: microseconds since 2000-01-01, at bytes 32..39
+	substr($header, 32, 8) = pack('q<', ($time - 946_684_800) * 1_000_000);
+	substr($header, 4, 4) = pack('L<', crc32c(substr($header, 8)));
+	seek($fh, $offset, 0);
+	print $fh $header;
+	close $fh or croak "close $path: $!";
+	return;
+}
+
+# Delete a WAL entry from its folder's log as the backend does: under the
+# log's lock, its state made dead and its bytes zeros, and the lock file's
+# counter of deletions moved on so that backends read the log again.
+sub _wal_log_delete
+{
+	my ($self, $key) = @_;
+	return 0 unless $key =~ m{(?:^|/)wal/\d{20}\.wal$};
+	my $lock_path = dirname($self->path($key)) . '/_log.lock';
+	open(my $lock, '+<:raw', $lock_path) or return 0;
+	# F_OFD_SETLKW (38), struct flock { short type = F_WRLCK, whence; off_t start, len; pid_t pid }
+	my $flock = pack('s s x4 q q l x4', 1, 0, 0, 0, 0);
+	fcntl($lock, 38, $flock) or croak "lock $lock_path: $!";
+	my $record = $self->_wal_log_record($key);
+	if ($record)
+	{
+		my ($path, $offset, $length) = @$record;
+		open(my $fh, '+<:raw', $path) or croak "open $path: $!";
+		seek($fh, $offset, 0);
+		print $fh pack('L<', $WAL_LOG_DEAD);
+		seek($fh, $offset + 96, 0);
+		print $fh "\0" x $length;
+		close $fh or croak "close $path: $!";
+		seek($lock, 0, 0);
+		read($lock, my $counter, 8);
+		$counter = length($counter // '') == 8 ? unpack('Q<', $counter) : 0;
+		seek($lock, 0, 0);
+		print $lock pack('Q<', $counter + 1);
+	}
+	close $lock;
+	return $record ? 1 : 0;
 }
 
 # Percent-encoding of the unreserved set, '/' kept or not.

@@ -1,0 +1,1246 @@
+/*-------------------------------------------------------------------------
+ *
+ * file_wal_log.c
+ *		WAL entries of a file:// store appended to preallocated segment
+ *		files, as PostgreSQL appends its own WAL.
+ *
+ * Why.  A WAL entry is a small object written once per group commit.  As a
+ * file of its own it costs the file system a new inode and a new name, two
+ * journal commits that ext4 makes in its journal thread; on a busy machine
+ * waiting for that thread, not the disk, is most of a commit (1.3 ms against
+ * 0.26 ms for a write into a file whose blocks exist, docs/PERFORMANCE.md).
+ * So the entries of a WAL folder are appended to segment files of
+ * FILE_WAL_LOG_SEGMENT_SIZE bytes that were filled with zeros and synced
+ * when they were made: a commit then writes into blocks that already exist
+ * and syncs them with fdatasync, which changes no metadata.
+ *
+ * The upper layers see nothing of it: an entry is still the object
+ * "<...>/wal/<20 digits>.wal", created if absent, read, listed and deleted
+ * through the object-store interface, and file_store.c looks for every such
+ * key both as a file and here.
+ *
+ * Layout of a WAL folder (the log's own names start with "_log.", which no
+ * key of the upper layers does, and listings skip them):
+ *
+ *	_log.lock					empty but for a counter of deletions; the lock
+ *	_log.<16 hex digits>		segments, numbered from 1, never reused
+ *	<20 digits>.wal				entries kept as files: written before the log
+ *								existed, larger than a segment takes, or with
+ *								rollout_fdw.file_wal_log off
+ *
+ * A segment starts with a 64-byte header (magic, number, CRC) and holds
+ * records from there on, each at an 8-byte boundary: a 96-byte header
+ * (state, CRC of the header, segment number, position, length, CRC-32C of
+ * the entry, creation time, put id) and the entry's bytes.  The first
+ * record that does not check out (zeros, a CRC that fails, a segment number
+ * of another segment) ends the segment: a record torn by a crash is where
+ * the next one is written.
+ *
+ * The protocol:
+ *
+ *	- Creates and deletes hold an exclusive OFD lock on _log.lock, which
+ *	  serializes them between the processes of one cluster and between
+ *	  clusters that share the folder.  Under it a create checks that the
+ *	  position is free, in the log and as a file (file_store.c), appends, and
+ *	  calls fdatasync before it lets go: so no other process ever finds a
+ *	  record that is not durable yet, and create-if-absent stays atomic.
+ *	  Every record is written after every record before it in its segment
+ *	  has been synced, so a crash can only tear the last one.
+ *
+ *	- Readers find records by scanning, under a shared lock (so never a
+ *	  record while it is written), and remember what they found: each
+ *	  process keeps, per folder, where each entry is and how far each
+ *	  segment was scanned, and scans only what was appended since.  Reading
+ *	  an entry it knows needs no lock: records never move.
+ *
+ *	- A delete marks the record dead (first the state, then zeros over its
+ *	  bytes, so that an erasure leaves nothing of them), syncs, and adds one
+ *	  to the counter in _log.lock.  A reader whose counter is behind scans the
+ *	  folder again.  A reader racing a delete sees either the whole record or
+ *	  the dead state.  A segment whose every record is dead is removed,
+ *	  except the newest, so that segment numbers are never reused.
+ *
+ *	- A process killed between its write and its fdatasync leaves a record
+ *	  that other processes can find once its lock is gone, though it is not
+ *	  synced yet: the same as a create whose outcome was never reported
+ *	  (an ambiguous PUT that landed).  The next append to that segment syncs
+ *	  it with its own, and a writer moving on to a new segment syncs the one
+ *	  before it first.
+ *
+ * Copyright (c) rollout_fdw authors
+ *
+ * IDENTIFICATION
+ *		src/objstore/file_wal_log.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "common/file_perm.h"
+#include "miscadmin.h"
+#include "port/pg_crc32c.h"
+#include "port/pg_iovec.h"
+#include "storage/fd.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "file_wal_log.h"
+
+/*
+ * The positions one segment holds: segment k has the entries of positions
+ * k * FILE_WAL_LOG_SEGMENT_POSITIONS up to the next multiple, so that the
+ * writer of a position reads one segment to know whether it is free, and a
+ * listing after a position skips the segments before it.
+ */
+#define FILE_WAL_LOG_SEGMENT_POSITIONS	1024
+
+/*
+ * A segment is made with this many bytes of zeros, and grows by as many
+ * (or by what a record needs, if more) when it is full: each growth costs a
+ * metadata sync, once per megabyte.
+ */
+#define FILE_WAL_LOG_GROWTH			(1024 * 1024)
+
+/*
+ * Entries whose record takes more than this go to files: a file costs
+ * little next to writing them, and a segment's reader then never has to
+ * hold more than this of one record.
+ */
+#define FILE_WAL_LOG_MAX_RECORD		(4 * 1024 * 1024)
+
+/* Segments a process remembers per folder before it forgets them all. */
+#define FILE_WAL_LOG_KNOWN_SEGMENTS	16
+
+/*
+ * Bytes read at once when scanning a segment: at first a few records' worth
+ * (a writer usually finds one or two new ones), then more.
+ */
+#define FILE_WAL_LOG_SCAN_FIRST		(8 * 1024)
+#define FILE_WAL_LOG_SCAN_CHUNK		(64 * 1024)
+
+#define FILE_WAL_LOG_PREFIX			"_log."
+#define FILE_WAL_LOG_LOCK_NAME		"_log.lock"
+#define FILE_WAL_LOG_NEW_NAME		"_log.new"
+
+#define FILE_WAL_LOG_SEGMENT_MAGIC	UINT64CONST(0x31474f4c4c415752)	/* "RWALLOG1" */
+#define FILE_WAL_LOG_LIVE			0x45564c52	/* "RLVE" */
+#define FILE_WAL_LOG_DEAD			0x44414552	/* "READ" */
+
+#define FILE_WAL_LOG_PUT_ID_MAX		51
+
+/* The first bytes of a segment. */
+typedef struct SegmentHeader
+{
+	uint64		magic;
+	int64		first;			/* the first position it holds */
+	pg_crc32c	crc;			/* of the two fields above */
+	uint8		unused[44];
+} SegmentHeader;
+
+/* The header of a record, followed by its entry's bytes. */
+typedef struct RecordHeader
+{
+	uint32		state;			/* FILE_WAL_LOG_LIVE or _DEAD */
+	pg_crc32c	header_crc;		/* of every field after this one */
+	int64		segment;		/* first position of its segment */
+	int64		position;
+	uint32		length;			/* of the entry */
+	pg_crc32c	data_crc;		/* of the entry */
+	int64		created;		/* TimestampTz */
+	uint8		put_id_length;
+	char		put_id[FILE_WAL_LOG_PUT_ID_MAX];
+} RecordHeader;
+
+StaticAssertDecl(sizeof(SegmentHeader) == 64, "segment header is 64 bytes");
+StaticAssertDecl(sizeof(RecordHeader) == 96, "record header is 96 bytes");
+
+#define RECORD_CRC_OFFSET	offsetof(RecordHeader, segment)
+
+/* Where this process knows an entry to be. */
+typedef struct KnownEntry
+{
+	int64		position;		/* hash key */
+	uint32		offset;			/* of its record header in its segment */
+	uint32		length;
+	TimestampTz created;
+} KnownEntry;
+
+/* What this process knows of one segment. */
+typedef struct KnownSegment
+{
+	int64		first;			/* hash key */
+	bool		exists;			/* false: no file (yet, or any more) */
+	uint32		scanned;		/* records before this offset are known */
+	uint32		size;			/* of the file */
+	int			live;			/* live records in it */
+} KnownSegment;
+
+/* What this process knows of one folder's log. */
+typedef struct KnownLog
+{
+	char		folder[MAXPGPATH];	/* hash key */
+	uint64		deletions;		/* the lock file's counter when last seen */
+	HTAB	   *segments;		/* KnownSegment by first position, those read */
+	HTAB	   *entries;		/* KnownEntry by position, of those segments */
+} KnownLog;
+
+struct FileWalLogLock
+{
+	ObjectStore *store;
+	KnownLog   *log;
+	int			fd;				/* the lock file, holding the lock */
+	const char *key;			/* for messages */
+};
+
+static bool file_wal_log_enabled = true;
+static HTAB *known_logs = NULL;
+
+
+void
+file_wal_log_define_settings(void)
+{
+	DefineCustomBoolVariable("rollout_fdw.file_wal_log",
+							 "Appends the WAL entries of file:// stores to preallocated segment files.",
+							 "A commit then writes into blocks that exist and changes no file system metadata, as PostgreSQL's own WAL does, instead of creating a file per entry. Entries are read from either form whatever this is set to.",
+							 &file_wal_log_enabled,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+}
+
+bool
+file_wal_log_key(const char *key, int64 *position, size_t *folder_length)
+{
+	size_t		length = strlen(key);
+	const char *name;
+	int64		value = 0;
+
+	/* "wal/" + 20 digits + ".wal" */
+	if (length < 28 || strcmp(key + length - 4, ".wal") != 0)
+		return false;
+	name = key + length - 24;
+	if (strncmp(name - 4, "wal/", 4) != 0 ||
+		(name - 4 != key && name[-5] != '/'))
+		return false;
+	for (int i = 0; i < 20; i++)
+	{
+		if (name[i] < '0' || name[i] > '9')
+			return false;
+		if (value > (PG_INT64_MAX - (name[i] - '0')) / 10)
+			return false;
+		value = value * 10 + (name[i] - '0');
+	}
+	*position = value;
+	*folder_length = name - key;
+	return true;
+}
+
+bool
+file_wal_log_own_file(const char *folder_key, const char *name)
+{
+	size_t		length = strlen(folder_key);
+
+	return strncmp(name, FILE_WAL_LOG_PREFIX, strlen(FILE_WAL_LOG_PREFIX)) == 0 &&
+		length >= 4 && strcmp(folder_key + length - 4, "wal/") == 0 &&
+		(length == 4 || folder_key[length - 5] == '/');
+}
+
+/* ----------------------------------------------------------------
+ * What this process knows
+ * ----------------------------------------------------------------
+ */
+
+static int64
+segment_of(int64 position)
+{
+	return position - position % FILE_WAL_LOG_SEGMENT_POSITIONS;
+}
+
+static char *
+segment_path(const char *folder, int64 first)
+{
+	return psprintf("%s/" FILE_WAL_LOG_PREFIX "%020lld", folder,
+					(long long) first);
+}
+
+static KnownLog *
+known_log(const char *folder)
+{
+	KnownLog   *log;
+	bool		found;
+
+	if (strlen(folder) >= MAXPGPATH)
+		elog(ERROR, "WAL folder path \"%s\" is too long", folder);
+	if (known_logs == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = MAXPGPATH;
+		ctl.entrysize = sizeof(KnownLog);
+		ctl.hcxt = TopMemoryContext;
+		known_logs = hash_create("rollout file WAL logs", 16, &ctl,
+								 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	log = hash_search(known_logs, folder, HASH_ENTER, &found);
+	if (!found)
+	{
+		HASHCTL		ctl;
+
+		log->deletions = 0;
+		ctl.keysize = sizeof(int64);
+		ctl.entrysize = sizeof(KnownSegment);
+		ctl.hcxt = TopMemoryContext;
+		log->segments = hash_create("rollout file WAL log segments", 16, &ctl,
+									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		ctl.entrysize = sizeof(KnownEntry);
+		log->entries = hash_create("rollout file WAL log entries", 256, &ctl,
+								   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	return log;
+}
+
+/* Forget everything known of a log, to read it again when asked. */
+static void
+forget_log(KnownLog *log)
+{
+	HASH_SEQ_STATUS seq;
+	KnownEntry *entry;
+	KnownSegment *segment;
+
+	hash_seq_init(&seq, log->entries);
+	while ((entry = hash_seq_search(&seq)) != NULL)
+		(void) hash_search(log->entries, &entry->position, HASH_REMOVE, NULL);
+	hash_seq_init(&seq, log->segments);
+	while ((segment = hash_seq_search(&seq)) != NULL)
+		(void) hash_search(log->segments, &segment->first, HASH_REMOVE, NULL);
+}
+
+/*
+ * Forget a segment and its entries; what is needed of it again is read
+ * again.
+ */
+static void
+forget_segment(KnownLog *log, int64 first)
+{
+	for (int64 position = first;
+		 position < first + FILE_WAL_LOG_SEGMENT_POSITIONS; position++)
+		(void) hash_search(log->entries, &position, HASH_REMOVE, NULL);
+	(void) hash_search(log->segments, &first, HASH_REMOVE, NULL);
+}
+
+/* Forget one entry (deleted, or found dead). */
+static void
+forget_entry(KnownLog *log, int64 position)
+{
+	int64		first = segment_of(position);
+	KnownSegment *segment;
+
+	if (hash_search(log->entries, &position, HASH_REMOVE, NULL) == NULL)
+		return;
+	segment = hash_search(log->segments, &first, HASH_FIND, NULL);
+	if (segment != NULL)
+		segment->live--;
+}
+
+/* ----------------------------------------------------------------
+ * The lock file
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Open folder's lock file, for reading or, for_write, for writing too (an
+ * exclusive lock needs that); -1 when it does not exist and !create.
+ */
+static int
+lock_file_open(ObjectStore *store, const char *folder, const char *key,
+			   bool for_write, bool create)
+{
+	char	   *path = psprintf("%s/%s", folder, FILE_WAL_LOG_LOCK_NAME);
+	int			fd;
+
+	fd = OpenTransientFilePerm(path,
+							   (for_write ? O_RDWR : O_RDONLY) |
+							   (create ? O_CREAT : 0) | PG_BINARY,
+							   pg_file_create_mode);
+	if (fd < 0 && !create && (errno == ENOENT || errno == ENOTDIR))
+	{
+		pfree(path);
+		return -1;
+	}
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open the WAL log lock \"%s\" for object \"%s\" in store \"%s\": %m",
+						path, key, store->location)));
+	pfree(path);
+	return fd;
+}
+
+/*
+ * Take an OFD lock (F_RDLCK or F_WRLCK) on the whole lock file, waiting.  An
+ * OFD lock belongs to the open file, so closing fd releases it, also when
+ * the process dies.  Holders keep it for one append, delete or scan.
+ */
+static void
+lock_file_lock(ObjectStore *store, int fd, short type, const char *key)
+{
+	struct flock lock;
+
+	memset(&lock, 0, sizeof(lock));
+	lock.l_type = type;
+	lock.l_whence = SEEK_SET;
+	lock.l_start = 0;
+	lock.l_len = 0;
+	while (fcntl(fd, F_OFD_SETLKW, &lock) != 0)
+	{
+		if (errno == EINTR)
+			continue;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not lock the WAL log for object \"%s\" in store \"%s\": %m",
+						key, store->location)));
+	}
+}
+
+/*
+ * Under a lock: forget what this process knows of the log if a delete
+ * happened since it last looked (the counter in the lock file moved).
+ */
+static void
+check_deletions(ObjectStore *store, KnownLog *log, int fd, const char *key)
+{
+	uint64		deletions = 0;
+	ssize_t		nread = pg_pread(fd, &deletions, sizeof(deletions), 0);
+
+	if (nread < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read the WAL log lock for object \"%s\" in store \"%s\": %m",
+						key, store->location)));
+	if (nread != sizeof(deletions))
+		deletions = 0;
+	if (deletions != log->deletions)
+	{
+		forget_log(log);
+		log->deletions = deletions;
+	}
+}
+
+/* ----------------------------------------------------------------
+ * Scanning
+ * ----------------------------------------------------------------
+ */
+
+static pg_crc32c
+record_header_crc(const RecordHeader *header)
+{
+	pg_crc32c	crc;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, (const char *) header + RECORD_CRC_OFFSET,
+				sizeof(RecordHeader) - RECORD_CRC_OFFSET);
+	FIN_CRC32C(crc);
+	return crc;
+}
+
+static pg_crc32c
+data_crc(const char *data, size_t length)
+{
+	pg_crc32c	crc;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, data, length);
+	FIN_CRC32C(crc);
+	return crc;
+}
+
+static pg_crc32c
+segment_header_crc(const SegmentHeader *header)
+{
+	pg_crc32c	crc;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, header, offsetof(SegmentHeader, crc));
+	FIN_CRC32C(crc);
+	return crc;
+}
+
+/* The offset of the record after one at offset with length bytes. */
+static uint32
+next_record(uint32 offset, uint32 length)
+{
+	return TYPEALIGN(8, offset + sizeof(RecordHeader) + length);
+}
+
+/* Read up to length bytes at offset of fd; returns how many (0 at the end). */
+static size_t
+read_at(ObjectStore *store, int fd, char *buffer, size_t length, off_t offset,
+		const char *path)
+{
+	size_t		done = 0;
+
+	while (done < length)
+	{
+		ssize_t		nread = pg_pread(fd, buffer + done, length - done,
+									 offset + done);
+
+		if (nread < 0 && errno == EINTR)
+			continue;
+		if (nread < 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not read WAL log segment \"%s\" of store \"%s\": %m",
+							path, store->location)));
+		if (nread == 0)
+			break;
+		done += nread;
+	}
+	return done;
+}
+
+/*
+ * Does the record whose header is at buffer (its entry, when live, right
+ * after it: available bytes in all) check out as a record of segment?
+ * *needed receives the bytes header and entry take when more are needed
+ * than available.
+ */
+static bool
+record_checks_out(const char *buffer, size_t available, int64 first,
+				  uint32 offset, uint32 size, size_t *needed)
+{
+	RecordHeader header;
+
+	*needed = 0;
+	if (available < sizeof(RecordHeader))
+	{
+		*needed = sizeof(RecordHeader);
+		return false;
+	}
+	memcpy(&header, buffer, sizeof(header));
+	if ((header.state != FILE_WAL_LOG_LIVE && header.state != FILE_WAL_LOG_DEAD) ||
+		!EQ_CRC32C(header.header_crc, record_header_crc(&header)) ||
+		header.segment != first ||
+		header.position < first ||
+		header.position >= first + FILE_WAL_LOG_SEGMENT_POSITIONS ||
+		header.length > size - offset - sizeof(RecordHeader) ||
+		header.put_id_length >= FILE_WAL_LOG_PUT_ID_MAX)
+		return false;
+	if (header.state == FILE_WAL_LOG_DEAD)
+		return true;
+	if (available < sizeof(RecordHeader) + header.length)
+	{
+		*needed = sizeof(RecordHeader) + header.length;
+		return false;
+	}
+	return EQ_CRC32C(header.data_crc,
+					 data_crc(buffer + sizeof(RecordHeader), header.length));
+}
+
+/*
+ * A record at segment->scanned does not check out (bytes: what of it was
+ * read).  Zeros are the end of the log.  Anything else is a record a crash
+ * tore, the last one written, or damage: if a record that checks out comes
+ * after it, acknowledged entries would be lost by taking it for the end, so
+ * that is an ERROR.
+ */
+static void
+check_end_of_log(ObjectStore *store, int fd, KnownSegment *segment,
+				 const char *bytes, size_t available, const char *path)
+{
+	size_t		checked = Min(available, sizeof(RecordHeader));
+	char	   *buffer;
+	off_t		offset;
+
+	for (size_t i = 0; i < checked; i++)
+		if (bytes[i] != 0)
+			break;
+		else if (i == checked - 1)
+			return;
+
+	buffer = palloc(FILE_WAL_LOG_SCAN_CHUNK + sizeof(RecordHeader));
+	for (offset = segment->scanned + 8; offset + sizeof(RecordHeader) <= segment->size;)
+	{
+		size_t		nread = read_at(store, fd, buffer,
+									FILE_WAL_LOG_SCAN_CHUNK + sizeof(RecordHeader),
+									offset, path);
+
+		CHECK_FOR_INTERRUPTS();
+		for (size_t i = 0; i + sizeof(RecordHeader) <= nread; i += 8)
+		{
+			RecordHeader header;
+
+			memcpy(&header, buffer + i, sizeof(header));
+			if ((header.state == FILE_WAL_LOG_LIVE || header.state == FILE_WAL_LOG_DEAD) &&
+				header.segment == segment->first &&
+				EQ_CRC32C(header.header_crc, record_header_crc(&header)))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("WAL log segment \"%s\" of store \"%s\" is damaged at offset %u",
+								path, store->location, segment->scanned),
+						 errdetail("A record that does not check out comes before the record of position " INT64_FORMAT " at offset " INT64_FORMAT ".",
+								   header.position, (int64) (offset + i))));
+		}
+		if (nread < FILE_WAL_LOG_SCAN_CHUNK + sizeof(RecordHeader))
+			break;
+		offset += FILE_WAL_LOG_SCAN_CHUNK;
+	}
+	pfree(buffer);
+}
+
+/*
+ * Learn the records of segment from where this process stopped, reading
+ * what follows in chunks, up to the first record that does not check out:
+ * the end of the log in this segment (zeros, or a record a crash tore).
+ */
+static void
+scan_segment(ObjectStore *store, KnownLog *log, KnownSegment *segment)
+{
+	char	   *path = segment_path(log->folder, segment->first);
+	int			fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	struct stat st;
+	size_t		capacity = FILE_WAL_LOG_SCAN_CHUNK;
+	size_t		want = FILE_WAL_LOG_SCAN_FIRST;
+	char	   *buffer;
+
+	if (fd < 0)
+	{
+		if (errno != ENOENT)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not open WAL log segment \"%s\" of store \"%s\": %m",
+							path, store->location)));
+		segment->exists = false;
+		pfree(path);
+		return;
+	}
+	if (fstat(fd, &st) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat WAL log segment \"%s\" of store \"%s\": %m",
+						path, store->location)));
+	segment->exists = true;
+	segment->size = (uint32) Min(st.st_size, (off_t) PG_UINT32_MAX / 2);
+	buffer = palloc(capacity);
+
+	if (segment->scanned < sizeof(SegmentHeader))
+	{
+		SegmentHeader header;
+
+		if (read_at(store, fd, (char *) &header, sizeof(header), 0, path) != sizeof(header) ||
+			header.magic != FILE_WAL_LOG_SEGMENT_MAGIC ||
+			header.first != segment->first ||
+			!EQ_CRC32C(header.crc, segment_header_crc(&header)))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("WAL log segment \"%s\" of store \"%s\" is damaged: its header does not check out",
+							path, store->location)));
+		segment->scanned = sizeof(SegmentHeader);
+	}
+
+	while (segment->scanned + sizeof(RecordHeader) <= segment->size)
+	{
+		size_t		available;
+		size_t		used = 0;
+		size_t		needed = 0;
+
+		CHECK_FOR_INTERRUPTS();
+		want = Min(want, segment->size - segment->scanned);
+		available = read_at(store, fd, buffer, want, segment->scanned, path);
+		while (used < available)
+		{
+			uint32		offset = segment->scanned;
+			RecordHeader header;
+
+			if (!record_checks_out(buffer + used, available - used,
+								   segment->first, offset, segment->size,
+								   &needed))
+				break;
+			memcpy(&header, buffer + used, sizeof(header));
+			if (header.state == FILE_WAL_LOG_LIVE)
+			{
+				KnownEntry *entry;
+
+				forget_entry(log, header.position);
+				entry = hash_search(log->entries, &header.position,
+									HASH_ENTER, NULL);
+				entry->offset = offset;
+				entry->length = header.length;
+				entry->created = header.created;
+				segment->live++;
+			}
+			segment->scanned = next_record(offset, header.length);
+			used += segment->scanned - offset;
+		}
+		if (used < available && needed == 0)
+		{
+			/* a record that does not check out: the end, or damage */
+			check_end_of_log(store, fd, segment, buffer + used,
+							 available - used, path);
+			break;
+		}
+		if (needed > 0 && (available < want || (used == 0 && needed <= available)))
+			break;				/* the file ends inside the record */
+		if (needed > capacity)
+		{
+			/* a record larger than the buffer: read it whole next time */
+			capacity = needed;
+			buffer = repalloc(buffer, capacity);
+		}
+		want = capacity;
+	}
+
+	pfree(buffer);
+	CloseTransientFile(fd);
+	pfree(path);
+}
+
+/*
+ * The segment holding position as this process knows it, scanned up to
+ * what is in the file now; the caller holds a lock.  With may_forget, the
+ * other segments it knows are forgotten first if it knows too many (a
+ * listing, which reads many at once, forgets them on the next call).
+ */
+static KnownSegment *
+current_segment(ObjectStore *store, KnownLog *log, int64 position,
+				bool may_forget)
+{
+	int64		first = segment_of(position);
+	bool		found;
+	KnownSegment *segment;
+
+	/*
+	 * A process remembers a few segments, not the whole log: a writer needs
+	 * the one it writes into, and gc deletes old entries only now and then.
+	 */
+	segment = hash_search(log->segments, &first, HASH_FIND, NULL);
+	if (segment == NULL && may_forget &&
+		hash_get_num_entries(log->segments) >= FILE_WAL_LOG_KNOWN_SEGMENTS)
+	{
+		HASH_SEQ_STATUS seq;
+		KnownSegment *known;
+
+		hash_seq_init(&seq, log->segments);
+		while ((known = hash_seq_search(&seq)) != NULL)
+			forget_segment(log, known->first);
+	}
+	segment = hash_search(log->segments, &first, HASH_ENTER, &found);
+	if (!found)
+	{
+		segment->exists = false;
+		segment->scanned = 0;
+		segment->size = 0;
+		segment->live = 0;
+	}
+	scan_segment(store, log, segment);
+	return segment;
+}
+
+/* ----------------------------------------------------------------
+ * Creates and deletes
+ * ----------------------------------------------------------------
+ */
+
+FileWalLogLock *
+file_wal_log_lock(ObjectStore *store, const char *folder_path, const char *key,
+				  bool create)
+{
+	int			fd = lock_file_open(store, folder_path, key, true, create);
+	FileWalLogLock *lock;
+
+	if (fd < 0)
+		return NULL;
+	lock = palloc0(sizeof(FileWalLogLock));
+	lock->store = store;
+	lock->key = key;
+	lock->log = known_log(folder_path);
+	lock->fd = fd;
+	PG_TRY();
+	{
+		lock_file_lock(store, lock->fd, F_WRLCK, key);
+		check_deletions(store, lock->log, lock->fd, key);
+	}
+	PG_CATCH();
+	{
+		CloseTransientFile(lock->fd);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return lock;
+}
+
+void
+file_wal_log_unlock(FileWalLogLock *lock)
+{
+	/* closing the lock file is what lets the lock go */
+	CloseTransientFile(lock->fd);
+	pfree(lock);
+}
+
+bool
+file_wal_log_holds(FileWalLogLock *lock, int64 position)
+{
+	(void) current_segment(lock->store, lock->log, position, true);
+	return hash_search(lock->log->entries, &position, HASH_FIND, NULL) != NULL;
+}
+
+static void
+sync_segment(ObjectStore *store, int fd, const char *path, bool data_only,
+			 int elevel)
+{
+	if ((data_only ? pg_fdatasync(fd) : pg_fsync(fd)) != 0)
+		ereport(elevel,
+				(errcode_for_file_access(),
+				 errmsg("could not sync WAL log segment \"%s\" of store \"%s\": %m",
+						path, store->location)));
+}
+
+/* Write length zeros at offset of fd (a segment at path). */
+static void
+write_zeros(ObjectStore *store, int fd, off_t offset, size_t length,
+			const char *path)
+{
+	char	   *zeros = palloc0(Min(length, (size_t) FILE_WAL_LOG_GROWTH));
+
+	while (length > 0)
+	{
+		size_t		chunk = Min(length, (size_t) FILE_WAL_LOG_GROWTH);
+		ssize_t		written = pg_pwrite(fd, zeros, chunk, offset);
+
+		if (written != (ssize_t) chunk)
+		{
+			if (written >= 0)
+				errno = ENOSPC;
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not write WAL log segment \"%s\" of store \"%s\": %m",
+							path, store->location)));
+		}
+		offset += chunk;
+		length -= chunk;
+	}
+	pfree(zeros);
+}
+
+/*
+ * Make the segment of first, of size bytes of zeros after its header, under
+ * a temporary name and then renamed into place, so that no process ever
+ * finds it half made.
+ */
+static void
+make_segment(FileWalLogLock *lock, KnownSegment *segment, size_t size)
+{
+	ObjectStore *store = lock->store;
+	KnownLog   *log = lock->log;
+	char	   *temp_path = psprintf("%s/%s", log->folder, FILE_WAL_LOG_NEW_NAME);
+	char	   *path = segment_path(log->folder, segment->first);
+	SegmentHeader header;
+	int			fd;
+
+	memset(&header, 0, sizeof(header));
+	header.magic = FILE_WAL_LOG_SEGMENT_MAGIC;
+	header.first = segment->first;
+	header.crc = segment_header_crc(&header);
+
+	fd = OpenTransientFilePerm(temp_path, O_RDWR | O_CREAT | O_TRUNC | PG_BINARY,
+							   pg_file_create_mode);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create WAL log segment \"%s\" of store \"%s\": %m",
+						temp_path, store->location)));
+	write_zeros(store, fd, 0, size, temp_path);
+	if (pg_pwrite(fd, &header, sizeof(header), 0) != sizeof(header))
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write WAL log segment \"%s\" of store \"%s\": %m",
+						temp_path, store->location)));
+	sync_segment(store, fd, temp_path, false, ERROR);
+	CloseTransientFile(fd);
+	if (rename(temp_path, path) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not rename WAL log segment \"%s\" to \"%s\" in store \"%s\": %m",
+						temp_path, path, store->location)));
+	fsync_fname_ext(log->folder, true, false, data_sync_elevel(ERROR));
+
+	segment->exists = true;
+	segment->scanned = sizeof(SegmentHeader);
+	segment->size = size;
+	segment->live = 0;
+	pfree(temp_path);
+	pfree(path);
+}
+
+bool
+file_wal_log_append(FileWalLogLock *lock, int64 position, const char *data,
+					size_t length, const char *put_id)
+{
+	ObjectStore *store = lock->store;
+	KnownLog   *log = lock->log;
+	KnownSegment *segment;
+	RecordHeader header;
+	struct iovec iov[2];
+	char	   *path;
+	int			fd;
+	ssize_t		written;
+	size_t		put_id_length = put_id ? strlen(put_id) : 0;
+	size_t		record = sizeof(RecordHeader) + length;
+	int64		first = segment_of(position);
+	KnownEntry *entry;
+
+	if (!file_wal_log_enabled || record > FILE_WAL_LOG_MAX_RECORD ||
+		put_id_length >= FILE_WAL_LOG_PUT_ID_MAX)
+		return false;
+
+	/* file_wal_log_holds has just brought it up to date */
+	segment = hash_search(log->segments, &first, HASH_FIND, NULL);
+	if (segment == NULL)
+		segment = current_segment(store, log, position, true);
+	Assert(hash_search(log->entries, &position, HASH_FIND, NULL) == NULL);
+	if (!segment->exists)
+		make_segment(lock, segment,
+					 TYPEALIGN(FILE_WAL_LOG_GROWTH, sizeof(SegmentHeader) + record));
+
+	memset(&header, 0, sizeof(header));
+	header.state = FILE_WAL_LOG_LIVE;
+	header.segment = segment->first;
+	header.position = position;
+	header.length = (uint32) length;
+	header.data_crc = data_crc(data, length);
+	header.created = GetCurrentTimestamp();
+	header.put_id_length = (uint8) put_id_length;
+	if (put_id_length > 0)
+		memcpy(header.put_id, put_id, put_id_length);
+	header.header_crc = record_header_crc(&header);
+
+	path = segment_path(log->folder, segment->first);
+	fd = OpenTransientFile(path, O_RDWR | PG_BINARY);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open WAL log segment \"%s\" for object \"%s\" in store \"%s\": %m",
+						path, lock->key, store->location)));
+
+	/*
+	 * Full: grow by zeros, synced with the file's new size before the record
+	 * goes in, so that the record's own sync has no metadata to wait for.
+	 */
+	if ((size_t) segment->scanned + record > segment->size)
+	{
+		size_t		growth = TYPEALIGN(FILE_WAL_LOG_GROWTH,
+									   segment->scanned + record - segment->size);
+
+		write_zeros(store, fd, segment->size, growth, path);
+		sync_segment(store, fd, path, false, ERROR);
+		segment->size += growth;
+	}
+
+	iov[0].iov_base = &header;
+	iov[0].iov_len = sizeof(header);
+	iov[1].iov_base = unconstify(char *, data);
+	iov[1].iov_len = length;
+	written = pg_pwritev(fd, iov, 2, segment->scanned);
+	if (written != (ssize_t) record)
+	{
+		if (written >= 0)
+			errno = ENOSPC;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write object \"%s\" to WAL log segment \"%s\" of store \"%s\": %m",
+						lock->key, path, store->location)));
+	}
+
+	/*
+	 * This also syncs a record that a writer killed before its own sync left
+	 * in this segment.  Once written, the record is there for whoever scans
+	 * after us, so a failed sync cannot be reported as a create that did not
+	 * happen: treated as PostgreSQL treats a failed fsync of its own WAL.
+	 */
+	sync_segment(store, fd, path, true, data_sync_elevel(ERROR));
+	CloseTransientFile(fd);
+
+	entry = hash_search(log->entries, &position, HASH_ENTER, NULL);
+	entry->offset = segment->scanned;
+	entry->length = (uint32) length;
+	entry->created = header.created;
+	segment->live++;
+	segment->scanned = next_record(segment->scanned, (uint32) length);
+	pfree(path);
+	return true;
+}
+
+bool
+file_wal_log_delete(FileWalLogLock *lock, int64 position)
+{
+	ObjectStore *store = lock->store;
+	KnownLog   *log = lock->log;
+	KnownSegment *segment = current_segment(store, log, position, true);
+	KnownEntry *entry = hash_search(log->entries, &position, HASH_FIND, NULL);
+	uint32		state = FILE_WAL_LOG_DEAD;
+	uint64		deletions;
+	char	   *path;
+	char	   *zeros;
+	int			fd;
+
+	if (entry == NULL)
+		return false;
+	path = segment_path(log->folder, segment->first);
+	fd = OpenTransientFile(path, O_RDWR | PG_BINARY);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open WAL log segment \"%s\" to delete object \"%s\" in store \"%s\": %m",
+						path, lock->key, store->location)));
+
+	/* the state first: a reader that finds the zeros then finds it dead */
+	zeros = palloc0(Max(entry->length, 1));
+	if (pg_pwrite(fd, &state, sizeof(state), entry->offset) != sizeof(state) ||
+		pg_pwrite(fd, zeros, entry->length,
+				  entry->offset + sizeof(RecordHeader)) != (ssize_t) entry->length)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not delete object \"%s\" from WAL log segment \"%s\" of store \"%s\": %m",
+						lock->key, path, store->location)));
+	sync_segment(store, fd, path, true, ERROR);
+	CloseTransientFile(fd);
+	pfree(zeros);
+
+	deletions = log->deletions + 1;
+	if (pg_pwrite(lock->fd, &deletions, sizeof(deletions), 0) != sizeof(deletions))
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write the WAL log lock for object \"%s\" in store \"%s\": %m",
+						lock->key, store->location)));
+	log->deletions = deletions;
+	forget_entry(log, position);
+
+	/*
+	 * A segment with nothing alive goes; a later entry of its positions
+	 * makes it again.  Others see the counter move and read it again.
+	 */
+	if (segment->live <= 0)
+	{
+		if (unlink(path) != 0 && errno != ENOENT)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not remove WAL log segment \"%s\" of store \"%s\": %m",
+							path, store->location)));
+		fsync_fname_ext(log->folder, true, false, ERROR);
+		segment->exists = false;
+		segment->scanned = 0;
+		segment->size = 0;
+		segment->live = 0;
+	}
+	pfree(path);
+	return true;
+}
+
+/* ----------------------------------------------------------------
+ * Reads and listings
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Under a shared lock of the log, bring what this process knows of the
+ * segments up to date: the one of position (if >= 0), or every one whose
+ * last position's key sorts after bound (all, if bound is NULL) when
+ * position < 0.  False when the folder has no log.
+ */
+static bool
+look_at_log(ObjectStore *store, KnownLog *log, int64 position,
+			const char *folder_key, const char *bound, const char *key)
+{
+	int			fd = lock_file_open(store, log->folder, key, false, false);
+
+	if (fd < 0)
+	{
+		forget_log(log);
+		return false;
+	}
+	PG_TRY();
+	{
+		lock_file_lock(store, fd, F_RDLCK, key);
+		check_deletions(store, log, fd, key);
+		if (position >= 0)
+			(void) current_segment(store, log, position, true);
+		else
+		{
+			DIR		   *dir = AllocateDir(log->folder);
+			struct dirent *de;
+			size_t		prefix_length = strlen(FILE_WAL_LOG_PREFIX);
+
+			while (dir != NULL && (de = ReadDir(dir, log->folder)) != NULL)
+			{
+				char	   *end;
+				long long	first;
+				char	   *last_key;
+				bool		wanted;
+
+				if (strncmp(de->d_name, FILE_WAL_LOG_PREFIX, prefix_length) != 0 ||
+					strlen(de->d_name) != prefix_length + 20)
+					continue;
+				errno = 0;
+				first = strtoll(de->d_name + prefix_length, &end, 10);
+				if (errno != 0 || *end != '\0' || first < 0 ||
+					first != segment_of(first))
+					continue;
+				last_key = psprintf("%s%020lld.wal", folder_key,
+									first + FILE_WAL_LOG_SEGMENT_POSITIONS - 1);
+				wanted = bound == NULL || strcmp(last_key, bound) > 0;
+				pfree(last_key);
+				if (wanted)
+					(void) current_segment(store, log, first, false);
+			}
+			if (dir != NULL)
+				FreeDir(dir);
+		}
+	}
+	PG_FINALLY();
+	{
+		CloseTransientFile(fd);
+	}
+	PG_END_TRY();
+	return true;
+}
+
+bool
+file_wal_log_read(ObjectStore *store, const char *folder_path, const char *key,
+				  int64 position, int64 offset, int64 length, bool tail,
+				  StringInfo out, int64 *object_size, char **put_id)
+{
+	KnownLog   *log = known_log(folder_path);
+	KnownEntry *entry = hash_search(log->entries, &position, HASH_FIND, NULL);
+	char	   *path;
+	int			fd;
+	RecordHeader header;
+	char	   *data;
+	int64		size;
+
+	if (entry == NULL)
+	{
+		if (!look_at_log(store, log, position, NULL, NULL, key))
+			return false;
+		entry = hash_search(log->entries, &position, HASH_FIND, NULL);
+		if (entry == NULL)
+			return false;
+	}
+
+	path = segment_path(folder_path, segment_of(position));
+	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	if (fd < 0 && errno == ENOENT)
+	{
+		/* removed with its last live record since we looked */
+		forget_entry(log, position);
+		pfree(path);
+		return false;
+	}
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open object \"%s\" in WAL log segment \"%s\" of store \"%s\": %m",
+						key, path, store->location)));
+
+	data = palloc(entry->length + 1);
+	if (read_at(store, fd, (char *) &header, sizeof(header), entry->offset, path) != sizeof(header) ||
+		read_at(store, fd, data, entry->length, entry->offset + sizeof(header), path) != entry->length)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("could not read object \"%s\" in store \"%s\": WAL log segment \"%s\" ends early",
+						key, store->location, path)));
+	if (header.state == FILE_WAL_LOG_LIVE &&
+		(!EQ_CRC32C(header.header_crc, record_header_crc(&header)) ||
+		 header.position != position || header.length != entry->length ||
+		 !EQ_CRC32C(header.data_crc, data_crc(data, entry->length))))
+	{
+		/* a delete may have overwritten it while we read: look again */
+		if (read_at(store, fd, (char *) &header.state, sizeof(header.state),
+					entry->offset, path) != sizeof(header.state) ||
+			header.state == FILE_WAL_LOG_LIVE)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("object \"%s\" in store \"%s\" is damaged: its record in WAL log segment \"%s\" does not check out",
+							key, store->location, path)));
+	}
+	CloseTransientFile(fd);
+	pfree(path);
+
+	if (header.state != FILE_WAL_LOG_LIVE)
+	{
+		pfree(data);
+		forget_entry(log, position);
+		return false;
+	}
+
+	size = entry->length;
+	if (tail)
+	{
+		if (length < 0 || length > size)
+			length = size;
+		offset = size - length;
+	}
+	else
+	{
+		if (offset < 0)
+			offset = 0;
+		if (offset > size)
+			offset = size;
+		if (length < 0 || length > size - offset)
+			length = size - offset;
+	}
+	appendBinaryStringInfo(out, data + offset, (int) length);
+	if (object_size != NULL)
+		*object_size = size;
+	if (put_id != NULL)
+		*put_id = header.put_id_length > 0 ?
+			pnstrdup(header.put_id, header.put_id_length) : NULL;
+	pfree(data);
+	return true;
+}
+
+void
+file_wal_log_list(ObjectStore *store, const char *folder_path,
+				  const char *folder_key, const char *bound,
+				  void (*add) (void *arg, const char *key), void *arg)
+{
+	KnownLog   *log = known_log(folder_path);
+	HASH_SEQ_STATUS seq;
+	KnownEntry *entry;
+	char	   *key;
+
+	if (!look_at_log(store, log, -1, folder_key, bound, folder_key))
+		return;
+	hash_seq_init(&seq, log->entries);
+	while ((entry = hash_seq_search(&seq)) != NULL)
+	{
+		key = psprintf("%s%020lld.wal", folder_key, (long long) entry->position);
+		add(arg, key);
+		pfree(key);
+	}
+}
+
+bool
+file_wal_log_stat(const char *folder_path, int64 position, int64 *size,
+				  TimestampTz *modified)
+{
+	KnownLog   *log;
+	KnownEntry *entry;
+
+	if (known_logs == NULL ||
+		(log = hash_search(known_logs, folder_path, HASH_FIND, NULL)) == NULL)
+		return false;
+	entry = hash_search(log->entries, &position, HASH_FIND, NULL);
+	if (entry == NULL)
+		return false;
+	*size = entry->length;
+	*modified = entry->created;
+	return true;
+}

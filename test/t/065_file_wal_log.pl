@@ -1,0 +1,206 @@
+
+# Copyright (c) rollout_fdw authors
+#
+# 065_file_wal_log.pl — a file:// store appends its WAL entries to
+# preallocated segment files of their folder, "_log.<first position>", 1,024
+# positions each, instead of a file per entry (objstore/file_wal_log.c);
+# rollout_fdw.file_wal_log = off writes files again, and both forms are read
+# whatever the setting.  Checked:
+#
+#   1. commits land in the log, positions 1..N each once, no entry file;
+#   2. with the setting off they land as files, in the same sequence, and
+#      both forms read back, before and after a crash;
+#   3. a record torn at the end of the log by a crash is the log's end: the
+#      rows are all there and the next commit takes its position; the same
+#      damage before records that check out is a clean XX001 error, never
+#      rows silently lost, and the rows are back once it is repaired;
+#   4. a commit too large for the log goes to a file; 1,100 commits cross
+#      into the second segment;
+#   5. 16 concurrent first inserts into an empty store each take one
+#      position;
+#   6. garbage collection deletes entries from the log: their bytes are
+#      overwritten with zeros, and a segment left with nothing alive is
+#      removed.
+#
+# Torn and damaged records are made by writing the segment file while the
+# cluster is down (a crash tears only the last record).
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RolloutStore;
+use RolloutTest qw(mode_node contiguous run_concurrently shard_of slurp_bin write_bin);
+use Test::More;
+
+my $node = mode_node('wallog');
+my $store = RolloutStore->for_test('065_wal_log', backend => 'file');
+$store->create_extension_and_server($node);
+$node->safe_psql('postgres',
+	"CREATE FOREIGN TABLE t (id int, v text) SERVER s OPTIONS (store 't', key 'id')");
+my $shard = shard_of($node);
+my $folder = "t/shards/$shard/wal";
+my $dir = $store->dir . "/$folder";
+
+# The names in the WAL folder itself: entry files and the log's own.
+sub folder_names
+{
+	opendir(my $dh, $dir) or return ();
+	my @names = sort grep { !/^\.\.?$/ } readdir($dh);
+	closedir($dh);
+	return @names;
+}
+
+sub positions { return $store->wal_positions($folder, required => 1); }
+sub rows { return $node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id) FROM t'); }
+
+# 1. commits land in the log
+$node->safe_psql('postgres', "INSERT INTO t VALUES ($_, md5('row $_'))") for 1 .. 20;
+my @names = folder_names();
+is_deeply([ grep { /\.wal$/ } @names ], [], 'no entry file: every entry is in the log');
+ok((grep { $_ eq '_log.00000000000000000000' } @names) && (grep { $_ eq '_log.lock' } @names),
+	'the folder holds segment _log.00000000000000000000 and the lock') or diag("@names");
+my @p = positions();
+ok(contiguous(@p) && $p[0] == 1, 'the log holds positions 1..N, each once') or diag("@p");
+is(-s "$dir/_log.00000000000000000000", 1024 * 1024, 'the segment was made at its full size');
+is(rows(), '20|20', '20 rows read back');
+
+# 2. off: files, in the same sequence; then on again
+my $last = $p[-1];
+$node->safe_psql('postgres',
+	"SET rollout_fdw.file_wal_log = off; INSERT INTO t VALUES ($_, md5('row $_'))") for 21 .. 23;
+is_deeply([ grep { /\.wal$/ } folder_names() ],
+	[ map { sprintf('%020d.wal', $_) } $last + 1 .. $last + 3 ],
+	'with the setting off, the next three entries are files');
+$node->safe_psql('postgres', "INSERT INTO t VALUES ($_, md5('row $_'))") for 24 .. 25;
+is(scalar(grep { /\.wal$/ } folder_names()), 3, 'on again: the next entries go to the log');
+@p = positions();
+ok(contiguous(@p) && $p[0] == 1 && $p[-1] == $last + 5, 'files and log entries make one sequence')
+  or diag("@p");
+is(rows(), '25|25', '25 rows read back from both forms');
+$node->stop('immediate');
+$node->start;
+is(rows(), '25|25', 'after a crash: 25 rows, from both forms');
+
+# 3. a torn record at the end of the log, and the same damage before records
+# that check out.  The records' end: the last nonzero byte, rounded up to 8.
+my $segment = "$dir/_log.00000000000000000000";
+sub log_end
+{
+	my $bytes = slurp_bin($segment);
+	$bytes =~ s/\0+\z//;
+	my $end = length($bytes);
+	return $end + ((8 - $end % 8) % 8);
+}
+$node->stop('immediate');
+my $clean = slurp_bin($segment);
+my $end = log_end();
+srand(65);
+my $torn = join('', map { chr(1 + int(rand(255))) } 1 .. 300);
+substr(my $damaged = $clean, $end, length($torn)) = $torn;
+write_bin($segment, $damaged);
+$node->start;
+is(rows(), '25|25', 'a torn record at the end of the log: the 25 rows are all there');
+@p = positions();
+$node->safe_psql('postgres', q{INSERT INTO t VALUES (26, md5('row 26'))});
+my @after = positions();
+ok(contiguous(@after) && $after[-1] > $p[-1], 'the next commit goes on from the torn record: 1..M, each once')
+  or diag("@after");
+ok(defined $store->wal_entry($folder, $p[-1] + 1),
+	'the torn record\'s position holds a whole entry now (preloaded: the new claim\'s fence marker)');
+is(rows(), '26|26', 'and its row reads back');
+$node->stop('immediate');
+$node->start;
+is(rows(), '26|26', 'also after another crash');
+
+# Damage a record in the middle: its header's bytes made garbage.
+$node->stop('immediate');
+$clean = slurp_bin($segment);
+my $middle = 64;
+substr($damaged = $clean, $middle, 16) = substr($torn, 0, 16);
+write_bin($segment, $damaged);
+$node->start;
+my ($ret, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\nSELECT count(*) FROM t");
+isnt($ret, 0, 'a damaged record before records that check out: the read fails');
+like($err, qr/XX001: WAL log segment ".*_log\.00000000000000000000" of store .* is damaged at offset 64/,
+	'... with XX001 naming the segment and the offset') or diag($err);
+is($node->safe_psql('postgres', 'SELECT 1'), '1', 'the server is up');
+$node->stop('immediate');
+write_bin($segment, $clean);
+$node->start;
+is(rows(), '26|26', 'repaired: the 26 rows are back');
+
+# 4. a commit too large for the log; crossing into the second segment
+my @before_big = grep { /\.wal$/ } folder_names();
+$node->safe_psql('postgres',
+	q{INSERT INTO t SELECT 1000 + g, repeat(md5(g::text), 200) FROM generate_series(1, 1000) g});
+my @big = grep { my $n = $_; !grep { $_ eq $n } @before_big } grep { /\.wal$/ } folder_names();
+is(scalar(@big), 1, 'a commit of 6 MB of rows is an entry file of its own') or diag("@big");
+my $sql = join('', map { "INSERT INTO t VALUES (" . (5000 + $_) . ", 'r');\n" } 1 .. 1100);
+$node->safe_psql('postgres', $sql);
+ok(-e "$dir/_log.00000000000000001024", 'positions from 1024 on are in the second segment');
+@p = positions();
+ok(contiguous(@p) && $p[0] == 1 && $p[-1] > 1100, 'positions 1..N, each once, across both segments')
+  or diag("@p[0..5] ... @p[-5..-1]");
+is(rows(), '2126|2126', 'every row reads back');
+$node->stop('immediate');
+$node->start;
+is(rows(), '2126|2126', 'also after a crash');
+
+# 5. concurrent first inserts into an empty store
+$node->safe_psql('postgres',
+	"CREATE FOREIGN TABLE race (id int, v int) SERVER s OPTIONS (store 'race', key 'id')");
+my ($failed, @errors) = run_concurrently($node,
+	[ map { "INSERT INTO race VALUES ($_, $_)" } 1 .. 16 ]);
+diag(join('', @errors)) if $failed;
+is($failed, 0, '16 concurrent first inserts all commit');
+is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM race'), '16|136', 'no row lost or doubled');
+my @race = RolloutStore::wal_positions_of($store->list('race/shards/'));
+ok(@race && contiguous(@race), 'the log holds positions 1..N, each once') or diag("@race");
+
+# 6. garbage collection, in a store of its own: 2,100 commits fill
+# segments 0 and 1024 and start 2048; a flush, one more commit (which stays
+# in the log), then gc deletes the flushed entries (but fence markers,
+# which gc keeps)
+$node->safe_psql('postgres',
+	"CREATE FOREIGN TABLE g (id int, v text) SERVER s OPTIONS (store 'g', key 'id')");
+my $gdir = $store->dir . "/g/shards/$shard/wal";
+$node->safe_psql('postgres',
+	join('', map { "INSERT INTO g VALUES ($_, md5('g $_'));\n" } 1 .. 2100));
+ok(-e "$gdir/_log.00000000000000001024" && -e "$gdir/_log.00000000000000002048",
+	'2,100 commits fill three segments');
+$node->safe_psql('postgres', "SELECT rollout_flush('g')");
+$node->safe_psql('postgres', q{INSERT INTO g VALUES (9999, 'last')});
+my @gp = $store->wal_positions("g/shards/$shard/wal", required => 1);
+my $last_position = $gp[-1];
+$node->safe_psql('postgres',
+	"SET rollout_fdw.min_gc_grace = 0; SELECT rollout_gc('g', '0 s')");
+ok(!-e "$gdir/_log.00000000000000001024", 'a segment with nothing alive left is removed');
+my $tail = slurp_bin("$gdir/_log.00000000000000002048");
+ok(defined $tail, 'the segment holding the last entry stays');
+@gp = $store->wal_positions("g/shards/$shard/wal", required => 1);
+is($gp[-1], $last_position, 'the last commit\'s entry is left');
+is_deeply([ grep { ($store->wal_entry("g/shards/$shard/wal", $_) // {})->{kind} ne 'fence' } @gp[0 .. $#gp - 1] ],
+	[], 'and, besides it, fence markers only') or diag("@gp");
+is($node->safe_psql('postgres', 'SELECT count(*) FROM g'), '2101', 'every row reads back after gc');
+my $dead = () = $tail =~ /READ/g;
+ok($dead > 0, 'the deleted entries are marked dead in the segment');
+
+# Every byte of the dead records is zero.
+my $nonzero_in_dead = 0;
+while ($tail =~ /READ(.{92})/gs)
+{
+	my $header = $1;
+	my $length = unpack('L<', substr($header, 20, 4));
+	my $at = pos($tail);
+	$nonzero_in_dead++ if substr($tail, $at, $length) =~ /[^\0]/;
+}
+is($nonzero_in_dead, 0, 'the bytes of every dead record are zeros');
+$node->stop('immediate');
+$node->start;
+is($node->safe_psql('postgres', 'SELECT count(*) FROM g'), '2101', 'after a crash too');
+
+done_testing();
