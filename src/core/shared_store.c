@@ -152,7 +152,7 @@ typedef enum SlotStanding
 	SLOT_MEMBER,				/* it may use the slot */
 	SLOT_UNCLAIMED,				/* another's, with no claim to check against */
 	SLOT_FOREIGN				/* its credentials reach another store */
-}			SlotStanding;
+} SlotStanding;
 
 /*
  * What store's handle is to slot.  A handle whose credentials are neither
@@ -350,7 +350,7 @@ typedef enum SlotSearch
 	SLOT_SEARCH_MAINTAIN,		/* the same, or make one */
 	SLOT_SEARCH_COMMIT			/* the same, taking over one no claim tied to
 								 * a store yet */
-}			SlotSearch;
+} SlotSearch;
 
 /* Look again at most this often when slots of the names come and go. */
 #define SLOT_FIND_ATTEMPTS	8

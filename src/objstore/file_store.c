@@ -993,8 +993,18 @@ file_store_create_wal_entry(ObjectStore *store, const char *key,
 	struct stat st;
 	volatile ObjectStoreCreateResult result = OBJSTORE_ALREADY_EXISTS;
 
-	file_store_make_directory(store, folder, key);
 	lock = file_wal_log_lock(store, folder, key, true);
+	if (lock == NULL)
+	{
+		/* the first entry of a folder makes it */
+		file_store_make_directory(store, folder, key);
+		lock = file_wal_log_lock(store, folder, key, true);
+		if (lock == NULL)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not create the WAL log of object \"%s\" in store \"%s\": %m",
+							key, store->location)));
+	}
 	PG_TRY();
 	{
 		if (file_wal_log_holds(lock, position) ||
@@ -1931,8 +1941,11 @@ file_store_delete_object(ObjectStore *store, const char *key)
 	{
 		/* an entry in the log and as a file too: the file goes as well */
 		if (unlink(path) == 0)
-			file_store_fsync_directory(store, file_store_parent_directory(path),
-									   key, ERROR);
+		{
+			directory = file_store_parent_directory(path);
+			file_store_fsync_directory(store, directory, key, ERROR);
+			pfree(directory);
+		}
 		pfree(path);
 		return true;
 	}

@@ -9,10 +9,10 @@
  * journal commits that ext4 makes in its journal thread; on a busy machine
  * waiting for that thread, not the disk, is most of a commit (1.3 ms against
  * 0.26 ms for a write into a file whose blocks exist, docs/PERFORMANCE.md).
- * So the entries of a WAL folder are appended to segment files of
- * FILE_WAL_LOG_SEGMENT_SIZE bytes that were filled with zeros and synced
- * when they were made: a commit then writes into blocks that already exist
- * and syncs them with fdatasync, which changes no metadata.
+ * So the entries of a WAL folder are appended to segment files that were
+ * filled with zeros and synced when they were made: a commit then writes
+ * into blocks that already exist and syncs them with fdatasync, which
+ * changes no metadata.
  *
  * The upper layers see nothing of it: an entry is still the object
  * "<...>/wal/<20 digits>.wal", created if absent, read, listed and deleted
@@ -22,19 +22,22 @@
  * Layout of a WAL folder (the log's own names start with "_log.", which no
  * key of the upper layers does, and listings skip them):
  *
- *	_log.lock					empty but for a counter of deletions; the lock
- *	_log.<16 hex digits>		segments, numbered from 1, never reused
+ *	_log.lock					the lock; a counter of deletions and the log's
+ *								random identity
+ *	_log.<20 digits>			segments, named by the first of the 1,024
+ *								positions each holds
  *	<20 digits>.wal				entries kept as files: written before the log
- *								existed, larger than a segment takes, or with
- *								rollout_fdw.file_wal_log off
+ *								existed, larger than FILE_WAL_LOG_MAX_RECORD,
+ *								past a segment's FILE_WAL_LOG_MAX_SEGMENT_BYTES,
+ *								or with rollout_fdw.file_wal_log off
  *
- * A segment starts with a 64-byte header (magic, number, CRC) and holds
- * records from there on, each at an 8-byte boundary: a 96-byte header
- * (state, CRC of the header, segment number, position, length, CRC-32C of
- * the entry, creation time, put id) and the entry's bytes.  The first
- * record that does not check out (zeros, a CRC that fails, a segment number
- * of another segment) ends the segment: a record torn by a crash is where
- * the next one is written.
+ * A segment starts with a 64-byte header (magic, first position, CRC) and
+ * holds records from there on, each at an 8-byte boundary: a 96-byte header
+ * (state, CRC of the header, segment, position, length, CRC-32C of the
+ * entry, creation time, put id) and the entry's bytes.  It is made with 1 MB
+ * of zeros and grows by as much, synced, when full.  The first record that
+ * does not check out ends the segment's log: a record torn by a crash is
+ * where the next one is written.
  *
  * The protocol:
  *
@@ -51,21 +54,24 @@
  *	  record while it is written), and remember what they found: each
  *	  process keeps, per folder, where each entry is and how far each
  *	  segment was scanned, and scans only what was appended since.  Reading
- *	  an entry it knows needs no lock: records never move.
+ *	  an entry it knows needs no lock: records never move; a record that is
+ *	  not the one expected sends the reader back to the log under its lock.
  *
- *	- A delete marks the record dead (first the state, then zeros over its
- *	  bytes, so that an erasure leaves nothing of them), syncs, and adds one
- *	  to the counter in _log.lock.  A reader whose counter is behind scans the
- *	  folder again.  A reader racing a delete sees either the whole record or
- *	  the dead state.  A segment whose every record is dead is removed,
- *	  except the newest, so that segment numbers are never reused.
+ *	- A delete marks the record dead and syncs that, then punches a hole
+ *	  over the entry's bytes (zeros where the file system cannot), so that
+ *	  an erasure leaves nothing of them and the space is freed, syncs again,
+ *	  and adds one to the counter in _log.lock.  A process whose counter or
+ *	  identity differs from the lock file's forgets what it knew.  A reader
+ *	  racing a delete sees either the whole record or the dead state.  A
+ *	  segment whose every record is dead is removed; a later entry of its
+ *	  positions makes it again.
  *
  *	- A process killed between its write and its fdatasync leaves a record
  *	  that other processes can find once its lock is gone, though it is not
  *	  synced yet: the same as a create whose outcome was never reported
  *	  (an ambiguous PUT that landed).  The next append to that segment syncs
- *	  it with its own, and a writer moving on to a new segment syncs the one
- *	  before it first.
+ *	  it with its own, and the first record of the next segment syncs the
+ *	  one before it.
  *
  * Copyright (c) rollout_fdw authors
  *
@@ -91,6 +97,7 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 #include "file_wal_log.h"
 
@@ -116,8 +123,18 @@
  */
 #define FILE_WAL_LOG_MAX_RECORD		(4 * 1024 * 1024)
 
+/*
+ * A segment takes records up to this many bytes; an entry that would take
+ * it further goes to a file.  Offsets then fit in 32 bits with room to
+ * spare, and a few very large entries cannot make a segment huge.
+ */
+#define FILE_WAL_LOG_MAX_SEGMENT_BYTES	(256 * 1024 * 1024)
+
 /* Segments a process remembers per folder before it forgets them all. */
 #define FILE_WAL_LOG_KNOWN_SEGMENTS	16
+
+/* Folders a process remembers before it forgets them all. */
+#define FILE_WAL_LOG_KNOWN_LOGS		64
 
 /*
  * Bytes read at once when scanning a segment: at first a few records' worth
@@ -130,7 +147,7 @@
 #define FILE_WAL_LOG_LOCK_NAME		"_log.lock"
 #define FILE_WAL_LOG_NEW_NAME		"_log.new"
 
-#define FILE_WAL_LOG_SEGMENT_MAGIC	UINT64CONST(0x31474f4c4c415752)	/* "RWALLOG1" */
+#define FILE_WAL_LOG_SEGMENT_MAGIC	UINT64CONST(0x31474f4c4c415752) /* "RWALLOG1" */
 #define FILE_WAL_LOG_LIVE			0x45564c52	/* "RLVE" */
 #define FILE_WAL_LOG_DEAD			0x44414552	/* "READ" */
 
@@ -187,6 +204,7 @@ typedef struct KnownSegment
 typedef struct KnownLog
 {
 	char		folder[MAXPGPATH];	/* hash key */
+	uint64		identity;		/* the lock file's random id when last seen */
 	uint64		deletions;		/* the lock file's counter when last seen */
 	HTAB	   *segments;		/* KnownSegment by first position, those read */
 	HTAB	   *entries;		/* KnownEntry by position, of those segments */
@@ -290,11 +308,26 @@ known_log(const char *folder)
 		known_logs = hash_create("rollout file WAL logs", 16, &ctl,
 								 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 	}
+	log = hash_search(known_logs, folder, HASH_FIND, NULL);
+	if (log == NULL && hash_get_num_entries(known_logs) >= FILE_WAL_LOG_KNOWN_LOGS)
+	{
+		HASH_SEQ_STATUS seq;
+		KnownLog   *known;
+
+		hash_seq_init(&seq, known_logs);
+		while ((known = hash_seq_search(&seq)) != NULL)
+		{
+			hash_destroy(known->segments);
+			hash_destroy(known->entries);
+			(void) hash_search(known_logs, known->folder, HASH_REMOVE, NULL);
+		}
+	}
 	log = hash_search(known_logs, folder, HASH_ENTER, &found);
 	if (!found)
 	{
 		HASHCTL		ctl;
 
+		log->identity = 0;
 		log->deletions = 0;
 		ctl.keysize = sizeof(int64);
 		ctl.entrysize = sizeof(KnownSegment);
@@ -358,7 +391,8 @@ forget_entry(KnownLog *log, int64 position)
 
 /*
  * Open folder's lock file, for reading or, for_write, for writing too (an
- * exclusive lock needs that); -1 when it does not exist and !create.
+ * exclusive lock needs that), made if need be with create; -1 when it does
+ * not exist and !create, or the folder does not exist.
  */
 static int
 lock_file_open(ObjectStore *store, const char *folder, const char *key,
@@ -371,7 +405,7 @@ lock_file_open(ObjectStore *store, const char *folder, const char *key,
 							   (for_write ? O_RDWR : O_RDONLY) |
 							   (create ? O_CREAT : 0) | PG_BINARY,
 							   pg_file_create_mode);
-	if (fd < 0 && !create && (errno == ENOENT || errno == ENOTDIR))
+	if (fd < 0 && (errno == ENOENT || errno == ENOTDIR))
 	{
 		pfree(path);
 		return -1;
@@ -386,52 +420,121 @@ lock_file_open(ObjectStore *store, const char *folder, const char *key,
 }
 
 /*
- * Take an OFD lock (F_RDLCK or F_WRLCK) on the whole lock file, waiting.  An
- * OFD lock belongs to the open file, so closing fd releases it, also when
- * the process dies.  Holders keep it for one append, delete or scan.
+ * Take an OFD lock (F_RDLCK or F_WRLCK) on the whole lock file.  An OFD lock
+ * belongs to the open file, so closing fd releases it, also when the process
+ * dies.  Holders keep it for one append, delete or scan, well under a
+ * millisecond but for the sync, so a busy lock is tried again after a short
+ * sleep, longer each time up to FILE_WAL_LOG_LOCK_MAX_SLEEP_US, with the
+ * wait shown in pg_stat_activity and interrupts serviced in between: a
+ * holder that never lets go (a process of another cluster stuck in its
+ * sync) cannot keep a reader from being cancelled.  A create holds off
+ * interrupts anyway (wal.c), and waits.
  */
+#define FILE_WAL_LOG_LOCK_MAX_SLEEP_US	1000
+
 static void
 lock_file_lock(ObjectStore *store, int fd, short type, const char *key)
 {
 	struct flock lock;
+	long		sleep_us = 20;
+	bool		waiting = false;
 
 	memset(&lock, 0, sizeof(lock));
 	lock.l_type = type;
 	lock.l_whence = SEEK_SET;
 	lock.l_start = 0;
 	lock.l_len = 0;
-	while (fcntl(fd, F_OFD_SETLKW, &lock) != 0)
+	while (fcntl(fd, F_OFD_SETLK, &lock) != 0)
 	{
 		if (errno == EINTR)
 			continue;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not lock the WAL log for object \"%s\" in store \"%s\": %m",
-						key, store->location)));
+		if (errno != EAGAIN && errno != EACCES)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not lock the WAL log for object \"%s\" in store \"%s\": %m",
+							key, store->location)));
+		if (!waiting)
+		{
+			pgstat_report_wait_start(PG_WAIT_EXTENSION);
+			waiting = true;
+		}
+		pg_usleep(sleep_us);
+		sleep_us = Min(sleep_us * 2, FILE_WAL_LOG_LOCK_MAX_SLEEP_US);
+		CHECK_FOR_INTERRUPTS();
 	}
+	if (waiting)
+		pgstat_report_wait_end();
 }
 
 /*
- * Under a lock: forget what this process knows of the log if a delete
- * happened since it last looked (the counter in the lock file moved).
+ * The lock file holds two numbers: a counter of deletions (bytes 0-7) and a
+ * random identity of the log (bytes 8-15), written by the writer that made
+ * the file.  A folder removed and made again (a store dropped and created
+ * again) has a new identity, so that no process goes on with what it knew
+ * of the old one.
  */
-static void
-check_deletions(ObjectStore *store, KnownLog *log, int fd, const char *key)
+typedef struct LockFileContents
 {
-	uint64		deletions = 0;
-	ssize_t		nread = pg_pread(fd, &deletions, sizeof(deletions), 0);
+	uint64		deletions;
+	uint64		identity;
+}			LockFileContents;
 
+static void
+lock_file_read(ObjectStore *store, int fd, const char *key,
+			   LockFileContents * contents)
+{
+	ssize_t		nread;
+
+	memset(contents, 0, sizeof(*contents));
+	nread = pg_pread(fd, contents, sizeof(*contents), 0);
 	if (nread < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not read the WAL log lock for object \"%s\" in store \"%s\": %m",
 						key, store->location)));
-	if (nread != sizeof(deletions))
-		deletions = 0;
-	if (deletions != log->deletions)
+	if (nread < (ssize_t) sizeof(*contents))
+		contents->identity = 0;
+}
+
+static void
+lock_file_write(ObjectStore *store, int fd, const char *key,
+				const LockFileContents * contents)
+{
+	if (pg_pwrite(fd, contents, sizeof(*contents), 0) != sizeof(*contents))
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write the WAL log lock for object \"%s\" in store \"%s\": %m",
+						key, store->location)));
+}
+
+/*
+ * Under a lock: forget what this process knows of the log if a delete
+ * happened since it last looked (the counter moved), or the log is another
+ * one (the identity changed).  Under the exclusive lock, a lock file made
+ * just now gets its identity.
+ */
+static void
+check_deletions(ObjectStore *store, KnownLog *log, int fd, const char *key,
+				bool exclusive)
+{
+	LockFileContents contents;
+
+	lock_file_read(store, fd, key, &contents);
+	if (contents.identity == 0 && exclusive)
+	{
+		if (!pg_strong_random(&contents.identity, sizeof(contents.identity)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not generate a random number")));
+		contents.identity |= 1;
+		lock_file_write(store, fd, key, &contents);
+	}
+	if (contents.deletions != log->deletions ||
+		contents.identity != log->identity)
 	{
 		forget_log(log);
-		log->deletions = deletions;
+		log->deletions = contents.deletions;
+		log->identity = contents.identity;
 	}
 }
 
@@ -508,6 +611,24 @@ read_at(ObjectStore *store, int fd, char *buffer, size_t length, off_t offset,
 }
 
 /*
+ * Does header check out as the header of a record at offset of the segment
+ * of first, size bytes long (its entry's CRC aside)?
+ */
+static bool
+header_checks_out(const RecordHeader *header, int64 first, uint64 offset,
+				  uint64 size)
+{
+	return (header->state == FILE_WAL_LOG_LIVE || header->state == FILE_WAL_LOG_DEAD) &&
+		EQ_CRC32C(header->header_crc, record_header_crc(header)) &&
+		header->segment == first &&
+		header->position >= first &&
+		header->position < first + FILE_WAL_LOG_SEGMENT_POSITIONS &&
+		offset + sizeof(RecordHeader) <= size &&
+		header->length <= size - offset - sizeof(RecordHeader) &&
+		header->put_id_length < FILE_WAL_LOG_PUT_ID_MAX;
+}
+
+/*
  * Does the record whose header is at buffer (its entry, when live, right
  * after it: available bytes in all) check out as a record of segment?
  * *needed receives the bytes header and entry take when more are needed
@@ -526,13 +647,7 @@ record_checks_out(const char *buffer, size_t available, int64 first,
 		return false;
 	}
 	memcpy(&header, buffer, sizeof(header));
-	if ((header.state != FILE_WAL_LOG_LIVE && header.state != FILE_WAL_LOG_DEAD) ||
-		!EQ_CRC32C(header.header_crc, record_header_crc(&header)) ||
-		header.segment != first ||
-		header.position < first ||
-		header.position >= first + FILE_WAL_LOG_SEGMENT_POSITIONS ||
-		header.length > size - offset - sizeof(RecordHeader) ||
-		header.put_id_length >= FILE_WAL_LOG_PUT_ID_MAX)
+	if (!header_checks_out(&header, first, offset, size))
 		return false;
 	if (header.state == FILE_WAL_LOG_DEAD)
 		return true;
@@ -547,27 +662,35 @@ record_checks_out(const char *buffer, size_t available, int64 first,
 
 /*
  * A record at segment->scanned does not check out (bytes: what of it was
- * read).  Zeros are the end of the log.  Anything else is a record a crash
- * tore, the last one written, or damage: if a record that checks out comes
- * after it, acknowledged entries would be lost by taking it for the end, so
- * that is an ERROR.
+ * read).  It is the end of the log, or a record a crash tore (the last one
+ * written), or damage: if a record that checks out comes after it,
+ * acknowledged entries would be lost by taking it for the end, so that is
+ * an ERROR.  The next record can only start within a record's greatest
+ * length, so that much is searched for one.  Zeros where a process already
+ * knows records up to (from_start false) are the end as far as it wrote or
+ * read, and are not searched: a commit's writer looks at every new record
+ * this way.
  */
 static void
 check_end_of_log(ObjectStore *store, int fd, KnownSegment *segment,
-				 const char *bytes, size_t available, const char *path)
+				 const char *bytes, size_t available, const char *path,
+				 bool from_start)
 {
 	size_t		checked = Min(available, sizeof(RecordHeader));
+	bool		zeros = true;
 	char	   *buffer;
-	off_t		offset;
+	uint64		offset;
+	uint64		limit;
 
-	for (size_t i = 0; i < checked; i++)
-		if (bytes[i] != 0)
-			break;
-		else if (i == checked - 1)
-			return;
+	for (size_t i = 0; i < checked && zeros; i++)
+		zeros = bytes[i] == 0;
+	if (zeros && !from_start)
+		return;
 
+	limit = Min((uint64) segment->size,
+				(uint64) segment->scanned + sizeof(RecordHeader) + FILE_WAL_LOG_MAX_RECORD + 8);
 	buffer = palloc(FILE_WAL_LOG_SCAN_CHUNK + sizeof(RecordHeader));
-	for (offset = segment->scanned + 8; offset + sizeof(RecordHeader) <= segment->size;)
+	for (offset = segment->scanned + 8; offset + sizeof(RecordHeader) <= limit;)
 	{
 		size_t		nread = read_at(store, fd, buffer,
 									FILE_WAL_LOG_SCAN_CHUNK + sizeof(RecordHeader),
@@ -579,9 +702,7 @@ check_end_of_log(ObjectStore *store, int fd, KnownSegment *segment,
 			RecordHeader header;
 
 			memcpy(&header, buffer + i, sizeof(header));
-			if ((header.state == FILE_WAL_LOG_LIVE || header.state == FILE_WAL_LOG_DEAD) &&
-				header.segment == segment->first &&
-				EQ_CRC32C(header.header_crc, record_header_crc(&header)))
+			if (header_checks_out(&header, segment->first, offset + i, segment->size))
 				ereport(ERROR,
 						(errcode(ERRCODE_DATA_CORRUPTED),
 						 errmsg("WAL log segment \"%s\" of store \"%s\" is damaged at offset %u",
@@ -589,7 +710,8 @@ check_end_of_log(ObjectStore *store, int fd, KnownSegment *segment,
 						 errdetail("A record that does not check out comes before the record of position " INT64_FORMAT " at offset " INT64_FORMAT ".",
 								   header.position, (int64) (offset + i))));
 		}
-		if (nread < FILE_WAL_LOG_SCAN_CHUNK + sizeof(RecordHeader))
+		if (nread < FILE_WAL_LOG_SCAN_CHUNK + sizeof(RecordHeader) ||
+			offset + FILE_WAL_LOG_SCAN_CHUNK >= limit)
 			break;
 		offset += FILE_WAL_LOG_SCAN_CHUNK;
 	}
@@ -609,6 +731,7 @@ scan_segment(ObjectStore *store, KnownLog *log, KnownSegment *segment)
 	struct stat st;
 	size_t		capacity = FILE_WAL_LOG_SCAN_CHUNK;
 	size_t		want = FILE_WAL_LOG_SCAN_FIRST;
+	bool		from_start = segment->scanned < sizeof(SegmentHeader);
 	char	   *buffer;
 
 	if (fd < 0)
@@ -627,8 +750,13 @@ scan_segment(ObjectStore *store, KnownLog *log, KnownSegment *segment)
 				(errcode_for_file_access(),
 				 errmsg("could not stat WAL log segment \"%s\" of store \"%s\": %m",
 						path, store->location)));
+	if (st.st_size > (off_t) FILE_WAL_LOG_MAX_SEGMENT_BYTES + FILE_WAL_LOG_GROWTH)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("WAL log segment \"%s\" of store \"%s\" is damaged: it is larger than a segment can grow",
+						path, store->location)));
 	segment->exists = true;
-	segment->size = (uint32) Min(st.st_size, (off_t) PG_UINT32_MAX / 2);
+	segment->size = (uint32) st.st_size;
 	buffer = palloc(capacity);
 
 	if (segment->scanned < sizeof(SegmentHeader))
@@ -668,10 +796,16 @@ scan_segment(ObjectStore *store, KnownLog *log, KnownSegment *segment)
 			if (header.state == FILE_WAL_LOG_LIVE)
 			{
 				KnownEntry *entry;
+				bool		found;
 
-				forget_entry(log, header.position);
 				entry = hash_search(log->entries, &header.position,
-									HASH_ENTER, NULL);
+									HASH_ENTER, &found);
+				if (found)
+					ereport(ERROR,
+							(errcode(ERRCODE_DATA_CORRUPTED),
+							 errmsg("WAL log segment \"%s\" of store \"%s\" is damaged: two live records of position " INT64_FORMAT,
+									path, store->location, header.position),
+							 errdetail("The second is at offset %u.", offset)));
 				entry->offset = offset;
 				entry->length = header.length;
 				entry->created = header.created;
@@ -684,7 +818,7 @@ scan_segment(ObjectStore *store, KnownLog *log, KnownSegment *segment)
 		{
 			/* a record that does not check out: the end, or damage */
 			check_end_of_log(store, fd, segment, buffer + used,
-							 available - used, path);
+							 available - used, path, from_start);
 			break;
 		}
 		if (needed > 0 && (available < want || (used == 0 && needed <= available)))
@@ -766,7 +900,7 @@ file_wal_log_lock(ObjectStore *store, const char *folder_path, const char *key,
 	PG_TRY();
 	{
 		lock_file_lock(store, lock->fd, F_WRLCK, key);
-		check_deletions(store, lock->log, lock->fd, key);
+		check_deletions(store, lock->log, lock->fd, key, true);
 	}
 	PG_CATCH();
 	{
@@ -880,6 +1014,35 @@ make_segment(FileWalLogLock *lock, KnownSegment *segment, size_t size)
 	pfree(path);
 }
 
+/*
+ * Before the first record of the segment of first: sync the segment before
+ * it.  A writer killed between its write and its sync may have left its
+ * record there, found by others but not durable, and no later record of
+ * that segment (which would sync it) may come.
+ */
+static void
+sync_previous_segment(FileWalLogLock *lock, int64 first)
+{
+	char	   *path;
+	int			fd;
+
+	if (first < FILE_WAL_LOG_SEGMENT_POSITIONS)
+		return;
+	path = segment_path(lock->log->folder, first - FILE_WAL_LOG_SEGMENT_POSITIONS);
+	fd = OpenTransientFile(path, O_RDWR | PG_BINARY);
+	if (fd >= 0)
+	{
+		sync_segment(lock->store, fd, path, true, data_sync_elevel(ERROR));
+		CloseTransientFile(fd);
+	}
+	else if (errno != ENOENT)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open WAL log segment \"%s\" of store \"%s\": %m",
+						path, lock->store->location)));
+	pfree(path);
+}
+
 bool
 file_wal_log_append(FileWalLogLock *lock, int64 position, const char *data,
 					size_t length, const char *put_id)
@@ -906,9 +1069,15 @@ file_wal_log_append(FileWalLogLock *lock, int64 position, const char *data,
 	if (segment == NULL)
 		segment = current_segment(store, log, position, true);
 	Assert(hash_search(log->entries, &position, HASH_FIND, NULL) == NULL);
+	if (segment->exists &&
+		(size_t) segment->scanned + record > FILE_WAL_LOG_MAX_SEGMENT_BYTES)
+		return false;			/* full: a file, as for a large entry */
 	if (!segment->exists)
+	{
+		sync_previous_segment(lock, segment->first);
 		make_segment(lock, segment,
 					 TYPEALIGN(FILE_WAL_LOG_GROWTH, sizeof(SegmentHeader) + record));
+	}
 
 	memset(&header, 0, sizeof(header));
 	header.state = FILE_WAL_LOG_LIVE;
@@ -978,6 +1147,37 @@ file_wal_log_append(FileWalLogLock *lock, int64 position, const char *data,
 	return true;
 }
 
+/*
+ * Free length bytes at offset of a segment: punch a hole (the blocks go back
+ * to the file system, the range reads as zeros), or write zeros where the
+ * file system cannot.
+ */
+static void
+free_record_bytes(FileWalLogLock *lock, int fd, const char *path, off_t offset,
+				  size_t length)
+{
+	char	   *zeros;
+
+	if (length == 0)
+		return;
+#if defined(FALLOC_FL_PUNCH_HOLE) && defined(FALLOC_FL_KEEP_SIZE)
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length) == 0)
+		return;
+	if (errno != EOPNOTSUPP && errno != ENOSYS)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not free the bytes of object \"%s\" in WAL log segment \"%s\" of store \"%s\": %m",
+						lock->key, path, lock->store->location)));
+#endif
+	zeros = palloc0(length);
+	if (pg_pwrite(fd, zeros, length, offset) != (ssize_t) length)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not free the bytes of object \"%s\" in WAL log segment \"%s\" of store \"%s\": %m",
+						lock->key, path, lock->store->location)));
+	pfree(zeros);
+}
+
 bool
 file_wal_log_delete(FileWalLogLock *lock, int64 position)
 {
@@ -986,9 +1186,8 @@ file_wal_log_delete(FileWalLogLock *lock, int64 position)
 	KnownSegment *segment = current_segment(store, log, position, true);
 	KnownEntry *entry = hash_search(log->entries, &position, HASH_FIND, NULL);
 	uint32		state = FILE_WAL_LOG_DEAD;
-	uint64		deletions;
+	LockFileContents contents;
 	char	   *path;
-	char	   *zeros;
 	int			fd;
 
 	if (entry == NULL)
@@ -1001,31 +1200,33 @@ file_wal_log_delete(FileWalLogLock *lock, int64 position)
 				 errmsg("could not open WAL log segment \"%s\" to delete object \"%s\" in store \"%s\": %m",
 						path, lock->key, store->location)));
 
-	/* the state first: a reader that finds the zeros then finds it dead */
-	zeros = palloc0(Max(entry->length, 1));
-	if (pg_pwrite(fd, &state, sizeof(state), entry->offset) != sizeof(state) ||
-		pg_pwrite(fd, zeros, entry->length,
-				  entry->offset + sizeof(RecordHeader)) != (ssize_t) entry->length)
+	/*
+	 * The state first, synced: a crash must never leave a live header over
+	 * zeros, which would read as damage before the records after it.  Then
+	 * the entry's bytes go: a hole punched where the file system can (which
+	 * frees the space, and reads as zeros), zeros written otherwise, so that
+	 * an erasure leaves nothing of them.  A reader racing it sees the whole
+	 * record or a dead one.
+	 */
+	if (pg_pwrite(fd, &state, sizeof(state), entry->offset) != sizeof(state))
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not delete object \"%s\" from WAL log segment \"%s\" of store \"%s\": %m",
 						lock->key, path, store->location)));
 	sync_segment(store, fd, path, true, ERROR);
+	free_record_bytes(lock, fd, path, entry->offset + sizeof(RecordHeader),
+					  entry->length);
+	sync_segment(store, fd, path, false, ERROR);
 	CloseTransientFile(fd);
-	pfree(zeros);
 
-	deletions = log->deletions + 1;
-	if (pg_pwrite(lock->fd, &deletions, sizeof(deletions), 0) != sizeof(deletions))
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not write the WAL log lock for object \"%s\" in store \"%s\": %m",
-						lock->key, store->location)));
-	log->deletions = deletions;
+	contents.deletions = ++log->deletions;
+	contents.identity = log->identity;
+	lock_file_write(store, lock->fd, lock->key, &contents);
 	forget_entry(log, position);
 
 	/*
-	 * A segment with nothing alive goes; a later entry of its positions
-	 * makes it again.  Others see the counter move and read it again.
+	 * A segment with nothing alive goes; a later entry of its positions makes
+	 * it again.  Others see the counter move and read it again.
 	 */
 	if (segment->live <= 0)
 	{
@@ -1069,7 +1270,7 @@ look_at_log(ObjectStore *store, KnownLog *log, int64 position,
 	PG_TRY();
 	{
 		lock_file_lock(store, fd, F_RDLCK, key);
-		check_deletions(store, log, fd, key);
+		check_deletions(store, log, fd, key, false);
 		if (position >= 0)
 			(void) current_segment(store, log, position, true);
 		else
@@ -1112,72 +1313,112 @@ look_at_log(ObjectStore *store, KnownLog *log, int64 position,
 	return true;
 }
 
-bool
-file_wal_log_read(ObjectStore *store, const char *folder_path, const char *key,
-				  int64 position, int64 offset, int64 length, bool tail,
-				  StringInfo out, int64 *object_size, char **put_id)
+/* What read_record found where a process knows an entry to be. */
+typedef enum ReadOutcome
 {
-	KnownLog   *log = known_log(folder_path);
-	KnownEntry *entry = hash_search(log->entries, &position, HASH_FIND, NULL);
-	char	   *path;
-	int			fd;
-	RecordHeader header;
-	char	   *data;
-	int64		size;
+	READ_LIVE,					/* the entry, whole */
+	READ_GONE,					/* deleted: dead, or its segment removed */
+	READ_OTHER					/* not that entry: stale, or damaged */
+}			ReadOutcome;
 
-	if (entry == NULL)
-	{
-		if (!look_at_log(store, log, position, NULL, NULL, key))
-			return false;
-		entry = hash_search(log->entries, &position, HASH_FIND, NULL);
-		if (entry == NULL)
-			return false;
-	}
+/*
+ * Read the record where entry says position's is, into *header and data
+ * (entry->length bytes).
+ */
+static ReadOutcome
+read_record(ObjectStore *store, const char *folder_path, const char *key,
+			int64 position, const KnownEntry *entry, RecordHeader *header,
+			char *data)
+{
+	char	   *path = segment_path(folder_path, segment_of(position));
+	int			fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	ReadOutcome outcome = READ_LIVE;
 
-	path = segment_path(folder_path, segment_of(position));
-	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
 	if (fd < 0 && errno == ENOENT)
 	{
 		/* removed with its last live record since we looked */
-		forget_entry(log, position);
 		pfree(path);
-		return false;
+		return READ_GONE;
 	}
 	if (fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not open object \"%s\" in WAL log segment \"%s\" of store \"%s\": %m",
 						key, path, store->location)));
-
-	data = palloc(entry->length + 1);
-	if (read_at(store, fd, (char *) &header, sizeof(header), entry->offset, path) != sizeof(header) ||
-		read_at(store, fd, data, entry->length, entry->offset + sizeof(header), path) != entry->length)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("could not read object \"%s\" in store \"%s\": WAL log segment \"%s\" ends early",
-						key, store->location, path)));
-	if (header.state == FILE_WAL_LOG_LIVE &&
-		(!EQ_CRC32C(header.header_crc, record_header_crc(&header)) ||
-		 header.position != position || header.length != entry->length ||
-		 !EQ_CRC32C(header.data_crc, data_crc(data, entry->length))))
+	if (read_at(store, fd, (char *) header, sizeof(*header), entry->offset, path) != sizeof(*header) ||
+		read_at(store, fd, data, entry->length, entry->offset + sizeof(*header), path) != entry->length)
+		outcome = READ_OTHER;
+	else if (header->state == FILE_WAL_LOG_DEAD &&
+			 EQ_CRC32C(header->header_crc, record_header_crc(header)) &&
+			 header->position == position)
+		outcome = READ_GONE;
+	else if (header->state != FILE_WAL_LOG_LIVE ||
+			 !EQ_CRC32C(header->header_crc, record_header_crc(header)) ||
+			 header->position != position || header->length != entry->length ||
+			 !EQ_CRC32C(header->data_crc, data_crc(data, entry->length)))
 	{
 		/* a delete may have overwritten it while we read: look again */
-		if (read_at(store, fd, (char *) &header.state, sizeof(header.state),
-					entry->offset, path) != sizeof(header.state) ||
-			header.state == FILE_WAL_LOG_LIVE)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("object \"%s\" in store \"%s\" is damaged: its record in WAL log segment \"%s\" does not check out",
-							key, store->location, path)));
+		uint32		state = 0;
+
+		if (read_at(store, fd, (char *) &state, sizeof(state), entry->offset,
+					path) == sizeof(state) &&
+			state == FILE_WAL_LOG_DEAD && header->position == position)
+			outcome = READ_GONE;
+		else
+			outcome = READ_OTHER;
 	}
 	CloseTransientFile(fd);
 	pfree(path);
+	return outcome;
+}
 
-	if (header.state != FILE_WAL_LOG_LIVE)
+bool
+file_wal_log_read(ObjectStore *store, const char *folder_path, const char *key,
+				  int64 position, int64 offset, int64 length, bool tail,
+				  StringInfo out, int64 *object_size, char **put_id)
+{
+	KnownLog   *log = known_log(folder_path);
+	RecordHeader header;
+	char	   *data = NULL;
+	KnownEntry *entry = NULL;
+	int64		size;
+
+	/*
+	 * What this process knows first; if that proves stale (the record there
+	 * is another now: the segment was removed and made again since), what is
+	 * in the log now, read under its lock.
+	 */
+	for (int attempt = 0;; attempt++)
 	{
+		ReadOutcome outcome;
+
+		entry = hash_search(log->entries, &position, HASH_FIND, NULL);
+		if (entry == NULL || attempt > 0)
+		{
+			if (attempt > 0)
+				forget_log(log);
+			if (!look_at_log(store, log, position, NULL, NULL, key))
+				return false;
+			entry = hash_search(log->entries, &position, HASH_FIND, NULL);
+			if (entry == NULL)
+				return false;
+		}
+		data = palloc(entry->length + 1);
+		outcome = read_record(store, folder_path, key, position, entry,
+							  &header, data);
+		if (outcome == READ_LIVE)
+			break;
 		pfree(data);
-		forget_entry(log, position);
-		return false;
+		if (outcome == READ_GONE)
+		{
+			forget_entry(log, position);
+			return false;
+		}
+		if (attempt > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("object \"%s\" in store \"%s\" is damaged: its record in WAL log segment \"%s\" does not check out",
+							key, store->location, segment_path(folder_path, segment_of(position)))));
 	}
 
 	size = entry->length;

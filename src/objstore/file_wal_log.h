@@ -34,10 +34,10 @@ extern bool file_wal_log_key(const char *key, int64 *position,
 extern bool file_wal_log_own_file(const char *folder_key, const char *name);
 
 /*
- * Take the exclusive lock of the log of folder_path (which exists), waiting
- * for other writers and readers, and bring this process's view of the log
- * up to date.  Without create, NULL when the folder has no log.  key is
- * only for messages.
+ * Take the exclusive lock of the log of folder_path, waiting for other
+ * writers and readers, and bring this process's view of the log up to date.
+ * NULL when the folder does not exist, or, without create, has no log.  key
+ * is only for messages.
  */
 extern FileWalLogLock *file_wal_log_lock(ObjectStore *store,
 										 const char *folder_path,

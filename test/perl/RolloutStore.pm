@@ -609,6 +609,22 @@ sub set_modified
 	seek($fh, $offset, 0);
 	print $fh $header;
 	close $fh or croak "close $path: $!";
+	_wal_log_bump_counter(dirname($path) . '/_log.lock');
+	return;
+}
+
+# Move a WAL log's counter of deletions on (its lock file's first 8 bytes),
+# which makes every backend read the log again.
+sub _wal_log_bump_counter
+{
+	my ($lock_path) = @_;
+	open(my $lock, '+<:raw', $lock_path) or croak "open $lock_path: $!";
+	seek($lock, 0, 0);
+	read($lock, my $counter, 8);
+	$counter = length($counter // '') == 8 ? unpack('Q<', $counter) : 0;
+	seek($lock, 0, 0);
+	print $lock pack('Q<', $counter + 1);
+	close $lock or croak "close $lock_path: $!";
 	return;
 }
 

@@ -20,7 +20,13 @@
 #      position;
 #   6. garbage collection deletes entries from the log: their bytes are
 #      overwritten with zeros, and a segment left with nothing alive is
-#      removed.
+#      removed;
+#   7. a segment filled to its byte cap sends the next entry to a file;
+#   8. a store folder removed and made again while a session knew the old
+#      log loses no entry of the new one;
+#   9. a reader waiting for the log's lock, held by a process that never
+#      lets go, is cancelled by its statement timeout;
+#  10. gc's deletes free the space of large entries (holes punched).
 #
 # Torn and damaged records are made by writing the segment file while the
 # cluster is down (a crash tears only the last record).
@@ -33,7 +39,10 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(mode_node contiguous run_concurrently shard_of slurp_bin write_bin);
+use RolloutTest qw(mode_node contiguous run_concurrently shard_of slurp_bin write_bin preload);
+use Fcntl qw(SEEK_SET);
+use File::Path ();
+use Time::HiRes qw(time);
 use Test::More;
 
 my $node = mode_node('wallog');
@@ -129,6 +138,14 @@ like($err, qr/XX001: WAL log segment ".*_log\.00000000000000000000" of store .* 
 	'... with XX001 naming the segment and the offset') or diag($err);
 is($node->safe_psql('postgres', 'SELECT 1'), '1', 'the server is up');
 $node->stop('immediate');
+substr($damaged = $clean, $middle, 96) = "\0" x 96;
+write_bin($segment, $damaged);
+$node->start;
+($ret, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\nSELECT count(*) FROM t");
+isnt($ret, 0, 'a record whose header is all zeros, before records that check out: the read fails');
+like($err, qr/XX001: WAL log segment .* is damaged at offset 64/, '... with XX001, not a log that ends there')
+  or diag($err);
+$node->stop('immediate');
 write_bin($segment, $clean);
 $node->start;
 is(rows(), '26|26', 'repaired: the 26 rows are back');
@@ -202,5 +219,95 @@ is($nonzero_in_dead, 0, 'the bytes of every dead record are zeros');
 $node->stop('immediate');
 $node->start;
 is($node->safe_psql('postgres', 'SELECT count(*) FROM g'), '2101', 'after a crash too');
+
+# 7. a full segment: past FILE_WAL_LOG_MAX_SEGMENT_BYTES (256 MB) entries go
+# to files.  A dead record that fills the segment almost to the cap stands
+# for the many large entries that would (the file is sparse).
+$node->safe_psql('postgres',
+	"CREATE FOREIGN TABLE cap (id int, v text) SERVER s OPTIONS (store 'cap', key 'id')");
+my $capdir = $store->dir . "/cap/shards/$shard/wal";
+$node->safe_psql('postgres', "INSERT INTO cap VALUES ($_, 'c')") for 1 .. 3;
+$node->stop('immediate');
+{
+	my $path = "$capdir/_log.00000000000000000000";
+	my $bytes = slurp_bin($path);
+	$bytes =~ s/\0+\z//;
+	my $end = length($bytes) + ((8 - length($bytes) % 8) % 8);
+	my $cap = 256 * 1024 * 1024;
+	my $length = $cap - 512 - $end - 96;
+	my $header = pack('L< L< q< q< L< L< q< C', 0x44414552, 0, 0, 1000, $length, 0, 0, 0);
+	$header .= "\0" x (96 - length($header));
+	substr($header, 4, 4) = pack('L<', RolloutStore::crc32c(substr($header, 8)));
+	open(my $fh, '+<:raw', $path) or die "open $path: $!";
+	seek($fh, $end, SEEK_SET);
+	print $fh $header;
+	truncate($fh, $cap - 512 + 1024 * 1024) or die "truncate: $!";
+	close $fh or die "close: $!";
+}
+$node->start;
+is($node->safe_psql('postgres', 'SELECT count(*) FROM cap'), '3', 'a segment filled to its cap reads back');
+my @cap_before = grep { /\.wal$/ } do { opendir(my $dh, $capdir); readdir($dh) };
+$node->safe_psql('postgres', q{INSERT INTO cap SELECT 4, repeat('x', 2000)});
+my @cap_files = grep { /\.wal$/ } do { opendir(my $dh, $capdir); readdir($dh) };
+is(scalar(@cap_files) - scalar(@cap_before), 1, 'the next entry, past the cap, is a file')
+  or diag("@cap_files");
+is(-s "$capdir/_log.00000000000000000000", 256 * 1024 * 1024 - 512 + 1024 * 1024,
+	'and the segment did not grow');
+is($node->safe_psql('postgres', 'SELECT count(*), sum(length(v)) FROM cap'), '4|2003', 'every row reads back');
+
+# 8. a folder removed and made again while a session knows the old log: the
+# session's next commit must not land on what it knew (offsets of the old
+# segment), over an entry of the new one.
+$node->safe_psql('postgres',
+	"CREATE FOREIGN TABLE rm (id int, v text) SERVER s OPTIONS (store 'rm', key 'id')");
+my $bg = $node->background_psql('postgres', on_error_stop => 0);
+$bg->query(q{INSERT INTO rm VALUES (1, 'old')});
+$bg->query(q{INSERT INTO rm VALUES (2, 'old')});
+is($bg->{stderr}, '', 'a long-lived session commits twice');
+File::Path::rmtree($store->dir . '/rm');
+# (entries of another size than the old ones: the old offsets fall inside them)
+$node->safe_psql('postgres', q{INSERT INTO rm VALUES (10, repeat(md5('new'), 40))});
+$node->safe_psql('postgres', q{INSERT INTO rm VALUES (11, repeat(md5('new'), 40))});
+$bg->query(q{INSERT INTO rm VALUES (3, 'long-lived')});
+note("the long-lived session's commit after the store was made again: " . ($bg->{stderr} || 'ok'));
+$bg->quit;
+($ret, $out, $err) = $node->psql('postgres', 'SELECT string_agg(id::text, \',\' ORDER BY id) FROM rm');
+is($ret, 0, 'the store made again reads without an error') or diag($err);
+like($out, qr/^(3,)?10,11$/, 'its rows are the ones committed after it was made again, none lost')
+  or diag($out);
+
+# 9. a holder of the log's lock that never lets go cannot keep a reader from
+# being cancelled
+{
+	my $lock_path = "$dir/_log.lock";
+	open(my $lock, '+<:raw', $lock_path) or die "open $lock_path: $!";
+	my $flock = pack('s s x4 q q l x4', 1, 0, 0, 0, 0);
+	fcntl($lock, 38, $flock) or die "lock: $!";
+	# what lists the log: a read of the WAL tail, or preloaded (where reads
+	# take it from the memtable) gc
+	my $reader = preload() ? q{SELECT count(*) FROM rollout_gc('t')} : 'SELECT count(*) FROM t';
+	my $t0 = time();
+	($ret, $out, $err) = $node->psql('postgres', "SET statement_timeout = '1s'; $reader");
+	my $took = time() - $t0;
+	close $lock;
+	isnt($ret, 0, 'a reader waiting for a lock held elsewhere ends at its statement timeout');
+	like($err, qr/canceling statement due to statement timeout/, '... cancelled') or diag($err);
+	ok($took < 20, "... within seconds ($took s)");
+}
+
+# 10. a delete frees the space of the entry's bytes (a hole punched)
+$node->safe_psql('postgres',
+	"CREATE FOREIGN TABLE big (id int, v text) SERVER s OPTIONS (store 'big', key 'id')");
+my $bigseg = $store->dir . "/big/shards/$shard/wal/_log.00000000000000000000";
+$node->safe_psql('postgres',
+	join('', map { "INSERT INTO big SELECT $_, string_agg(md5(random()::text), '') FROM generate_series(1, 3000);\n" } 1 .. 20));
+my $allocated_before = (stat($bigseg))[12] * 512;
+$node->safe_psql('postgres', "SELECT rollout_flush('big')");
+$node->safe_psql('postgres', q{INSERT INTO big VALUES (99, 'last')});
+$node->safe_psql('postgres', "SET rollout_fdw.min_gc_grace = 0; SELECT rollout_gc('big', '0 s')");
+my $allocated_after = -e $bigseg ? (stat($bigseg))[12] * 512 : 0;
+ok($allocated_after < $allocated_before / 2,
+	"gc freed the space of the deleted entries ($allocated_before -> $allocated_after bytes allocated)");
+is($node->safe_psql('postgres', 'SELECT count(*) FROM big'), '21', 'every row reads back');
 
 done_testing();
