@@ -80,6 +80,7 @@
 #include "utils/wait_event.h"
 
 #include "file_wal_log.h"
+#include "objstore_backend.h"
 
 /* Folder at the location root that holds objects being written. */
 #define FILE_STORE_TEMP_FOLDER "_tmp"
@@ -1391,21 +1392,7 @@ file_store_get_kept(ObjectStore *store, const char *key, bool tail,
 	if (kept == NULL)
 		return false;
 	size = kept->size;
-	if (tail)
-	{
-		if (length < 0 || length > size)
-			length = size;
-		offset = size - length;
-	}
-	else
-	{
-		if (offset < 0)
-			offset = 0;
-		if (offset > size)
-			offset = size;
-		if (length < 0 || length > size - offset)
-			length = size - offset;
-	}
+	objstore_clip_range(size, tail, &offset, &length);
 	if (!file_store_read_kept(store, kept, key, offset, length, out))
 		return false;
 	if (object_size != NULL)
@@ -1470,13 +1457,7 @@ file_store_get_range(ObjectStore *store, const char *key,
 		return file_store_read_wal_log(store, key, offset, length, false, out,
 									   object_size, NULL);
 
-	if (offset < 0)
-		offset = 0;
-	if (offset > size)
-		offset = size;
-	if (length < 0 || length > size - offset)
-		length = size - offset;
-
+	objstore_clip_range(size, false, &offset, &length);
 	file_store_read(store, fd, key, offset, length, out);
 	CloseTransientFile(fd);
 
@@ -1497,6 +1478,7 @@ file_store_get_tail(ObjectStore *store, const char *key,
 {
 	int			fd;
 	int64		size = 0;
+	int64		offset = 0;
 
 	file_store_check_key(store, key);
 	if (immutable && !file_store_is_wal_entry(key))
@@ -1508,10 +1490,8 @@ file_store_get_tail(ObjectStore *store, const char *key,
 		return file_store_read_wal_log(store, key, 0, length, true, out,
 									   object_size, NULL);
 
-	if (length < 0 || length > size)
-		length = size;
-
-	file_store_read(store, fd, key, size - length, length, out);
+	objstore_clip_range(size, true, &offset, &length);
+	file_store_read(store, fd, key, offset, length, out);
 	CloseTransientFile(fd);
 
 	if (object_size != NULL)
@@ -1891,64 +1871,15 @@ file_store_list(ObjectStore *store, const char *prefix,
 }
 
 /*
- * Delete the WAL entry at position (key, whose file would be at path) from
- * its folder's log; false when the log does not hold it.
+ * Remove the file of key at path; false if there was none.  The directory
+ * is fsync'd so that the deletion survives a crash (garbage collection
+ * would otherwise find the object again, which is harmless but wasteful).
  */
 static bool
-file_store_delete_from_wal_log(ObjectStore *store, const char *key,
-							   const char *path, int64 position)
+file_store_unlink_object(ObjectStore *store, const char *key, const char *path)
 {
-	char	   *folder = file_store_parent_directory(path);
-	FileWalLogLock *lock = file_wal_log_lock(store, folder, key, false);
-	bool		deleted = false;
-
-	pfree(folder);
-	if (lock == NULL)
-		return false;
-	PG_TRY();
-	{
-		deleted = file_wal_log_delete(lock, position);
-	}
-	PG_FINALLY();
-	{
-		file_wal_log_unlock(lock);
-	}
-	PG_END_TRY();
-	return deleted;
-}
-
-/*
- * file_store_delete_object
- *		Remove key; false if it did not exist.
- *
- * The directory is fsync'd so that the deletion survives a crash (garbage
- * collection would otherwise find the object again, which is harmless but
- * wasteful).  Directories are left in place; see the header comment.
- */
-static bool
-file_store_delete_object(ObjectStore *store, const char *key)
-{
-	char	   *path;
 	char	   *directory;
-	int64		position;
-	size_t		folder_length;
 
-	file_store_check_key(store, key);
-
-	path = file_store_object_path(store, key);
-	if (file_wal_log_key(key, &position, &folder_length) &&
-		file_store_delete_from_wal_log(store, key, path, position))
-	{
-		/* an entry in the log and as a file too: the file goes as well */
-		if (unlink(path) == 0)
-		{
-			directory = file_store_parent_directory(path);
-			file_store_fsync_directory(store, directory, key, ERROR);
-			pfree(directory);
-		}
-		pfree(path);
-		return true;
-	}
 	if (unlink(path) != 0)
 	{
 		struct stat st;
@@ -1963,10 +1894,7 @@ file_store_delete_object(ObjectStore *store, const char *key)
 					 (errno == EPERM && stat(path, &st) == 0 &&
 					  S_ISDIR(st.st_mode)));
 		if (no_object)
-		{
-			pfree(path);
 			return false;
-		}
 		errno = (errno == 0) ? EPERM : errno;
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -1976,10 +1904,63 @@ file_store_delete_object(ObjectStore *store, const char *key)
 
 	directory = file_store_parent_directory(path);
 	file_store_fsync_directory(store, directory, key, ERROR);
-
 	pfree(directory);
-	pfree(path);
 	return true;
+}
+
+/*
+ * Delete the WAL entry key (at position, its file at path) from its
+ * folder's log and as a file, both under the log's lock, so that no create
+ * of the position can come between and lose its object to the second
+ * half.  -1 when the folder has no log (nothing was done).
+ */
+static int
+file_store_delete_wal_entry(ObjectStore *store, const char *key,
+							const char *path, int64 position)
+{
+	char	   *folder = file_store_parent_directory(path);
+	FileWalLogLock *lock = file_wal_log_lock(store, folder, key, false);
+	volatile bool deleted = false;
+
+	pfree(folder);
+	if (lock == NULL)
+		return -1;
+	PG_TRY();
+	{
+		deleted = file_wal_log_delete(lock, position);
+		if (file_store_unlink_object(store, key, path))
+			deleted = true;
+	}
+	PG_FINALLY();
+	{
+		file_wal_log_unlock(lock);
+	}
+	PG_END_TRY();
+	return deleted ? 1 : 0;
+}
+
+/*
+ * file_store_delete_object
+ *		Remove key; false if it did not exist.  Directories are left in
+ *		place; see the header comment.
+ */
+static bool
+file_store_delete_object(ObjectStore *store, const char *key)
+{
+	char	   *path;
+	int64		position;
+	size_t		folder_length;
+	int			deleted = -1;
+
+	file_store_check_key(store, key);
+
+	path = file_store_object_path(store, key);
+	if (file_wal_log_key(key, &position, &folder_length))
+		deleted = file_store_delete_wal_entry(store, key, path, position);
+	if (deleted < 0)
+		deleted = file_store_unlink_object(store, key, path) ? 1 : 0;
+	pfree(path);
+	return deleted > 0;
 }
 
 /*

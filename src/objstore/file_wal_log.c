@@ -100,6 +100,7 @@
 #include "utils/wait_event.h"
 
 #include "file_wal_log.h"
+#include "objstore_backend.h"
 
 /*
  * The positions one segment holds: segment k has the entries of positions
@@ -216,6 +217,7 @@ struct FileWalLogLock
 	KnownLog   *log;
 	int			fd;				/* the lock file, holding the lock */
 	const char *key;			/* for messages */
+	struct LockFileContents *contents;	/* as read when locked, and since */
 };
 
 static bool file_wal_log_enabled = true;
@@ -291,7 +293,7 @@ segment_path(const char *folder, int64 first)
 }
 
 static KnownLog *
-known_log(const char *folder)
+known_log(const char *folder, bool may_forget)
 {
 	KnownLog   *log;
 	bool		found;
@@ -309,7 +311,8 @@ known_log(const char *folder)
 								 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 	}
 	log = hash_search(known_logs, folder, HASH_FIND, NULL);
-	if (log == NULL && hash_get_num_entries(known_logs) >= FILE_WAL_LOG_KNOWN_LOGS)
+	if (log == NULL && may_forget &&
+		hash_get_num_entries(known_logs) >= FILE_WAL_LOG_KNOWN_LOGS)
 	{
 		HASH_SEQ_STATUS seq;
 		KnownLog   *known;
@@ -432,8 +435,55 @@ lock_file_open(ObjectStore *store, const char *folder, const char *key,
  */
 #define FILE_WAL_LOG_LOCK_MAX_SLEEP_US	1000
 
+static void lock_file_wait(ObjectStore *store, int fd, short type,
+						   const char *key);
+
+/*
+ * Open and lock folder's lock file: -1 when lock_file_open gives none.  A
+ * folder removed and made again between the open and the lock would leave
+ * us holding the lock of the old file, beside the holder of the new one: so
+ * the lock is taken again until the file locked is the file at the path.
+ */
+static int
+lock_file_lock(ObjectStore *store, const char *folder, const char *key,
+			   short type, bool create)
+{
+	char	   *path = psprintf("%s/%s", folder, FILE_WAL_LOG_LOCK_NAME);
+
+	for (;;)
+	{
+		int			fd = lock_file_open(store, folder, key, type == F_WRLCK,
+										create);
+		struct stat locked;
+		struct stat named;
+
+		if (fd < 0)
+		{
+			pfree(path);
+			return -1;
+		}
+		PG_TRY();
+		{
+			lock_file_wait(store, fd, type, key);
+		}
+		PG_CATCH();
+		{
+			CloseTransientFile(fd);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		if (fstat(fd, &locked) == 0 && stat(path, &named) == 0 &&
+			locked.st_dev == named.st_dev && locked.st_ino == named.st_ino)
+		{
+			pfree(path);
+			return fd;
+		}
+		CloseTransientFile(fd);
+	}
+}
+
 static void
-lock_file_lock(ObjectStore *store, int fd, short type, const char *key)
+lock_file_wait(ObjectStore *store, int fd, short type, const char *key)
 {
 	struct flock lock;
 	long		sleep_us = 20;
@@ -477,11 +527,13 @@ typedef struct LockFileContents
 {
 	uint64		deletions;
 	uint64		identity;
-}			LockFileContents;
+	int64		synced_segment; /* the last append's segment and end: every */
+	uint64		synced_end;		/* record before it there was synced */
+} LockFileContents;
 
 static void
 lock_file_read(ObjectStore *store, int fd, const char *key,
-			   LockFileContents * contents)
+			   LockFileContents *contents)
 {
 	ssize_t		nread;
 
@@ -492,13 +544,18 @@ lock_file_read(ObjectStore *store, int fd, const char *key,
 				(errcode_for_file_access(),
 				 errmsg("could not read the WAL log lock for object \"%s\" in store \"%s\": %m",
 						key, store->location)));
-	if (nread < (ssize_t) sizeof(*contents))
+	if (nread < (ssize_t) offsetof(LockFileContents, synced_segment))
 		contents->identity = 0;
+	if (nread < (ssize_t) sizeof(*contents))
+	{
+		contents->synced_segment = -1;
+		contents->synced_end = 0;
+	}
 }
 
 static void
 lock_file_write(ObjectStore *store, int fd, const char *key,
-				const LockFileContents * contents)
+				const LockFileContents *contents)
 {
 	if (pg_pwrite(fd, contents, sizeof(*contents), 0) != sizeof(*contents))
 		ereport(ERROR,
@@ -515,11 +572,13 @@ lock_file_write(ObjectStore *store, int fd, const char *key,
  */
 static void
 check_deletions(ObjectStore *store, KnownLog *log, int fd, const char *key,
-				bool exclusive)
+				bool exclusive, LockFileContents *read)
 {
 	LockFileContents contents;
 
 	lock_file_read(store, fd, key, &contents);
+	if (read != NULL)
+		*read = contents;
 	if (contents.identity == 0 && exclusive)
 	{
 		if (!pg_strong_random(&contents.identity, sizeof(contents.identity)))
@@ -528,6 +587,8 @@ check_deletions(ObjectStore *store, KnownLog *log, int fd, const char *key,
 					 errmsg("could not generate a random number")));
 		contents.identity |= 1;
 		lock_file_write(store, fd, key, &contents);
+		if (read != NULL)
+			*read = contents;
 	}
 	if (contents.deletions != log->deletions ||
 		contents.identity != log->identity)
@@ -887,7 +948,7 @@ FileWalLogLock *
 file_wal_log_lock(ObjectStore *store, const char *folder_path, const char *key,
 				  bool create)
 {
-	int			fd = lock_file_open(store, folder_path, key, true, create);
+	int			fd = lock_file_lock(store, folder_path, key, F_WRLCK, create);
 	FileWalLogLock *lock;
 
 	if (fd < 0)
@@ -895,12 +956,12 @@ file_wal_log_lock(ObjectStore *store, const char *folder_path, const char *key,
 	lock = palloc0(sizeof(FileWalLogLock));
 	lock->store = store;
 	lock->key = key;
-	lock->log = known_log(folder_path);
+	lock->log = known_log(folder_path, true);
 	lock->fd = fd;
+	lock->contents = palloc(sizeof(LockFileContents));
 	PG_TRY();
 	{
-		lock_file_lock(store, lock->fd, F_WRLCK, key);
-		check_deletions(store, lock->log, lock->fd, key, true);
+		check_deletions(store, lock->log, lock->fd, key, true, lock->contents);
 	}
 	PG_CATCH();
 	{
@@ -916,6 +977,7 @@ file_wal_log_unlock(FileWalLogLock *lock)
 {
 	/* closing the lock file is what lets the lock go */
 	CloseTransientFile(lock->fd);
+	pfree(lock->contents);
 	pfree(lock);
 }
 
@@ -991,19 +1053,30 @@ make_segment(FileWalLogLock *lock, KnownSegment *segment, size_t size)
 				(errcode_for_file_access(),
 				 errmsg("could not create WAL log segment \"%s\" of store \"%s\": %m",
 						temp_path, store->location)));
-	write_zeros(store, fd, 0, size, temp_path);
-	if (pg_pwrite(fd, &header, sizeof(header), 0) != sizeof(header))
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not write WAL log segment \"%s\" of store \"%s\": %m",
-						temp_path, store->location)));
-	sync_segment(store, fd, temp_path, false, ERROR);
+	PG_TRY();
+	{
+		write_zeros(store, fd, 0, size, temp_path);
+		if (pg_pwrite(fd, &header, sizeof(header), 0) != sizeof(header))
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not write WAL log segment \"%s\" of store \"%s\": %m",
+							temp_path, store->location)));
+		sync_segment(store, fd, temp_path, false, ERROR);
+		if (rename(temp_path, path) != 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not rename WAL log segment \"%s\" to \"%s\" in store \"%s\": %m",
+							temp_path, path, store->location)));
+	}
+	PG_CATCH();
+	{
+		/* a disk full halfway leaves no megabyte of zeros behind */
+		CloseTransientFile(fd);
+		(void) unlink(temp_path);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	CloseTransientFile(fd);
-	if (rename(temp_path, path) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not rename WAL log segment \"%s\" to \"%s\" in store \"%s\": %m",
-						temp_path, path, store->location)));
 	fsync_fname_ext(log->folder, true, false, data_sync_elevel(ERROR));
 
 	segment->exists = true;
@@ -1100,6 +1173,16 @@ file_wal_log_append(FileWalLogLock *lock, int64 position, const char *data,
 						path, lock->key, store->location)));
 
 	/*
+	 * Records past the last append's synced end are a writer's that died
+	 * before its sync: synced now, before ours goes after them, so that a
+	 * crash cannot keep ours and lose theirs (which would read as damage).
+	 */
+	if (segment->scanned > sizeof(SegmentHeader) &&
+		(lock->contents->synced_segment != segment->first ||
+		 lock->contents->synced_end < segment->scanned))
+		sync_segment(store, fd, path, true, data_sync_elevel(ERROR));
+
+	/*
 	 * Full: grow by zeros, synced with the file's new size before the record
 	 * goes in, so that the record's own sync has no metadata to wait for.
 	 */
@@ -1143,6 +1226,11 @@ file_wal_log_append(FileWalLogLock *lock, int64 position, const char *data,
 	entry->created = header.created;
 	segment->live++;
 	segment->scanned = next_record(segment->scanned, (uint32) length);
+
+	/* a hint for the next writer: no sync of its own is needed (above) */
+	lock->contents->synced_segment = segment->first;
+	lock->contents->synced_end = segment->scanned;
+	lock_file_write(store, lock->fd, lock->key, lock->contents);
 	pfree(path);
 	return true;
 }
@@ -1187,11 +1275,15 @@ file_wal_log_delete(FileWalLogLock *lock, int64 position)
 	KnownEntry *entry = hash_search(log->entries, &position, HASH_FIND, NULL);
 	uint32		state = FILE_WAL_LOG_DEAD;
 	LockFileContents contents;
+	uint32		offset;
+	uint32		length;
 	char	   *path;
 	int			fd;
 
 	if (entry == NULL)
 		return false;
+	offset = entry->offset;
+	length = entry->length;
 	path = segment_path(log->folder, segment->first);
 	fd = OpenTransientFile(path, O_RDWR | PG_BINARY);
 	if (fd < 0)
@@ -1208,21 +1300,28 @@ file_wal_log_delete(FileWalLogLock *lock, int64 position)
 	 * an erasure leaves nothing of them.  A reader racing it sees the whole
 	 * record or a dead one.
 	 */
-	if (pg_pwrite(fd, &state, sizeof(state), entry->offset) != sizeof(state))
+	if (pg_pwrite(fd, &state, sizeof(state), offset) != sizeof(state))
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not delete object \"%s\" from WAL log segment \"%s\" of store \"%s\": %m",
 						lock->key, path, store->location)));
-	sync_segment(store, fd, path, true, ERROR);
-	free_record_bytes(lock, fd, path, entry->offset + sizeof(RecordHeader),
-					  entry->length);
-	sync_segment(store, fd, path, false, ERROR);
-	CloseTransientFile(fd);
 
+	/*
+	 * Others learn of it at once, before anything below can fail: a process
+	 * that went on taking the entry for alive would answer "already exists"
+	 * for it.
+	 */
+	contents = *lock->contents;
 	contents.deletions = ++log->deletions;
 	contents.identity = log->identity;
 	lock_file_write(store, lock->fd, lock->key, &contents);
+	*lock->contents = contents;
 	forget_entry(log, position);
+
+	sync_segment(store, fd, path, true, ERROR);
+	free_record_bytes(lock, fd, path, offset + sizeof(RecordHeader), length);
+	sync_segment(store, fd, path, false, ERROR);
+	CloseTransientFile(fd);
 
 	/*
 	 * A segment with nothing alive goes; a later entry of its positions makes
@@ -1251,26 +1350,26 @@ file_wal_log_delete(FileWalLogLock *lock, int64 position)
  */
 
 /*
- * Under a shared lock of the log, bring what this process knows of the
+ * Take a shared lock of the log and bring what this process knows of the
  * segments up to date: the one of position (if >= 0), or every one whose
  * last position's key sorts after bound (all, if bound is NULL) when
- * position < 0.  False when the folder has no log.
+ * position < 0.  Returns the locked lock file, for unlock_log, or -1 when
+ * the folder has no log.
  */
-static bool
-look_at_log(ObjectStore *store, KnownLog *log, int64 position,
-			const char *folder_key, const char *bound, const char *key)
+static int
+lock_log_shared(ObjectStore *store, KnownLog *log, int64 position,
+				const char *folder_key, const char *bound, const char *key)
 {
-	int			fd = lock_file_open(store, log->folder, key, false, false);
+	int			fd = lock_file_lock(store, log->folder, key, F_RDLCK, false);
 
 	if (fd < 0)
 	{
 		forget_log(log);
-		return false;
+		return -1;
 	}
 	PG_TRY();
 	{
-		lock_file_lock(store, fd, F_RDLCK, key);
-		check_deletions(store, log, fd, key, false);
+		check_deletions(store, log, fd, key, false, NULL);
 		if (position >= 0)
 			(void) current_segment(store, log, position, true);
 		else
@@ -1305,12 +1404,20 @@ look_at_log(ObjectStore *store, KnownLog *log, int64 position,
 				FreeDir(dir);
 		}
 	}
-	PG_FINALLY();
+	PG_CATCH();
 	{
 		CloseTransientFile(fd);
+		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	return true;
+	return fd;
+}
+
+/* Let go of a lock of lock_log_shared. */
+static void
+unlock_log(int fd)
+{
+	CloseTransientFile(fd);
 }
 
 /* What read_record found where a process knows an entry to be. */
@@ -1319,7 +1426,7 @@ typedef enum ReadOutcome
 	READ_LIVE,					/* the entry, whole */
 	READ_GONE,					/* deleted: dead, or its segment removed */
 	READ_OTHER					/* not that entry: stale, or damaged */
-}			ReadOutcome;
+} ReadOutcome;
 
 /*
  * Read the record where entry says position's is, into *header and data
@@ -1372,71 +1479,86 @@ read_record(ObjectStore *store, const char *folder_path, const char *key,
 	return outcome;
 }
 
+/* read_record under the lock of fd, which goes whatever happens. */
+static ReadOutcome
+read_record_and_unlock(ObjectStore *store, const char *folder_path,
+					   const char *key, int64 position, const KnownEntry *entry,
+					   RecordHeader *header, char *data, int fd)
+{
+	volatile ReadOutcome outcome = READ_OTHER;
+
+	PG_TRY();
+	{
+		outcome = read_record(store, folder_path, key, position, entry, header,
+							  data);
+	}
+	PG_CATCH();
+	{
+		unlock_log(fd);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	unlock_log(fd);
+	return outcome;
+}
+
 bool
 file_wal_log_read(ObjectStore *store, const char *folder_path, const char *key,
 				  int64 position, int64 offset, int64 length, bool tail,
 				  StringInfo out, int64 *object_size, char **put_id)
 {
-	KnownLog   *log = known_log(folder_path);
+	KnownLog   *log = known_log(folder_path, true);
 	RecordHeader header;
 	char	   *data = NULL;
-	KnownEntry *entry = NULL;
+	KnownEntry *entry;
 	int64		size;
+	int			fd;
+	ReadOutcome outcome;
 
 	/*
-	 * What this process knows first; if that proves stale (the record there
-	 * is another now: the segment was removed and made again since), what is
-	 * in the log now, read under its lock.
+	 * Where this process knows the entry to be, without a lock: records never
+	 * move, and a whole live record of the position there is the entry.
+	 * Anything else (dead, gone, another record) may be stale knowledge, so
+	 * the log is read again and the record with it, under the shared lock,
+	 * where no create or delete can come between.
 	 */
-	for (int attempt = 0;; attempt++)
+	entry = hash_search(log->entries, &position, HASH_FIND, NULL);
+	if (entry != NULL)
 	{
-		ReadOutcome outcome;
-
-		entry = hash_search(log->entries, &position, HASH_FIND, NULL);
-		if (entry == NULL || attempt > 0)
-		{
-			if (attempt > 0)
-				forget_log(log);
-			if (!look_at_log(store, log, position, NULL, NULL, key))
-				return false;
-			entry = hash_search(log->entries, &position, HASH_FIND, NULL);
-			if (entry == NULL)
-				return false;
-		}
 		data = palloc(entry->length + 1);
-		outcome = read_record(store, folder_path, key, position, entry,
-							  &header, data);
-		if (outcome == READ_LIVE)
-			break;
+		if (read_record(store, folder_path, key, position, entry, &header,
+						data) == READ_LIVE)
+			goto found;
 		pfree(data);
-		if (outcome == READ_GONE)
-		{
-			forget_entry(log, position);
-			return false;
-		}
-		if (attempt > 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("object \"%s\" in store \"%s\" is damaged: its record in WAL log segment \"%s\" does not check out",
-							key, store->location, segment_path(folder_path, segment_of(position)))));
+		forget_log(log);
 	}
+	fd = lock_log_shared(store, log, position, NULL, NULL, key);
+	if (fd < 0)
+		return false;
+	entry = hash_search(log->entries, &position, HASH_FIND, NULL);
+	if (entry == NULL)
+	{
+		unlock_log(fd);
+		return false;
+	}
+	data = palloc(entry->length + 1);
+	outcome = read_record_and_unlock(store, folder_path, key, position, entry,
+									 &header, data, fd);
+	if (outcome == READ_GONE)
+	{
+		pfree(data);
+		forget_entry(log, position);
+		return false;
+	}
+	if (outcome == READ_OTHER)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("object \"%s\" in store \"%s\" is damaged: its record in WAL log segment \"%s\" does not check out",
+						key, store->location, segment_path(folder_path, segment_of(position)))));
 
+found:
 	size = entry->length;
-	if (tail)
-	{
-		if (length < 0 || length > size)
-			length = size;
-		offset = size - length;
-	}
-	else
-	{
-		if (offset < 0)
-			offset = 0;
-		if (offset > size)
-			offset = size;
-		if (length < 0 || length > size - offset)
-			length = size - offset;
-	}
+	objstore_clip_range(size, tail, &offset, &length);
 	appendBinaryStringInfo(out, data + offset, (int) length);
 	if (object_size != NULL)
 		*object_size = size;
@@ -1452,13 +1574,15 @@ file_wal_log_list(ObjectStore *store, const char *folder_path,
 				  const char *folder_key, const char *bound,
 				  void (*add) (void *arg, const char *key), void *arg)
 {
-	KnownLog   *log = known_log(folder_path);
+	KnownLog   *log = known_log(folder_path, false);
 	HASH_SEQ_STATUS seq;
 	KnownEntry *entry;
 	char	   *key;
+	int			fd = lock_log_shared(store, log, -1, folder_key, bound, folder_key);
 
-	if (!look_at_log(store, log, -1, folder_key, bound, folder_key))
+	if (fd < 0)
 		return;
+	unlock_log(fd);
 	hash_seq_init(&seq, log->entries);
 	while ((entry = hash_seq_search(&seq)) != NULL)
 	{

@@ -835,3 +835,21 @@ objstore_new_put_id(void)
 					bytes[8], bytes[9], bytes[10], bytes[11],
 					bytes[12], bytes[13], bytes[14], bytes[15]);
 }
+
+void
+objstore_clip_range(int64 size, bool tail, int64 *offset, int64 *length)
+{
+	if (tail)
+	{
+		if (*length < 0 || *length > size)
+			*length = size;
+		*offset = size - *length;
+		return;
+	}
+	if (*offset < 0)
+		*offset = 0;
+	if (*offset > size)
+		*offset = size;
+	if (*length < 0 || *length > size - *offset)
+		*length = size - *offset;
+}

@@ -23,6 +23,14 @@ extern void objstore_set_access_fingerprint(ObjectStore *store,
 											const char *const *parts,
 											int nparts);
 
+/*
+ * Clip a read of an object of size bytes to the object: [*offset, *offset +
+ * *length), or with tail its last *length bytes (*offset is set), where a
+ * negative *length means to the end (with tail: all of it).
+ */
+extern void objstore_clip_range(int64 size, bool tail, int64 *offset,
+								int64 *length);
+
 /* file_store.c */
 extern void file_store_define_settings(void);
 extern void file_store_open(ObjectStore *store, const char *root_path,
