@@ -61,4 +61,13 @@ extern int	rollout_store_column_index(RolloutStore *store, const char *name);
 extern void rollout_store_lock_tag(RolloutStore *store, uint16 kind,
 								   LOCKTAG *tag);
 
+/*
+ * The same for work on one shard of the store (shard not NULL), held in
+ * every database of the cluster (no database in the tag) rather than this
+ * one's.
+ */
+extern void rollout_store_shard_lock_tag(RolloutStore *store, const char *shard,
+										 uint16 kind,
+										 LOCKTAG *tag);
+
 #endif							/* ROLLOUT_STORE_DEFINITION_H */

@@ -685,9 +685,14 @@ rollout_store_column_index(RolloutStore *store, const char *name)
 	return -1;
 }
 
-/* See store_definition.h. */
-void
-rollout_store_lock_tag(RolloutStore *store, uint16 kind, LOCKTAG *tag)
+/*
+ * An advisory lock tag naming the store (and shard, if not NULL) by a 64-bit
+ * hash of where it really is and its names, in database (InvalidOid: every
+ * database).
+ */
+static void
+store_lock_tag(RolloutStore *store, const char *shard, Oid database,
+			   uint16 kind, LOCKTAG *tag)
 {
 	StringInfoData name;
 	uint64		hash;
@@ -696,8 +701,28 @@ rollout_store_lock_tag(RolloutStore *store, uint16 kind, LOCKTAG *tag)
 	appendStringInfoString(&name, store->objstore->identity);
 	appendStringInfoChar(&name, '\0');
 	appendStringInfoString(&name, store->name);
+	if (shard != NULL)
+	{
+		appendStringInfoChar(&name, '\0');
+		appendStringInfoString(&name, shard);
+	}
 	hash = hash_bytes_extended((const unsigned char *) name.data, name.len, 0);
 	pfree(name.data);
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (hash >> 32),
-						 (uint32) hash, kind);
+	SET_LOCKTAG_ADVISORY(*tag, database, (uint32) (hash >> 32), (uint32) hash,
+						 kind);
+}
+
+/* See store_definition.h. */
+void
+rollout_store_lock_tag(RolloutStore *store, uint16 kind, LOCKTAG *tag)
+{
+	store_lock_tag(store, NULL, MyDatabaseId, kind, tag);
+}
+
+/* See store_definition.h. */
+void
+rollout_store_shard_lock_tag(RolloutStore *store, const char *shard,
+							 uint16 kind, LOCKTAG *tag)
+{
+	store_lock_tag(store, shard, InvalidOid, kind, tag);
 }

@@ -38,7 +38,6 @@
 
 #include <unistd.h>
 
-#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/ipc.h"
@@ -51,6 +50,7 @@
 #include "rollout/memtable.h"
 #include "rollout/shard.h"
 #include "rollout/shared_store.h"
+#include "rollout/store_definition.h"
 #include "rollout/store_keys.h"
 #include "rollout/wal.h"
 #include "rollout/writer_epoch.h"
@@ -337,19 +337,7 @@ writer_claim_abandon(int code, Datum arg)
 static void
 writer_claim_lock_tag(RolloutStore *store, LOCKTAG *tag)
 {
-	StringInfoData name;
-	uint64		hash;
-
-	initStringInfo(&name);
-	appendStringInfoString(&name, store->objstore->identity);
-	appendStringInfoChar(&name, '\0');
-	appendStringInfoString(&name, store->name);
-	appendStringInfoChar(&name, '\0');
-	appendStringInfoString(&name, store->shard);
-	hash = hash_bytes_extended((const unsigned char *) name.data, name.len, 0);
-	pfree(name.data);
-	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, (uint32) (hash >> 32), (uint32) hash,
-						 0x5257);
+	rollout_store_shard_lock_tag(store, store->shard, 0x5257, tag);
 }
 
 /*
