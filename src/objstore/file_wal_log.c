@@ -439,6 +439,39 @@ static void lock_file_wait(ObjectStore *store, int fd, short type,
 						   const char *key);
 
 /*
+ * Whether the open file fd is the file at path (device and inode).
+ *
+ * statx asks for the inode number only: a stat(2) would also read the
+ * timestamps, and on Linux 6.13 and later a file whose timestamps were read
+ * takes a fine-grained one at its next write, marking its inode dirty each
+ * time.  The lock file's inode shares an inode table block with the
+ * segments', and ext4 without a journal writes that block in every fsync of
+ * a segment while it is dirty: one more synchronous device write per commit
+ * (docs/PERFORMANCE.md).
+ */
+static bool
+is_file_at_path(int fd, const char *path)
+{
+#ifdef STATX_INO
+	struct statx opened;
+	struct statx named;
+
+	return statx(fd, "", AT_EMPTY_PATH, STATX_INO, &opened) == 0 &&
+		statx(AT_FDCWD, path, 0, STATX_INO, &named) == 0 &&
+		(opened.stx_mask & named.stx_mask & STATX_INO) != 0 &&
+		opened.stx_dev_major == named.stx_dev_major &&
+		opened.stx_dev_minor == named.stx_dev_minor &&
+		opened.stx_ino == named.stx_ino;
+#else
+	struct stat opened;
+	struct stat named;
+
+	return fstat(fd, &opened) == 0 && stat(path, &named) == 0 &&
+		opened.st_dev == named.st_dev && opened.st_ino == named.st_ino;
+#endif
+}
+
+/*
  * Open and lock folder's lock file: -1 when lock_file_open gives none.  A
  * folder removed and made again between the open and the lock would leave
  * us holding the lock of the old file, beside the holder of the new one: so
@@ -454,8 +487,6 @@ lock_file_lock(ObjectStore *store, const char *folder, const char *key,
 	{
 		int			fd = lock_file_open(store, folder, key, type == F_WRLCK,
 										create);
-		struct stat locked;
-		struct stat named;
 
 		if (fd < 0)
 		{
@@ -472,8 +503,7 @@ lock_file_lock(ObjectStore *store, const char *folder, const char *key,
 			PG_RE_THROW();
 		}
 		PG_END_TRY();
-		if (fstat(fd, &locked) == 0 && stat(path, &named) == 0 &&
-			locked.st_dev == named.st_dev && locked.st_ino == named.st_ino)
+		if (is_file_at_path(fd, path))
 		{
 			pfree(path);
 			return fd;
@@ -789,7 +819,7 @@ scan_segment(ObjectStore *store, KnownLog *log, KnownSegment *segment)
 {
 	char	   *path = segment_path(log->folder, segment->first);
 	int			fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
-	struct stat st;
+	off_t		file_size;
 	size_t		capacity = FILE_WAL_LOG_SCAN_CHUNK;
 	size_t		want = FILE_WAL_LOG_SCAN_FIRST;
 	bool		from_start = segment->scanned < sizeof(SegmentHeader);
@@ -806,18 +836,21 @@ scan_segment(ObjectStore *store, KnownLog *log, KnownSegment *segment)
 		pfree(path);
 		return;
 	}
-	if (fstat(fd, &st) != 0)
+
+	/* the size from lseek: a stat would read timestamps (is_file_at_path) */
+	file_size = lseek(fd, 0, SEEK_END);
+	if (file_size < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
-				 errmsg("could not stat WAL log segment \"%s\" of store \"%s\": %m",
+				 errmsg("could not find the size of WAL log segment \"%s\" of store \"%s\": %m",
 						path, store->location)));
-	if (st.st_size > (off_t) FILE_WAL_LOG_MAX_SEGMENT_BYTES + FILE_WAL_LOG_GROWTH)
+	if (file_size > (off_t) FILE_WAL_LOG_MAX_SEGMENT_BYTES + FILE_WAL_LOG_GROWTH)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("WAL log segment \"%s\" of store \"%s\" is damaged: it is larger than a segment can grow",
 						path, store->location)));
 	segment->exists = true;
-	segment->size = (uint32) st.st_size;
+	segment->size = (uint32) file_size;
 	buffer = palloc(capacity);
 
 	if (segment->scanned < sizeof(SegmentHeader))
