@@ -31,6 +31,7 @@
 #define SLOT_ERROR_LEN		256
 #define SLOT_PUT_ID_LEN		64
 #define SLOT_ADMITTED_MAX	8	/* credentials besides the owner's */
+#define SLOT_SLEEPERS_MAX	64	/* committers asleep on their semaphores */
 
 /* Shards of a store whose manifest versions a slot's view can hold. */
 #define MANIFEST_VIEW_SHARDS	32
@@ -222,6 +223,18 @@ typedef struct SharedStoreSlot
 	char		pipeline_error[SLOT_ERROR_LEN * 2]; /* and message */
 	PipelineEntry pipeline[WAL_PIPELINE_MAX];
 	int64		last_group_transactions;	/* in the last entry written */
+
+	/*
+	 * Committers asleep on their PGPROC semaphores until leader_wake
+	 * (group_commit.c): their pgprocno.  The one waiting with a timeout for
+	 * its turn to lead sleeps on commit_cv (timer_holder: its pgprocno + 1, 0
+	 * for none), and so do those that find the sleepers full.
+	 */
+	int			sleeper_count;
+	int			sleepers[SLOT_SLEEPERS_MAX];
+	bool		sleeper_awaits_turn[SLOT_SLEEPERS_MAX]; /* to lead, when the
+														 * timer passes */
+	int			timer_holder;
 	dsa_pointer queue_head;
 	dsa_pointer queue_tail;
 	int64		queued_bytes;

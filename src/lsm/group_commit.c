@@ -46,6 +46,8 @@
 #include "pgstat.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/pg_sema.h"
+#include "storage/proc.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -262,9 +264,157 @@ leader_give_up(SharedStoreSlot *slot, dsa_area *area)
 		pipeline_settle(slot, area);
 }
 
+/*
+ * How committers wait for their outcome, or for leadership.  Most sleep on
+ * their own PGPROC semaphore, as PostgreSQL's group clearing of XIDs does
+ * (ProcArrayGroupClearXid), with their pgprocno in the slot's sleepers: a
+ * condition variable wakes each through its latch, a signal (kill) on the
+ * waker's side and epoll plus a read of the signal on the sleeper's, where a
+ * semaphore is a futex (docs/PERFORMANCE.md has the cost).  A semaphore wait
+ * has no timeout, so the one committer that waits for pipeline_may_lead's
+ * spacing to pass (the slot's timer_holder) sleeps on commit_cv with one;
+ * the others sleep until an entry settles, when leader_wake wakes them all,
+ * and look again.  Committers that find the sleepers full use commit_cv.
+ *
+ * Every registration is taken by exactly one leader_wake, which posts once,
+ * and is followed by exactly one wait: posts and waits pair up.  A sleeper
+ * woken by a post that was not ours (PostgreSQL's lightweight locks, which
+ * share the semaphore, pass such posts on) finds itself still registered,
+ * and takes itself out before it looks again.
+ */
+typedef enum CommitSleep
+{
+	COMMIT_SLEEP_NONE,
+	COMMIT_SLEEP_SEMAPHORE,
+	COMMIT_SLEEP_TIMER,			/* the slot's timer_holder, on commit_cv */
+	COMMIT_SLEEP_CV				/* on commit_cv, with wait_ms if positive */
+} CommitSleep;
+
+/*
+ * Choose how to sleep (slot lock held) and register for it; wait_ms is how
+ * long pipeline_may_lead said until this committer may lead, 0 for "until an
+ * entry settles".  A sleep on commit_cv is prepared here, under the lock, so
+ * that a leader_wake after the look at the request cannot be missed.
+ */
+static CommitSleep
+commit_sleep_register(SharedStoreSlot *slot, long wait_ms)
+{
+	if (wait_ms > 0 && slot->timer_holder == 0)
+	{
+		slot->timer_holder = MyProc->pgprocno + 1;
+		ConditionVariablePrepareToSleep(&slot->commit_cv);
+		return COMMIT_SLEEP_TIMER;
+	}
+	if (slot->sleeper_count < SLOT_SLEEPERS_MAX)
+	{
+		slot->sleeper_awaits_turn[slot->sleeper_count] = wait_ms > 0;
+		slot->sleepers[slot->sleeper_count++] = MyProc->pgprocno;
+		return COMMIT_SLEEP_SEMAPHORE;
+	}
+	ConditionVariablePrepareToSleep(&slot->commit_cv);
+	return COMMIT_SLEEP_CV;
+}
+
+/* Take the i-th sleeper out of the slot's sleepers (slot lock held). */
+static void
+sleeper_remove(SharedStoreSlot *slot, int i)
+{
+	slot->sleeper_count--;
+	slot->sleepers[i] = slot->sleepers[slot->sleeper_count];
+	slot->sleeper_awaits_turn[i] = slot->sleeper_awaits_turn[slot->sleeper_count];
+}
+
+/* Undo what commit_sleep_register left registered, after the sleep (slot lock held). */
+static void
+commit_sleep_forget(SharedStoreSlot *slot, CommitSleep sleep)
+{
+	if (sleep == COMMIT_SLEEP_TIMER && slot->timer_holder == MyProc->pgprocno + 1)
+		slot->timer_holder = 0;
+	if (sleep != COMMIT_SLEEP_SEMAPHORE)
+		return;
+	for (int i = 0; i < slot->sleeper_count; i++)
+	{
+		if (slot->sleepers[i] == MyProc->pgprocno)
+		{
+			sleeper_remove(slot, i);
+			return;
+		}
+	}
+}
+
+/*
+ * Pass the timer on (slot lock held): when nobody holds it while a leader
+ * writes and requests are still queued, wake a sleeper that waits for its
+ * turn to lead, so that it takes the timer and the pipeline goes on
+ * overlapping PUTs.  Without it such a sleeper would lead only once an
+ * entry settles.  Returns the pgprocno to post once the lock is released,
+ * or -1.
+ */
+static int
+commit_sleep_pass_timer(SharedStoreSlot *slot)
+{
+	if (slot->timer_holder != 0 || slot->leaders_active == 0 ||
+		!DsaPointerIsValid(slot->queue_head))
+		return -1;
+	for (int i = 0; i < slot->sleeper_count; i++)
+	{
+		if (slot->sleeper_awaits_turn[i])
+		{
+			int			pgprocno = slot->sleepers[i];
+
+			sleeper_remove(slot, i);
+			return pgprocno;
+		}
+	}
+	return -1;
+}
+
+/* Post a sleeper that commit_sleep_pass_timer took (the slot lock not held). */
+static void
+commit_sleep_post(int pgprocno)
+{
+	if (pgprocno >= 0)
+		PGSemaphoreUnlock(GetPGProcByNumber(pgprocno)->sem);
+}
+
+/* Sleep as commit_sleep_register chose (the slot lock not held). */
+static void
+commit_sleep(SharedStoreSlot *slot, CommitSleep sleep, long wait_ms)
+{
+	if (sleep == COMMIT_SLEEP_SEMAPHORE)
+	{
+		pgstat_report_wait_start(PG_WAIT_EXTENSION);
+		PGSemaphoreLock(MyProc->sem);
+		pgstat_report_wait_end();
+	}
+	else if (wait_ms > 0)
+		(void) ConditionVariableTimedSleep(&slot->commit_cv, wait_ms,
+										   PG_WAIT_EXTENSION);
+	else
+		ConditionVariableSleep(&slot->commit_cv, PG_WAIT_EXTENSION);
+
+	/* a sleep on commit_cv stays prepared: a broadcast would cost a signal */
+	ConditionVariableCancelSleep();
+}
+
+/*
+ * Wake every committer waiting on the slot (the slot lock not held): each
+ * looks at its request again, and one whose request is still queued may
+ * lead.
+ */
 static void
 leader_wake(SharedStoreSlot *slot)
 {
+	int			sleepers[SLOT_SLEEPERS_MAX];
+	int			count;
+
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	count = slot->sleeper_count;
+	memcpy(sleepers, slot->sleepers, count * sizeof(int));
+	slot->sleeper_count = 0;
+	LWLockRelease(&slot->lock);
+	for (int i = 0; i < count; i++)
+		PGSemaphoreUnlock(GetPGProcByNumber(sleepers[i])->sem);
 	ConditionVariableBroadcast(&slot->commit_cv);
 	ConditionVariableBroadcast(&slot->state_cv);
 }
@@ -294,6 +444,7 @@ leader_take_requests(SharedStoreSlot *slot, dsa_area *area, dsa_pointer own,
 	dsa_pointer kept_tail = InvalidDsaPointer;
 	bool		own_taken = false;
 	bool		full = false;
+	int			pass_to;
 
 	memset(batch, 0, sizeof(LeaderBatch));
 	entry->requests = InvalidDsaPointer;
@@ -378,7 +529,11 @@ leader_take_requests(SharedStoreSlot *slot, dsa_area *area, dsa_pointer own,
 		entry->started = GetCurrentTimestamp();
 		*pipeline_entry(slot, entry->position) = *entry;
 	}
+
+	/* the requests left queued wait for another leader */
+	pass_to = commit_sleep_pass_timer(slot);
 	LWLockRelease(&slot->lock);
+	commit_sleep_post(pass_to);
 }
 
 /*
@@ -1167,10 +1322,11 @@ commit_request_await(RolloutStore *store, SharedStoreSlot *slot,
 	long		wait_ms = 0;
 	RequestStatus status;
 	bool		orphaned = false;
+	CommitSleep sleep = COMMIT_SLEEP_NONE;
+	int			pass_to;
 
 	*own_error = NULL;
 	HOLD_INTERRUPTS();
-	ConditionVariablePrepareToSleep(&slot->commit_cv);
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 	if (DsaPointerIsValid(slot->queue_tail))
 		((CommitRequest *) dsa_get_address(area, slot->queue_tail))->next = pointer;
@@ -1189,8 +1345,11 @@ commit_request_await(RolloutStore *store, SharedStoreSlot *slot,
 			leader = false;
 		}
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+		commit_sleep_forget(slot, sleep);
+		sleep = COMMIT_SLEEP_NONE;
 		status = request->status;
 		*position = request->position;
+		wait_ms = 0;
 		if (status == REQUEST_PENDING && !request->taken)
 			leader = pipeline_may_lead(slot, &wait_ms);
 		if (status == REQUEST_DONE)
@@ -1199,18 +1358,17 @@ commit_request_await(RolloutStore *store, SharedStoreSlot *slot,
 			request->outcome_read = true;
 			orphaned = request->orphaned;
 		}
+		if (status == REQUEST_PENDING && !leader)
+			sleep = commit_sleep_register(slot, wait_ms);
+		pass_to = leader ? -1 : commit_sleep_pass_timer(slot);
 		LWLockRelease(&slot->lock);
+		commit_sleep_post(pass_to);
 		if (orphaned)
 			dsa_free(area, pointer);	/* its batch is gone already */
 		if (status != REQUEST_PENDING)
 			break;
-		if (leader)
-			continue;
-		if (wait_ms > 0)
-			(void) ConditionVariableTimedSleep(&slot->commit_cv, wait_ms,
-											   PG_WAIT_EXTENSION);
-		else
-			ConditionVariableSleep(&slot->commit_cv, PG_WAIT_EXTENSION);
+		if (sleep != COMMIT_SLEEP_NONE)
+			commit_sleep(slot, sleep, wait_ms);
 	}
 	ConditionVariableCancelSleep();
 	RESUME_INTERRUPTS();
