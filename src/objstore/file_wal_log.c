@@ -223,6 +223,26 @@ struct FileWalLogLock
 static bool file_wal_log_enabled = true;
 static HTAB *known_logs = NULL;
 
+/*
+ * The segment this process last scanned or appended to, kept open from one
+ * locked operation to the next, so that a commit opens no file but the lock
+ * file (an open and a close cost as much as the write on the development
+ * VM, docs/PERFORMANCE.md).  One at most, reserved with AcquireExternalFD,
+ * and used only under the log's lock, after check_deletions: it is closed
+ * whenever this process forgets what it knows of the segment, which it does
+ * for every delete in the log and when the log is another one, so it never
+ * outlives the file at its path.  Opened for writing when the file system
+ * allows, so that a reader that becomes a writer keeps it.
+ */
+typedef struct KeptSegment
+{
+	int			fd;				/* -1: none */
+	bool		writable;
+	char		path[MAXPGPATH];
+} KeptSegment;
+
+static KeptSegment kept_segment = {.fd = -1};
+
 
 void
 file_wal_log_define_settings(void)
@@ -292,6 +312,63 @@ segment_path(const char *folder, int64 first)
 					(long long) first);
 }
 
+/* Close the kept segment: what this process knows of it is forgotten. */
+static void
+kept_segment_close(void)
+{
+	if (kept_segment.fd < 0)
+		return;
+	(void) close(kept_segment.fd);
+	ReleaseExternalFD();
+	kept_segment.fd = -1;
+}
+
+/*
+ * Open the segment at path, for writing if writable (else as the file
+ * system allows), or use the kept one.  Returns -1 with errno set when it
+ * cannot be opened; *kept tells whether the descriptor is the kept one,
+ * which segment_close leaves open.
+ */
+static int
+segment_open(const char *path, bool writable, bool *kept)
+{
+	int			fd;
+
+	if (kept_segment.fd >= 0 && strcmp(kept_segment.path, path) == 0 &&
+		(kept_segment.writable || !writable))
+	{
+		*kept = true;
+		return kept_segment.fd;
+	}
+	kept_segment_close();
+	*kept = false;
+	if (strlen(path) >= MAXPGPATH || !AcquireExternalFD())
+		return OpenTransientFile(path, (writable ? O_RDWR : O_RDONLY) | PG_BINARY);
+	fd = open(path, O_RDWR | O_CLOEXEC | PG_BINARY);
+	if (fd < 0 && !writable && (errno == EACCES || errno == EROFS || errno == EPERM))
+		fd = open(path, O_RDONLY | O_CLOEXEC | PG_BINARY);
+	if (fd < 0)
+	{
+		int			save_errno = errno;
+
+		ReleaseExternalFD();
+		errno = save_errno;
+		return -1;
+	}
+	kept_segment.fd = fd;
+	kept_segment.writable = (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDWR;
+	strlcpy(kept_segment.path, path, MAXPGPATH);
+	*kept = true;
+	return fd;
+}
+
+static void
+segment_close(int fd, bool kept)
+{
+	if (!kept)
+		CloseTransientFile(fd);
+}
+
 static KnownLog *
 known_log(const char *folder, bool may_forget)
 {
@@ -317,6 +394,7 @@ known_log(const char *folder, bool may_forget)
 		HASH_SEQ_STATUS seq;
 		KnownLog   *known;
 
+		kept_segment_close();
 		hash_seq_init(&seq, known_logs);
 		while ((known = hash_seq_search(&seq)) != NULL)
 		{
@@ -352,6 +430,8 @@ forget_log(KnownLog *log)
 	KnownEntry *entry;
 	KnownSegment *segment;
 
+	kept_segment_close();
+
 	hash_seq_init(&seq, log->entries);
 	while ((entry = hash_seq_search(&seq)) != NULL)
 		(void) hash_search(log->entries, &entry->position, HASH_REMOVE, NULL);
@@ -367,6 +447,7 @@ forget_log(KnownLog *log)
 static void
 forget_segment(KnownLog *log, int64 first)
 {
+	kept_segment_close();
 	for (int64 position = first;
 		 position < first + FILE_WAL_LOG_SEGMENT_POSITIONS; position++)
 		(void) hash_search(log->entries, &position, HASH_REMOVE, NULL);
@@ -397,17 +478,21 @@ forget_entry(KnownLog *log, int64 position)
  * exclusive lock needs that), made if need be with create; -1 when it does
  * not exist and !create, or the folder does not exist.
  */
-static int
+static pg_noinline int
 lock_file_open(ObjectStore *store, const char *folder, const char *key,
 			   bool for_write, bool create)
 {
 	char	   *path = psprintf("%s/%s", folder, FILE_WAL_LOG_LOCK_NAME);
+	int			flags = (for_write ? O_RDWR : O_RDONLY) | PG_BINARY;
 	int			fd;
 
-	fd = OpenTransientFilePerm(path,
-							   (for_write ? O_RDWR : O_RDONLY) |
-							   (create ? O_CREAT : 0) | PG_BINARY,
-							   pg_file_create_mode);
+	/*
+	 * Without O_CREAT first: it exists but once per folder, and an open that
+	 * may create takes the folder's inode lock and costs twice as much.
+	 */
+	fd = OpenTransientFile(path, flags);
+	if (fd < 0 && errno == ENOENT && create)
+		fd = OpenTransientFilePerm(path, flags | O_CREAT, pg_file_create_mode);
 	if (fd < 0 && (errno == ENOENT || errno == ENOTDIR))
 	{
 		pfree(path);
@@ -818,7 +903,8 @@ static void
 scan_segment(ObjectStore *store, KnownLog *log, KnownSegment *segment)
 {
 	char	   *path = segment_path(log->folder, segment->first);
-	int			fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	bool		kept;
+	int			fd = segment_open(path, false, &kept);
 	off_t		file_size;
 	size_t		capacity = FILE_WAL_LOG_SCAN_CHUNK;
 	size_t		want = FILE_WAL_LOG_SCAN_FIRST;
@@ -927,7 +1013,7 @@ scan_segment(ObjectStore *store, KnownLog *log, KnownSegment *segment)
 	}
 
 	pfree(buffer);
-	CloseTransientFile(fd);
+	segment_close(fd, kept);
 	pfree(path);
 }
 
@@ -1160,6 +1246,7 @@ file_wal_log_append(FileWalLogLock *lock, int64 position, const char *data,
 	struct iovec iov[2];
 	char	   *path;
 	int			fd;
+	bool		kept;
 	ssize_t		written;
 	size_t		put_id_length = put_id ? strlen(put_id) : 0;
 	size_t		record = sizeof(RecordHeader) + length;
@@ -1198,7 +1285,7 @@ file_wal_log_append(FileWalLogLock *lock, int64 position, const char *data,
 	header.header_crc = record_header_crc(&header);
 
 	path = segment_path(log->folder, segment->first);
-	fd = OpenTransientFile(path, O_RDWR | PG_BINARY);
+	fd = segment_open(path, true, &kept);
 	if (fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -1251,7 +1338,7 @@ file_wal_log_append(FileWalLogLock *lock, int64 position, const char *data,
 	 * happen: treated as PostgreSQL treats a failed fsync of its own WAL.
 	 */
 	sync_segment(store, fd, path, true, data_sync_elevel(ERROR));
-	CloseTransientFile(fd);
+	segment_close(fd, kept);
 
 	entry = hash_search(log->entries, &position, HASH_ENTER, NULL);
 	entry->offset = segment->scanned;
@@ -1317,6 +1404,9 @@ file_wal_log_delete(FileWalLogLock *lock, int64 position)
 		return false;
 	offset = entry->offset;
 	length = entry->length;
+
+	/* it may unlink the segment, which the kept descriptor would outlive */
+	kept_segment_close();
 	path = segment_path(log->folder, segment->first);
 	fd = OpenTransientFile(path, O_RDWR | PG_BINARY);
 	if (fd < 0)

@@ -23,7 +23,8 @@
 #      removed;
 #   7. a segment filled to its byte cap sends the next entry to a file;
 #   8. a store folder removed and made again while a session knew the old
-#      log loses no entry of the new one;
+#      log (and kept its segment open) loses no entry of the new one, and
+#      what that session reports committed is durable;
 #   9. a reader waiting for the log's lock, held by a process that never
 #      lets go, is cancelled by its statement timeout;
 #  10. gc's deletes free the space of large entries (holes punched).
@@ -269,12 +270,22 @@ File::Path::rmtree($store->dir . '/rm');
 $node->safe_psql('postgres', q{INSERT INTO rm VALUES (10, repeat(md5('new'), 40))});
 $node->safe_psql('postgres', q{INSERT INTO rm VALUES (11, repeat(md5('new'), 40))});
 $bg->query(q{INSERT INTO rm VALUES (3, 'long-lived')});
+my $long_lived_committed = $bg->{stderr} eq '';
 note("the long-lived session's commit after the store was made again: " . ($bg->{stderr} || 'ok'));
 $bg->quit;
 ($ret, $out, $err) = $node->psql('postgres', 'SELECT string_agg(id::text, \',\' ORDER BY id) FROM rm');
 is($ret, 0, 'the store made again reads without an error') or diag($err);
 like($out, qr/^(3,)?10,11$/, 'its rows are the ones committed after it was made again, none lost')
   or diag($out);
+
+# The session kept the old log's segment open (one descriptor per process,
+# kept between commits): a commit it reports done must be in the new log,
+# not in the unlinked file it held.  A crash leaves only what is durable.
+$node->stop('immediate');
+$node->start;
+is($node->safe_psql('postgres', 'SELECT string_agg(id::text, \',\' ORDER BY id) FROM rm'),
+	$long_lived_committed ? '3,10,11' : '10,11',
+	'after a crash, the store made again holds every commit reported done');
 
 # 9. a holder of the log's lock that never lets go cannot keep a reader from
 # being cancelled
