@@ -393,7 +393,11 @@ commit_sleep(SharedStoreSlot *slot, CommitSleep sleep, long wait_ms)
 	else
 		ConditionVariableSleep(&slot->commit_cv, PG_WAIT_EXTENSION);
 
-	/* a sleep on commit_cv stays prepared: a broadcast would cost a signal */
+	/*
+	 * Left prepared, a sleep on commit_cv would keep this backend in its
+	 * wake-up list while it sleeps on its semaphore next: a broadcast would
+	 * then cost a signal for nothing.
+	 */
 	ConditionVariableCancelSleep();
 }
 

@@ -223,26 +223,6 @@ struct FileWalLogLock
 static bool file_wal_log_enabled = true;
 static HTAB *known_logs = NULL;
 
-/*
- * The segment this process last scanned or appended to, kept open from one
- * locked operation to the next, so that a commit opens no file but the lock
- * file (an open and a close cost as much as the write on the development
- * VM, docs/PERFORMANCE.md).  One at most, reserved with AcquireExternalFD,
- * and used only under the log's lock, after check_deletions: it is closed
- * whenever this process forgets what it knows of the segment, which it does
- * for every delete in the log and when the log is another one, so it never
- * outlives the file at its path.  Opened for writing when the file system
- * allows, so that a reader that becomes a writer keeps it.
- */
-typedef struct KeptSegment
-{
-	int			fd;				/* -1: none */
-	bool		writable;
-	char		path[MAXPGPATH];
-} KeptSegment;
-
-static KeptSegment kept_segment = {.fd = -1};
-
 
 void
 file_wal_log_define_settings(void)
@@ -312,63 +292,6 @@ segment_path(const char *folder, int64 first)
 					(long long) first);
 }
 
-/* Close the kept segment: what this process knows of it is forgotten. */
-static void
-kept_segment_close(void)
-{
-	if (kept_segment.fd < 0)
-		return;
-	(void) close(kept_segment.fd);
-	ReleaseExternalFD();
-	kept_segment.fd = -1;
-}
-
-/*
- * Open the segment at path, for writing if writable (else as the file
- * system allows), or use the kept one.  Returns -1 with errno set when it
- * cannot be opened; *kept tells whether the descriptor is the kept one,
- * which segment_close leaves open.
- */
-static int
-segment_open(const char *path, bool writable, bool *kept)
-{
-	int			fd;
-
-	if (kept_segment.fd >= 0 && strcmp(kept_segment.path, path) == 0 &&
-		(kept_segment.writable || !writable))
-	{
-		*kept = true;
-		return kept_segment.fd;
-	}
-	kept_segment_close();
-	*kept = false;
-	if (strlen(path) >= MAXPGPATH || !AcquireExternalFD())
-		return OpenTransientFile(path, (writable ? O_RDWR : O_RDONLY) | PG_BINARY);
-	fd = open(path, O_RDWR | O_CLOEXEC | PG_BINARY);
-	if (fd < 0 && !writable && (errno == EACCES || errno == EROFS || errno == EPERM))
-		fd = open(path, O_RDONLY | O_CLOEXEC | PG_BINARY);
-	if (fd < 0)
-	{
-		int			save_errno = errno;
-
-		ReleaseExternalFD();
-		errno = save_errno;
-		return -1;
-	}
-	kept_segment.fd = fd;
-	kept_segment.writable = (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDWR;
-	strlcpy(kept_segment.path, path, MAXPGPATH);
-	*kept = true;
-	return fd;
-}
-
-static void
-segment_close(int fd, bool kept)
-{
-	if (!kept)
-		CloseTransientFile(fd);
-}
-
 static KnownLog *
 known_log(const char *folder, bool may_forget)
 {
@@ -394,7 +317,6 @@ known_log(const char *folder, bool may_forget)
 		HASH_SEQ_STATUS seq;
 		KnownLog   *known;
 
-		kept_segment_close();
 		hash_seq_init(&seq, known_logs);
 		while ((known = hash_seq_search(&seq)) != NULL)
 		{
@@ -430,8 +352,6 @@ forget_log(KnownLog *log)
 	KnownEntry *entry;
 	KnownSegment *segment;
 
-	kept_segment_close();
-
 	hash_seq_init(&seq, log->entries);
 	while ((entry = hash_seq_search(&seq)) != NULL)
 		(void) hash_search(log->entries, &entry->position, HASH_REMOVE, NULL);
@@ -447,7 +367,6 @@ forget_log(KnownLog *log)
 static void
 forget_segment(KnownLog *log, int64 first)
 {
-	kept_segment_close();
 	for (int64 position = first;
 		 position < first + FILE_WAL_LOG_SEGMENT_POSITIONS; position++)
 		(void) hash_search(log->entries, &position, HASH_REMOVE, NULL);
@@ -537,23 +456,38 @@ static void lock_file_wait(ObjectStore *store, int fd, short type,
 static bool
 is_file_at_path(int fd, const char *path)
 {
-#ifdef STATX_INO
-	struct statx opened;
-	struct statx named;
-
-	return statx(fd, "", AT_EMPTY_PATH, STATX_INO, &opened) == 0 &&
-		statx(AT_FDCWD, path, 0, STATX_INO, &named) == 0 &&
-		(opened.stx_mask & named.stx_mask & STATX_INO) != 0 &&
-		opened.stx_dev_major == named.stx_dev_major &&
-		opened.stx_dev_minor == named.stx_dev_minor &&
-		opened.stx_ino == named.stx_ino;
-#else
 	struct stat opened;
 	struct stat named;
 
-	return fstat(fd, &opened) == 0 && stat(path, &named) == 0 &&
-		opened.st_dev == named.st_dev && opened.st_ino == named.st_ino;
+#ifdef STATX_INO
+	struct statx opened_x;
+	struct statx named_x;
+
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_INO, &opened_x) == 0 &&
+		(opened_x.stx_mask & STATX_INO) != 0)
+	{
+		if (statx(AT_FDCWD, path, 0, STATX_INO, &named_x) != 0)
+			return false;		/* gone, or another file: open it again */
+		return (named_x.stx_mask & STATX_INO) != 0 &&
+			opened_x.stx_dev_major == named_x.stx_dev_major &&
+			opened_x.stx_dev_minor == named_x.stx_dev_minor &&
+			opened_x.stx_ino == named_x.stx_ino;
+	}
+	/* no statx here (a sandbox may refuse it): what stat(2) says */
 #endif
+	if (fstat(fd, &opened) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat file \"%s\": %m", path)));
+	if (stat(path, &named) != 0)
+	{
+		if (errno == ENOENT || errno == ENOTDIR)
+			return false;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat file \"%s\": %m", path)));
+	}
+	return opened.st_dev == named.st_dev && opened.st_ino == named.st_ino;
 }
 
 /*
@@ -903,8 +837,7 @@ static void
 scan_segment(ObjectStore *store, KnownLog *log, KnownSegment *segment)
 {
 	char	   *path = segment_path(log->folder, segment->first);
-	bool		kept;
-	int			fd = segment_open(path, false, &kept);
+	int			fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
 	off_t		file_size;
 	size_t		capacity = FILE_WAL_LOG_SCAN_CHUNK;
 	size_t		want = FILE_WAL_LOG_SCAN_FIRST;
@@ -1013,7 +946,7 @@ scan_segment(ObjectStore *store, KnownLog *log, KnownSegment *segment)
 	}
 
 	pfree(buffer);
-	segment_close(fd, kept);
+	CloseTransientFile(fd);
 	pfree(path);
 }
 
@@ -1246,7 +1179,6 @@ file_wal_log_append(FileWalLogLock *lock, int64 position, const char *data,
 	struct iovec iov[2];
 	char	   *path;
 	int			fd;
-	bool		kept;
 	ssize_t		written;
 	size_t		put_id_length = put_id ? strlen(put_id) : 0;
 	size_t		record = sizeof(RecordHeader) + length;
@@ -1285,7 +1217,7 @@ file_wal_log_append(FileWalLogLock *lock, int64 position, const char *data,
 	header.header_crc = record_header_crc(&header);
 
 	path = segment_path(log->folder, segment->first);
-	fd = segment_open(path, true, &kept);
+	fd = OpenTransientFile(path, O_RDWR | PG_BINARY);
 	if (fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -1338,7 +1270,7 @@ file_wal_log_append(FileWalLogLock *lock, int64 position, const char *data,
 	 * happen: treated as PostgreSQL treats a failed fsync of its own WAL.
 	 */
 	sync_segment(store, fd, path, true, data_sync_elevel(ERROR));
-	segment_close(fd, kept);
+	CloseTransientFile(fd);
 
 	entry = hash_search(log->entries, &position, HASH_ENTER, NULL);
 	entry->offset = segment->scanned;
@@ -1404,9 +1336,6 @@ file_wal_log_delete(FileWalLogLock *lock, int64 position)
 		return false;
 	offset = entry->offset;
 	length = entry->length;
-
-	/* it may unlink the segment, which the kept descriptor would outlive */
-	kept_segment_close();
 	path = segment_path(log->folder, segment->first);
 	fd = OpenTransientFile(path, O_RDWR | PG_BINARY);
 	if (fd < 0)

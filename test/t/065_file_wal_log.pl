@@ -23,8 +23,9 @@
 #      removed;
 #   7. a segment filled to its byte cap sends the next entry to a file;
 #   8. a store folder removed and made again while a session knew the old
-#      log (and kept its segment open) loses no entry of the new one, and
-#      what that session reports committed is durable;
+#      log loses no entry of the new one, and what that session reports
+#      committed is durable; so it is when the folder is replaced by a copy
+#      of itself;
 #   9. a reader waiting for the log's lock, held by a process that never
 #      lets go, is cancelled by its statement timeout;
 #  10. gc's deletes free the space of large entries (holes punched).
@@ -278,14 +279,37 @@ is($ret, 0, 'the store made again reads without an error') or diag($err);
 like($out, qr/^(3,)?10,11$/, 'its rows are the ones committed after it was made again, none lost')
   or diag($out);
 
-# The session kept the old log's segment open (one descriptor per process,
-# kept between commits): a commit it reports done must be in the new log,
-# not in the unlinked file it held.  A crash leaves only what is durable.
+# A commit the session reports done must be in the new log, not in a file of
+# the old one that it still knew (a descriptor kept open would be one).  A
+# crash leaves only what is durable.
 $node->stop('immediate');
 $node->start;
 is($node->safe_psql('postgres', 'SELECT string_agg(id::text, \',\' ORDER BY id) FROM rm'),
 	$long_lived_committed ? '3,10,11' : '10,11',
 	'after a crash, the store made again holds every commit reported done');
+
+# The folder replaced by a copy while a session knows its log (a restore
+# would do this): the copy carries the lock file's identity, so nothing but
+# the paths tells the new files from the old, unlinked ones, which the
+# session must not write through.
+$node->safe_psql('postgres',
+	"CREATE FOREIGN TABLE cpy (id int, v text) SERVER s OPTIONS (store 'cpy', key 'id')");
+my $bg2 = $node->background_psql('postgres', on_error_stop => 0);
+$bg2->query(q{INSERT INTO cpy VALUES (1, 'before')});
+$bg2->query(q{INSERT INTO cpy VALUES (2, 'before')});
+my $cpy = $store->dir . '/cpy';
+system('cp', '-a', $cpy, "$cpy.copy") == 0 or die "cp -a $cpy failed";
+File::Path::rmtree($cpy);
+rename("$cpy.copy", $cpy) or die "rename: $!";
+$bg2->query(q{INSERT INTO cpy VALUES (3, 'through the copy')});
+my $copy_committed = $bg2->{stderr} eq '';
+note("the commit after the folder was replaced by a copy: " . ($bg2->{stderr} || 'ok'));
+$bg2->quit;
+$node->stop('immediate');
+$node->start;
+is($node->safe_psql('postgres', 'SELECT string_agg(id::text, \',\' ORDER BY id) FROM cpy'),
+	$copy_committed ? '1,2,3' : '1,2',
+	'a commit reported done after the folder was replaced by a copy is in the copy');
 
 # 9. a holder of the log's lock that never lets go cannot keep a reader from
 # being cancelled
