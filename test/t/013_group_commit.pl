@@ -13,7 +13,9 @@
 # "transactions" fields add up to exactly 2400, and rollout_stat_stores
 # counts exactly 2400 committed transactions in fewer WAL PUTs than that:
 # one PUT carried several transactions.  A flush then changes nothing
-# visible.
+# visible.  Then 72 sessions wait at once behind a held leader, more than
+# the slot's registry of sleeping committers holds (64): the rest wait on
+# the condition variable, and none is lost or left waiting.
 
 use strict;
 use warnings;
@@ -25,13 +27,13 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(writer_node shard_of);
+use RolloutTest qw(writer_node shard_of poll_until wait_for_fault release_faults);
 use Test::More;
 
 my $SESSIONS = 16;
 my $PER_SESSION = 150;
 
-my $node = writer_node('group_commit', max_connections => 40);
+my $node = writer_node('group_commit', max_connections => 100);
 
 my $store = RolloutStore->for_test('013_group_commit', backend => 'file');
 my $scripts = PostgreSQL::Test::Utils::tempdir('scripts');
@@ -126,6 +128,49 @@ is($node->safe_psql('postgres', q{SELECT rows_flushed, generation FROM rollout_f
 is($node->safe_psql('postgres', $state_sql), "$rows|$rows|$sum", 'exact after the flush');
 is($node->safe_psql('postgres', q{SELECT memtable_rows FROM rollout_stat_stores WHERE store = 'gc'}),
 	'0', 'the memtable is empty after the flush');
+
+# ---------------------------------------------------------------------------
+# More committers waiting at once than the slot's registry of sleepers holds
+# (64): a leader is held before it takes the queue (one entry in flight at a
+# time), 72 sessions queue behind it, and those that found the registry full
+# wait on the slot's condition variable instead of their semaphore
+# (group_commit.c).  Released, every one learns its outcome.
+my $MANY = 72;
+$node->safe_psql('postgres', 'ALTER SYSTEM SET rollout_fdw.wal_pipeline_depth = 1');
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+$node->safe_psql('postgres',
+	q{CREATE FOREIGN TABLE many (id text, v bigint) SERVER s OPTIONS (store 'many', key 'id');
+	  INSERT INTO many VALUES ('first', 0);});
+my $offset = -s $node->logfile;
+my $held = PsqlScript->start($node,
+	sql => "SET rollout_fdw.fail_at = 'group_commit.before_take:hold=many';
+INSERT INTO many VALUES ('held leader', 0);
+");
+wait_for_fault($node, 'group_commit.before_take', $offset);
+my @many_runs = map { [ $_, PsqlScript->start($node, sql => "INSERT INTO many VALUES ('m$_', $_);\n") ] } 1 .. $MANY;
+ok(defined poll_until($node,
+		q{SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Extension' AND query LIKE 'INSERT INTO many VALUES (''m%'},
+		"$MANY", 120),
+	"$MANY commits wait behind the held leader");
+release_faults($node, 'many');
+my $many_failed = 0;
+for my $r ([ 'held leader', $held ], map { [ "m$_->[0]", $_->[1] ] } @many_runs)
+{
+	my ($name, $session) = @$r;
+	my ($ret, $out, $err) = $session->finish;
+	if ($ret != 0)
+	{
+		$many_failed++;
+		diag("session $name failed:\n$err");
+	}
+}
+is($many_failed, 0, "the held leader and all $MANY sessions committed");
+my $many_sum = 0;
+$many_sum += $_ for 1 .. $MANY;
+is($node->safe_psql('postgres', q{SELECT count(*), count(DISTINCT id), sum(v) FROM many}),
+	($MANY + 2) . '|' . ($MANY + 2) . "|$many_sum", "$MANY waiting at once: none lost, none duplicated");
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET rollout_fdw.wal_pipeline_depth');
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
 
 my $log = slurp_file($node->logfile);
 unlike($log, qr/terminated by signal|PANIC/, 'no backend crashed');
