@@ -225,7 +225,7 @@ typedef struct SharedStoreSlot
 	int64		last_group_transactions;	/* in the last entry written */
 
 	/*
-	 * Committers asleep on their PGPROC semaphores until leader_wake
+	 * Committers asleep on their PGPROC semaphores until a leader wakes them
 	 * (group_commit.c): their pgprocno.  The one waiting with a timeout for
 	 * its turn to lead sleeps on commit_cv (timer_holder: its pgprocno + 1, 0
 	 * for none), and so do those that find the sleepers full.

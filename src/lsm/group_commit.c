@@ -254,7 +254,7 @@ static void pipeline_settle(SharedStoreSlot *slot, dsa_area *area);
  * Give up leadership without an entry (slot lock held): the last leader of a
  * broken pipeline to go resets it (pipeline_settle), and committers waiting
  * for a leader or for the pipeline to drain are woken (after the lock is
- * released: leader_wake).
+ * released: leader_release_and_wake).
  */
 static void
 leader_give_up(SharedStoreSlot *slot, dsa_area *area)
@@ -273,10 +273,10 @@ leader_give_up(SharedStoreSlot *slot, dsa_area *area)
  * semaphore is a futex (docs/PERFORMANCE.md has the cost).  A semaphore wait
  * has no timeout, so the one committer that waits for pipeline_may_lead's
  * spacing to pass (the slot's timer_holder) sleeps on commit_cv with one;
- * the others sleep until an entry settles, when leader_wake wakes them all,
+ * the others sleep until an entry settles, when leader_release_and_wake wakes them all,
  * and look again.  Committers that find the sleepers full use commit_cv.
  *
- * Every registration is taken by exactly one leader_wake, which posts once,
+ * Every registration is taken by exactly one leader_release_and_wake, which posts once,
  * and is followed by exactly one wait: posts and waits pair up.  A sleeper
  * woken by a post that was not ours (PostgreSQL's lightweight locks, which
  * share the semaphore, pass such posts on) finds itself still registered,
@@ -294,7 +294,7 @@ typedef enum CommitSleep
  * Choose how to sleep (slot lock held) and register for it; wait_ms is how
  * long pipeline_may_lead said until this committer may lead, 0 for "until an
  * entry settles".  A sleep on commit_cv is prepared here, under the lock, so
- * that a leader_wake after the look at the request cannot be missed.
+ * that a wake-up after the look at the request cannot be missed.
  */
 static CommitSleep
 commit_sleep_register(SharedStoreSlot *slot, long wait_ms)
@@ -402,23 +402,24 @@ commit_sleep(SharedStoreSlot *slot, CommitSleep sleep, long wait_ms)
 }
 
 /*
- * Wake every committer waiting on the slot (the slot lock not held): each
- * looks at its request again, and one whose request is still queued may
- * lead.
+ * Release the slot's lock, held exclusively, and wake every committer
+ * waiting on the slot: each looks at its request again, and one whose
+ * request is still queued may lead.  The sleepers are taken under the lock
+ * the caller changed the slot under, so that none registered after that
+ * change is missed, and without taking it again.
  */
 static void
-leader_wake(SharedStoreSlot *slot)
+leader_release_and_wake(SharedStoreSlot *slot)
 {
 	int			sleepers[SLOT_SLEEPERS_MAX];
 	int			count;
 
-	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 	count = slot->sleeper_count;
 	memcpy(sleepers, slot->sleepers, count * sizeof(int));
 	slot->sleeper_count = 0;
 	LWLockRelease(&slot->lock);
 	for (int i = 0; i < count; i++)
-		PGSemaphoreUnlock(GetPGProcByNumber(sleepers[i])->sem);
+		commit_sleep_post(sleepers[i]);
 	ConditionVariableBroadcast(&slot->commit_cv);
 	ConditionVariableBroadcast(&slot->state_cv);
 }
@@ -460,8 +461,7 @@ leader_take_requests(SharedStoreSlot *slot, dsa_area *area, dsa_pointer own,
 		pipeline_entry(slot, slot->next_position + 1)->state != PIPELINE_FREE)
 	{
 		leader_give_up(slot, area);
-		LWLockRelease(&slot->lock);
-		leader_wake(slot);
+		leader_release_and_wake(slot);
 		return;
 	}
 	for (dsa_pointer p = slot->queue_head; DsaPointerIsValid(p);)
@@ -667,8 +667,7 @@ leader_finish(SharedStoreSlot *slot, dsa_area *area, LeaderBatch *batch,
 		strlcpy(entry->error, error, sizeof(entry->error));
 	slot->leaders_active--;
 	pipeline_settle(slot, area);
-	LWLockRelease(&slot->lock);
-	leader_wake(slot);
+	leader_release_and_wake(slot);
 }
 
 /*
@@ -713,8 +712,7 @@ leader_abandon(SharedStoreSlot *slot, dsa_area *area, dsa_pointer own,
 		failed = true;
 	}
 	leader_give_up(slot, area);
-	LWLockRelease(&slot->lock);
-	leader_wake(slot);
+	leader_release_and_wake(slot);
 	return failed;
 }
 
@@ -729,8 +727,7 @@ leader_fail_unassigned(SharedStoreSlot *slot, dsa_area *area, LeaderBatch *batch
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 	requests_finish(area, batch->entry.requests, REQUEST_FAILED, 0, error_code, message);
 	leader_give_up(slot, area);
-	LWLockRelease(&slot->lock);
-	leader_wake(slot);
+	leader_release_and_wake(slot);
 }
 
 /*
@@ -948,8 +945,7 @@ leader_settle_failure(RolloutStore *store, SharedStoreSlot *slot,
 								   error_code, error);
 			dsa_free(area, entry->batch);
 			leader_give_up(slot, area);
-			LWLockRelease(&slot->lock);
-			leader_wake(slot);
+			leader_release_and_wake(slot);
 			return true;
 		}
 		LWLockRelease(&slot->lock);

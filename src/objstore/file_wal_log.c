@@ -395,7 +395,9 @@ forget_entry(KnownLog *log, int64 position)
 /*
  * Open folder's lock file, for reading or, for_write, for writing too (an
  * exclusive lock needs that), made if need be with create; -1 when it does
- * not exist and !create, or the folder does not exist.
+ * not exist and !create, or the folder does not exist.  Not inlined: in
+ * lock_file_lock's PG_TRY its reassigned descriptor would be a variable
+ * longjmp may clobber.
  */
 static pg_noinline int
 lock_file_open(ObjectStore *store, const char *folder, const char *key,
