@@ -43,6 +43,7 @@ OBJS = \
 	src/core/manifest_view.o \
 	src/core/manifest_cache.o \
 	src/core/wal.o \
+	src/core/write_proof.o \
 	src/core/shared_store.o \
 	src/core/memtable.o \
 	src/core/store_stats.o \

@@ -94,6 +94,14 @@ typedef struct RolloutStore
 {
 	ObjectStore *objstore;
 	char	   *location;		/* effective location, for messages */
+
+	/*
+	 * What objstore was opened with (RolloutStoreSpec), so that a claim can
+	 * leave them in its slot, where they confirm that other credentials write
+	 * the same store (core/write_proof.c).  Holds secrets: never shown.
+	 */
+	List	   *access_options;
+	bool		access_environment;
 	bool		location_is_default;	/* the embedded default (no location) */
 	char	   *name;			/* store name */
 
@@ -172,6 +180,8 @@ typedef struct RolloutStore
 	struct SharedStoreSlot *shared_slot;
 	uint64		shared_slot_generation;
 	bool		shared_slot_claimed;	/* seen claimed in that generation */
+	bool		shared_slot_writes; /* found to write its store, not only to
+									 * read it (shared_store.c) */
 
 	MemoryContext context;		/* everything above lives here */
 } RolloutStore;

@@ -15,6 +15,9 @@ extern char *rollout_key_store_json(RolloutStore *store);
 extern char *rollout_key_shard_registry(RolloutStore *store, const char *shard);
 extern char *rollout_key_wal(RolloutStore *store, const char *shard, int64 position);
 extern char *rollout_key_wal_prefix(RolloutStore *store, const char *shard);
+
+/* where write_proof.c leaves its probes, gone once it read them back */
+extern char *rollout_key_write_probe_prefix(RolloutStore *store, const char *shard);
 extern char *rollout_key_generation(RolloutStore *store, const char *shard, int64 number);
 extern char *rollout_key_shard_manifest_prefix(RolloutStore *store, const char *shard);
 extern char *rollout_key_base_manifest_prefix(RolloutStore *store);

@@ -24,6 +24,7 @@
 #include "utils/dsa.h"
 
 #include "rollout/objstore.h"
+#include "rollout/write_proof.h"
 
 #define SLOT_LOCATION_LEN	1024
 #define SLOT_STORE_LEN		256
@@ -179,20 +180,31 @@ typedef struct SharedStoreSlot
 	 * name), so a slot serves only handles known to reach the store its
 	 * writer claimed: its owner, which created or took over the slot before
 	 * its first claim, and the credentials admitted by reading the claim's
-	 * fence marker with their own and finding its put id.  Others get a slot
-	 * of their own.  namespace_generation changes whenever the slot may come
-	 * to stand for another store; handles then ask again.  Under lock but the
-	 * generation, which handles read without it.
+	 * fence marker with their own and finding its put id.  Those admitted
+	 * only read through it; to write through it (commit, flush, claim) they
+	 * also prove that they write the store (write_proof.c), with the claim's
+	 * access kept here.  Others get a slot of their own. namespace_generation
+	 * changes whenever the slot may come to stand for another store; handles
+	 * then ask again.  Under lock but the generation, which handles read
+	 * without it.
 	 */
 	pg_atomic_uint64 namespace_generation;
 	char		owner[OBJSTORE_FINGERPRINT_LEN];
 	int			admitted_count;
 	int			admitted_next;	/* where the next one goes: a ring */
 	char		admitted[SLOT_ADMITTED_MAX][OBJSTORE_FINGERPRINT_LEN];
+	int			writers_count;	/* admitted ones that proved they write */
+	int			writers_next;
+	char		writers[SLOT_ADMITTED_MAX][OBJSTORE_FINGERPRINT_LEN];
 	char		claim_put_id[SLOT_PUT_ID_LEN];	/* of the last claim's fence;
 												 * "": not claimed since the
 												 * owner took the slot */
 	int64		claim_position; /* where that fence is */
+	Size		claim_access_len;	/* 0: too long to keep */
+	char		claim_access[WRITE_PROOF_ACCESS_LEN];	/* what the claim's
+														 * handle was opened
+														 * with: secrets, never
+														 * shown */
 
 	LWLock		lock;			/* everything below; never held across I/O */
 	ConditionVariable commit_cv;	/* request outcomes, leadership */

@@ -134,16 +134,49 @@ slot_matches(SharedStoreSlot *slot, RolloutStore *store)
 							  store->shard);
 }
 
-/* Whether credentials fingerprint may use slot (slot lock held). */
+/* Whether fingerprint is one of the first count of ring (slot lock held). */
 static bool
-slot_member_locked(SharedStoreSlot *slot, const char *fingerprint)
+slot_ring_holds(char ring[][OBJSTORE_FINGERPRINT_LEN], int count,
+				const char *fingerprint)
 {
-	if (strcmp(slot->owner, fingerprint) == 0)
-		return true;
-	for (int i = 0; i < slot->admitted_count; i++)
-		if (strcmp(slot->admitted[i], fingerprint) == 0)
+	for (int i = 0; i < count; i++)
+		if (strcmp(ring[i], fingerprint) == 0)
 			return true;
 	return false;
+}
+
+/* Add fingerprint to a ring of credentials unless it holds it (lock held). */
+static void
+slot_ring_add(char ring[][OBJSTORE_FINGERPRINT_LEN], int *count, int *next,
+			  const char *fingerprint)
+{
+	if (slot_ring_holds(ring, *count, fingerprint))
+		return;
+	strlcpy(ring[*next], fingerprint, OBJSTORE_FINGERPRINT_LEN);
+	*next = (*next + 1) % SLOT_ADMITTED_MAX;
+	*count = Min(*count + 1, SLOT_ADMITTED_MAX);
+}
+
+/* Forget every credentials admitted to slot but its owner (lock held). */
+static void
+slot_forget_admitted_locked(SharedStoreSlot *slot)
+{
+	slot->admitted_count = slot->admitted_next = 0;
+	slot->writers_count = slot->writers_next = 0;
+}
+
+/*
+ * Whether credentials fingerprint may use slot (slot lock held): to read
+ * through it, or also to write through it (to_write).
+ */
+static bool
+slot_member_locked(SharedStoreSlot *slot, const char *fingerprint, bool to_write)
+{
+	if (strcmp(slot->owner, fingerprint) == 0 ||
+		slot_ring_holds(slot->writers, slot->writers_count, fingerprint))
+		return true;
+	return !to_write &&
+		slot_ring_holds(slot->admitted, slot->admitted_count, fingerprint);
 }
 
 /* What a handle is to a slot of its names (slot_standing). */
@@ -155,61 +188,81 @@ typedef enum SlotStanding
 } SlotStanding;
 
 /*
- * What store's handle is to slot.  A handle whose credentials are neither
- * the owner's nor admitted reads the WAL position of the slot's last claim
- * with its own: the fence there, with the put id only the claim knew, means
- * that it reaches the store the slot is about, and its credentials are
- * admitted; anything else (nothing there, or another entry: its own store's
- * WAL) means they reach another.  The put id is never shown, so credentials
- * that reach another store cannot learn it.  Reads the store without the
- * slot's lock; asks again if the slot changed meanwhile.
+ * What store's handle is to slot, to read through it or also to write
+ * (to_write).  A handle whose credentials are neither the owner's nor
+ * admitted reads the WAL position of the slot's last claim with its own:
+ * the fence there, with the put id only the claim knew, means that it reads
+ * the store the slot is about, and its credentials are admitted to read;
+ * anything else (nothing there, or another entry: its own store's WAL)
+ * means they reach another.  The put id is never shown, so credentials that
+ * reach another store cannot learn it by this; but whoever can read the
+ * store can copy the fence.  So to write, credentials not yet known to
+ * write also pass write_proof_confirm against the claim's access.  Reads
+ * and writes the store without the slot's lock; asks again if the slot
+ * changed meanwhile.
  */
 static SlotStanding
-slot_standing(SharedStoreSlot *slot, RolloutStore *store, uint64 *member_since)
+slot_standing(SharedStoreSlot *slot, RolloutStore *store, bool to_write,
+			  uint64 *member_since)
 {
 	const char *fingerprint = store->objstore->access_fingerprint;
+	char		access[WRITE_PROOF_ACCESS_LEN];
 
 	for (;;)
 	{
 		char		put_id[SLOT_PUT_ID_LEN];
 		int64		position;
 		uint64		generation;
-		char	   *found;
+		Size		access_len = 0;
+		bool		reads;
 		bool		admitted;
 
 		LWLockAcquire(&slot->lock, LW_SHARED);
 		generation = pg_atomic_read_u64(&slot->namespace_generation);
-		if (slot_member_locked(slot, fingerprint))
+		if (slot_member_locked(slot, fingerprint, to_write))
 		{
 			LWLockRelease(&slot->lock);
 			*member_since = generation;
 			return SLOT_MEMBER;
 		}
+		reads = slot_member_locked(slot, fingerprint, false);
 		strlcpy(put_id, slot->claim_put_id, sizeof(put_id));
 		position = slot->claim_position;
+		if (to_write)
+		{
+			access_len = slot->claim_access_len;
+			memcpy(access, slot->claim_access, access_len);
+		}
 		LWLockRelease(&slot->lock);
 		if (put_id[0] == '\0')
 			return SLOT_UNCLAIMED;
 
-		found = wal_entry_put_id(store, position);
-		if (found == NULL || strcmp(found, put_id) != 0)
+		if (!reads)
+		{
+			char	   *found = wal_entry_put_id(store, position);
+
+			if (found == NULL || strcmp(found, put_id) != 0)
+				return SLOT_FOREIGN;
+		}
+		if (to_write && !write_proof_confirm(store, access, access_len))
 			return SLOT_FOREIGN;
 
 		/*
 		 * A claim of the same store may have come meanwhile (its fence is
 		 * elsewhere, but the store is the same one); a slot that may stand
 		 * for another store now has another generation.  The admitted
-		 * credentials are a ring: ones pushed out prove themselves again,
-		 * with one read, when a handle of theirs next looks.
+		 * credentials are rings: ones pushed out prove themselves again when
+		 * a handle of theirs next looks.
 		 */
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 		admitted = pg_atomic_read_u64(&slot->namespace_generation) == generation;
-		if (admitted && !slot_member_locked(slot, fingerprint))
+		if (admitted)
 		{
-			strlcpy(slot->admitted[slot->admitted_next], fingerprint,
-					OBJSTORE_FINGERPRINT_LEN);
-			slot->admitted_next = (slot->admitted_next + 1) % SLOT_ADMITTED_MAX;
-			slot->admitted_count = Min(slot->admitted_count + 1, SLOT_ADMITTED_MAX);
+			slot_ring_add(slot->admitted, &slot->admitted_count,
+						  &slot->admitted_next, fingerprint);
+			if (to_write)
+				slot_ring_add(slot->writers, &slot->writers_count,
+							  &slot->writers_next, fingerprint);
 		}
 		LWLockRelease(&slot->lock);
 		if (admitted)
@@ -241,6 +294,7 @@ slot_forget_store_locked(SharedStoreSlot *slot)
 	slot->next_position = slot->next_stamp = 0;
 	slot->claim_put_id[0] = '\0';
 	slot->claim_position = 0;
+	slot->claim_access_len = 0;
 	pg_atomic_fetch_add_u64(&slot->namespace_generation, 1);
 }
 
@@ -271,13 +325,13 @@ slot_take_over(SharedStoreSlot *slot, RolloutStore *store)
 
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 		claimed = slot->claim_put_id[0] != '\0';
-		if (!claimed && slot_member_locked(slot, fingerprint))
+		if (!claimed && slot_member_locked(slot, fingerprint, true))
 			done = true;
 		else if (!claimed && !slot_busy_locked(slot))
 		{
 			slot_forget_store_locked(slot);
 			strlcpy(slot->owner, fingerprint, OBJSTORE_FINGERPRINT_LEN);
-			slot->admitted_count = slot->admitted_next = 0;
+			slot_forget_admitted_locked(slot);
 			done = true;
 		}
 		LWLockRelease(&slot->lock);
@@ -329,9 +383,10 @@ slot_create(RolloutStore *store, int judged, bool *changed)
 		strlcpy(slot->shard, store->shard, SLOT_SHARD_LEN);
 		strlcpy(slot->owner, store->objstore->access_fingerprint,
 				OBJSTORE_FINGERPRINT_LEN);
-		slot->admitted_count = slot->admitted_next = 0;
+		slot_forget_admitted_locked(slot);
 		slot->claim_put_id[0] = '\0';
 		slot->claim_position = 0;
+		slot->claim_access_len = 0;
 		pg_atomic_fetch_add_u64(&slot->namespace_generation, 1);
 		slot->writer_state = WRITER_NONE;
 		slot->in_use = true;
@@ -356,6 +411,33 @@ typedef enum SlotSearch
 #define SLOT_FIND_ATTEMPTS	8
 
 /*
+ * A claimed slot among candidates that store's handle is known to write
+ * through (its owner, or admitted to write), with the generation since
+ * then; NULL when none.  No I/O: a reader whose credentials also read
+ * another store of the names (a copy of its fence) reads through the slot
+ * it writes through, so that it sees its own unflushed rows.
+ */
+static SharedStoreSlot *
+slot_written_through(RolloutStore *store, SharedStoreSlot **candidates,
+					 int count, uint64 *member_since)
+{
+	for (int i = 0; i < count; i++)
+	{
+		SharedStoreSlot *slot = candidates[i];
+		bool		writes;
+
+		LWLockAcquire(&slot->lock, LW_SHARED);
+		writes = slot->claim_put_id[0] != '\0' &&
+			slot_member_locked(slot, store->objstore->access_fingerprint, true);
+		*member_since = pg_atomic_read_u64(&slot->namespace_generation);
+		LWLockRelease(&slot->lock);
+		if (writes)
+			return slot;
+	}
+	return NULL;
+}
+
+/*
  * The slot of store's handle, and the generation since which it belongs to
  * it, among the slots of its names (one per store that credentials reach by
  * them, usually one): one whose claim its credentials reach, else one of its
@@ -368,17 +450,23 @@ typedef enum SlotSearch
  * other.  (A claim of an earlier creation of the store, not yet forgotten,
  * looks like another store's; claims one at a time and the check of the
  * other slots before each keep two such slots from both claiming,
- * writer_epoch.c.)  *full is set when a slot should have been made and none
- * was free.
+ * writer_epoch.c.)  Committers and flushes (SLOT_SEARCH_COMMIT and
+ * _MAINTAIN) need a slot they may write through; readers one they may read
+ * through, preferring one they write through.  *writes tells which the
+ * handle was found to be.  *full is set when a slot should have been made
+ * and none was free.
  */
 static SharedStoreSlot *
 slot_find(RolloutStore *store, SlotSearch search, uint64 *member_since,
-		  bool *full)
+		  bool *writes, bool *full)
 {
 	SharedStoreSlot **candidates;
 	SharedStoreSlot *found = NULL;
+	bool		to_write = search == SLOT_SEARCH_COMMIT ||
+	search == SLOT_SEARCH_MAINTAIN;
 
 	*full = false;
+	*writes = to_write;
 	if (strlen(store->objstore->identity) >= SLOT_LOCATION_LEN ||
 		strlen(store->name) >= SLOT_STORE_LEN ||
 		strlen(store->shard) >= SLOT_SHARD_LEN)
@@ -396,12 +484,18 @@ slot_find(RolloutStore *store, SlotSearch search, uint64 *member_since,
 		count = slot_candidates(store, candidates);
 		LWLockRelease(&shared_state->registry_lock);
 
+		if (!to_write &&
+			(found = slot_written_through(store, candidates, count, member_since)) != NULL)
+		{
+			*writes = true;
+			break;
+		}
 		for (int i = 0; i < count && found == NULL; i++)
 		{
 			uint64		since;
 			bool		claimed;
 
-			switch (slot_standing(candidates[i], store, &since))
+			switch (slot_standing(candidates[i], store, to_write, &since))
 			{
 				case SLOT_MEMBER:
 					LWLockAcquire(&candidates[i]->lock, LW_SHARED);
@@ -477,18 +571,21 @@ slot_find(RolloutStore *store, SlotSearch search, uint64 *member_since,
  * or a flush also looks again while its slot is not claimed, since another
  * slot of the same store may have been claimed meanwhile, whose memtable
  * then holds the tail.  A claim is only ever undone with a new generation
- * (slot_forget_store_locked), so the handle remembers one it saw.
+ * (slot_forget_store_locked), so the handle remembers one it saw.  Both
+ * (to_write) also look again when the handle was found only to read
+ * through the slot.
  */
 static SharedStoreSlot *
-slot_cached(RolloutStore *store, bool claimed_only)
+slot_cached(RolloutStore *store, bool to_write)
 {
 	SharedStoreSlot *slot = store->shared_slot;
 	bool		claiming;
 
 	if (slot == NULL || !slot_matches(slot, store) ||
-		pg_atomic_read_u64(&slot->namespace_generation) != store->shared_slot_generation)
+		pg_atomic_read_u64(&slot->namespace_generation) != store->shared_slot_generation ||
+		(to_write && !store->shared_slot_writes))
 		return NULL;
-	if (!claimed_only || store->shared_slot_claimed)
+	if (!to_write || store->shared_slot_claimed)
 		return slot;
 	LWLockAcquire(&slot->lock, LW_SHARED);
 	store->shared_slot_claimed = slot->claim_put_id[0] != '\0' &&
@@ -506,14 +603,16 @@ slot_cached(RolloutStore *store, bool claimed_only)
 
 /*
  * Remember slot as store's handle's, a member since generation member_since
- * (slot_standing); returns it.
+ * (slot_standing), allowed to write through it or only to read; returns it.
  */
 static SharedStoreSlot *
-slot_remember(RolloutStore *store, SharedStoreSlot *slot, uint64 member_since)
+slot_remember(RolloutStore *store, SharedStoreSlot *slot, uint64 member_since,
+			  bool writes)
 {
 	store->shared_slot = slot;
 	store->shared_slot_generation = member_since;
 	store->shared_slot_claimed = false;
+	store->shared_slot_writes = writes;
 	return slot;
 }
 
@@ -642,6 +741,7 @@ slot_for_handle(RolloutStore *store, SlotSearch search, bool *full)
 {
 	SharedStoreSlot *found;
 	uint64		member_since = 0;
+	bool		writes;
 
 	*full = false;
 	if (!rollout_shared_available())
@@ -650,10 +750,10 @@ slot_for_handle(RolloutStore *store, SlotSearch search, bool *full)
 							 search == SLOT_SEARCH_MAINTAIN)) != NULL)
 		return found;
 	store->shared_slot = NULL;
-	found = slot_find(store, search, &member_since, full);
+	found = slot_find(store, search, &member_since, &writes, full);
 	if (found == NULL)
 		return NULL;
-	slot_remember(store, found, member_since);
+	slot_remember(store, found, member_since, writes);
 	shared_store_adopt_incarnation(found, store);
 
 	/*
@@ -728,6 +828,8 @@ shared_store_slot_for_reading(RolloutStore *store)
  * See shared_store.h.  A handle found a member once may have lost the slot
  * since to credentials that reach another store (slot_take_over), which the
  * generation tells; then it asks again, which reads the store at most once.
+ * One found only to read through the slot proves that it writes the store
+ * (write_proof.c): a write and two requests, once per credentials.
  */
 void
 shared_store_require_member(RolloutStore *store, SharedStoreSlot *slot,
@@ -735,11 +837,11 @@ shared_store_require_member(RolloutStore *store, SharedStoreSlot *slot,
 {
 	uint64		member_since;
 
-	if (slot_cached(store, false) == slot)
+	if (slot_cached(store, false) == slot && store->shared_slot_writes)
 		return;
-	if (slot_standing(slot, store, &member_since) == SLOT_MEMBER)
+	if (slot_standing(slot, store, true, &member_since) == SLOT_MEMBER)
 	{
-		slot_remember(store, slot, member_since);
+		slot_remember(store, slot, member_since, true);
 		return;
 	}
 	store->shared_slot = NULL;
@@ -782,7 +884,7 @@ shared_store_check_siblings(RolloutStore *store, SharedStoreSlot *slot)
 		claimed = siblings[i]->claim_put_id[0] != '\0';
 		LWLockRelease(&siblings[i]->lock);
 		conflict = claimed &&
-			slot_standing(siblings[i], store, &since) == SLOT_MEMBER;
+			slot_standing(siblings[i], store, true, &since) == SLOT_MEMBER;
 	}
 	pfree(siblings);
 	if (conflict)

@@ -149,6 +149,8 @@ rollout_store_open(const RolloutStoreSpec *spec, MemoryContext parent)
 		store->objstore = objstore_open(spec->location, spec->location_options,
 										spec->allow_environment_credentials);
 		store->location = pstrdup(store->objstore->location);
+		store->access_options = copyObject(spec->location_options);
+		store->access_environment = spec->allow_environment_credentials;
 		store->location_is_default = objstore_location_is_default(spec->location);
 		store->shard = rollout_current_shard_id();
 		store->shard_hash = rollout_shard_hash(store->shard);

@@ -38,6 +38,12 @@ rollout_key_wal_prefix(RolloutStore *store, const char *shard)
 }
 
 char *
+rollout_key_write_probe_prefix(RolloutStore *store, const char *shard)
+{
+	return psprintf("%s/shards/%s/_probes/", store->name, shard);
+}
+
+char *
 rollout_key_wal(RolloutStore *store, const char *shard, int64 position)
 {
 	return psprintf("%s/shards/%s/wal/%020lld.wal", store->name, shard,

@@ -481,6 +481,28 @@ gc_own_shard(RolloutStore *store, List *retentions, TimestampTz cutoff,
 }
 
 /*
+ * Delete the probes of this shard that a proof of write access left behind
+ * when its backend failed between writing and deleting one
+ * (core/write_proof.c).  Nothing reads a probe after its proof.
+ */
+static void
+gc_own_write_probes(RolloutStore *store, TimestampTz cutoff, GcResult *result)
+{
+	List	   *objects = objstore_list_all(store->objstore,
+											rollout_key_write_probe_prefix(store, store->shard),
+											NULL);
+	ListCell   *lc;
+
+	foreach(lc, objects)
+	{
+		ObjectStoreEntry *entry = lfirst(lc);
+
+		if (entry->modified <= cutoff)
+			(void) gc_delete(store, entry, result);
+	}
+}
+
+/*
  * Delete the retentions that had expired when this gc began (they kept
  * nothing in this run either).
  */
@@ -501,8 +523,8 @@ gc_expired_retentions(RolloutStore *store, List *retentions, TimestampTz now,
 
 /*
  * Collect garbage in store (gc.h): base fragments and base manifests, then
- * this shard's generations, WAL entries, ingest segments and manifests, then
- * what interrupted uploads left.  cutoff (now minus the grace) bounds every
+ * this shard's generations, WAL entries, ingest segments, manifests and
+ * leftover probes of write access, then what interrupted uploads left.  cutoff (now minus the grace) bounds every
  * deletion.  The callers have checked grace_seconds against
  * rollout_fdw.min_gc_grace: rollout_gc refuses a shorter one, the sweeper
  * raises it.
@@ -531,6 +553,7 @@ rollout_gc_store(RolloutStore *store, int64 grace_seconds)
 		retentions = named_snapshot_retentions(store, started);
 		gc_base(store, retentions, cutoff, &result);
 		gc_own_shard(store, retentions, cutoff, &result);
+		gc_own_write_probes(store, cutoff, &result);
 		gc_expired_retentions(store, retentions, started, &result);
 		result.objects_deleted +=
 			objstore_remove_abandoned_uploads(store->objstore, cutoff,

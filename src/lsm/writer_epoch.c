@@ -53,6 +53,7 @@
 #include "rollout/store_definition.h"
 #include "rollout/store_keys.h"
 #include "rollout/wal.h"
+#include "rollout/write_proof.h"
 #include "rollout/writer_epoch.h"
 
 /* Rounds of flush + claim while the WAL keeps growing under the claim. */
@@ -255,6 +256,8 @@ writer_claim(RolloutStore *store, SharedStoreSlot *slot,
 			 volatile bool *superseded)
 {
 	ShardClaim	claim = shard_claim(store, false, superseded);
+	char		access[WRITE_PROOF_ACCESS_LEN];
+	Size		access_len;
 
 	memtable_trim(slot, claim.fence_position - 1, claim.manifest_version,
 				  claim.drops_covered_by_base);
@@ -267,11 +270,18 @@ writer_claim(RolloutStore *store, SharedStoreSlot *slot,
 	slot->last_stamp = slot->next_stamp = claim.stamp;
 	slot->tip_observed_at = claim.observed_at;
 
-	/* what other credentials prove they reach this store by (shared_store.c) */
+	/*
+	 * What other credentials prove they reach this store by: they read the
+	 * fence, and to write they write a probe that this claim's access reads
+	 * back (shared_store.c, write_proof.c).
+	 */
+	access_len = write_proof_keep_access(store, access, sizeof(access));
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 	strlcpy(slot->claim_put_id, claim.fence_put_id ? claim.fence_put_id : "",
 			SLOT_PUT_ID_LEN);
 	slot->claim_position = claim.fence_position;
+	memcpy(slot->claim_access, access, access_len);
+	slot->claim_access_len = access_len;
 	LWLockRelease(&slot->lock);
 }
 

@@ -25,7 +25,10 @@
 #   2. both write and flush their own stores side by side, each with group
 #      commit (a slot each), also when mallory is first after a restart;
 #   3. bob, with another key of alice's user (the same bucket), shares
-#      alice's slot: no second slot, no fencing, every row read by both.
+#      alice's slot: no second slot, no fencing, every row read by both;
+#   5. a copy of alice's fence in mallory's bucket lets mallory read through
+#      alice's slot but not write through it: writing needs a probe that
+#      alice's claim reads back.
 # The other backends have no tenants; the test needs RGW.
 
 use strict;
@@ -222,6 +225,64 @@ is(as('mallory', q{SELECT rows_flushed FROM rollout_flush('t_mallory')}), '1',
 is(as('alice', q{SELECT count(*) FROM t_alice WHERE id BETWEEN 1000 AND 1999}), '1000',
 	"alice's thousand rows are there once");
 is(as('mallory', q{SELECT count(*) FROM t_mallory WHERE id >= 1000}), '0', 'and not in mallory\'s store');
+
+# --- 5. a copy of alice's fence lets mallory read, not write -------------
+# Whoever can read a store can copy its objects, the fence of its writer's
+# claim among them.  Here mallory copies every object of alice's store
+# "episodes" into her own bucket under the same names (the test copies with
+# alice's keys, as read access to alice's bucket would let mallory do), so
+# her credentials find alice's fence at alice's claim position.  That admits
+# her to read through alice's slot, which shows her nothing she cannot read
+# anyway; to write through it she must also write a probe that alice's claim
+# reads back (core/write_proof.c), and her probe lands in her own bucket.
+# Before, the copy admitted her to write: her commit took a position of
+# alice's WAL, and her flush moved alice's unflushed rows into her bucket.
+$offset = -s $node->logfile;
+for my $role ('alice', 'mallory')
+{
+	as($role, qq{CREATE FOREIGN TABLE e_$role (id int, v text) SERVER server_$role OPTIONS (store 'episodes', key 'id');});
+}
+as('alice', q{
+INSERT INTO e_alice VALUES (1, 'alice e1');
+SELECT rows_flushed FROM rollout_flush('e_alice');
+INSERT INTO e_alice VALUES (2, 'alice e2');});
+my @copied = $store->list('episodes/');
+$tenant->put($_, $store->get($_)) for @copied;
+ok(scalar(grep { m{/wal/} } @copied) > 0,
+	'mallory copied alice\'s store, the WAL of her claim with its fence too (' . scalar(@copied) . ' objects)');
+as('alice', q{INSERT INTO e_alice VALUES (3, 'alice e3');});
+
+as('mallory', q{INSERT INTO e_mallory VALUES (300, 'mallory e300');});
+as('mallory', q{SELECT rollout_flush('e_mallory');});
+is(as('alice', q{SELECT string_agg(id::text, ',') FROM (SELECT id FROM e_alice ORDER BY id) s}),
+	'1,2,3', "alice reads her rows, and not mallory's");
+is(as('alice', q{SELECT unflushed_rows FROM rollout_observe('e_alice')}), '2',
+	"mallory's flush took none of alice's unflushed rows out of her memtable");
+like(as('mallory', q{SELECT string_agg(id::text, ',') FROM (SELECT id FROM e_mallory ORDER BY id) s}),
+	qr/^(1,)?(2,)?300$/, 'mallory reads her row (and what she copied), not alice\'s later row');
+is( $node->safe_psql('postgres',
+		q{SELECT count(*) FROM rollout_stat_stores WHERE store = 'episodes'}),
+	'2', "mallory's commit went through a slot of her own");
+my @alice_holding = grep { index($store->get($_) // '', 'mallory e300') >= 0 } $store->list('episodes/');
+is(scalar(@alice_holding), 0, "no object of alice's bucket holds mallory's row") or diag("@alice_holding");
+is(as('alice', q{SELECT rows_flushed FROM rollout_flush('e_alice')}), '2',
+	'alice flushes her two unflushed rows herself');
+is(as('alice', q{SELECT string_agg(id::text, ',') FROM (SELECT id FROM e_alice ORDER BY id) s}),
+	'1,2,3', 'and reads them after her flush');
+unlike(substr(slurp_file($node->logfile), $offset),
+	qr/owned by another writer|taken over|changed hands|another shared-memory slot/,
+	'no writer fenced another, and no commit had to be retried');
+
+# The proofs of bob (section 3) and mallory left no probe behind; a probe
+# left by an interrupted proof is removed by gc of the shard.
+is(scalar(grep { m{/_probes/} } $store->list(''), $tenant->list('')), 0,
+	'every probe was deleted once it was read');
+my ($probe_prefix) = map { m{^(.*/shards/[^/]+/)wal/} ? $1 : () } $store->list('episodes/');
+$store->put("${probe_prefix}_probes/left-behind.probe", 'x');
+$node->safe_psql('postgres',
+	q{SET rollout_fdw.min_gc_grace = 0; SET ROLE alice; SELECT rollout_gc('e_alice', '0');});
+is(scalar(grep { m{/_probes/} } $store->list('episodes/')), 0,
+	'gc removed a probe an interrupted proof left behind');
 
 unlike(slurp_file($node->logfile), qr/terminated by signal/, 'no backend died');
 $node->stop;

@@ -1,0 +1,162 @@
+/*-------------------------------------------------------------------------
+ *
+ * write_proof.c
+ *		Confirm that credentials write the store a slot's writer claimed.
+ *
+ * Credentials that reach a location may reach different stores there: RGW
+ * keeps a bucket per tenant under one name, so two users' tables of the same
+ * location and store name may address two buckets.  A slot of shared memory
+ * serves one of them (shared_store.c).  Other credentials prove that they
+ * reach it by reading the claim's fence marker, whose put id only the claim
+ * knew; but anyone who can read the store can copy the fence into a bucket
+ * of their own, and would pass.  For reading that does no harm: the copy
+ * shows that its author reads the store.  Writing through the slot would:
+ * a flush would move the slot's rows into the copier's bucket and take them
+ * out of the memtable, and a commit would take the store's WAL positions.
+ *
+ * So a handle that is to write through a slot also writes a probe with its
+ * own credentials, under the shard's _probes/, and the slot's claim reads
+ * it back with the credentials it was made with, which the slot keeps for
+ * that (WRITE_PROOF_ACCESS_LEN bytes of its shared memory: the location,
+ * the server and user mapping options, and whether the server's environment
+ * credentials were allowed).  Only credentials that write where the claim
+ * wrote make the probe appear there, and nobody can forge that by reading.
+ * The probe is deleted at once; one left by an interrupted proof is removed
+ * by the shard's gc (lsm/gc.c).
+ *
+ * The kept access is never shown: no view or function returns it, and an
+ * error while it is used names the store only.  It stays in the cluster's
+ * memory, as the catalog's user mappings stay in its shared buffers.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/defrem.h"
+#include "nodes/makefuncs.h"
+
+#include "rollout/objstore.h"
+#include "rollout/store_keys.h"
+#include "rollout/write_proof.h"
+
+/* Append a NUL-terminated text to buffer at *used; false when it is full. */
+static bool
+access_append(char *buffer, Size size, Size *used, const char *text)
+{
+	Size		length = strlen(text) + 1;
+
+	if (*used + length > size)
+		return false;
+	memcpy(buffer + *used, text, length);
+	*used += length;
+	return true;
+}
+
+/*
+ * See write_proof.h.  The layout: the location, "1" or "0" for the
+ * environment credentials, then each option's name and value, every part
+ * ending in a NUL.
+ */
+Size
+write_proof_keep_access(RolloutStore *store, char *buffer, Size size)
+{
+	Size		used = 0;
+	bool		fits;
+	ListCell   *lc;
+
+	fits = access_append(buffer, size, &used, store->objstore->location) &&
+		access_append(buffer, size, &used, store->access_environment ? "1" : "0");
+	foreach(lc, store->access_options)
+	{
+		DefElem    *option = lfirst_node(DefElem, lc);
+
+		fits = fits &&
+			access_append(buffer, size, &used, option->defname) &&
+			access_append(buffer, size, &used, defGetString(option));
+	}
+	if (!fits)
+	{
+		buffer[0] = '\0';
+		return 0;
+	}
+	return used;
+}
+
+/* Open the store access (write_proof_keep_access) reaches. */
+static ObjectStore *
+access_open(const char *access, Size access_len)
+{
+	const char *location = access;
+	const char *part = location + strlen(location) + 1;
+	bool		environment = strcmp(part, "1") == 0;
+	List	   *options = NIL;
+
+	for (part += strlen(part) + 1; part < access + access_len;)
+	{
+		const char *name = part;
+		const char *value = name + strlen(name) + 1;
+
+		options = lappend(options, makeDefElem(pstrdup(name),
+											   (Node *) makeString(pstrdup(value)), -1));
+		part = value + strlen(value) + 1;
+	}
+	return objstore_open(location, options, environment);
+}
+
+/* errcontext of a proof: the store only, never whose access it reads with */
+static void
+write_proof_error_context(void *arg)
+{
+	errcontext("while confirming that the credentials of this table write the store \"%s\" that this cluster's writer claimed",
+			   (const char *) arg);
+}
+
+/* See write_proof.h. */
+bool
+write_proof_confirm(RolloutStore *store, const char *access, Size access_len)
+{
+	ErrorContextCallback callback;
+	char	   *key;
+	char	   *content = objstore_new_put_id();
+	ObjectStore *claimer;
+	StringInfoData found;
+	bool		confirmed = false;
+
+	if (access_len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("cannot confirm that these credentials write store \"%s\"",
+						store->name),
+				 errdetail("The options of the server and user mapping this cluster's writer of the store claimed it with are longer than the %d bytes its shared memory keeps of them.",
+						   WRITE_PROOF_ACCESS_LEN),
+				 errhint("Write the store through the same user mapping as that writer, or shorten the options.")));
+
+	callback.callback = write_proof_error_context;
+	callback.arg = store->name;
+	callback.previous = error_context_stack;
+	error_context_stack = &callback;
+
+	key = psprintf("%s%s.probe", rollout_key_write_probe_prefix(store, store->shard),
+				   objstore_new_put_id());
+	if (objstore_create_if_absent(store->objstore, key, content, strlen(content),
+								  content) == OBJSTORE_CREATED)
+	{
+		claimer = access_open(access, access_len);
+		initStringInfo(&found);
+		PG_TRY();
+		{
+			confirmed = objstore_get(claimer, key, &found) &&
+				found.len == (int) strlen(content) &&
+				memcmp(found.data, content, found.len) == 0;
+		}
+		PG_FINALLY();
+		{
+			objstore_close(claimer);
+		}
+		PG_END_TRY();
+		(void) objstore_delete(store->objstore, key);
+	}
+
+	error_context_stack = callback.previous;
+	return confirmed;
+}
