@@ -26,8 +26,10 @@
  * rollout_fdw.sweeper_cost_delay (maintenance_cost.c), as autovacuum does
  * with autovacuum_vacuum_cost_delay; flushes do not, since commits wait for
  * the memtable room a flush frees.
- * Every store is handled in its own transaction; an error is caught, logged,
- * recorded in rollout_stat_stores, and the store is tried again next pass.
+ * Every store is handled in its own transaction; an error is caught, logged
+ * (an error that repeats pass after pass once every SWEEPER_REPEAT_LOG_S,
+ * with its count), recorded in rollout_stat_stores, and the store is tried
+ * again next pass.
  * A store's turn may last rollout_fdw.sweeper_store_timeout: a store whose
  * object store stalls (unreachable, or an endpoint a server's owner pointed
  * at a server that never answers, under request timeouts that owner sets)
@@ -80,6 +82,14 @@
 #define SWEEPER_MAX_DATABASES	16
 #define SWEEPER_MERGE_CHECK_S	10
 
+/*
+ * A store that fails the same way on every pass (a bucket gone, a key
+ * revoked) has that error logged once, and again at most this often, with
+ * how many times it came meanwhile; rollout_stat_stores.last_error shows
+ * every failure as it happens.
+ */
+#define SWEEPER_REPEAT_LOG_S	600
+
 /* The sweeper's settings (sweeper_define_settings) */
 static int	flush_interval_s = 30;
 static int	merge_after_generations = 8;
@@ -104,6 +114,17 @@ typedef struct SweptStore
 									 * the first look */
 	int			timeouts;		/* turns in a row that ran out of time */
 	TimestampTz resting_until;	/* after those, left alone until then */
+
+	/*
+	 * Turns in a row that failed, and the error last logged for them (in
+	 * sweeper_context; NULL when none failed since the last success), when,
+	 * and how many failures with the same error were not logged since
+	 * (sweeper_log_failure).
+	 */
+	int64		failures;
+	char	   *error_logged;
+	TimestampTz error_logged_at;
+	int64		error_repeats;
 } SweptStore;
 
 static MemoryContext sweeper_context = NULL;
@@ -544,10 +565,63 @@ sweeper_rest(SweptStore *swept)
 }
 
 /*
+ * Log that swept's turn failed with message, unless the same error was
+ * logged for it less than SWEEPER_REPEAT_LOG_S ago: a store that stays
+ * broken would otherwise add a line to the log every second.
+ */
+static void
+sweeper_log_failure(SweptStore *swept, const char *message)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz since = swept->error_logged_at;
+	bool		same;
+	int64		repeats;
+
+	same = swept->error_logged != NULL && strcmp(swept->error_logged, message) == 0;
+	repeats = same ? swept->error_repeats : 0;
+	swept->failures++;
+	if (same && !TimestampDifferenceExceeds(swept->error_logged_at, now,
+											SWEEPER_REPEAT_LOG_S * 1000))
+	{
+		swept->error_repeats++;
+		return;
+	}
+	ereport(LOG,
+			(errmsg("rollout_fdw sweeper: store \"%s\": %s",
+					swept->store_name, message),
+			 repeats > 0 ?
+			 errdetail("The same error came %lld more times since it was logged at %s; it is logged again at most every %d s while it lasts.",
+					   (long long) repeats, timestamptz_to_str(since),
+					   SWEEPER_REPEAT_LOG_S) : 0));
+	if (swept->error_logged != NULL)
+		pfree(swept->error_logged);
+	swept->error_logged = MemoryContextStrdup(sweeper_context, message);
+	swept->error_logged_at = now;
+	swept->error_repeats = 0;
+}
+
+/* Log that swept was maintained again after turns that failed. */
+static void
+sweeper_log_recovery(SweptStore *swept)
+{
+	if (swept->failures == 0)
+		return;
+	ereport(LOG,
+			(errmsg("rollout_fdw sweeper: store \"%s\" maintained again after %lld failed turns",
+					swept->store_name, (long long) swept->failures)));
+	swept->failures = 0;
+	if (swept->error_logged != NULL)
+		pfree(swept->error_logged);
+	swept->error_logged = NULL;
+	swept->error_repeats = 0;
+}
+
+/*
  * Handle one store in its own transaction, within its time
- * (sweeper_turn_begin).  An error is logged and recorded
- * (rollout_stat_stores.last_error), and the store is tried again next pass,
- * or, when its turn ran out of time, after a rest (sweeper_rest).
+ * (sweeper_turn_begin).  An error is recorded (rollout_stat_stores.last_error)
+ * and logged (once while it repeats: sweeper_log_failure), and the store is
+ * tried again next pass, or, when its turn ran out of time, after a rest
+ * (sweeper_rest).
  */
 static void
 sweeper_sweep_store(Oid relid)
@@ -578,6 +652,7 @@ sweeper_sweep_store(Oid relid)
 		{
 			swept->timeouts = 0;
 			swept->resting_until = 0;
+			sweeper_log_recovery(swept);
 		}
 	}
 	PG_CATCH();
@@ -596,9 +671,7 @@ sweeper_sweep_store(Oid relid)
 			message = psprintf("its turn ran out of time while %s (rollout_fdw.sweeper_store_timeout = %d s) and is left alone for %d s",
 							   turn_step, store_timeout_s, sweeper_rest(swept));
 		if (swept != NULL)
-			ereport(LOG,
-					(errmsg("rollout_fdw sweeper: store \"%s\": %s",
-							swept->store_name, message)));
+			sweeper_log_failure(swept, message);
 		else
 			ereport(LOG,
 					(errmsg("rollout_fdw sweeper: rollout table %u: %s",
