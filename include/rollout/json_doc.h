@@ -22,8 +22,18 @@ typedef struct JsonDoc
 	JsonbContainer *root;
 } JsonDoc;
 
-/* Parse text (of length len) as a JSON object; ERROR if it is not one. */
+/*
+ * Parse text (of length len) as a JSON object; ERROR if it is not one, or
+ * if it is sealed (json_doc_seal) and its text does not match its seal.
+ */
 extern JsonDoc *json_doc_parse(const char *text, int len, const char *object_name);
+
+/*
+ * Seal the JSON object in buf (its text ends with its closing brace): add a
+ * last member "crc32c" with the CRC32C of the text before it, which
+ * json_doc_parse checks.  Readers that do not know it ignore the member.
+ */
+extern void json_doc_seal(StringInfo buf);
 
 /*
  * Member accessors.  "required" members raise the corrupt-object ERROR when

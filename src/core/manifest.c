@@ -634,6 +634,7 @@ shard_manifest_commit(RolloutStore *store, ShardManifest *manifest)
 		appendStringInfoChar(&buf, '}');
 	}
 	appendStringInfoString(&buf, "]}");
+	json_doc_seal(&buf);
 
 	key = manifest_key(rollout_key_shard_manifest_prefix(store, manifest->shard),
 					   version);
@@ -835,6 +836,7 @@ base_manifest_commit(RolloutStore *store, BaseManifest *manifest)
 	json_append_member_text(&buf, &cfirst, "last_time", manifest->last_compaction);
 	json_append_member_text(&buf, &cfirst, "last_error", manifest->last_compaction_error);
 	appendStringInfoString(&buf, "}}");
+	json_doc_seal(&buf);
 
 	key = manifest_key(rollout_key_base_manifest_prefix(store), version);
 	if (objstore_create_if_absent(store->objstore, key, buf.data, buf.len,

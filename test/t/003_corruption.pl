@@ -40,7 +40,7 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(preload mode_node shard_of);
+use RolloutTest qw(preload mode_node shard_of reseal_json);
 use Test::More;
 
 my $pre = preload();
@@ -314,8 +314,25 @@ $store->put($manifest_key, '');
 expect_error('empty manifest', $manifest_key);
 $store->put($manifest_key, '[1, 2, 3]');
 expect_error('a manifest that is valid JSON of the wrong shape', $manifest_key);
+like($manifest_bytes, qr/, "crc32c": "[0-9a-f]{8}"\}\z/, 'the manifest ends with its CRC32C');
+is(reseal_json($manifest_bytes), $manifest_bytes, "the test's CRC32C of the text is the one stored");
+# a flipped digit of a position: without the seal the read would go on,
+# skipping or repeating WAL entries without a word
+(my $flipped = $manifest_bytes) =~ s/("replay_after":\s*)(\d)/$1 . ($2 ^ 1)/e;
+isnt($flipped, $manifest_bytes, 'a digit of replay_after flipped');
+$store->put($manifest_key, $flipped);
+expect_error('a manifest with one flipped digit', $manifest_key,
+	what => qr/object "[^"]*\Q$manifest_key\E" is corrupt.*\n.*DETAIL:\s+Its text does not match its checksum/);
+(my $bad_seal = $manifest_bytes) =~ s/"crc32c": "[0-9a-f]{8}"/"crc32c": "0xz1"/;
+$store->put($manifest_key, $bad_seal);
+expect_error('a manifest whose seal is damaged', $manifest_key);
+# a manifest of a build before seals: read as it is
+(my $unsealed = $manifest_bytes) =~ s/, "crc32c": "[0-9a-f]{8}"\}\z/}/;
+$store->put($manifest_key, $unsealed);
+is($node->safe_psql('postgres', $query), $original, 'a manifest without a seal (an older build\'s) is read');
+# the checks behind the seal still hold for a document sealed anew
 (my $wrong_type = $manifest_bytes) =~ s/"replay_after":\s*\d+/"replay_after": "many"/;
-$store->put($manifest_key, $wrong_type);
+$store->put($manifest_key, reseal_json($wrong_type));
 expect_error('a manifest with a string where a number belongs', $manifest_key);
 $store->put($manifest_key, "\x{ff}\x{fe}garbage\0\x01");
 expect_error('binary garbage as manifest', $manifest_key);
@@ -324,7 +341,7 @@ expect_error('binary garbage as manifest', $manifest_key);
 (my $reversed = $manifest_bytes) =~
   s/"min_key":\s*"([0-9a-f]+)"(.*?)"max_key":\s*"([0-9a-f]+)"/"min_key": "$3"$2"max_key": "$1"/s;
 isnt($reversed, $manifest_bytes, 'the generation has a key range of distinct ends to swap');
-$store->put($manifest_key, $reversed);
+$store->put($manifest_key, reseal_json($reversed));
 expect_error('a manifest whose min_key is greater than its max_key', $manifest_key);
 $store->put($manifest_key, $manifest_bytes);
 is($node->safe_psql('postgres', $query), $original, 'restoring the manifest restores the result');
