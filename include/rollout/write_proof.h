@@ -30,13 +30,23 @@
 extern Size write_proof_keep_access(RolloutStore *store, char *buffer,
 									Size size);
 
+/* What a proof found (write_proof_confirm). */
+typedef enum WriteProof
+{
+	WRITE_PROOF_CONFIRMED,		/* the probe is where the claim reads */
+	WRITE_PROOF_REFUTED,		/* it is not: another store */
+	WRITE_PROOF_STALE			/* the claim's credentials are refused now
+								 * (rotated, revoked, expired) */
+}			WriteProof;
+
 /*
  * Whether store's credentials write into the store that access (of length
  * access_len, from write_proof_keep_access) reaches: a probe created with
  * store's credentials, read back through access, then deleted.  ERROR when
- * access_len is 0 (nothing could be kept), or when a request fails.
+ * access_len is 0 (nothing could be kept), or when a request fails for
+ * another reason than the claim's credentials being refused.
  */
-extern bool write_proof_confirm(RolloutStore *store, const char *access,
-								Size access_len);
+extern WriteProof write_proof_confirm(RolloutStore *store, const char *access,
+									  Size access_len);
 
 #endif							/* ROLLOUT_WRITE_PROOF_H */

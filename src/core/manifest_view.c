@@ -124,17 +124,26 @@ manifest_view_max_age_ms(void)
 }
 
 /*
- * The slot of store whose view may be read or changed, or NULL.  A store not
- * created yet has no manifests worth keeping; a slot about another creation
- * of the store is not touched (shared_store_adopt_incarnation resets the
- * view with everything else when a backend brings the slot to a new one).
+ * The slot of store whose view may be read, or changed (to_change), or
+ * NULL.  A store not created yet has no manifests worth keeping; a slot
+ * about another creation of the store is not touched
+ * (shared_store_adopt_incarnation resets the view with everything else when
+ * a backend brings the slot to a new one).  Only handles known to write the
+ * store change what the cluster believes of it: one admitted only to read
+ * may have found the slot's fence in a copy of the store, whose versions
+ * and empty WAL tail would hide the store's newer rows from others.
  */
 static SharedStoreSlot *
-manifest_view_slot(RolloutStore *store, bool create)
+manifest_view_slot(RolloutStore *store, bool create, bool to_change)
 {
+	SharedStoreSlot *slot;
+
 	if (store->pending_definition != NULL || store->incarnation == NULL)
 		return NULL;
-	return create ? shared_store_slot_for_reading(store) : shared_store_lookup(store);
+	slot = create ? shared_store_slot_for_reading(store) : shared_store_lookup(store);
+	if (slot != NULL && to_change && !store->shared_slot_writes)
+		return NULL;
+	return slot;
 }
 
 static bool
@@ -157,7 +166,7 @@ shard_name_compare(const ListCell *a, const ListCell *b)
 bool
 manifest_view_lookup(RolloutStore *store, ManifestVersions *out)
 {
-	SharedStoreSlot *slot = manifest_view_slot(store, false);
+	SharedStoreSlot *slot = manifest_view_slot(store, false, false);
 	ManifestViewShard shards[MANIFEST_VIEW_SHARDS];
 	int			count = 0;
 	bool		usable;
@@ -205,7 +214,7 @@ void
 manifest_view_publish(RolloutStore *store, TimestampTz started_at,
 					  const ManifestVersions *found)
 {
-	SharedStoreSlot *slot = manifest_view_slot(store, true);
+	SharedStoreSlot *slot = manifest_view_slot(store, true, true);
 	ListCell   *lc;
 
 	if (slot == NULL)
@@ -231,7 +240,7 @@ manifest_view_publish(RolloutStore *store, TimestampTz started_at,
 void
 manifest_view_note_shard_commit(RolloutStore *store, const ShardManifest *manifest)
 {
-	SharedStoreSlot *slot = manifest_view_slot(store, false);
+	SharedStoreSlot *slot = manifest_view_slot(store, false, true);
 	TimestampTz now = GetCurrentTimestamp();
 
 	if (slot == NULL)
@@ -247,7 +256,7 @@ manifest_view_note_shard_commit(RolloutStore *store, const ShardManifest *manife
 void
 manifest_view_note_base_commit(RolloutStore *store, int64 version)
 {
-	SharedStoreSlot *slot = manifest_view_slot(store, false);
+	SharedStoreSlot *slot = manifest_view_slot(store, false, true);
 
 	if (slot == NULL)
 		return;
@@ -261,7 +270,7 @@ manifest_view_note_base_commit(RolloutStore *store, int64 version)
 void
 manifest_view_forget(RolloutStore *store)
 {
-	SharedStoreSlot *slot = manifest_view_slot(store, false);
+	SharedStoreSlot *slot = manifest_view_slot(store, false, false);
 	TimestampTz now = GetCurrentTimestamp();
 
 	if (slot == NULL)
@@ -280,7 +289,7 @@ manifest_view_forget(RolloutStore *store)
 void
 manifest_view_wal_tail_look(RolloutStore *store, WalTailLook *look)
 {
-	SharedStoreSlot *slot = manifest_view_slot(store, false);
+	SharedStoreSlot *slot = manifest_view_slot(store, false, true);
 
 	look->started_at = GetCurrentTimestamp();
 	look->recordable = slot != NULL && manifest_view_max_age_ms() > 0 &&
@@ -294,7 +303,7 @@ void
 manifest_view_wal_tail_found_empty(RolloutStore *store, const WalTailLook *look,
 								   int64 replay_after)
 {
-	SharedStoreSlot *slot = manifest_view_slot(store, false);
+	SharedStoreSlot *slot = manifest_view_slot(store, false, true);
 
 	if (slot == NULL || !look->recordable ||
 		shared_store_wal_changes(slot->store, slot->shard) != look->changes)
@@ -318,7 +327,7 @@ manifest_view_wal_tail_found_empty(RolloutStore *store, const WalTailLook *look,
 bool
 manifest_view_wal_tail_empty(RolloutStore *store, int64 replay_after)
 {
-	SharedStoreSlot *slot = manifest_view_slot(store, false);
+	SharedStoreSlot *slot = manifest_view_slot(store, false, false);
 	int64		max_age_ms = manifest_view_max_age_ms();
 	TimestampTz now = GetCurrentTimestamp();
 	uint64		changes;

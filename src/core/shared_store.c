@@ -184,7 +184,10 @@ typedef enum SlotStanding
 {
 	SLOT_MEMBER,				/* it may use the slot */
 	SLOT_UNCLAIMED,				/* another's, with no claim to check against */
-	SLOT_FOREIGN				/* its credentials reach another store */
+	SLOT_FOREIGN,				/* its credentials reach another store */
+	SLOT_STALE					/* to write: the credentials of the slot's
+								 * claim are refused now, so nobody can show
+								 * that they write its store */
 } SlotStanding;
 
 /*
@@ -197,7 +200,9 @@ typedef enum SlotStanding
  * means they reach another.  The put id is never shown, so credentials that
  * reach another store cannot learn it by this; but whoever can read the
  * store can copy the fence.  So to write, credentials not yet known to
- * write also pass write_proof_confirm against the claim's access.  Reads
+ * write also pass write_proof_confirm against the claim's access; when the
+ * store refuses that access (its keys were rotated since), the slot is
+ * SLOT_STALE, with *member_since the generation that was judged.  Reads
  * and writes the store without the slot's lock; asks again if the slot
  * changed meanwhile.
  */
@@ -244,8 +249,19 @@ slot_standing(SharedStoreSlot *slot, RolloutStore *store, bool to_write,
 			if (found == NULL || strcmp(found, put_id) != 0)
 				return SLOT_FOREIGN;
 		}
-		if (to_write && !write_proof_confirm(store, access, access_len))
-			return SLOT_FOREIGN;
+		if (to_write)
+		{
+			WriteProof	proof = write_proof_confirm(store, access, access_len);
+
+			explicit_bzero(access, access_len);
+			if (proof == WRITE_PROOF_STALE)
+			{
+				*member_since = generation;
+				return SLOT_STALE;
+			}
+			if (proof == WRITE_PROOF_REFUTED)
+				return SLOT_FOREIGN;
+		}
 
 		/*
 		 * A claim of the same store may have come meanwhile (its fence is
@@ -295,6 +311,7 @@ slot_forget_store_locked(SharedStoreSlot *slot)
 	slot->claim_put_id[0] = '\0';
 	slot->claim_position = 0;
 	slot->claim_access_len = 0;
+	explicit_bzero(slot->claim_access, sizeof(slot->claim_access));
 	pg_atomic_fetch_add_u64(&slot->namespace_generation, 1);
 }
 
@@ -305,6 +322,42 @@ slot_busy_locked(SharedStoreSlot *slot)
 	return slot->leaders_active > 0 || DsaPointerIsValid(slot->queue_head) ||
 		slot->queued_bytes > 0 || slot->flushing ||
 		slot->writer_state == WRITER_INITIALIZING;
+}
+
+/*
+ * Forget the claim of slot, judged SLOT_STALE at generation: nobody can
+ * write through it any more (its claim's credentials are refused), and
+ * nobody else could prove that they write its store.  Its memtable goes
+ * with it, as after an eviction: every batch is a durable WAL entry, which
+ * the next claim of the store seals.  The slot then stands for no store,
+ * and a committer may take it over (slot_take_over).  Waits for anything in
+ * flight; does nothing when the slot changed meanwhile.
+ */
+static void
+slot_forget_stale_claim(SharedStoreSlot *slot, uint64 generation)
+{
+	for (;;)
+	{
+		bool		done = true;
+
+		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+		if (pg_atomic_read_u64(&slot->namespace_generation) == generation)
+		{
+			if (slot_busy_locked(slot))
+				done = false;
+			else
+				slot_forget_store_locked(slot);
+		}
+		LWLockRelease(&slot->lock);
+		if (done)
+			break;
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(10 * 1000L);
+	}
+	ereport(LOG,
+			(errmsg("rollout_fdw: forgot the claim of shard \"%s\" of store \"%s\" in shared memory: its credentials are refused now",
+					slot->shard, slot->store),
+			 errdetail("Other credentials could not prove that they write the store through it. The store's unflushed rows stay in its WAL; the next commit claims the shard again.")));
 }
 
 /*
@@ -387,6 +440,7 @@ slot_create(RolloutStore *store, int judged, bool *changed)
 		slot->claim_put_id[0] = '\0';
 		slot->claim_position = 0;
 		slot->claim_access_len = 0;
+		explicit_bzero(slot->claim_access, sizeof(slot->claim_access));
 		pg_atomic_fetch_add_u64(&slot->namespace_generation, 1);
 		slot->writer_state = WRITER_NONE;
 		slot->in_use = true;
@@ -476,7 +530,9 @@ slot_find(RolloutStore *store, SlotSearch search, uint64 *member_since,
 	{
 		SharedStoreSlot *own_unclaimed = NULL;
 		SharedStoreSlot *other_unclaimed = NULL;
+		SharedStoreSlot *stale = NULL;
 		uint64		own_since = 0;
+		uint64		stale_since = 0;
 		int			count;
 		bool		changed;
 
@@ -518,6 +574,13 @@ slot_find(RolloutStore *store, SlotSearch search, uint64 *member_since,
 					break;
 				case SLOT_FOREIGN:
 					break;
+				case SLOT_STALE:
+					if (stale == NULL)
+					{
+						stale = candidates[i];
+						stale_since = since;
+					}
+					break;
 			}
 		}
 		if (found != NULL)
@@ -527,6 +590,12 @@ slot_find(RolloutStore *store, SlotSearch search, uint64 *member_since,
 			found = own_unclaimed;
 			*member_since = own_since;
 			break;
+		}
+		if (stale != NULL)
+		{
+			/* only searches to write judge it (slot_standing): look again */
+			slot_forget_stale_claim(stale, stale_since);
+			continue;
 		}
 		if (other_unclaimed != NULL)
 		{
@@ -550,6 +619,14 @@ slot_find(RolloutStore *store, SlotSearch search, uint64 *member_since,
 		}
 	}
 	pfree(candidates);
+
+	/* a reader found through the fence may still be known to write */
+	if (found != NULL && !*writes)
+	{
+		LWLockAcquire(&found->lock, LW_SHARED);
+		*writes = slot_member_locked(found, store->objstore->access_fingerprint, true);
+		LWLockRelease(&found->lock);
+	}
 
 	/*
 	 * A committer never goes the direct path beside a slot of its store (its
@@ -754,6 +831,18 @@ slot_for_handle(RolloutStore *store, SlotSearch search, bool *full)
 	if (found == NULL)
 		return NULL;
 	slot_remember(store, found, member_since, writes);
+
+	/*
+	 * Credentials admitted only to read (by the fence, which whoever reads
+	 * the store can copy, with the rest of the store, to where they write)
+	 * must not reset a slot to another creation: they go without it.
+	 */
+	if (!writes && store->pending_definition == NULL &&
+		strncmp(found->incarnation, store->incarnation, SLOT_SHARD_LEN - 1) != 0)
+	{
+		store->shared_slot = NULL;
+		return NULL;
+	}
 	shared_store_adopt_incarnation(found, store);
 
 	/*
@@ -883,8 +972,19 @@ shared_store_check_siblings(RolloutStore *store, SharedStoreSlot *slot)
 		LWLockAcquire(&siblings[i]->lock, LW_SHARED);
 		claimed = siblings[i]->claim_put_id[0] != '\0';
 		LWLockRelease(&siblings[i]->lock);
-		conflict = claimed &&
-			slot_standing(siblings[i], store, true, &since) == SLOT_MEMBER;
+		if (!claimed)
+			continue;
+		switch (slot_standing(siblings[i], store, true, &since))
+		{
+			case SLOT_MEMBER:
+				conflict = true;
+				break;
+			case SLOT_STALE:
+				slot_forget_stale_claim(siblings[i], since);
+				break;
+			default:
+				break;
+		}
 	}
 	pfree(siblings);
 	if (conflict)

@@ -34,6 +34,7 @@
 
 #include "commands/defrem.h"
 #include "nodes/makefuncs.h"
+#include "utils/memutils.h"
 
 #include "rollout/objstore.h"
 #include "rollout/store_keys.h"
@@ -82,14 +83,41 @@ write_proof_keep_access(RolloutStore *store, char *buffer, Size size)
 	return used;
 }
 
-/* Open the store access (write_proof_keep_access) reaches. */
-static ObjectStore *
-access_open(const char *access, Size access_len)
+/* Wipe the values of options parsed from a kept access. */
+static void
+access_wipe_options(List *options)
 {
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		char	   *value = strVal(lfirst_node(DefElem, lc)->arg);
+
+		explicit_bzero(value, strlen(value));
+	}
+}
+
+/*
+ * Whether the probe at key reads back as content through the store access
+ * (write_proof_keep_access) reaches.  The handle and the options parsed for
+ * it live in a context of their own, whose secrets are wiped before it goes
+ * (what the object-store backend copies of them goes with it unwiped).
+ */
+static WriteProof
+access_reads_probe(const char *access, Size access_len, const char *key,
+				   const char *content)
+{
+	MemoryContext context = AllocSetContextCreate(CurrentMemoryContext,
+												  "rollout write proof",
+												  ALLOCSET_SMALL_SIZES);
+	MemoryContext oldcontext = MemoryContextSwitchTo(context);
 	const char *location = access;
 	const char *part = location + strlen(location) + 1;
 	bool		environment = strcmp(part, "1") == 0;
 	List	   *options = NIL;
+	ObjectStore *claimer = NULL;
+	StringInfoData found;
+	WriteProof	proof = WRITE_PROOF_REFUTED;
 
 	for (part += strlen(part) + 1; part < access + access_len;)
 	{
@@ -100,7 +128,43 @@ access_open(const char *access, Size access_len)
 											   (Node *) makeString(pstrdup(value)), -1));
 		part = value + strlen(value) + 1;
 	}
-	return objstore_open(location, options, environment);
+	initStringInfo(&found);
+	PG_TRY();
+	{
+		claimer = objstore_open(location, options, environment);
+		if (objstore_get(claimer, key, &found) &&
+			found.len == (int) strlen(content) &&
+			memcmp(found.data, content, found.len) == 0)
+			proof = WRITE_PROOF_CONFIRMED;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		/*
+		 * Refused credentials are an answer, not a failure: the claim's may
+		 * have been rotated since (its user mapping now holds others, which
+		 * are proving themselves here).  The request was over when the error
+		 * was raised, and nothing here holds locks or buffers, so the error
+		 * can be dropped.  Anything else is raised as it came.
+		 */
+		MemoryContextSwitchTo(context);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_INSUFFICIENT_PRIVILEGE)
+		{
+			access_wipe_options(options);
+			PG_RE_THROW();
+		}
+		FlushErrorState();
+		proof = WRITE_PROOF_STALE;
+	}
+	PG_END_TRY();
+	if (claimer != NULL)
+		objstore_close(claimer);
+	access_wipe_options(options);
+	MemoryContextSwitchTo(oldcontext);
+	MemoryContextDelete(context);
+	return proof;
 }
 
 /* errcontext of a proof: the store only, never whose access it reads with */
@@ -112,15 +176,13 @@ write_proof_error_context(void *arg)
 }
 
 /* See write_proof.h. */
-bool
+WriteProof
 write_proof_confirm(RolloutStore *store, const char *access, Size access_len)
 {
 	ErrorContextCallback callback;
 	char	   *key;
 	char	   *content = objstore_new_put_id();
-	ObjectStore *claimer;
-	StringInfoData found;
-	bool		confirmed = false;
+	WriteProof	proof = WRITE_PROOF_REFUTED;
 
 	if (access_len == 0)
 		ereport(ERROR,
@@ -141,22 +203,10 @@ write_proof_confirm(RolloutStore *store, const char *access, Size access_len)
 	if (objstore_create_if_absent(store->objstore, key, content, strlen(content),
 								  content) == OBJSTORE_CREATED)
 	{
-		claimer = access_open(access, access_len);
-		initStringInfo(&found);
-		PG_TRY();
-		{
-			confirmed = objstore_get(claimer, key, &found) &&
-				found.len == (int) strlen(content) &&
-				memcmp(found.data, content, found.len) == 0;
-		}
-		PG_FINALLY();
-		{
-			objstore_close(claimer);
-		}
-		PG_END_TRY();
+		proof = access_reads_probe(access, access_len, key, content);
 		(void) objstore_delete(store->objstore, key);
 	}
 
 	error_context_stack = callback.previous;
-	return confirmed;
+	return proof;
 }

@@ -280,9 +280,11 @@ writer_claim(RolloutStore *store, SharedStoreSlot *slot,
 	strlcpy(slot->claim_put_id, claim.fence_put_id ? claim.fence_put_id : "",
 			SLOT_PUT_ID_LEN);
 	slot->claim_position = claim.fence_position;
+	explicit_bzero(slot->claim_access, sizeof(slot->claim_access));
 	memcpy(slot->claim_access, access, access_len);
 	slot->claim_access_len = access_len;
 	LWLockRelease(&slot->lock);
+	explicit_bzero(access, sizeof(access));
 }
 
 /*

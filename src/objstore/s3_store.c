@@ -256,7 +256,11 @@ s3_raise(ObjectStore *store, const char *operation, const char *key,
 	int			sqlstate;
 
 	s3_error_body(body, body_length, &code, &message);
-	if (response->status == 401 || response->status == 403)
+
+	/* an expired or invalid session token is a 400 */
+	if (response->status == 401 || response->status == 403 ||
+		(code != NULL && (strcmp(code, "ExpiredToken") == 0 ||
+						  strcmp(code, "InvalidToken") == 0)))
 		sqlstate = ERRCODE_INSUFFICIENT_PRIVILEGE;
 	else if (code != NULL && strcmp(code, "NoSuchBucket") == 0)
 		sqlstate = ERRCODE_UNDEFINED_OBJECT;

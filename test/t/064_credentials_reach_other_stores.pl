@@ -27,8 +27,8 @@
 #   3. bob, with another key of alice's user (the same bucket), shares
 #      alice's slot: no second slot, no fencing, every row read by both;
 #   5. a copy of alice's fence in mallory's bucket lets mallory read through
-#      alice's slot but not write through it: writing needs a probe that
-#      alice's claim reads back.
+#      alice's slot but neither write through it (writing needs a probe that
+#      alice's claim reads back) nor reset it.
 # The other backends have no tenants; the test needs RGW.
 
 use strict;
@@ -251,6 +251,22 @@ $tenant->put($_, $store->get($_)) for @copied;
 ok(scalar(grep { m{/wal/} } @copied) > 0,
 	'mallory copied alice\'s store, the WAL of her claim with its fence too (' . scalar(@copied) . ' objects)');
 as('alice', q{INSERT INTO e_alice VALUES (3, 'alice e3');});
+
+# Admitted only to read, mallory must not change alice's slot either: here
+# her copy says it is another creation of the store, which a handle that
+# writes the store would take for a store created again and reset the slot
+# for (its memtable, its claim).  Hers reads without the slot instead.
+my $definition = $tenant->get('episodes/_store.json');
+(my $forged_definition = $definition) =~ s/"incarnation": "[^"]+"/"incarnation": "forged"/;
+isnt($forged_definition, $definition, "mallory's copy names another creation of the store");
+$tenant->put('episodes/_store.json', $forged_definition);
+# (the sweeper may have made mallory's table a slot of its own meanwhile)
+is($node->safe_psql('postgres', q{SELECT sum(memtable_rows) FROM rollout_stat_stores WHERE store = 'episodes'}),
+	'2', "alice's two unflushed rows are in her slot's memtable");
+as('mallory', q{SELECT count(*) FROM e_mallory});
+is($node->safe_psql('postgres', q{SELECT sum(memtable_rows) FROM rollout_stat_stores WHERE store = 'episodes'}),
+	'2', "a read of mallory's through the copied fence did not reset alice's slot");
+$tenant->put('episodes/_store.json', $definition);
 
 as('mallory', q{INSERT INTO e_mallory VALUES (300, 'mallory e300');});
 as('mallory', q{SELECT rollout_flush('e_mallory');});
