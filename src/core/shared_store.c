@@ -36,7 +36,7 @@
 #include "rollout/wal.h"
 
 /* rollout_fdw.max_stores */
-static int	max_stores_setting = 64;
+static int	max_stores_setting = 256;
 
 /* Counters of what adds entries to a shard's WAL: shared_store_note_wal_change */
 #define WAL_CHANGE_COUNTERS	64
@@ -62,7 +62,7 @@ shared_store_define_settings(void)
 							"Stores (per shard) this cluster can write with group commit and memtable.",
 							NULL,
 							&max_stores_setting,
-							64, 1, 10000,
+							256, 1, 10000,
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);
