@@ -42,11 +42,13 @@ typedef enum WriteProof
 /*
  * Whether store's credentials write into the store that access (of length
  * access_len, from write_proof_keep_access) reaches: a probe created with
- * store's credentials, read back through access, then deleted.  ERROR when
- * access_len is 0 (nothing could be kept), or when a request fails for
- * another reason than the claim's credentials being refused.
+ * store's credentials, read back through access, then deleted.  The claim's
+ * fence at claim_position of store's shard tells a refused read of a probe
+ * that is not there from refused credentials.  ERROR when access_len is 0
+ * (nothing could be kept), or when a request fails for another reason than
+ * the claim's credentials being refused.
  */
 extern WriteProof write_proof_confirm(RolloutStore *store, const char *access,
-									  Size access_len);
+									  Size access_len, int64 claim_position);
 
 #endif							/* ROLLOUT_WRITE_PROOF_H */

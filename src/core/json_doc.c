@@ -76,24 +76,25 @@ json_doc_seal(StringInfo buf)
 static void
 json_doc_check_seal(const JsonDoc *doc, const char *text, int len)
 {
-	const char *seal = text +len - JSON_SEAL_LENGTH;
+	int			body_length = len - (int) JSON_SEAL_LENGTH;
+	const char *seal;
 	unsigned int stored;
 	char		tail[3];
 	pg_crc32c	crc;
 
-	if (len < (int) JSON_SEAL_LENGTH ||
-		memcmp(seal, JSON_SEAL_MEMBER, sizeof(JSON_SEAL_MEMBER) - 1) != 0)
+	if (body_length < 0 ||
+		memcmp(&text[body_length], JSON_SEAL_MEMBER, sizeof(JSON_SEAL_MEMBER) - 1) != 0)
 	{
 		if (strstr(text, "\"crc32c\": ") != NULL)
 			json_doc_corrupt(doc, "Its checksum is not where it belongs.");
 		return;
 	}
-	seal += sizeof(JSON_SEAL_MEMBER) - 1;
+	seal = &text[body_length] + sizeof(JSON_SEAL_MEMBER) - 1;
 	if (strspn(seal, "0123456789abcdef") != 8 ||
 		sscanf(seal, "%8x%2c", &stored, tail) != 2 ||
 		tail[0] != '"' || tail[1] != '}')
 		json_doc_corrupt(doc, "Its checksum is not eight hexadecimal digits.");
-	crc = json_seal_crc(text, len - JSON_SEAL_LENGTH);
+	crc = json_seal_crc(text, body_length);
 	if (crc != stored)
 		json_doc_corrupt(doc, psprintf("Its text does not match its checksum (CRC32C %08x, stored %08x).",
 									   (unsigned int) crc, stored));

@@ -190,6 +190,37 @@ typedef enum SlotStanding
 								 * that they write its store */
 } SlotStanding;
 
+/* The claim a SLOT_STALE verdict was about (slot_forget_stale_claim). */
+typedef struct StaleClaim
+{
+	uint64		generation;
+	int64		position;
+	char		put_id[SLOT_PUT_ID_LEN];
+}			StaleClaim;
+
+/*
+ * write_proof_confirm against a claim at position whose access was copied
+ * into access (WRITE_PROOF_ACCESS_LEN bytes on the caller's stack), which is
+ * wiped whatever happens.
+ */
+static WriteProof
+slot_prove_write(RolloutStore *store, char *access, Size access_len,
+				 int64 position)
+{
+	volatile	WriteProof proof = WRITE_PROOF_REFUTED;
+
+	PG_TRY();
+	{
+		proof = write_proof_confirm(store, access, access_len, position);
+	}
+	PG_FINALLY();
+	{
+		explicit_bzero(access, WRITE_PROOF_ACCESS_LEN);
+	}
+	PG_END_TRY();
+	return proof;
+}
+
 /*
  * What store's handle is to slot, to read through it or also to write
  * (to_write).  A handle whose credentials are neither the owner's nor
@@ -202,13 +233,13 @@ typedef enum SlotStanding
  * store can copy the fence.  So to write, credentials not yet known to
  * write also pass write_proof_confirm against the claim's access; when the
  * store refuses that access (its keys were rotated since), the slot is
- * SLOT_STALE, with *member_since the generation that was judged.  Reads
+ * SLOT_STALE, and *stale (which callers to write pass) says which claim.  Reads
  * and writes the store without the slot's lock; asks again if the slot
  * changed meanwhile.
  */
 static SlotStanding
 slot_standing(SharedStoreSlot *slot, RolloutStore *store, bool to_write,
-			  uint64 *member_since)
+			  uint64 *member_since, StaleClaim * stale)
 {
 	const char *fingerprint = store->objstore->access_fingerprint;
 	char		access[WRITE_PROOF_ACCESS_LEN];
@@ -247,16 +278,20 @@ slot_standing(SharedStoreSlot *slot, RolloutStore *store, bool to_write,
 			char	   *found = wal_entry_put_id(store, position);
 
 			if (found == NULL || strcmp(found, put_id) != 0)
+			{
+				explicit_bzero(access, access_len);
 				return SLOT_FOREIGN;
+			}
 		}
 		if (to_write)
 		{
-			WriteProof	proof = write_proof_confirm(store, access, access_len);
+			WriteProof	proof = slot_prove_write(store, access, access_len, position);
 
-			explicit_bzero(access, access_len);
 			if (proof == WRITE_PROOF_STALE)
 			{
-				*member_since = generation;
+				stale->generation = generation;
+				stale->position = position;
+				strlcpy(stale->put_id, put_id, sizeof(stale->put_id));
 				return SLOT_STALE;
 			}
 			if (proof == WRITE_PROOF_REFUTED)
@@ -325,39 +360,46 @@ slot_busy_locked(SharedStoreSlot *slot)
 }
 
 /*
- * Forget the claim of slot, judged SLOT_STALE at generation: nobody can
+ * Forget the claim of slot that a SLOT_STALE verdict was about: nobody can
  * write through it any more (its claim's credentials are refused), and
  * nobody else could prove that they write its store.  Its memtable goes
  * with it, as after an eviction: every batch is a durable WAL entry, which
  * the next claim of the store seals.  The slot then stands for no store,
- * and a committer may take it over (slot_take_over).  Waits for anything in
- * flight; does nothing when the slot changed meanwhile.
+ * and a committer may take it over (slot_take_over).  Returns true when
+ * that claim is gone (forgotten here, or replaced meanwhile: a new claim
+ * keeps the generation, so its put id tells), false when something is in
+ * flight in the slot, or its writer refuses commits for good (fenced twice,
+ * superseded by a promoted standby), which a forget would undo.  Never
+ * waits: a caller may hold the lock claims take (shared_store_check_siblings),
+ * which a committer holding room in the slot waits for.
  */
-static void
-slot_forget_stale_claim(SharedStoreSlot *slot, uint64 generation)
+static bool
+slot_forget_stale_claim(SharedStoreSlot *slot, const StaleClaim * stale)
 {
-	for (;;)
-	{
-		bool		done = true;
+	bool		gone = true;
+	bool		forgotten = false;
 
-		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-		if (pg_atomic_read_u64(&slot->namespace_generation) == generation)
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	if (pg_atomic_read_u64(&slot->namespace_generation) == stale->generation &&
+		slot->claim_position == stale->position &&
+		strcmp(slot->claim_put_id, stale->put_id) == 0)
+	{
+		if (slot_busy_locked(slot) || slot->writer_state == WRITER_FENCED ||
+			slot->writer_state == WRITER_SUPERSEDED)
+			gone = false;
+		else
 		{
-			if (slot_busy_locked(slot))
-				done = false;
-			else
-				slot_forget_store_locked(slot);
+			slot_forget_store_locked(slot);
+			forgotten = true;
 		}
-		LWLockRelease(&slot->lock);
-		if (done)
-			break;
-		CHECK_FOR_INTERRUPTS();
-		pg_usleep(10 * 1000L);
 	}
-	ereport(LOG,
-			(errmsg("rollout_fdw: forgot the claim of shard \"%s\" of store \"%s\" in shared memory: its credentials are refused now",
-					slot->shard, slot->store),
-			 errdetail("Other credentials could not prove that they write the store through it. The store's unflushed rows stay in its WAL; the next commit claims the shard again.")));
+	LWLockRelease(&slot->lock);
+	if (forgotten)
+		ereport(LOG,
+				(errmsg("rollout_fdw: forgot the claim of shard \"%s\" of store \"%s\" in shared memory: its credentials are refused now",
+						slot->shard, slot->store),
+				 errdetail("Other credentials could not prove that they write the store through it. The store's unflushed rows stay in its WAL; the next commit claims the shard again.")));
+	return gone;
 }
 
 /*
@@ -531,8 +573,8 @@ slot_find(RolloutStore *store, SlotSearch search, uint64 *member_since,
 		SharedStoreSlot *own_unclaimed = NULL;
 		SharedStoreSlot *other_unclaimed = NULL;
 		SharedStoreSlot *stale = NULL;
+		StaleClaim	stale_claim;
 		uint64		own_since = 0;
-		uint64		stale_since = 0;
 		int			count;
 		bool		changed;
 
@@ -551,7 +593,9 @@ slot_find(RolloutStore *store, SlotSearch search, uint64 *member_since,
 			uint64		since;
 			bool		claimed;
 
-			switch (slot_standing(candidates[i], store, to_write, &since))
+			StaleClaim	judged;
+
+			switch (slot_standing(candidates[i], store, to_write, &since, &judged))
 			{
 				case SLOT_MEMBER:
 					LWLockAcquire(&candidates[i]->lock, LW_SHARED);
@@ -578,7 +622,7 @@ slot_find(RolloutStore *store, SlotSearch search, uint64 *member_since,
 					if (stale == NULL)
 					{
 						stale = candidates[i];
-						stale_since = since;
+						stale_claim = judged;
 					}
 					break;
 			}
@@ -593,8 +637,14 @@ slot_find(RolloutStore *store, SlotSearch search, uint64 *member_since,
 		}
 		if (stale != NULL)
 		{
-			/* only searches to write judge it (slot_standing): look again */
-			slot_forget_stale_claim(stale, stale_since);
+			/*
+			 * Only searches to write judge it (slot_standing).  Look again,
+			 * after a moment while something is in flight in it; a writer
+			 * that refuses commits for good is left alone, and the search
+			 * ends as "kept changing hands".
+			 */
+			if (!slot_forget_stale_claim(stale, &stale_claim))
+				pg_usleep(10 * 1000L);
 			continue;
 		}
 		if (other_unclaimed != NULL)
@@ -925,10 +975,13 @@ shared_store_require_member(RolloutStore *store, SharedStoreSlot *slot,
 							const char *action)
 {
 	uint64		member_since;
+	StaleClaim	stale;
+	SlotStanding standing;
 
 	if (slot_cached(store, false) == slot && store->shared_slot_writes)
 		return;
-	if (slot_standing(slot, store, true, &member_since) == SLOT_MEMBER)
+	standing = slot_standing(slot, store, true, &member_since, &stale);
+	if (standing == SLOT_MEMBER)
 	{
 		slot_remember(store, slot, member_since, true);
 		return;
@@ -938,6 +991,8 @@ shared_store_require_member(RolloutStore *store, SharedStoreSlot *slot,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 			 errmsg("could not %s store \"%s\": this cluster's writer of the store changed hands",
 					action, store->name),
+			 standing == SLOT_STALE ?
+			 errdetail("The credentials its writer claimed the store with are refused now. Nothing was written.") :
 			 errdetail("Another role's credentials took its shared-memory slot over before this cluster's writer claimed the store through it. Nothing was written."),
 			 errhint("Retry.")));
 }
@@ -966,6 +1021,7 @@ shared_store_check_siblings(RolloutStore *store, SharedStoreSlot *slot)
 	{
 		bool		claimed;
 		uint64		since;
+		StaleClaim	stale;
 
 		if (siblings[i] == slot)
 			continue;
@@ -974,13 +1030,14 @@ shared_store_check_siblings(RolloutStore *store, SharedStoreSlot *slot)
 		LWLockRelease(&siblings[i]->lock);
 		if (!claimed)
 			continue;
-		switch (slot_standing(siblings[i], store, true, &since))
+		switch (slot_standing(siblings[i], store, true, &since, &stale))
 		{
 			case SLOT_MEMBER:
 				conflict = true;
 				break;
 			case SLOT_STALE:
-				slot_forget_stale_claim(siblings[i], since);
+				/* busy or refusing for good: retried without the claim lock */
+				conflict = !slot_forget_stale_claim(siblings[i], &stale);
 				break;
 			default:
 				break;

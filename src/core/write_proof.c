@@ -98,14 +98,53 @@ access_wipe_options(List *options)
 }
 
 /*
+ * Read key through claimer into out; true when it exists.  When the store
+ * refuses claimer's credentials (ERRCODE_INSUFFICIENT_PRIVILEGE) *refused is
+ * set instead of an ERROR: the request was over when the error was raised,
+ * and nothing here holds locks or buffers, so the error can be dropped.
+ * Anything else is raised as it came.
+ */
+static bool
+claimer_read(ObjectStore *claimer, const char *key, StringInfo out, bool *refused)
+{
+	MemoryContext context = CurrentMemoryContext;
+	bool		found = false;
+
+	*refused = false;
+	PG_TRY();
+	{
+		found = objstore_get(claimer, key, out);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(context);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_INSUFFICIENT_PRIVILEGE)
+			PG_RE_THROW();
+		FlushErrorState();
+		FreeErrorData(edata);
+		*refused = true;
+	}
+	PG_END_TRY();
+	return found;
+}
+
+/*
  * Whether the probe at key reads back as content through the store access
- * (write_proof_keep_access) reaches.  The handle and the options parsed for
- * it live in a context of their own, whose secrets are wiped before it goes
- * (what the object-store backend copies of them goes with it unwiped).
+ * (write_proof_keep_access) reaches.  A refusal of the probe's read is not
+ * yet a refusal of the credentials: S3 answers 403 for a key that does not
+ * exist to credentials that may not list the bucket.  So the claim's fence
+ * at fence_key, which exists, is read too: refused as well, the credentials
+ * are stale; read, the probe is simply not there.  The handle and the
+ * options parsed for it live in a context of their own, whose secrets are
+ * wiped before it goes (what the object-store backend copies of them goes
+ * with it unwiped).
  */
 static WriteProof
 access_reads_probe(const char *access, Size access_len, const char *key,
-				   const char *content)
+				   const char *content, const char *fence_key)
 {
 	MemoryContext context = AllocSetContextCreate(CurrentMemoryContext,
 												  "rollout write proof",
@@ -115,8 +154,7 @@ access_reads_probe(const char *access, Size access_len, const char *key,
 	const char *part = location + strlen(location) + 1;
 	bool		environment = strcmp(part, "1") == 0;
 	List	   *options = NIL;
-	ObjectStore *claimer = NULL;
-	StringInfoData found;
+	ObjectStore *volatile claimer = NULL;
 	WriteProof	proof = WRITE_PROOF_REFUTED;
 
 	for (part += strlen(part) + 1; part < access + access_len;)
@@ -128,40 +166,31 @@ access_reads_probe(const char *access, Size access_len, const char *key,
 											   (Node *) makeString(pstrdup(value)), -1));
 		part = value + strlen(value) + 1;
 	}
-	initStringInfo(&found);
 	PG_TRY();
 	{
-		claimer = objstore_open(location, options, environment);
-		if (objstore_get(claimer, key, &found) &&
-			found.len == (int) strlen(content) &&
-			memcmp(found.data, content, found.len) == 0)
-			proof = WRITE_PROOF_CONFIRMED;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
+		StringInfoData found;
+		bool		refused;
 
-		/*
-		 * Refused credentials are an answer, not a failure: the claim's may
-		 * have been rotated since (its user mapping now holds others, which
-		 * are proving themselves here).  The request was over when the error
-		 * was raised, and nothing here holds locks or buffers, so the error
-		 * can be dropped.  Anything else is raised as it came.
-		 */
-		MemoryContextSwitchTo(context);
-		edata = CopyErrorData();
-		if (edata->sqlerrcode != ERRCODE_INSUFFICIENT_PRIVILEGE)
+		claimer = objstore_open(location, options, environment);
+		initStringInfo(&found);
+		if (claimer_read(claimer, key, &found, &refused))
+			proof = found.len == (int) strlen(content) &&
+				memcmp(found.data, content, found.len) == 0 ?
+				WRITE_PROOF_CONFIRMED : WRITE_PROOF_REFUTED;
+		else if (refused)
 		{
-			access_wipe_options(options);
-			PG_RE_THROW();
+			resetStringInfo(&found);
+			(void) claimer_read(claimer, fence_key, &found, &refused);
+			proof = refused ? WRITE_PROOF_STALE : WRITE_PROOF_REFUTED;
 		}
-		FlushErrorState();
-		proof = WRITE_PROOF_STALE;
+	}
+	PG_FINALLY();
+	{
+		if (claimer != NULL)
+			objstore_close(claimer);
+		access_wipe_options(options);
 	}
 	PG_END_TRY();
-	if (claimer != NULL)
-		objstore_close(claimer);
-	access_wipe_options(options);
 	MemoryContextSwitchTo(oldcontext);
 	MemoryContextDelete(context);
 	return proof;
@@ -177,7 +206,8 @@ write_proof_error_context(void *arg)
 
 /* See write_proof.h. */
 WriteProof
-write_proof_confirm(RolloutStore *store, const char *access, Size access_len)
+write_proof_confirm(RolloutStore *store, const char *access, Size access_len,
+					int64 claim_position)
 {
 	ErrorContextCallback callback;
 	char	   *key;
@@ -203,7 +233,8 @@ write_proof_confirm(RolloutStore *store, const char *access, Size access_len)
 	if (objstore_create_if_absent(store->objstore, key, content, strlen(content),
 								  content) == OBJSTORE_CREATED)
 	{
-		proof = access_reads_probe(access, access_len, key, content);
+		proof = access_reads_probe(access, access_len, key, content,
+								   rollout_key_wal(store, store->shard, claim_position));
 		(void) objstore_delete(store->objstore, key);
 	}
 

@@ -715,7 +715,8 @@ azure_report_failure(ObjectStore *store, AzureRequest *request,
 
 	code = azure_error_code(response);
 	ereport(ERROR,
-			(errcode(response->status == 403 ? ERRCODE_INSUFFICIENT_PRIVILEGE :
+			(errcode(response->status == 401 || response->status == 403 ?
+					 ERRCODE_INSUFFICIENT_PRIVILEGE :
 					 response->status == 404 ? ERRCODE_UNDEFINED_OBJECT :
 					 ERRCODE_FDW_ERROR),
 			 errmsg("could not %s %s in store \"%s\": HTTP status %ld%s%s",
