@@ -34,4 +34,7 @@ extern bool rollout_key_is_unique(RolloutStore *store, const char *key);
 /* Is key a generation, one object for good within a creation of the store? */
 extern bool rollout_key_is_generation(RolloutStore *store, const char *key);
 
+/* Is key, read from the store, one of store's segments in its own folder? */
+extern bool rollout_key_is_store_segment(RolloutStore *store, const char *key);
+
 #endif							/* ROLLOUT_STORE_KEYS_H */

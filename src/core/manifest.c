@@ -25,6 +25,7 @@
 #include "rollout/manifest.h"
 #include "rollout/shard.h"
 #include "rollout/store_keys.h"
+#include "rollout/store_keys.h"
 
 /* Key of one manifest version under prefix. */
 char *
@@ -299,6 +300,28 @@ manifest_append_key(RolloutStore *store, StringInfo buf, bool *first,
  * ----------------------------------------------------------------
  */
 
+/*
+ * Whether a stamp read from a manifest is one a writer could have made:
+ * stamps are microseconds, and readers and the change feed add to them
+ * (change_feed.c refuses positions from half the int64 range on).
+ */
+static bool
+manifest_stamp_in_range(int64 stamp)
+{
+	return stamp >= 0 && stamp < PG_INT64_MAX / 2;
+}
+
+/*
+ * The same for positions, epochs, generation numbers and counts: writers
+ * add one to them (a position past replay_after that wrapped around would
+ * name a WAL entry no listing shows, acknowledged and never read).
+ */
+static bool
+manifest_number_in_range(int64 number)
+{
+	return number >= 0 && number < PG_INT64_MAX / 2;
+}
+
 /* Parse one shard manifest version (json from object key). */
 static ShardManifest *
 shard_manifest_parse(RolloutStore *store, const char *shard, int64 version,
@@ -328,8 +351,17 @@ shard_manifest_parse(RolloutStore *store, const char *shard, int64 version,
 	manifest->drops_covered_by_base = json_doc_int64(doc, doc->root,
 													 "drops_covered_by_base", false, 0);
 	manifest->next_generation = json_doc_int64(doc, doc->root, "next_generation", true, 0);
-	if (manifest->replay_after < 0 || manifest->next_generation < 1)
+	if (!manifest_number_in_range(manifest->replay_after) ||
+		!manifest_number_in_range(manifest->writer_epoch) ||
+		!manifest_number_in_range(manifest->epoch_start_position) ||
+		!manifest_number_in_range(manifest->sealed_epoch) ||
+		!manifest_number_in_range(manifest->drops_covered_by_base) ||
+		manifest->next_generation < 1 ||
+		!manifest_number_in_range(manifest->next_generation))
 		json_doc_corrupt(doc, "Its positions are out of range.");
+	if (!manifest_stamp_in_range(manifest->last_stamp) ||
+		!manifest_stamp_in_range(manifest->truncate_stamp))
+		json_doc_corrupt(doc, "Its stamps are out of range.");
 
 	generations = json_doc_container(doc, doc->root, "generations", true, true);
 	for (int i = 0; i < json_doc_array_length(generations); i++)
@@ -348,9 +380,16 @@ shard_manifest_parse(RolloutStore *store, const char *shard, int64 version,
 		entry->stamp = json_doc_int64(doc, g, "stamp", false, 0);
 		entry->has_key_range =
 			manifest_read_key_range(store, doc, g, &entry->min_key, &entry->max_key);
-		if (entry->number >= manifest->next_generation ||
+		if (!rollout_key_is_store_segment(store, entry->file))
+			json_doc_corrupt(doc, psprintf("Generation %lld is not a segment of the store's folder.",
+										   (long long) entry->number));
+		if (entry->number < 0 || entry->number >= manifest->next_generation ||
+			entry->first_position < 0 ||
 			entry->first_position > entry->last_position ||
-			entry->last_position > manifest->replay_after)
+			entry->last_position > manifest->replay_after ||
+			!manifest_number_in_range(entry->rows) ||
+			!manifest_number_in_range(entry->bytes) ||
+			!manifest_stamp_in_range(entry->stamp))
 			json_doc_corrupt(doc, psprintf("Generation %lld is inconsistent with the manifest.",
 										   (long long) entry->number));
 		manifest->generations = lappend(manifest->generations, entry);
@@ -680,6 +719,11 @@ base_manifest_parse(RolloutStore *store, int64 version, StringInfo json,
 		entry->has_key_range =
 			manifest_read_key_range(store, doc, f, &entry->min_key, &entry->max_key);
 		entry->disjoint_set = json_doc_text(doc, f, "disjoint_set", false);
+		if (!rollout_key_is_store_segment(store, entry->file) ||
+			!manifest_number_in_range(entry->rows) ||
+			!manifest_number_in_range(entry->bytes))
+			json_doc_corrupt(doc, psprintf("Fragment %d is not a segment of the store's folder, or its counts are out of range.",
+										   i + 1));
 		manifest->fragments = lappend(manifest->fragments, entry);
 	}
 
@@ -692,10 +736,14 @@ base_manifest_parse(RolloutStore *store, int64 version, StringInfo json,
 
 		mark->shard = json_doc_text(doc, m, "shard", true);
 		mark->generation = json_doc_int64(doc, m, "generation", true, 0);
+		if (!manifest_number_in_range(mark->generation))
+			json_doc_corrupt(doc, "A merged generation number is out of range.");
 		manifest->merged = lappend(manifest->merged, mark);
 	}
 
 	manifest->truncate_stamp = json_doc_int64(doc, doc->root, "truncate_stamp", false, 0);
+	if (!manifest_stamp_in_range(manifest->truncate_stamp))
+		json_doc_corrupt(doc, "Its truncate stamp is out of range.");
 	compactions = json_doc_container(doc, doc->root, "compactions", false, false);
 	if (compactions != NULL)
 	{

@@ -36,6 +36,7 @@
 #include "postgres.h"
 
 #include "common/hashfn.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
@@ -193,8 +194,23 @@ named_snapshot_parse(const char *text, const char **problem)
 		palloc(sizeof(int64) * (strlen(token.shards) / 3 + 1));
 	while (store_token_next_shard(&token.shards, &shard, &version, &malformed))
 	{
+		ListCell   *lc;
+
 		if (!parse_version(version, 0, &snapshot->versions.shard_versions[count]))
 			return NULL;
+
+		/*
+		 * Each shard once: gc keeps one retained version per token and shard
+		 * (gc.c), and rollout_snapshot never lists a shard twice.
+		 */
+		foreach(lc, snapshot->versions.shards)
+		{
+			if (strcmp(lfirst(lc), shard) == 0)
+			{
+				*problem = psprintf("It lists shard \"%s\" twice.", shard);
+				return NULL;
+			}
+		}
 		snapshot->versions.shards = lappend(snapshot->versions.shards, shard);
 		count++;
 	}
@@ -317,6 +333,7 @@ manifest_version_kept_by_gc(RolloutStore *store, const char *prefix,
 	/* a page may be empty and go on (Azure has no "start after") */
 	do
 	{
+		CHECK_FOR_INTERRUPTS();
 		next = objstore_list_page(store->objstore, prefix, after, 1000,
 								  next ? next->continuation : NULL);
 	} while (next->count == 0 && next->continuation != NULL);

@@ -115,6 +115,40 @@ rollout_key_is_unique(RolloutStore *store, const char *key)
 }
 
 /*
+ * Is key, read from a manifest or a WAL entry, one of store's segments: a
+ * base fragment, an ingest segment or a shard's generation, in the store's
+ * own folder, with no empty, "." or ".." part?  Such names come from the
+ * store, which whoever writes it controls: a name outside the folder would
+ * read another store's rows, and one with dot parts may be resolved by the
+ * HTTP stack to an object outside the location.
+ */
+bool
+rollout_key_is_store_segment(RolloutStore *store, const char *key)
+{
+	size_t		name_len = strlen(store->name);
+	const char *rest;
+
+	if (strncmp(key, store->name, name_len) != 0 || key[name_len] != '/')
+		return false;
+	rest = key + name_len + 1;
+	for (const char *part = rest;;)
+	{
+		const char *end = strchr(part, '/');
+		size_t		len = end ? (size_t) (end - part) : strlen(part);
+
+		if (len == 0 || (len == 1 && part[0] == '.') ||
+			(len == 2 && part[0] == '.' && part[1] == '.'))
+			return false;
+		if (end == NULL)
+			break;
+		part = end + 1;
+	}
+	return strncmp(rest, "base/data/", 10) == 0 ||
+		strncmp(rest, "ingest/", 7) == 0 ||
+		(strncmp(rest, "shards/", 7) == 0 && strstr(rest, "/gen/") != NULL);
+}
+
+/*
  * Is key a generation of a shard?  Within one creation of the store, a
  * generation's number names one object for good: manifests only ever raise
  * next_generation, and a generation whose flush failed to commit is deleted

@@ -118,6 +118,28 @@ wal_metadata_to_json(const WalEntryMetadata *metadata)
 	return buf.data;
 }
 
+
+/*
+ * Whether file, an ingest segment a WAL entry at key names, is in the
+ * ingest folder of the entry's own store ("<store>/ingest/", the store
+ * being key's first part) with no "." or ".." part: the name comes from
+ * the store, and reading or adopting it must not reach outside.
+ */
+static bool
+wal_ingest_file_is_in_folder(const char *key, const char *file)
+{
+	const char *slash = strchr(key, '/');
+	size_t		store_len = slash ? (size_t) (slash - key) : 0;
+
+	return store_len > 0 &&
+		strncmp(file, key, store_len) == 0 &&
+		strncmp(file + store_len, "/ingest/", 8) == 0 &&
+		strchr(file + store_len + 8, '/') == NULL &&
+		strcmp(file + store_len + 8, ".") != 0 &&
+		strcmp(file + store_len + 8, "..") != 0 &&
+		file[store_len + 8] != '\0';
+}
+
 /*
  * Besides the member checks of json_doc.c, only the kinds "wal" and "fence"
  * are accepted, so that another kind of segment found at a WAL key is reported
@@ -148,6 +170,12 @@ wal_metadata_from_json(const char *json, const char *key)
 	metadata->put_id = json_doc_text(doc, doc->root, "put_id", true);
 	metadata->transactions = json_doc_int64(doc, doc->root, "transactions", false, 1);
 	metadata->truncate = json_doc_bool(doc, doc->root, "truncate", false, false);
+
+	/* readers and flushes add to them (manifest.c has the same bounds) */
+	if (metadata->epoch < 0 || metadata->epoch >= PG_INT64_MAX / 2 ||
+		metadata->stamp < 0 || metadata->stamp >= PG_INT64_MAX / 2 ||
+		metadata->transactions < 0 || metadata->transactions >= PG_INT64_MAX / 2)
+		json_doc_corrupt(doc, "Its epoch, stamp or transaction count is out of range.");
 	ingest = json_doc_container(doc, doc->root, "ingest", false, true);
 	if (ingest != NULL)
 	{
@@ -158,6 +186,10 @@ wal_metadata_from_json(const char *json, const char *key)
 
 			ref->file = json_doc_text(doc, item, "file", true);
 			ref->rows = json_doc_int64(doc, item, "rows", true, 0);
+			if (!wal_ingest_file_is_in_folder(key, ref->file) ||
+				ref->rows < 0 || ref->rows >= PG_INT64_MAX / 2)
+				json_doc_corrupt(doc, psprintf("Its ingest segment %d is not one of the store's, or its row count is out of range.",
+											   i + 1));
 			metadata->ingest = lappend(metadata->ingest, ref);
 		}
 	}

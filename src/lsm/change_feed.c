@@ -414,6 +414,8 @@ feed_generations(RolloutStore *store, const ShardManifest *newest,
 	{
 		ListCell   *lc;
 
+		/* each version is a read; a store may serve many */
+		CHECK_FOR_INTERRUPTS();
 		foreach(lc, manifest->generations)
 		{
 			GenerationEntry *generation = lfirst(lc);
@@ -1249,6 +1251,15 @@ change_feed_read(RolloutStore *store, const ChangeFeedPosition *since,
 
 		MemoryContextDelete(round_context);
 		since = feed_position_parse_text(text);
+
+		/* a stamp or position the store holds that no writer could make */
+		if (since == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("store \"%s\" holds a stamp or position out of range",
+							store->name),
+					 errdetail("The change feed's position after its last round cannot be read back: \"%s\".",
+							   text)));
 		CHECK_FOR_INTERRUPTS();
 	}
 }

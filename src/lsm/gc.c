@@ -114,8 +114,16 @@ gc_note_retained(RolloutStore *store, List *retentions, const char *shard,
 				 GcVersions *versions)
 {
 	ListCell   *lc;
+	int			room = 1;
 
-	versions->retained = palloc(sizeof(int64) * Max(list_length(retentions), 1));
+	/* a version per token and shard (tokens list each shard once) */
+	foreach(lc, retentions)
+	{
+		NamedSnapshot *named = ((RetainedSnapshot *) lfirst(lc))->snapshot;
+
+		room += named != NULL ? list_length(named->versions.shards) + 1 : 0;
+	}
+	versions->retained = palloc(sizeof(int64) * room);
 	foreach(lc, retentions)
 	{
 		RetainedSnapshot *retained = lfirst(lc);

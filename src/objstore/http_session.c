@@ -310,6 +310,14 @@ session_set_options(CURL *handle, const HttpRequest *request,
 	const HttpSettings *settings = request->settings;
 
 	curl_easy_setopt(handle, CURLOPT_URL, request->url);
+
+	/*
+	 * Keys go as they are: libcurl would otherwise resolve "." and ".." parts
+	 * of a path, and a key that holds them (object names come from the store)
+	 * would address another object than the one signed for or listed, outside
+	 * the location under a SAS token.
+	 */
+	curl_easy_setopt(handle, CURLOPT_PATH_AS_IS, 1L);
 	/* never signals: a multi-process server owns its signal handlers */
 	curl_easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(handle, CURLOPT_ERRORBUFFER, error_buffer);

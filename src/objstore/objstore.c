@@ -713,6 +713,26 @@ objstore_get_counters(ObjectStoreCounters *counters)
 }
 
 /*
+ * A listing answers with keys under the prefix it asked for; callers take
+ * the rest of each key after the prefix.  An endpoint (possibly one a
+ * server's owner chose) that answers with others is refused, not believed.
+ */
+static void
+listing_check_prefix(ObjectStore *store, const ObjectStoreListing *page,
+					 const char *prefix)
+{
+	const char *asked = prefix ? prefix : "";
+	size_t		prefix_len = strlen(asked);
+
+	for (int i = 0; i < page->count; i++)
+		if (strncmp(page->entries[i].key, asked, prefix_len) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_ERROR),
+					 errmsg("listing of store \"%s\" under \"%s\" returned a key outside it",
+							store->location, asked)));
+}
+
+/*
  * objstore_list_page
  *		One page of a prefix listing, in key order.
  */
@@ -721,13 +741,17 @@ objstore_list_page(ObjectStore *store, const char *prefix,
 				   const char *start_after, int max_keys,
 				   const char *continuation)
 {
+	ObjectStoreListing *page;
+
 	if (max_keys <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid page size %d for a listing of store \"%s\"",
 						max_keys, store->location)));
-	return store->ops->list(store, prefix, start_after, max_keys,
+	page = store->ops->list(store, prefix, start_after, max_keys,
 							continuation);
+	listing_check_prefix(store, page, prefix);
+	return page;
 }
 
 /*
@@ -758,6 +782,7 @@ objstore_list_all(ObjectStore *store, const char *prefix,
 
 		page = store->ops->list(store, prefix, start_after,
 								OBJSTORE_LIST_ALL_PAGE_SIZE, continuation);
+		listing_check_prefix(store, page, prefix);
 
 		for (i = 0; i < page->count; i++)
 		{

@@ -330,6 +330,25 @@ expect_error('a manifest whose seal is damaged', $manifest_key);
 (my $unsealed = $manifest_bytes) =~ s/, "crc32c": "[0-9a-f]{8}"\}\z/}/;
 $store->put($manifest_key, $unsealed);
 is($node->safe_psql('postgres', $query), $original, 'a manifest without a seal (an older build\'s) is read');
+# a stamp no writer could make (the change feed adds to stamps; before, one
+# from half the int64 range on crashed rollout_changes)
+(my $far_stamp = $manifest_bytes) =~ s/"last_stamp":\s*\d+/"last_stamp": 4611686018427387904/;
+$store->put($manifest_key, reseal_json($far_stamp));
+expect_error('a manifest with a stamp out of range', $manifest_key);
+# a position a writer's + 1 would wrap around (its next entry would be
+# written where no listing shows it, acknowledged and never read)
+(my $far_position = $manifest_bytes) =~ s/"replay_after":\s*\d+/"replay_after": 9223372036854775807/;
+$store->put($manifest_key, reseal_json($far_position));
+expect_error('a manifest with a position out of range', $manifest_key);
+# a generation named outside the store's folder, by a dot part or by another
+# store's name: it would read (and a flush adopt) what is not this store's
+for my $outside ('damaged/shards/x/gen/../../../../other/base/data/f.seg', 'other/base/data/f.seg')
+{
+	(my $elsewhere = $manifest_bytes) =~ s/("file":\s*")[^"]+"/$1$outside"/;
+	isnt($elsewhere, $manifest_bytes, "a generation renamed $outside");
+	$store->put($manifest_key, reseal_json($elsewhere));
+	expect_error("a generation named $outside", $manifest_key);
+}
 # the checks behind the seal still hold for a document sealed anew
 (my $wrong_type = $manifest_bytes) =~ s/"replay_after":\s*\d+/"replay_after": "many"/;
 $store->put($manifest_key, reseal_json($wrong_type));

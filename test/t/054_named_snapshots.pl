@@ -252,6 +252,27 @@ $node->safe_psql('postgres', q{SELECT 1 FROM rollout_gc('e', '0')});
 ok(!$ok && $err =~ /has expired/ && $err =~ /rollout_retain/, 'a released token is expired after gc, with a hint')
   or diag($err);
 
+# A token that lists a shard twice is refused: gc keeps one version per
+# token and shard.  Before, rollout_retain took one that repeated this
+# cluster's shard, and the next gc wrote a version per repetition into an
+# array of one per retention, past its end (any role owning a table of the
+# store could plant it, and every gc of the store, the sweeper's too, then
+# crashed its backend).  A retention planted in the bucket directly is
+# ignored by gc, which goes on.
+my $fresh = $node->safe_psql('postgres', q{SELECT rollout_snapshot('e')});
+my ($first_shard) = (split /:/, $fresh)[-1] =~ /^([^,]+)/;
+my $doubled = $fresh . ",$first_shard" x 200;
+($ok, $out, $err) = try_sql($node, qq{SELECT rollout_retain('e', '$doubled', now() + interval '1 hour')});
+ok(!$ok && $err =~ /invalid snapshot token.*\n.*DETAIL:  It lists shard "[^"]+" twice/,
+	'a token listing a shard twice is refused') or diag($err);
+my $until_us = int((time - 946684800 + 3600) * 1_000_000);
+$store->put("e/_retained/0000000000000001.$until_us.json",
+	qq{{"token": "$doubled", "until": "planted"}});
+($ok, $out, $err) = try_sql($node, q{SELECT 1 FROM rollout_gc('e', '0')});
+ok($ok, 'gc goes on past a planted retention whose token lists a shard 200 times') or diag($err);
+is($node->safe_psql('postgres', 'SELECT 1'), '1', 'and the server is still up');
+$store->delete("e/_retained/0000000000000001.$until_us.json");
+
 # --- (d) random rounds ----------------------------------------------------------
 my $rounds = loop_size(file => 8, remote => 4);
 my @tokens;
