@@ -15,6 +15,7 @@ CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'ftp
 CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 's3://Bad_Bucket/prefix');
 CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 's3://ab');
 CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 's3://bucket/a/../b');
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 's3://bucket/./b');
 CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'az://account');
 CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'az://Account/container');
 CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (location 'az://account/c');
@@ -158,6 +159,8 @@ CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (endpoint 'htt
 CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (endpoint 'http://127.0.0.1:9/?x=');
 CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (endpoint 'http://me@127.0.0.1:9');
 CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (endpoint 'http://127.0.0.1:9/a b');
+-- paths go out as they are: no dot parts that would name other objects
+CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (endpoint 'http://127.0.0.1:9/a/../admin');
 CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (verify_tls 'maybe');
 CREATE SERVER bad_server FOREIGN DATA WRAPPER rollout_fdw OPTIONS (secret_access_key 'leak');
 CREATE SERVER v_remote FOREIGN DATA WRAPPER rollout_fdw

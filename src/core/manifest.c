@@ -25,7 +25,6 @@
 #include "rollout/manifest.h"
 #include "rollout/shard.h"
 #include "rollout/store_keys.h"
-#include "rollout/store_keys.h"
 
 /* Key of one manifest version under prefix. */
 char *

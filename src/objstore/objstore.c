@@ -119,6 +119,27 @@ path_has_dot_dot_component(const char *path)
 }
 
 /*
+ * Whether a path has a "." or ".." part.  Paths go to the service as they
+ * are (http_session.c), where such parts would name other objects than the
+ * ones listed or signed for.
+ */
+static bool
+path_has_dot_part(const char *path)
+{
+	for (const char *part = path; part != NULL;)
+	{
+		const char *end = strchr(part, '/');
+		size_t		len = end ? (size_t) (end - part) : strlen(part);
+
+		if ((len == 1 && part[0] == '.') ||
+			(len == 2 && part[0] == '.' && part[1] == '.'))
+			return true;
+		part = end ? end + 1 : NULL;
+	}
+	return false;
+}
+
+/*
  * Split "first[/second]/prefix..." of an s3:// (parts = 1: bucket) or az://
  * (parts = 2: account, container) location.  Returns NULL when valid, else
  * a sentence for an errdetail.  Names follow the services' rules: S3
@@ -179,8 +200,8 @@ parse_bucket_location(const char *rest, int parts, char **first, char **second,
 	/* no empty components, no "..", no trailing slash needed */
 	while (strlen(*prefix) > 0 && (*prefix)[strlen(*prefix) - 1] == '/')
 		(*prefix)[strlen(*prefix) - 1] = '\0';
-	if (strstr(*prefix, "//") != NULL || path_has_dot_dot_component(*prefix))
-		return pstrdup("The prefix must not contain empty or \"..\" components.");
+	if (strstr(*prefix, "//") != NULL || path_has_dot_part(*prefix))
+		return pstrdup("The prefix must not contain empty, \".\" or \"..\" components.");
 	return NULL;
 }
 
@@ -206,6 +227,13 @@ objstore_check_endpoint(const char *endpoint)
 							   *c);
 		else if ((unsigned char) *c <= ' ' || (unsigned char) *c == 0x7f)
 			problem = "It must not contain white space or control characters.";
+	}
+	if (problem == NULL)
+	{
+		const char *path = strchr(endpoint + (endpoint[4] == 's' ? 8 : 7), '/');
+
+		if (path != NULL && path_has_dot_part(path))
+			problem = "Its path must not contain \".\" or \"..\" parts.";
 	}
 	if (problem != NULL)
 		ereport(ERROR,
