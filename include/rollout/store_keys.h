@@ -36,5 +36,7 @@ extern bool rollout_key_is_generation(RolloutStore *store, const char *key);
 
 /* Is key, read from the store, one of store's segments in its own folder? */
 extern bool rollout_key_is_store_segment(RolloutStore *store, const char *key);
+extern bool rollout_key_is_segment_of(const char *name, size_t name_len,
+									  const char *key);
 
 #endif							/* ROLLOUT_STORE_KEYS_H */

@@ -125,10 +125,16 @@ rollout_key_is_unique(RolloutStore *store, const char *key)
 bool
 rollout_key_is_store_segment(RolloutStore *store, const char *key)
 {
-	size_t		name_len = strlen(store->name);
+	return rollout_key_is_segment_of(store->name, strlen(store->name), key);
+}
+
+/* The same for the store named by the first name_len bytes of name. */
+bool
+rollout_key_is_segment_of(const char *name, size_t name_len, const char *key)
+{
 	const char *rest;
 
-	if (strncmp(key, store->name, name_len) != 0 || key[name_len] != '/')
+	if (name_len == 0 || strncmp(key, name, name_len) != 0 || key[name_len] != '/')
 		return false;
 	rest = key + name_len + 1;
 	for (const char *part = rest;;)

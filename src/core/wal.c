@@ -121,23 +121,17 @@ wal_metadata_to_json(const WalEntryMetadata *metadata)
 
 /*
  * Whether file, an ingest segment a WAL entry at key names, is in the
- * ingest folder of the entry's own store ("<store>/ingest/", the store
- * being key's first part) with no "." or ".." part: the name comes from
- * the store, and reading or adopting it must not reach outside.
+ * ingest folder of the entry's own store (key's first part): the name comes
+ * from the store, and reading or adopting it must not reach outside.
  */
 static bool
-wal_ingest_file_is_in_folder(const char *key, const char *file)
+wal_names_own_ingest_segment(const char *key, const char *file)
 {
 	const char *slash = strchr(key, '/');
 	size_t		store_len = slash ? (size_t) (slash - key) : 0;
 
-	return store_len > 0 &&
-		strncmp(file, key, store_len) == 0 &&
-		strncmp(file + store_len, "/ingest/", 8) == 0 &&
-		strchr(file + store_len + 8, '/') == NULL &&
-		strcmp(file + store_len + 8, ".") != 0 &&
-		strcmp(file + store_len + 8, "..") != 0 &&
-		file[store_len + 8] != '\0';
+	return rollout_key_is_segment_of(key, store_len, file) &&
+		strncmp(file + store_len + 1, "ingest/", 7) == 0;
 }
 
 /*
@@ -186,7 +180,7 @@ wal_metadata_from_json(const char *json, const char *key)
 
 			ref->file = json_doc_text(doc, item, "file", true);
 			ref->rows = json_doc_int64(doc, item, "rows", true, 0);
-			if (!wal_ingest_file_is_in_folder(key, ref->file) ||
+			if (!wal_names_own_ingest_segment(key, ref->file) ||
 				ref->rows < 0 || ref->rows >= PG_INT64_MAX / 2)
 				json_doc_corrupt(doc, psprintf("Its ingest segment %d is not one of the store's, or its row count is out of range.",
 											   i + 1));
