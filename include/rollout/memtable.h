@@ -114,7 +114,8 @@ extern void memtable_trim(SharedStoreSlot *slot, int64 upto_position,
  * false when the writer is not ready (the WAL tail is then only on the
  * store).
  */
-extern bool memtable_rows(SharedStoreSlot *slot, int64 *rows);
+extern bool memtable_rows(RolloutStore *store, SharedStoreSlot *slot,
+						  int64 *rows);
 
 /* The memtable's age: when its oldest batch became durable (0 if empty). */
 extern TimestampTz memtable_oldest(SharedStoreSlot *slot, int64 *bytes);

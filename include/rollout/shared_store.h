@@ -6,7 +6,8 @@
  *
  * Only with rollout_fdw in shared_preload_libraries.  Slots are found by the
  * object store's identity (ObjectStore.identity), the store's name and the
- * shard; never freed, they live as long as the server.  Without preloading
+ * shard; a store keeps its slot while it is used, and an idle one may go to
+ * another store when every slot is taken.  Without preloading
  * rollout_shared_available() is false and every caller takes the direct
  * path.  What a slot holds is in store_slot.h.
  *
@@ -31,7 +32,9 @@ extern bool rollout_shared_available(void);
 /*
  * The slot of this cluster's shard of store (found or created), or NULL
  * when shared memory is not available or every slot is taken (then a
- * WARNING says so once, and the direct path is used).  Only the slots of
+ * WARNING says so once, and the direct path is used); when every slot is
+ * taken, one that has been idle a while may go to a committer's store
+ * (shared_store.c, slot_recycle).  Only the slots of
  * the store the handle's credentials reach (shared_store.c); to_commit (a
  * committer, which then claims it) also takes over a slot of the same names
  * that no claim tied to a store yet and another's credentials made, and

@@ -24,6 +24,7 @@
 #include "utils/dsa.h"
 
 #include "rollout/objstore.h"
+#include "rollout/store.h"
 #include "rollout/write_proof.h"
 
 #define SLOT_LOCATION_LEN	1024
@@ -189,6 +190,13 @@ typedef struct SharedStoreSlot
 	 * without it.
 	 */
 	pg_atomic_uint64 namespace_generation;
+
+	/*
+	 * When a handle last found the slot (a TimestampTz, kept to the second
+	 * and written without a lock): the least recently used idle slot goes to
+	 * a store that finds none free (shared_store.c, slot_recycle).
+	 */
+	pg_atomic_uint64 last_used_at;
 	char		owner[OBJSTORE_FINGERPRINT_LEN];
 	int			admitted_count;
 	int			admitted_next;	/* where the next one goes: a ring */
@@ -373,6 +381,20 @@ store_slot_view_record_shard(SharedStoreSlot *slot, const char *shard,
 									  drops_covered_by_base);
 	else
 		store_slot_view_distrust(slot, now);
+}
+
+/*
+ * Whether slot still stands for what store's handle found in it
+ * (shared_store.c).  Call it with the slot's lock held, in either mode: a
+ * slot changes hands only under it held exclusively.  What reads a slot's
+ * memtable or view without keeping it busy checks so, since the slot may
+ * have gone to another store since the handle found it.
+ */
+static inline bool
+store_slot_is_current(const RolloutStore *store, SharedStoreSlot *slot)
+{
+	return store->shared_slot == slot &&
+		pg_atomic_read_u64(&slot->namespace_generation) == store->shared_slot_generation;
 }
 
 #endif							/* ROLLOUT_STORE_SLOT_H */

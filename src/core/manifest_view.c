@@ -149,7 +149,8 @@ manifest_view_slot(RolloutStore *store, bool create, bool to_change)
 static bool
 view_is_of(SharedStoreSlot *slot, RolloutStore *store)
 {
-	return strncmp(slot->incarnation, store->incarnation, SLOT_SHARD_LEN - 1) == 0;
+	return store_slot_is_current(store, slot) &&
+		strncmp(slot->incarnation, store->incarnation, SLOT_SHARD_LEN - 1) == 0;
 }
 
 static int

@@ -421,7 +421,10 @@ memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,
 	*sources = NIL;
 	*truncate_stamp = 0;
 	LWLockAcquire(&slot->lock, LW_SHARED);
-	ready = slot->writer_state == WRITER_READY;
+
+	/* the slot may have gone to another store since the handle found it */
+	ready = slot->writer_state == WRITER_READY &&
+		store_slot_is_current(store, slot);
 
 	/* a claim drops the batches of earlier epochs (writer_epoch.c) */
 	if (epoch)
@@ -535,12 +538,13 @@ memtable_trim(SharedStoreSlot *slot, int64 upto_position, int64 manifest_version
  * which is only on the store.
  */
 bool
-memtable_rows(SharedStoreSlot *slot, int64 *rows)
+memtable_rows(RolloutStore *store, SharedStoreSlot *slot, int64 *rows)
 {
 	bool		ready;
 
 	LWLockAcquire(&slot->lock, LW_SHARED);
-	ready = slot->writer_state == WRITER_READY;
+	ready = slot->writer_state == WRITER_READY &&
+		store_slot_is_current(store, slot);
 	*rows = slot->mem_rows + slot->mem_ingest_rows;
 	LWLockRelease(&slot->lock);
 	return ready;

@@ -9,8 +9,12 @@
  * layout).  A slot is found by the object store's identity
  * (ObjectStore.identity: the directory, or endpoint, bucket and prefix),
  * not the location string, which two servers with different endpoints may
- * share, and by the store's name and this cluster's shard.  Slots are never
- * freed: a store this cluster wrote keeps its slot until restart.
+ * share, and by the store's name and this cluster's shard.  A store keeps
+ * its slot while it is used; when every slot is taken, a store that needs
+ * one to commit gets the least recently used slot that has been idle for
+ * SLOT_RECYCLE_IDLE_S, with nothing in flight and nothing of it only in
+ * memory that is not durable (slot_recycle): a cluster that writes store
+ * after store over months keeps group commit for the ones it writes now.
  *
  * Credentials.  Backends of every role and database share a slot, but none
  * reads or writes through another's credentials: commit requests and
@@ -30,10 +34,18 @@
 #include "storage/shmem.h"
 #include "utils/wait_event.h"
 #include "utils/guc.h"
+#include "utils/timestamp.h"
 
 #include "rollout/memtable.h"
 #include "rollout/shared_store.h"
 #include "rollout/wal.h"
+
+/*
+ * How long a slot must have gone unused before another store may take it
+ * (slot_recycle): as long as the memtable keeps an idle store's batches
+ * (MEMTABLE_EVICT_IDLE_S, group_commit.c), which it loses with the slot.
+ */
+#define SLOT_RECYCLE_IDLE_S		10
 
 /* rollout_fdw.max_stores */
 static int	max_stores_setting = 256;
@@ -97,6 +109,7 @@ shared_store_shmem_init(void)
 
 			LWLockInitialize(&slot->lock, shared_state->tranche_id);
 			pg_atomic_init_u64(&slot->namespace_generation, 0);
+			pg_atomic_init_u64(&slot->last_used_at, 0);
 			ConditionVariableInit(&slot->commit_cv);
 			ConditionVariableInit(&slot->state_cv);
 			slot->queue_head = slot->queue_tail = InvalidDsaPointer;
@@ -113,9 +126,11 @@ rollout_shared_available(void)
 }
 
 /*
- * Whether slot is in use for exactly (identity, store_name, shard).  A slot's
- * names never change once it is in use and slots are never freed, so a slot
- * already found may be checked again without the registry lock.
+ * Whether slot is in use for exactly (identity, store_name, shard).  Names
+ * change only under the registry lock, after the slot's generation moved
+ * (slot_recycle): a slot already found may be checked again without the
+ * lock if its generation is read after the names, and is the one the handle
+ * found it at (slot_cached).
  */
 static bool
 slot_matches_names(SharedStoreSlot *slot, const char *identity,
@@ -255,6 +270,13 @@ slot_standing(SharedStoreSlot *slot, RolloutStore *store, bool to_write,
 
 		LWLockAcquire(&slot->lock, LW_SHARED);
 		generation = pg_atomic_read_u64(&slot->namespace_generation);
+
+		/* it went to another store's names since it was found */
+		if (!slot_matches(slot, store))
+		{
+			LWLockRelease(&slot->lock);
+			return SLOT_FOREIGN;
+		}
 		if (slot_member_locked(slot, fingerprint, to_write))
 		{
 			LWLockRelease(&slot->lock);
@@ -450,12 +472,127 @@ slot_candidates(RolloutStore *store, SharedStoreSlot **slots)
 }
 
 /*
- * Make a slot of store's names owned by its handle, unless the slots of its
- * names are no longer the judged ones its caller found (*changed: look
- * again); NULL then, or when every slot is taken.
+ * Give slot to store's names, owned by its handle, as a slot that nothing
+ * claimed yet (registry lock held exclusively, and the slot's lock too when
+ * it stood for another store).  Its counters start again: the statistics
+ * view shows a store's own.
+ */
+static void
+slot_assign(SharedStoreSlot *slot, RolloutStore *store)
+{
+	strlcpy(slot->identity, store->objstore->identity, SLOT_LOCATION_LEN);
+	strlcpy(slot->location, store->location, SLOT_LOCATION_LEN);
+	strlcpy(slot->store, store->name, SLOT_STORE_LEN);
+	strlcpy(slot->shard, store->shard, SLOT_SHARD_LEN);
+	slot->incarnation[0] = '\0';
+	strlcpy(slot->owner, store->objstore->access_fingerprint,
+			OBJSTORE_FINGERPRINT_LEN);
+	slot_forget_admitted_locked(slot);
+	slot->claim_put_id[0] = '\0';
+	slot->claim_position = 0;
+	slot->claim_access_len = 0;
+	explicit_bzero(slot->claim_access, sizeof(slot->claim_access));
+	pg_atomic_fetch_add_u64(&slot->namespace_generation, 1);
+	pg_atomic_write_u64(&slot->last_used_at, (uint64) GetCurrentTimestamp());
+	slot->writer_state = WRITER_NONE;
+	slot->tip_observed_at = 0;
+	slot->last_lead_at = 0;
+	slot->last_group_transactions = 0;
+	memset(&slot->rows_appended, 0,
+		   sizeof(SharedStoreSlot) - offsetof(SharedStoreSlot, rows_appended));
+	slot->in_use = true;
+}
+
+/*
+ * Whether another store may take slot (its lock held): nobody used it since
+ * idle_before, nothing is in flight in it or waits for it, every position
+ * its writer began is settled, and its memtable holds only batches older
+ * than idle_before (durable WAL entries, read from the store once the slot
+ * forgets them, as after an eviction).  A writer that refuses commits for
+ * good (fenced twice, superseded by a promoted standby) keeps its slot,
+ * since forgetting it would let the next commit claim the shard again.
+ */
+static bool
+slot_recyclable_locked(SharedStoreSlot *slot, TimestampTz idle_before)
+{
+	return slot->in_use && !slot_busy_locked(slot) &&
+		slot->sleeper_count == 0 && slot->timer_holder == 0 &&
+		!slot->pipeline_broken && slot->tip == slot->next_position &&
+		slot->writer_state != WRITER_FENCED &&
+		slot->writer_state != WRITER_SUPERSEDED &&
+		(TimestampTz) pg_atomic_read_u64(&slot->last_used_at) < idle_before &&
+		slot->last_lead_at < idle_before &&
+		memtable_newest_durable_at(slot) < idle_before;
+}
+
+/*
+ * Every slot is taken: give the least recently used one that may change
+ * hands (slot_recyclable_locked) to store's names (registry lock held
+ * exclusively).  Its memtable, view and claim are forgotten and its
+ * generation moves, so that every handle of the store it stood for looks
+ * again and, finding none, reads that store's WAL tail from the store until
+ * it gets a slot again.  NULL when no slot may change hands.
  */
 static SharedStoreSlot *
-slot_create(RolloutStore *store, int judged, bool *changed)
+slot_recycle(RolloutStore *store)
+{
+	TimestampTz idle_before = GetCurrentTimestamp() -
+	SLOT_RECYCLE_IDLE_S * USECS_PER_SEC;
+	SharedStoreSlot *victim = NULL;
+	TimestampTz victim_used = 0;
+	char		previous_store[SLOT_STORE_LEN];
+	char		previous_shard[SLOT_SHARD_LEN];
+	bool		recycled = false;
+
+	for (int i = 0; i < shared_state->max_stores; i++)
+	{
+		SharedStoreSlot *slot = &shared_state->slots[i];
+		TimestampTz used = (TimestampTz) pg_atomic_read_u64(&slot->last_used_at);
+		bool		recyclable;
+
+		if (used >= idle_before || (victim != NULL && used >= victim_used))
+			continue;
+		LWLockAcquire(&slot->lock, LW_SHARED);
+		recyclable = slot_recyclable_locked(slot, idle_before);
+		LWLockRelease(&slot->lock);
+		if (recyclable)
+		{
+			victim = slot;
+			victim_used = used;
+		}
+	}
+	if (victim == NULL)
+		return NULL;
+
+	/* look again under the exclusive lock: a commit may have come meanwhile */
+	LWLockAcquire(&victim->lock, LW_EXCLUSIVE);
+	if (slot_recyclable_locked(victim, idle_before))
+	{
+		strlcpy(previous_store, victim->store, SLOT_STORE_LEN);
+		strlcpy(previous_shard, victim->shard, SLOT_SHARD_LEN);
+		slot_forget_store_locked(victim);
+		slot_assign(victim, store);
+		recycled = true;
+	}
+	LWLockRelease(&victim->lock);
+	if (!recycled)
+		return NULL;
+	ereport(LOG,
+			(errmsg("rollout_fdw: the shared-memory slot of shard \"%s\" of store \"%s\" goes to store \"%s\"",
+					previous_shard, previous_store, store->name),
+			 errdetail("All %d slots were in use (rollout_fdw.max_stores); this one was the least recently used, idle for at least %d s. Its unflushed rows stay durable in its WAL.",
+					   shared_state->max_stores, SLOT_RECYCLE_IDLE_S)));
+	return victim;
+}
+
+/*
+ * Make a slot of store's names owned by its handle, unless the slots of its
+ * names are no longer the judged ones its caller found (*changed: look
+ * again); NULL then, or when every slot is taken and none may change hands
+ * (or may_recycle is false).
+ */
+static SharedStoreSlot *
+slot_create(RolloutStore *store, int judged, bool may_recycle, bool *changed)
 {
 	SharedStoreSlot *found = NULL;
 	SharedStoreSlot **current;
@@ -472,22 +609,11 @@ slot_create(RolloutStore *store, int judged, bool *changed)
 
 		if (slot->in_use)
 			continue;
-		strlcpy(slot->identity, store->objstore->identity, SLOT_LOCATION_LEN);
-		strlcpy(slot->location, store->location, SLOT_LOCATION_LEN);
-		strlcpy(slot->store, store->name, SLOT_STORE_LEN);
-		strlcpy(slot->shard, store->shard, SLOT_SHARD_LEN);
-		strlcpy(slot->owner, store->objstore->access_fingerprint,
-				OBJSTORE_FINGERPRINT_LEN);
-		slot_forget_admitted_locked(slot);
-		slot->claim_put_id[0] = '\0';
-		slot->claim_position = 0;
-		slot->claim_access_len = 0;
-		explicit_bzero(slot->claim_access, sizeof(slot->claim_access));
-		pg_atomic_fetch_add_u64(&slot->namespace_generation, 1);
-		slot->writer_state = WRITER_NONE;
-		slot->in_use = true;
+		slot_assign(slot, store);
 		found = slot;
 	}
+	if (found == NULL && !*changed && may_recycle)
+		found = slot_recycle(store);
 	LWLockRelease(&shared_state->registry_lock);
 	pfree(current);
 	return found;
@@ -659,7 +785,7 @@ slot_find(RolloutStore *store, SlotSearch search, uint64 *member_since,
 			(search == SLOT_SEARCH_READ &&
 			 shared_store_free_slots() <= shared_state->max_stores / 4))
 			break;
-		found = slot_create(store, count, &changed);
+		found = slot_create(store, count, search == SLOT_SEARCH_COMMIT, &changed);
 		if (found != NULL)
 			*member_since = pg_atomic_read_u64(&found->namespace_generation);
 		else if (!changed)
@@ -708,8 +834,10 @@ slot_cached(RolloutStore *store, bool to_write)
 	SharedStoreSlot *slot = store->shared_slot;
 	bool		claiming;
 
-	if (slot == NULL || !slot_matches(slot, store) ||
-		pg_atomic_read_u64(&slot->namespace_generation) != store->shared_slot_generation ||
+	if (slot == NULL || !slot_matches(slot, store))
+		return NULL;
+	pg_read_barrier();			/* the names above, then the generation */
+	if (pg_atomic_read_u64(&slot->namespace_generation) != store->shared_slot_generation ||
 		(to_write && !store->shared_slot_writes))
 		return NULL;
 	if (!to_write || store->shared_slot_claimed)
@@ -857,6 +985,30 @@ shared_store_evict_idle(TimestampTz idle_since, SharedStoreSlot *except)
 }
 
 /*
+ * Note that a handle uses slot now, to the second (slot_recycle takes the
+ * least recently used): written without a lock, and only when the second
+ * changed, so that handles of one store do not contend for its cache line.
+ * Background workers do not count: the sweeper visits every store of its
+ * databases on a timer, and a parallel worker's leader counted already.
+ */
+static SharedStoreSlot *
+slot_touch(SharedStoreSlot *slot)
+{
+	TimestampTz now;
+
+	if (IsBackgroundWorker)
+		return slot;
+	now = GetCurrentTimestamp();
+
+	if (now - (TimestampTz) pg_atomic_read_u64(&slot->last_used_at) >= USECS_PER_SEC)
+	{
+		pg_atomic_write_u64(&slot->last_used_at, (uint64) now);
+		pg_memory_barrier();	/* seen by slot_recycle before any use */
+	}
+	return slot;
+}
+
+/*
  * Find store's handle's slot with search (slot_find) unless its cached one
  * still holds (slot_cached), and remember it; a slot found anew first
  * forgets any older incarnation of the store (shared_store_adopt_incarnation,
@@ -875,7 +1027,7 @@ slot_for_handle(RolloutStore *store, SlotSearch search, bool *full)
 		return NULL;
 	if ((found = slot_cached(store, search == SLOT_SEARCH_COMMIT ||
 							 search == SLOT_SEARCH_MAINTAIN)) != NULL)
-		return found;
+		return slot_touch(found);
 	store->shared_slot = NULL;
 	found = slot_find(store, search, &member_since, &writes, full);
 	if (found == NULL)
@@ -901,7 +1053,7 @@ slot_for_handle(RolloutStore *store, SlotSearch search, bool *full)
 	 * direct path beside it, retries.
 	 */
 	if (slot_cached(store, false) == found)
-		return found;
+		return slot_touch(found);
 	store->shared_slot = NULL;
 	if (search == SLOT_SEARCH_COMMIT)
 		ereport(ERROR,
@@ -949,10 +1101,10 @@ shared_store_slot(RolloutStore *store, bool to_commit)
 }
 
 /*
- * See shared_store.h.  Slots are never freed, so readers make one only
- * while more than a quarter of them are free: the rest stays for stores
- * this cluster writes, which would otherwise lose group commit and
- * memtable.  Without a slot a read loses nothing but a cache, so there is
+ * See shared_store.h.  Readers make a slot only while more than a quarter
+ * of them are free, and never take one from another store: the rest stays
+ * for stores this cluster writes, which would otherwise lose group commit
+ * and memtable.  Without a slot a read loses nothing but a cache, so there is
  * no warning.
  */
 SharedStoreSlot *

@@ -311,11 +311,12 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 	 * deduplicated).  Copied after the manifest, a flush in between could
 	 * hide them from both.
 	 */
+	rollout_fault_point("snapshot.before_memtable");
 	if (slot != NULL && count_only)
 	{
 		SnapshotSource *rows = snapshot_source_new(SNAPSHOT_MEMTABLE);
 
-		have_memtable = memtable_rows(slot, &rows->rows);
+		have_memtable = memtable_rows(store, slot, &rows->rows);
 		rows->position = PG_INT64_MAX;	/* after any replay_after */
 		memtable = list_make1(rows);
 	}

@@ -211,6 +211,12 @@ rollout_commit_rows(RolloutStore *store, StoreRowReader next, void *arg,
 	if (encode_nest_level >= 0)
 		portable_encode_end(encode_nest_level);
 
+	/*
+	 * Staging a large transaction's rows takes a while, in which a slot idle
+	 * meanwhile may have gone to another store (shared_store.c): look again.
+	 */
+	if (slot != NULL)
+		slot = shared_store_slot(store, true);
 	if (slot != NULL)
 		(void) group_commit(store, slot, blob, row_count, reader.tombstones,
 							truncate, metadata.ingest);

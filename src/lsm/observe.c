@@ -109,7 +109,7 @@ rollout_observe_store(RolloutStore *store, bool exact, bool all_wal_tails)
 	 * (counted twice at worst, never missed).  Read after the manifests, a
 	 * flush in between would hide them from both counts.
 	 */
-	if (slot != NULL && memtable_rows(slot, &result.unflushed_rows))
+	if (slot != NULL && memtable_rows(store, slot, &result.unflushed_rows))
 		result.unflushed_known = true;
 	else
 		result.unflushed_rows = 0;

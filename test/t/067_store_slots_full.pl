@@ -7,9 +7,10 @@
 # stores without a shared-memory slot are written and read through the
 # direct path, lose nothing, and say so (docs/WRITER.md, max_stores).
 #
-# Slots live as long as the server (core/shared_store.c); a store that finds
-# every slot taken commits without group commit and memtable, each
-# transaction its own WAL entry, with a WARNING once per backend.  Preloaded
+# A store that finds every slot taken, and none idle long enough to take over
+# (core/shared_store.c; test 068 has that), commits without group commit and
+# memtable, each transaction its own WAL entry, with a WARNING once per
+# backend.  Preloaded
 # with max_stores = 2 and four stores written, sequentially and from four
 # sessions at once: exactly two slots exist, the WARNING names the setting,
 # every store reads exact before and after its flush, and after a crash
