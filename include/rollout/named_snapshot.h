@@ -29,7 +29,8 @@ typedef struct RetainedSnapshot
 	ObjectStoreEntry *entry;	/* the retention object */
 	TimestampTz until;
 	char	   *token;			/* NULL when not read (expired) */
-	NamedSnapshot *snapshot;	/* NULL when not read, or not a valid token */
+	NamedSnapshot *snapshot;	/* NULL when not read, or not a valid token
+								 * (then gc keeps every version) */
 } RetainedSnapshot;
 
 /* rollout_fdw.as_of: the token every scan of its store reads ("" none) */

@@ -69,6 +69,7 @@ typedef struct GcVersions
 	int			first_kept;		/* index of the oldest kept version */
 	int64	   *retained;		/* version numbers retentions keep */
 	int			retained_count;
+	bool		keep_all;		/* a retention's token could not be read */
 } GcVersions;
 
 /*
@@ -78,7 +79,7 @@ typedef struct GcVersions
 static GcVersions
 gc_manifest_versions(RolloutStore *store, const char *prefix, TimestampTz cutoff)
 {
-	GcVersions	versions = {NIL, 0, NULL, 0};
+	GcVersions	versions = {NIL, 0, NULL, 0, false};
 	List	   *objects = objstore_list_all(store->objstore, prefix, NULL);
 	ListCell   *lc;
 	int			n;
@@ -107,7 +108,10 @@ gc_manifest_versions(RolloutStore *store, const char *prefix, TimestampTz cutoff
 /*
  * Note in versions the version numbers that the unexpired retentions' tokens
  * of this creation of the store name: of the base manifest (shard NULL) or
- * of shard's manifest.
+ * of shard's manifest.  An unexpired retention whose token is not a valid
+ * one keeps every version: what it was meant to keep cannot be known, and
+ * gc must not delete what a snapshot someone retained reads
+ * (gc_warn_unreadable_retentions says so).
  */
 static void
 gc_note_retained(RolloutStore *store, List *retentions, const char *shard,
@@ -130,6 +134,8 @@ gc_note_retained(RolloutStore *store, List *retentions, const char *shard,
 		NamedSnapshot *named = retained->snapshot;
 		ListCell   *sc;
 
+		if (named == NULL && retained->token != NULL)
+			versions->keep_all = true;
 		if (named == NULL || !named_snapshot_of_store(store, named))
 			continue;
 		if (shard == NULL)
@@ -151,6 +157,8 @@ gc_note_retained(RolloutStore *store, List *retentions, const char *shard,
 static bool
 gc_version_retained(const GcVersions *versions, int64 number)
 {
+	if (versions->keep_all)
+		return true;
 	for (int i = 0; i < versions->retained_count; i++)
 	{
 		if (versions->retained[i] == number)
@@ -537,6 +545,31 @@ gc_expired_retentions(RolloutStore *store, List *retentions, TimestampTz now,
  * rollout_fdw.min_gc_grace: rollout_gc refuses a shorter one, the sweeper
  * raises it.
  */
+/*
+ * WARN about each unexpired retention whose token is not a valid one (it
+ * was written into the store directly, or damaged): while it lasts, gc keeps
+ * every manifest version of the store (gc_note_retained).
+ */
+static void
+gc_warn_unreadable_retentions(RolloutStore *store, List *retentions)
+{
+	ListCell   *lc;
+
+	foreach(lc, retentions)
+	{
+		RetainedSnapshot *retained = lfirst(lc);
+
+		if (retained->token != NULL && retained->snapshot == NULL)
+			ereport(WARNING,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("retention \"%s\" of store \"%s\" does not hold a valid snapshot token",
+							retained->entry->key, store->name),
+					 errdetail("Until it expires at %s, garbage collection keeps every manifest version of the store and everything they reference, since what the retention keeps cannot be known.",
+							   timestamptz_to_str(retained->until)),
+					 errhint("Remove the object from the store if nobody needs the snapshot it was meant to keep.")));
+	}
+}
+
 GcResult
 rollout_gc_store(RolloutStore *store, int64 grace_seconds)
 {
@@ -559,6 +592,7 @@ rollout_gc_store(RolloutStore *store, int64 grace_seconds)
 	PG_TRY();
 	{
 		retentions = named_snapshot_retentions(store, started);
+		gc_warn_unreadable_retentions(store, retentions);
 		gc_base(store, retentions, cutoff, &result);
 		gc_own_shard(store, retentions, cutoff, &result);
 		gc_own_write_probes(store, cutoff, &result);

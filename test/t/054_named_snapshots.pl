@@ -257,21 +257,33 @@ ok(!$ok && $err =~ /has expired/ && $err =~ /rollout_retain/, 'a released token 
 # cluster's shard, and the next gc wrote a version per repetition into an
 # array of one per retention, past its end (any role owning a table of the
 # store could plant it, and every gc of the store, the sweeper's too, then
-# crashed its backend).  A retention planted in the bucket directly is
-# ignored by gc, which goes on.
+# crashed its backend).  A retention planted in the bucket directly, whose
+# token is not valid, makes gc keep every version while it lasts (what it
+# keeps cannot be known), with a WARNING; before, gc ignored it and deleted
+# what the snapshot it was meant to keep read.
 my $fresh = $node->safe_psql('postgres', q{SELECT rollout_snapshot('e')});
+$node->safe_psql('postgres', q{CREATE TABLE h_fresh AS SELECT * FROM e});
+$node->safe_psql('postgres',
+	q{UPDATE e SET v = 42 WHERE id BETWEEN 100 AND 160; SELECT 1 FROM rollout_merge('e'); SELECT 1 FROM rollout_compact('e', min_fragments => 1);});
 my ($first_shard) = (split /:/, $fresh)[-1] =~ /^([^,]+)/;
 my $doubled = $fresh . ",$first_shard" x 200;
 ($ok, $out, $err) = try_sql($node, qq{SELECT rollout_retain('e', '$doubled', now() + interval '1 hour')});
 ok(!$ok && $err =~ /invalid snapshot token.*\n.*DETAIL:  It lists shard "[^"]+" twice/,
 	'a token listing a shard twice is refused') or diag($err);
 my $until_us = int((time - 946684800 + 3600) * 1_000_000);
-$store->put("e/_retained/0000000000000001.$until_us.json",
+$store->put("named/_retained/0000000000000001.$until_us.json",
 	qq{{"token": "$doubled", "until": "planted"}});
 ($ok, $out, $err) = try_sql($node, q{SELECT 1 FROM rollout_gc('e', '0')});
 ok($ok, 'gc goes on past a planted retention whose token lists a shard 200 times') or diag($err);
 is($node->safe_psql('postgres', 'SELECT 1'), '1', 'and the server is still up');
-$store->delete("e/_retained/0000000000000001.$until_us.json");
+like($err, qr/WARNING:  retention "named\/_retained\/0000000000000001\.\d+\.json" of store "named" does not hold a valid snapshot token\n.*DETAIL:  Until it expires at .*, garbage collection keeps every manifest version/,
+	'gc warns that an unreadable retention makes it keep every version');
+snapshot_reads($fresh, 'h_fresh', 'while it lasts, gc keeps what an unretained token read');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM e WHERE v = 42}), '61', '(which the store no longer holds)');
+$store->delete("named/_retained/0000000000000001.$until_us.json");
+$node->safe_psql('postgres', q{SELECT 1 FROM rollout_gc('e', '0')});
+($ok, $out, $err) = try_sql($node, qq{SET rollout_fdw.as_of = '$fresh'; SELECT count(*) FROM e});
+ok(!$ok && $err =~ /has expired/, 'once it is removed, gc collects what no retention keeps') or diag($err);
 
 # --- (d) random rounds ----------------------------------------------------------
 my $rounds = loop_size(file => 8, remote => 4);
