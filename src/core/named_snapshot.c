@@ -238,24 +238,42 @@ named_snapshot_raise_expired(RolloutStore *store, const char *token)
 			 errhint("Keep a snapshot with rollout_retain, or with retain_until of rollout_snapshot, for as long as it is read.")));
 }
 
-RolloutSnapshot *
-named_snapshot_read(RolloutStore *store, const char *token)
+/* The snapshot token names; ERROR when it is not a valid token. */
+static NamedSnapshot *
+parse_or_raise(const char *token)
 {
 	const char *problem;
 	NamedSnapshot *named = named_snapshot_parse(token, &problem);
-	RolloutSnapshot *snapshot;
 
 	if (named == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid snapshot token \"%s\"", token),
 				 errdetail("%s", problem)));
+	return named;
+}
+
+/* ERROR unless named, of token, is a snapshot of store; then says outcome */
+static void
+raise_unless_of_store(RolloutStore *store, const NamedSnapshot *named,
+					  const char *token, const char *outcome)
+{
 	if (!named_snapshot_of_store(store, named))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("snapshot \"%s\" is not a snapshot of store \"%s\"",
 						token, store->name),
-				 errdetail("It was taken of another store, or of an earlier creation of this one.")));
+				 errdetail("It was taken of another store, or of an earlier creation of this one%s.",
+						   outcome)));
+}
+
+RolloutSnapshot *
+named_snapshot_read(RolloutStore *store, const char *token)
+{
+	NamedSnapshot *named = parse_or_raise(token);
+	RolloutSnapshot *snapshot;
+
+	raise_unless_of_store(store, named, token, "");
 	snapshot = rollout_snapshot_at_versions(store, &named->versions);
 	if (snapshot == NULL)
 		named_snapshot_raise_expired(store, token);
@@ -437,20 +455,21 @@ named_snapshot_retain(RolloutStore *store, const char *token, TimestampTz until,
 	}
 }
 
+/*
+ * Retentions are found by the token's hash, whatever the token: one that is
+ * not valid (a retention written into the store by hand, which makes gc keep
+ * everything) can be released by its text too.  Only when nothing was
+ * released does a token that is not valid, or is another store's, say so:
+ * that is a mistake worth an error, not a release of nothing.
+ */
 int
 named_snapshot_release(RolloutStore *store, const char *token)
 {
-	const char *problem;
 	List	   *objects;
 	ListCell   *lc;
 	int			released = 0;
 
 	rollout_check_writable(store, "release a snapshot of");
-	if (named_snapshot_parse(token, &problem) == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid snapshot token \"%s\"", token),
-				 errdetail("%s", problem)));
 	objects = objstore_list_all(store->objstore,
 								retention_prefix(store, token), NULL);
 	foreach(lc, objects)
@@ -462,7 +481,11 @@ named_snapshot_release(RolloutStore *store, const char *token)
 			objstore_delete(store->objstore, entry->key))
 			released++;
 	}
-	return released;
+	if (released > 0)
+		return released;
+	raise_unless_of_store(store, parse_or_raise(token), token,
+						  "; nothing was released");
+	return 0;
 }
 
 List *

@@ -247,6 +247,12 @@ ok(!$ok && $err =~ /has expired/, 'after its retention expired, gc collected wha
 # release
 is($node->safe_psql('postgres', qq{SELECT rollout_release('e', '$t2')}), 1, 'rollout_release removes the retention');
 is($node->safe_psql('postgres', qq{SELECT rollout_release('e', '$t2')}), 0, 'releasing again removes nothing');
+($ok, $out, $err) = try_sql($node, qq{SELECT rollout_release('other', '$t2')});
+ok(!$ok && $err =~ /snapshot "\Q$t2\E" is not a snapshot of store "other"\n.*DETAIL:  .*nothing was released/,
+	"releasing a token through another store's table is an error, not a release of nothing") or diag($err);
+($ok, $out, $err) = try_sql($node, q{SELECT rollout_release('e', 'rs1:nonsense')});
+ok(!$ok && $err =~ /invalid snapshot token "rs1:nonsense"/, 'releasing an invalid token that no retention holds is an error')
+  or diag($err);
 $node->safe_psql('postgres', q{SELECT 1 FROM rollout_gc('e', '0')});
 ($ok, $out, $err) = try_sql($node, qq{SET rollout_fdw.as_of = '$t2'; SELECT count(*) FROM e});
 ok(!$ok && $err =~ /has expired/ && $err =~ /rollout_retain/, 'a released token is expired after gc, with a hint')
