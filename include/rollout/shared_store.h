@@ -52,6 +52,14 @@ extern SharedStoreSlot *shared_store_lookup(RolloutStore *store);
 extern SharedStoreSlot *shared_store_slot_for_reading(RolloutStore *store);
 
 /*
+ * Whether this cluster has a slot of store that its handle may write
+ * through (created, claimed or being claimed).  Never waits for a slot, so
+ * that it may be called while claims are held off (writer_epoch.h); may
+ * read and write the store (a write proof) once per slot of its names.
+ */
+extern bool shared_store_writable_slot_exists(RolloutStore *store);
+
+/*
  * ERROR (retryable) unless store's handle may still use slot, which it
  * found before, to action ("commit to", "flush"): a committer with room in the memtable, or a flush, checks
  * so before it writes through the slot (the room and the flush keep the

@@ -51,6 +51,16 @@ extern ShardClaim shard_claim(RolloutStore *store, bool only_for_new_timeline,
  */
 extern void writer_ensure_ready(RolloutStore *store, SharedStoreSlot *slot);
 
+/*
+ * Hold off this cluster's claims of store's shard (a share of the lock each
+ * claim takes exclusively), and let them go on again.  A direct-path commit
+ * holds them off while it looks for a slot of the store and appends
+ * (commit.c): a claim then either came first, and the commit finds its slot,
+ * or comes after, and its tip includes the entry.
+ */
+extern void writer_claims_hold_off(RolloutStore *store);
+extern void writer_claims_resume(RolloutStore *store);
+
 /* A leader of epoch met a newer writer's entry: count the fence once. */
 extern void writer_note_fenced(SharedStoreSlot *slot, int64 epoch);
 

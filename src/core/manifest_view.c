@@ -296,7 +296,7 @@ manifest_view_wal_tail_look(RolloutStore *store, WalTailLook *look)
 	look->recordable = slot != NULL && manifest_view_max_age_ms() > 0 &&
 		!RecoveryInProgress();
 	if (look->recordable)
-		look->changes = shared_store_wal_changes(slot->store, slot->shard);
+		look->changes = shared_store_wal_changes(store->name, store->shard);
 }
 
 /* See manifest_view.h.  The newest look replaces what an older one found. */
@@ -307,7 +307,7 @@ manifest_view_wal_tail_found_empty(RolloutStore *store, const WalTailLook *look,
 	SharedStoreSlot *slot = manifest_view_slot(store, false, true);
 
 	if (slot == NULL || !look->recordable ||
-		shared_store_wal_changes(slot->store, slot->shard) != look->changes)
+		shared_store_wal_changes(store->name, store->shard) != look->changes)
 		return;
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 	if (view_is_of(slot, store) &&
@@ -336,7 +336,7 @@ manifest_view_wal_tail_empty(RolloutStore *store, int64 replay_after)
 
 	if (slot == NULL || max_age_ms <= 0 || RecoveryInProgress())
 		return false;
-	changes = shared_store_wal_changes(slot->store, slot->shard);
+	changes = shared_store_wal_changes(store->name, store->shard);
 	LWLockAcquire(&slot->lock, LW_SHARED);
 	empty = view_is_of(slot, store) && slot->tail_empty_listed_at != 0 &&
 		slot->tail_empty_after == replay_after &&

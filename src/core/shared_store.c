@@ -400,8 +400,12 @@ slot_forget_stale_claim(SharedStoreSlot *slot, const StaleClaim * stale)
 {
 	bool		gone = true;
 	bool		forgotten = false;
+	char		store_name[SLOT_STORE_LEN];
+	char		shard[SLOT_SHARD_LEN];
 
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	strlcpy(store_name, slot->store, sizeof(store_name));
+	strlcpy(shard, slot->shard, sizeof(shard));
 	if (pg_atomic_read_u64(&slot->namespace_generation) == stale->generation &&
 		slot->claim_position == stale->position &&
 		strcmp(slot->claim_put_id, stale->put_id) == 0)
@@ -419,7 +423,7 @@ slot_forget_stale_claim(SharedStoreSlot *slot, const StaleClaim * stale)
 	if (forgotten)
 		ereport(LOG,
 				(errmsg("rollout_fdw: forgot the claim of shard \"%s\" of store \"%s\" in shared memory: its credentials are refused now",
-						slot->shard, slot->store),
+						shard, store_name),
 				 errdetail("Other credentials could not prove that they write the store through it. The store's unflushed rows stay in its WAL; the next commit claims the shard again.")));
 	return gone;
 }
@@ -508,9 +512,11 @@ slot_assign(SharedStoreSlot *slot, RolloutStore *store)
  * idle_before, nothing is in flight in it or waits for it, every position
  * its writer began is settled, and its memtable holds only batches older
  * than idle_before (durable WAL entries, read from the store once the slot
- * forgets them, as after an eviction).  A writer that refuses commits for
- * good (fenced twice, superseded by a promoted standby) keeps its slot,
- * since forgetting it would let the next commit claim the shard again.
+ * forgets them, as after an eviction).  A writer that was ever fenced keeps
+ * its slot: the count of fences is what makes a cluster refuse the shard for
+ * good after the second (two clusters given one shard id), and a slot that
+ * changed hands would start it again; so does one superseded by a promoted
+ * standby.
  */
 static bool
 slot_recyclable_locked(SharedStoreSlot *slot, TimestampTz idle_before)
@@ -519,7 +525,7 @@ slot_recyclable_locked(SharedStoreSlot *slot, TimestampTz idle_before)
 		slot->sleeper_count == 0 && slot->timer_holder == 0 &&
 		!slot->pipeline_broken && slot->tip == slot->next_position &&
 		slot->writer_state != WRITER_FENCED &&
-		slot->writer_state != WRITER_SUPERSEDED &&
+		slot->writer_state != WRITER_SUPERSEDED && slot->times_fenced == 0 &&
 		(TimestampTz) pg_atomic_read_u64(&slot->last_used_at) < idle_before &&
 		slot->last_lead_at < idle_before &&
 		memtable_newest_durable_at(slot) < idle_before;
@@ -1206,6 +1212,36 @@ shared_store_check_siblings(RolloutStore *store, SharedStoreSlot *slot)
 				 errdetail("It was claimed meanwhile through credentials that reach the same store. The transaction is not committed."),
 				 errhint("Retry the transaction.")));
 	}
+}
+
+/*
+ * See shared_store.h.  A slot whose claim's credentials are refused
+ * (SLOT_STALE) counts: the commit goes to slot_find, which forgets it.
+ */
+bool
+shared_store_writable_slot_exists(RolloutStore *store)
+{
+	SharedStoreSlot **candidates;
+	int			count;
+	bool		exists = false;
+
+	if (!rollout_shared_available())
+		return false;
+	candidates = palloc(sizeof(SharedStoreSlot *) * shared_state->max_stores);
+	LWLockAcquire(&shared_state->registry_lock, LW_SHARED);
+	count = slot_candidates(store, candidates);
+	LWLockRelease(&shared_state->registry_lock);
+	for (int i = 0; i < count && !exists; i++)
+	{
+		uint64		since;
+		StaleClaim	stale;
+		SlotStanding standing = slot_standing(candidates[i], store, true,
+											  &since, &stale);
+
+		exists = standing == SLOT_MEMBER || standing == SLOT_STALE;
+	}
+	pfree(candidates);
+	return exists;
 }
 
 /* How many slots are not in use yet (read without the registry lock). */

@@ -156,6 +156,46 @@ commit_direct(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
 	return position;
 }
 
+/* Look for a slot this often when one keeps turning up beside a direct commit. */
+#define COMMIT_SLOT_ATTEMPTS	3
+
+/*
+ * Commit through the direct path unless this cluster has a slot of the
+ * store after all; returns whether it committed.  Claims of the shard are
+ * held off meanwhile (writer_epoch.h): without that, a slot given to the
+ * store between this backend's look for one and its append (an idle one,
+ * shared_store.c) could claim a tip that misses the entry, hide the row
+ * from every read through its memtable, and find its next position taken
+ * by its own epoch.
+ */
+static bool
+commit_direct_unless_slot(RolloutStore *store, List *blobs,
+						  WalEntryMetadata *metadata)
+{
+	volatile bool committed = false;
+
+	if (!rollout_shared_available())
+	{
+		(void) commit_direct(store, blobs, metadata);
+		return true;
+	}
+	writer_claims_hold_off(store);
+	PG_TRY();
+	{
+		if (!shared_store_writable_slot_exists(store))
+		{
+			(void) commit_direct(store, blobs, metadata);
+			committed = true;
+		}
+	}
+	PG_FINALLY();
+	{
+		writer_claims_resume(store);
+	}
+	PG_END_TRY();
+	return committed;
+}
+
 /*
  * The one commit path (commit.h).  Nothing of the transaction is written
  * before the writability check has passed and the store and this shard's
@@ -213,15 +253,31 @@ rollout_commit_rows(RolloutStore *store, StoreRowReader next, void *arg,
 
 	/*
 	 * Staging a large transaction's rows takes a while, in which a slot idle
-	 * meanwhile may have gone to another store (shared_store.c): look again.
+	 * meanwhile may have gone to another store, or one to this store
+	 * (shared_store.c): look again, and again if one turns up beside a direct
+	 * commit.
 	 */
-	if (slot != NULL)
-		slot = shared_store_slot(store, true);
-	if (slot != NULL)
-		(void) group_commit(store, slot, blob, row_count, reader.tombstones,
-							truncate, metadata.ingest);
-	else
-		(void) commit_direct(store, blob ? list_make1(blob) : NIL, &metadata);
+	for (int attempt = 0;; attempt++)
+	{
+		if (attempt > 0 || slot != NULL)
+			slot = shared_store_slot(store, true);
+		if (slot != NULL)
+		{
+			(void) group_commit(store, slot, blob, row_count, reader.tombstones,
+								truncate, metadata.ingest);
+			break;
+		}
+		rollout_fault_point("commit.before_direct");
+		if (commit_direct_unless_slot(store, blob ? list_make1(blob) : NIL,
+									  &metadata))
+			break;
+		if (attempt == COMMIT_SLOT_ATTEMPTS)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not commit to store \"%s\": its shared-memory slot kept changing hands",
+							store->name),
+					 errhint("Retry the transaction.")));
+	}
 }
 
 /* Remove a scan's scratch segment when its memory goes. */

@@ -466,8 +466,9 @@ rollout_flush_shard(RolloutStore *store)
 		LockRelease(&tag, ExclusiveLock, true);
 	}
 	PG_END_TRY();
+	/* the slot may have gone to another store meanwhile: look again */
 	if (result.last_position > 0)
-		shared_store_note_event(slot, SHARED_EVENT_FLUSH,
+		shared_store_note_event(shared_store_lookup(store), SHARED_EVENT_FLUSH,
 								(int64) (GetCurrentTimestamp() - started));
 	return result;
 }

@@ -352,6 +352,25 @@ writer_claim_lock_tag(RolloutStore *store, LOCKTAG *tag)
 	rollout_store_shard_lock_tag(store, store->shard, 0x5257, tag);
 }
 
+/* See writer_epoch.h. */
+void
+writer_claims_hold_off(RolloutStore *store)
+{
+	LOCKTAG		tag;
+
+	writer_claim_lock_tag(store, &tag);
+	(void) LockAcquire(&tag, ShareLock, true, false);
+}
+
+void
+writer_claims_resume(RolloutStore *store)
+{
+	LOCKTAG		tag;
+
+	writer_claim_lock_tag(store, &tag);
+	LockRelease(&tag, ShareLock, true);
+}
+
 /*
  * Claim the shard through slot, one claim of the store's shard at a time
  * (writer_claim_lock_tag).  Only credentials that reach the store the slot
@@ -390,12 +409,28 @@ writer_ensure_ready(RolloutStore *store, SharedStoreSlot *slot)
 	for (;;)
 	{
 		WriterState state;
+		bool		current;
 
+		/*
+		 * A committer that waited long for memtable room may find its slot
+		 * gone to another store (shared_store.c), whose writer is not its to
+		 * claim or judge.
+		 */
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+		current = store_slot_is_current(store, slot);
 		state = slot->writer_state;
-		if (state == WRITER_NONE)
+		if (current && state == WRITER_NONE)
 			slot->writer_state = WRITER_INITIALIZING;
 		LWLockRelease(&slot->lock);
+		if (!current)
+		{
+			ConditionVariableCancelSleep();
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not commit to store \"%s\": its shared-memory slot changed hands",
+							store->name),
+					 errhint("Retry the transaction.")));
+		}
 
 		if (state == WRITER_READY)
 		{

@@ -18,7 +18,10 @@
 #    new owner's rows: with the slot's generation unchecked it returned them
 #    as its own;
 #  - while no slot is idle long enough, a store still goes the direct path
-#    with the WARNING; and after a crash every committed row is there once.
+#    with the WARNING;
+#  - a commit that found no slot, and whose store gets one before it appends,
+#    commits through that slot instead (held at a fault point);
+#  - after a crash every committed row is there once.
 
 use strict;
 use warnings;
@@ -29,12 +32,13 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(writer_node wait_for_fault release_faults);
+use RolloutTest qw(writer_node wait_for_fault release_faults hold_faults);
 use Test::More;
 use Time::HiRes qw(sleep);
 
+# no sweeper: its visits would take slots of their own
 my $node = writer_node('slots_recycled', 'rollout_fdw.max_stores' => 2,
-	'rollout_fdw.flush_interval' => 3600);
+	'rollout_fdw.worker_databases' => '');
 my $store = RolloutStore->for_test('068_store_slots_recycled', backend => 'file');
 $store->create_extension_and_server($node);
 $node->safe_psql('postgres',
@@ -135,11 +139,37 @@ for my $n (1 .. 3)
 }
 check_all('after each store is flushed');
 
-# 7. a crash: every committed row once
+# 7. s1 and s3 hold both slots.  A commit of s2 that found none waits
+# before its direct append; s2 gets a slot meanwhile (once s1's and s3's are
+# idle), whose claim takes s2's WAL tail.
+# The held commit then commits through that slot: appended beside it, its row
+# was hidden from every read through the slot's memtable, and the slot's
+# next entry found its position taken ("taken by an unexpected entry").
+is(slot_stores(), 's1:5,s3:10', 's2 has no slot');
+hold_faults($node);
+$offset = -s $node->logfile;
+$count{2}++;
+my $held = PsqlScript->start($node, sql => qq{
+SET rollout_fdw.fail_at = 'commit.before_direct:hold';
+INSERT INTO s2 VALUES ($count{2}, 2000 + $count{2});
+});
+wait_for_fault($node, 'commit.before_direct', $offset);
+sleep(11);
+$err = insert_rows(2, 1);
+unlike($err, qr/WARNING/, 's2 gets an idle slot while a commit of it waits to append directly');
+release_faults($node);
+($rc, $out, $err) = $held->finish;
+is($rc, 0, 'the held commit succeeds') or diag($err);
+check_all('after a commit that found no slot and then one');
+insert_rows(2, 3);
+check_all("after more commits through s2's slot");
+
+# 8. a crash: every committed row once
 insert_rows($_, 4) for 1 .. 3;
 $node->stop('immediate');
 $node->start;
 check_all('after a crash');
+
 unlike(slurp_file($node->logfile), qr/terminated by signal|PANIC/, 'no backend died');
 $node->stop;
 done_testing();
