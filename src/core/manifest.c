@@ -391,6 +391,15 @@ shard_manifest_parse(RolloutStore *store, const char *shard, int64 version,
 			!manifest_stamp_in_range(entry->stamp))
 			json_doc_corrupt(doc, psprintf("Generation %lld is inconsistent with the manifest.",
 										   (long long) entry->number));
+
+		/*
+		 * Flushes append generations and merges take them from the front, so
+		 * they are in ascending order, which merge and readers rely on
+		 */
+		if (manifest->generations != NIL &&
+			((GenerationEntry *) llast(manifest->generations))->number >= entry->number)
+			json_doc_corrupt(doc, psprintf("Generation %lld is listed after a newer or equal one.",
+										   (long long) entry->number));
 		manifest->generations = lappend(manifest->generations, entry);
 	}
 	return manifest;

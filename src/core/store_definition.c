@@ -613,6 +613,8 @@ store_init_schema_from_json(RolloutStore *store, const RolloutStoreSpec *spec,
 							name, format_type_be(spec->columns[t].typid),
 							type, store->name),
 					 errdetail("A store's column types are fixed by its _store.json when it was created.")));
+		if (matched[t])
+			json_doc_corrupt(doc, psprintf("Column \"%s\" is listed twice.", name));
 		matched[t] = true;
 		store_init_column(store, c, doc, col, name, &spec->columns[t],
 						  trusted);

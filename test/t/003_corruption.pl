@@ -362,6 +362,13 @@ expect_error('binary garbage as manifest', $manifest_key);
 isnt($reversed, $manifest_bytes, 'the generation has a key range of distinct ends to swap');
 $store->put($manifest_key, reseal_json($reversed));
 expect_error('a manifest whose min_key is greater than its max_key', $manifest_key);
+# a generation listed twice: flushes append generations and merges take them
+# from the front, so a list out of order would make a merge drop the wrong ones
+(my $twice = $manifest_bytes) =~ s/("generations":\s*\[)(\{[^{}]*\})\]/$1$2, $2]/s;
+isnt($twice, $manifest_bytes, 'the generation listed twice');
+$store->put($manifest_key, reseal_json($twice));
+expect_error('a manifest that lists a generation twice', $manifest_key,
+	what => qr/is corrupt.*\n.*DETAIL:\s+Generation \d+ is listed after a newer or equal one/);
 $store->put($manifest_key, $manifest_bytes);
 is($node->safe_psql('postgres', $query), $original, 'restoring the manifest restores the result');
 

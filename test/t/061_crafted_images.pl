@@ -521,6 +521,23 @@ is($node->safe_psql('latin1_db', 'SELECT count(*) FROM accents_utf8'), '1',
 is($node->safe_psql('utf8_db', 'SELECT id, t FROM accents_utf8'), '1|é',
 	'and the UTF-8 database reads what it wrote, nothing else');
 
+# A _store.json that lists a column twice is corrupt: before, the column's
+# second entry overwrote the first one's place in the schema, and the rows
+# read back with that column always NULL.
+$node->safe_psql('utf8_db', q{
+CREATE FOREIGN TABLE twice (id int, v int) SERVER s OPTIONS (store 'twice', key 'id');
+INSERT INTO twice VALUES (1, 10);});
+{
+	my $json = JSON::PP->new->canonical;
+	my $definition = $json->decode($store->get('twice/_store.json'));
+	my ($v) = grep { $_->{name} eq 'v' } @{ $definition->{columns} };
+	push @{ $definition->{columns} }, {%$v};
+	$store->put('twice/_store.json', $json->encode($definition));
+}
+($ok, $out, $err) = run('SELECT * FROM twice');
+ok(!$ok && $err =~ /XX001: object "twice\/_store\.json" is corrupt\n.*DETAIL:  Column "v" is listed twice\./,
+	'a _store.json listing a column twice is corrupt, and says which') or diag($err);
+
 unlike(slurp_file($node->logfile), qr/terminated by signal/,
 	'no backend died on any of it');
 $node->stop;
