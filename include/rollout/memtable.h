@@ -36,6 +36,9 @@ extern double memtable_budget_used_fraction(void);
 /* The largest transaction (row bytes) the memtable takes without ingest. */
 extern int64 memtable_max_transaction_bytes(void);
 
+/* What the memtable's budget holds in all (memtable_budget_take). */
+extern int64 memtable_usable_bytes(void);
+
 /* The ingest references a commit request carries after its rows. */
 extern List *memtable_request_ingest(CommitRequest *request);
 

@@ -132,7 +132,7 @@ memtable_dsa(void)
  * measurements).  Reserving against 70% makes back-pressure a wait for a
  * flush rather than a failed allocation.
  */
-static int64
+int64
 memtable_usable_bytes(void)
 {
 	return (int64) (memtable_area_size() / 10 * 7);

@@ -456,6 +456,24 @@ named_snapshot_retain(RolloutStore *store, const char *token, TimestampTz until,
 }
 
 /*
+ * Whether the retention at key holds exactly token: a 64-bit hash in its
+ * name is no proof, and a text made to collide with another's token must
+ * not release that one.  False when it is gone meanwhile.
+ */
+static bool
+retention_holds_token(RolloutStore *store, const char *key, const char *token)
+{
+	StringInfoData body;
+	JsonDoc    *doc;
+
+	initStringInfo(&body);
+	if (!objstore_get(store->objstore, key, &body))
+		return false;
+	doc = json_doc_parse(body.data, body.len, key);
+	return strcmp(json_doc_text(doc, doc->root, "token", true), token) == 0;
+}
+
+/*
  * Retentions are found by the token's hash, whatever the token: one that is
  * not valid (a retention written into the store by hand, which makes gc keep
  * everything) can be released by its text too.  Only when nothing was
@@ -478,6 +496,7 @@ named_snapshot_release(RolloutStore *store, const char *token)
 		TimestampTz until;
 
 		if (retention_until(entry->key, &until) &&
+			retention_holds_token(store, entry->key, token) &&
 			objstore_delete(store->objstore, entry->key))
 			released++;
 	}

@@ -432,7 +432,8 @@ slot_forget_stale_claim(SharedStoreSlot *slot, const StaleClaim * stale)
  * Make store's handle the owner of slot, which no claim has tied to a store
  * yet (its owner may have reached another store by the same names): what it
  * holds goes, and the handles of its earlier owner ask again.  Waits for
- * anything in flight.  Returns false when a claim came first.
+ * anything in flight.  Returns false when a claim came first, or the slot
+ * went to another store's names meanwhile (slot_recycle).
  */
 static bool
 slot_take_over(SharedStoreSlot *slot, RolloutStore *store)
@@ -445,7 +446,9 @@ slot_take_over(SharedStoreSlot *slot, RolloutStore *store)
 		bool		claimed;
 
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-		claimed = slot->claim_put_id[0] != '\0';
+
+		/* gone to another store's names since it was judged: look again */
+		claimed = slot->claim_put_id[0] != '\0' || !slot_matches(slot, store);
 		if (!claimed && slot_member_locked(slot, fingerprint, true))
 			done = true;
 		else if (!claimed && !slot_busy_locked(slot))

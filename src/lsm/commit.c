@@ -126,74 +126,63 @@ commit_rows_as_blob(RolloutStore *store, StoreRowReader next, void *arg,
 	return blob;
 }
 
-/*
- * This backend's own WAL entry (the path without the shared-memory
- * writer).  A cluster promoted since the shard's last claim claims it
- * first, which fences the primary it replaced; afterwards its backends
- * share the new epoch like any plain writers.
- */
-static int64
-commit_direct(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
+/* What a direct-path commit came to (commit_direct). */
+typedef enum DirectOutcome
 {
-	int64		position = wal_append_rows(store, blobs, metadata);
-
-	if (position == 0)
-	{
-		(void) shard_claim(store, true, NULL);
-		position = wal_append_rows(store, blobs, metadata);
-		if (position == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("could not claim shard \"%s\" of store \"%s\" for this server's timeline",
-							store->shard, store->name)));
-	}
-
-	/*
-	 * before it is acknowledged: a slot of the store under another location
-	 * may know its WAL tail empty (manifest_view.c)
-	 */
-	shared_store_note_wal_change(store->name, store->shard);
-	return position;
-}
+	DIRECT_COMMITTED,
+	DIRECT_SLOT_FOUND,			/* commit through this cluster's slot instead */
+	DIRECT_CLAIM_FIRST			/* the shard is to be claimed for this
+								 * timeline */
+}			DirectOutcome;
 
 /* Look for a slot this often when one keeps turning up beside a direct commit. */
 #define COMMIT_SLOT_ATTEMPTS	3
 
 /*
- * Commit through the direct path unless this cluster has a slot of the
- * store after all; returns whether it committed.  Claims of the shard are
- * held off meanwhile (writer_epoch.h): without that, a slot given to the
- * store between this backend's look for one and its append (an idle one,
- * shared_store.c) could claim a tip that misses the entry, hide the row
- * from every read through its memtable, and find its next position taken
- * by its own epoch.
+ * This backend's own WAL entry (the path without the shared-memory writer),
+ * unless this cluster has a slot of the store after all.  With shared
+ * memory, claims of the shard are held off meanwhile (writer_epoch.h):
+ * without that, a slot given to the store between this backend's look for
+ * one and its append (an idle one, shared_store.c) could claim a tip that
+ * misses the entry, hide the row from every read through its memtable, and
+ * find its next position taken by its own epoch.  A cluster promoted since
+ * the shard's last claim must claim it first (DIRECT_CLAIM_FIRST), which the
+ * caller does once claims are no longer held off, since a claim may look
+ * for, and wait for, this cluster's slot of the store.
  */
-static bool
-commit_direct_unless_slot(RolloutStore *store, List *blobs,
-						  WalEntryMetadata *metadata)
+static DirectOutcome
+commit_direct(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
 {
-	volatile bool committed = false;
+	volatile	DirectOutcome outcome = DIRECT_SLOT_FOUND;
+	bool		shared = rollout_shared_available();
 
-	if (!rollout_shared_available())
-	{
-		(void) commit_direct(store, blobs, metadata);
-		return true;
-	}
-	writer_claims_hold_off(store);
+	if (shared)
+		writer_claims_hold_off(store);
 	PG_TRY();
 	{
-		if (!shared_store_writable_slot_exists(store))
+		if (!shared || !shared_store_writable_slot_exists(store))
 		{
-			(void) commit_direct(store, blobs, metadata);
-			committed = true;
+			if (wal_append_rows(store, blobs, metadata) == 0)
+				outcome = DIRECT_CLAIM_FIRST;
+			else
+			{
+				/*
+				 * before it is acknowledged: a slot of the store under
+				 * another location may know its WAL tail empty
+				 * (manifest_view.c)
+				 */
+				shared_store_note_wal_change(store->name, store->shard);
+				outcome = DIRECT_COMMITTED;
+			}
 		}
 	}
 	PG_FINALLY();
 	{
-		writer_claims_resume(store);
+		if (shared)
+			writer_claims_resume(store);
 	}
 	PG_END_TRY();
-	return committed;
+	return outcome;
 }
 
 /*
@@ -217,6 +206,8 @@ rollout_commit_rows(RolloutStore *store, StoreRowReader next, void *arg,
 	StringInfo	blob = NULL;
 	int64		row_count = 0;
 	int			encode_nest_level = -1;
+	DirectOutcome outcome;
+	bool		claimed = false;
 
 	rollout_check_writable(store, "commit to");
 
@@ -234,8 +225,12 @@ rollout_commit_rows(RolloutStore *store, StoreRowReader next, void *arg,
 	metadata.transactions = 1;
 	metadata.truncate = truncate;
 
+	/*
+	 * With shared memory, rows the memtable could not take are staged even
+	 * without a slot now: one may turn up before the commit (below).
+	 */
 	slot = shared_store_slot(store, true);
-	if (slot != NULL)
+	if (rollout_shared_available())
 		ingest_threshold = Min(ingest_threshold, memtable_max_transaction_bytes());
 
 	if (store->has_text_columns)
@@ -268,10 +263,20 @@ rollout_commit_rows(RolloutStore *store, StoreRowReader next, void *arg,
 			break;
 		}
 		rollout_fault_point("commit.before_direct");
-		if (commit_direct_unless_slot(store, blob ? list_make1(blob) : NIL,
-									  &metadata))
+		outcome = commit_direct(store, blob ? list_make1(blob) : NIL, &metadata);
+		if (outcome == DIRECT_COMMITTED)
 			break;
-		if (attempt == COMMIT_SLOT_ATTEMPTS)
+		if (outcome == DIRECT_CLAIM_FIRST && !claimed)
+		{
+			(void) shard_claim(store, true, NULL);
+			claimed = true;
+		}
+		else if (outcome == DIRECT_CLAIM_FIRST)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not claim shard \"%s\" of store \"%s\" for this server's timeline",
+							store->shard, store->name)));
+		else if (attempt >= COMMIT_SLOT_ATTEMPTS)
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 					 errmsg("could not commit to store \"%s\": its shared-memory slot kept changing hands",

@@ -1205,6 +1205,16 @@ group_commit_reserve(RolloutStore *store, SharedStoreSlot *slot, Size size)
 	}
 }
 
+/* ERROR: a commit request of size does not fit into the memtable. */
+static void
+commit_request_too_large(Size size)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OUT_OF_MEMORY),
+			 errmsg("the rollout_fdw memtable has no room for a transaction of %zu bytes", size),
+			 errhint("Raise rollout_fdw.memtable_size or lower rollout_fdw.ingest_threshold.")));
+}
+
 /*
  * A commit request holding rows (may be NULL) and the serialised ingest
  * references refs, in the memtable's area, its size reserved from the
@@ -1221,6 +1231,9 @@ commit_request_allocate(RolloutStore *store, SharedStoreSlot *slot,
 	dsa_pointer pointer;
 	CommitRequest *request;
 
+	/* no flush or eviction makes room for it: waiting would never end */
+	if ((int64) size > memtable_usable_bytes())
+		commit_request_too_large(size);
 	for (;;)
 	{
 		bool		memtable_empty;
@@ -1238,10 +1251,7 @@ commit_request_allocate(RolloutStore *store, SharedStoreSlot *slot,
 		LWLockRelease(&slot->lock);
 		memtable_budget_return(size);
 		if (memtable_empty)
-			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("the rollout_fdw memtable has no room for a transaction of %zu bytes", size),
-					 errhint("Raise rollout_fdw.memtable_size or lower rollout_fdw.ingest_threshold.")));
+			commit_request_too_large(size);
 		(void) rollout_flush_shard(store);
 		CHECK_FOR_INTERRUPTS();
 	}

@@ -28,7 +28,7 @@ use RolloutTest qw(writer_node run_concurrently);
 use Test::More;
 
 my $node = writer_node('slots_full', 'rollout_fdw.max_stores' => 2,
-	'rollout_fdw.flush_interval' => 3600);
+	'rollout_fdw.flush_interval' => 3600, 'rollout_fdw.memtable_size' => '8MB');
 my $store = RolloutStore->for_test('067_store_slots_full', backend => 'file');
 $store->create_extension_and_server($node);
 my @stores = map { "s$_" } 1 .. 4;
@@ -71,6 +71,19 @@ check_all('after each store is flushed');
 
 $node->safe_psql('postgres',
 	join('', map { my $t = $_; map { "INSERT INTO $t VALUES ($_, $_);\n" } 61 .. 70 } @stores));
+
+# A transaction larger than the memtable could take (a quarter of its 70 %
+# of 8 MB) is staged as an ingest segment also by a store without a slot,
+# which may get one before it commits; before, only a store with a slot
+# staged it, and one that got a slot in between waited for room forever.
+my @slotless = grep { my $t = $_; !grep { $_ eq $t } split /\n/,
+	  $node->safe_psql('postgres', 'SELECT store FROM rollout_stat_stores') } @stores;
+my $big = $slotless[0];
+$node->safe_psql('postgres',
+	"INSERT INTO $big SELECT g, g FROM generate_series(1000001, 1200000) g");
+my @staged = grep { /\.seg$/ } $store->objects_in("$big/ingest");
+is(scalar(@staged), 1, "a large transaction into slotless $big is staged as one ingest segment");
+$node->safe_psql('postgres', "DELETE FROM $big WHERE id > 1000000");
 $node->stop('immediate');
 $node->start;
 for my $t (@stores)
