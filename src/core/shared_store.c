@@ -479,6 +479,21 @@ slot_candidates(RolloutStore *store, SharedStoreSlot **slots)
 }
 
 /*
+ * The slots of store's names as they are now, in a new array (*count of
+ * them), read under the registry lock.
+ */
+static SharedStoreSlot **
+slot_candidates_now(RolloutStore *store, int *count)
+{
+	SharedStoreSlot **slots = palloc(sizeof(SharedStoreSlot *) * shared_state->max_stores);
+
+	LWLockAcquire(&shared_state->registry_lock, LW_SHARED);
+	*count = slot_candidates(store, slots);
+	LWLockRelease(&shared_state->registry_lock);
+	return slots;
+}
+
+/*
  * Give slot to store's names, owned by its handle, as a slot that nothing
  * claimed yet (registry lock held exclusively, and the slot's lock too when
  * it stood for another store).  Its counters start again: the statistics
@@ -1173,10 +1188,7 @@ shared_store_check_siblings(RolloutStore *store, SharedStoreSlot *slot)
 	int			count;
 	bool		conflict = false;
 
-	siblings = palloc(sizeof(SharedStoreSlot *) * shared_state->max_stores);
-	LWLockAcquire(&shared_state->registry_lock, LW_SHARED);
-	count = slot_candidates(store, siblings);
-	LWLockRelease(&shared_state->registry_lock);
+	siblings = slot_candidates_now(store, &count);
 
 	for (int i = 0; i < count && !conflict; i++)
 	{
@@ -1230,10 +1242,7 @@ shared_store_writable_slot_exists(RolloutStore *store)
 
 	if (!rollout_shared_available())
 		return false;
-	candidates = palloc(sizeof(SharedStoreSlot *) * shared_state->max_stores);
-	LWLockAcquire(&shared_state->registry_lock, LW_SHARED);
-	count = slot_candidates(store, candidates);
-	LWLockRelease(&shared_state->registry_lock);
+	candidates = slot_candidates_now(store, &count);
 	for (int i = 0; i < count && !exists; i++)
 	{
 		uint64		since;
