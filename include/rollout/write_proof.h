@@ -37,7 +37,7 @@ typedef enum WriteProof
 	WRITE_PROOF_REFUTED,		/* it is not: another store */
 	WRITE_PROOF_STALE			/* the claim's credentials are refused now
 								 * (rotated, revoked, expired) */
-}			WriteProof;
+} WriteProof;
 
 /*
  * Whether store's credentials write into the store that access (of length

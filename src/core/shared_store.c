@@ -211,7 +211,7 @@ typedef struct StaleClaim
 	uint64		generation;
 	int64		position;
 	char		put_id[SLOT_PUT_ID_LEN];
-}			StaleClaim;
+} StaleClaim;
 
 /*
  * write_proof_confirm against a claim at position whose access was copied
@@ -222,7 +222,7 @@ static WriteProof
 slot_prove_write(RolloutStore *store, char *access, Size access_len,
 				 int64 position)
 {
-	volatile	WriteProof proof = WRITE_PROOF_REFUTED;
+	volatile WriteProof proof = WRITE_PROOF_REFUTED;
 
 	PG_TRY();
 	{
@@ -254,7 +254,7 @@ slot_prove_write(RolloutStore *store, char *access, Size access_len,
  */
 static SlotStanding
 slot_standing(SharedStoreSlot *slot, RolloutStore *store, bool to_write,
-			  uint64 *member_since, StaleClaim * stale)
+			  uint64 *member_since, StaleClaim *stale)
 {
 	const char *fingerprint = store->objstore->access_fingerprint;
 	char		access[WRITE_PROOF_ACCESS_LEN];
@@ -396,7 +396,7 @@ slot_busy_locked(SharedStoreSlot *slot)
  * which a committer holding room in the slot waits for.
  */
 static bool
-slot_forget_stale_claim(SharedStoreSlot *slot, const StaleClaim * stale)
+slot_forget_stale_claim(SharedStoreSlot *slot, const StaleClaim *stale)
 {
 	bool		gone = true;
 	bool		forgotten = false;
@@ -549,25 +549,31 @@ slot_recyclable_locked(SharedStoreSlot *slot, TimestampTz idle_before)
 		memtable_newest_durable_at(slot) < idle_before;
 }
 
+/* The store and shard a slot stood for before it changed hands. */
+typedef struct SlotPrevious
+{
+	char		store[SLOT_STORE_LEN];
+	char		shard[SLOT_SHARD_LEN];
+} SlotPrevious;
+
 /*
  * Every slot is taken: give the least recently used one that may change
  * hands (slot_recyclable_locked) to store's names (registry lock held
- * exclusively).  Its memtable, view and claim are forgotten and its
- * generation moves, so that every handle of the store it stood for looks
- * again and, finding none, reads that store's WAL tail from the store until
- * it gets a slot again.  NULL when no slot may change hands.
+ * exclusively), and say in *previous what it stood for.  Its memtable, view
+ * and claim are forgotten and its generation moves, so that every handle of
+ * the store it stood for looks again and, finding none, reads that store's
+ * WAL tail from the store until it gets a slot again.  NULL when no slot may
+ * change hands.
  */
 static SharedStoreSlot *
-slot_recycle(RolloutStore *store)
+slot_recycle(RolloutStore *store, SlotPrevious *previous)
 {
-	TimestampTz idle_before = GetCurrentTimestamp() -
-	SLOT_RECYCLE_IDLE_S * USECS_PER_SEC;
+	TimestampTz idle_before;
 	SharedStoreSlot *victim = NULL;
 	TimestampTz victim_used = 0;
-	char		previous_store[SLOT_STORE_LEN];
-	char		previous_shard[SLOT_SHARD_LEN];
 	bool		recycled = false;
 
+	idle_before = GetCurrentTimestamp() - SLOT_RECYCLE_IDLE_S * USECS_PER_SEC;
 	for (int i = 0; i < shared_state->max_stores; i++)
 	{
 		SharedStoreSlot *slot = &shared_state->slots[i];
@@ -592,21 +598,14 @@ slot_recycle(RolloutStore *store)
 	LWLockAcquire(&victim->lock, LW_EXCLUSIVE);
 	if (slot_recyclable_locked(victim, idle_before))
 	{
-		strlcpy(previous_store, victim->store, SLOT_STORE_LEN);
-		strlcpy(previous_shard, victim->shard, SLOT_SHARD_LEN);
+		strlcpy(previous->store, victim->store, SLOT_STORE_LEN);
+		strlcpy(previous->shard, victim->shard, SLOT_SHARD_LEN);
 		slot_forget_store_locked(victim);
 		slot_assign(victim, store);
 		recycled = true;
 	}
 	LWLockRelease(&victim->lock);
-	if (!recycled)
-		return NULL;
-	ereport(LOG,
-			(errmsg("rollout_fdw: the shared-memory slot of shard \"%s\" of store \"%s\" goes to store \"%s\"",
-					previous_shard, previous_store, store->name),
-			 errdetail("All %d slots were in use (rollout_fdw.max_stores); this one was the least recently used, idle for at least %d s. Its unflushed rows stay durable in its WAL.",
-					   shared_state->max_stores, SLOT_RECYCLE_IDLE_S)));
-	return victim;
+	return recycled ? victim : NULL;
 }
 
 /*
@@ -620,6 +619,8 @@ slot_create(RolloutStore *store, int judged, bool may_recycle, bool *changed)
 {
 	SharedStoreSlot *found = NULL;
 	SharedStoreSlot **current;
+	SlotPrevious previous;
+	bool		recycled = false;
 
 	*changed = false;
 	if (strlen(store->location) >= SLOT_LOCATION_LEN)
@@ -637,9 +638,15 @@ slot_create(RolloutStore *store, int judged, bool may_recycle, bool *changed)
 		found = slot;
 	}
 	if (found == NULL && !*changed && may_recycle)
-		found = slot_recycle(store);
+		recycled = (found = slot_recycle(store, &previous)) != NULL;
 	LWLockRelease(&shared_state->registry_lock);
 	pfree(current);
+	if (recycled)
+		ereport(LOG,
+				(errmsg("rollout_fdw: the shared-memory slot of shard \"%s\" of store \"%s\" goes to store \"%s\"",
+						previous.shard, previous.store, store->name),
+				 errdetail("All %d slots were in use (rollout_fdw.max_stores); this one was the least recently used, idle for at least %d s. Its unflushed rows stay durable in its WAL.",
+						   shared_state->max_stores, SLOT_RECYCLE_IDLE_S)));
 	return found;
 }
 

@@ -133,7 +133,7 @@ typedef enum DirectOutcome
 	DIRECT_SLOT_FOUND,			/* commit through this cluster's slot instead */
 	DIRECT_CLAIM_FIRST			/* the shard is to be claimed for this
 								 * timeline */
-}			DirectOutcome;
+} DirectOutcome;
 
 /* Look for a slot this often when one keeps turning up beside a direct commit. */
 #define COMMIT_SLOT_ATTEMPTS	3
@@ -153,7 +153,7 @@ typedef enum DirectOutcome
 static DirectOutcome
 commit_direct(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
 {
-	volatile	DirectOutcome outcome = DIRECT_SLOT_FOUND;
+	volatile DirectOutcome outcome = DIRECT_SLOT_FOUND;
 	bool		shared = rollout_shared_available();
 
 	if (shared)
