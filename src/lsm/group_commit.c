@@ -1207,6 +1207,7 @@ group_commit_reserve(RolloutStore *store, SharedStoreSlot *slot, Size size)
 
 /* ERROR: a commit request of size does not fit into the memtable. */
 static void
+pg_attribute_noreturn()
 commit_request_too_large(Size size)
 {
 	ereport(ERROR,
