@@ -347,6 +347,19 @@ slot_standing(SharedStoreSlot *slot, RolloutStore *store, bool to_write,
 }
 
 /*
+ * Forget the slot's claim: its fence's put id and position, and the access
+ * it was made with, wiped (slot lock held exclusively).
+ */
+static void
+slot_forget_claim_locked(SharedStoreSlot *slot)
+{
+	slot->claim_put_id[0] = '\0';
+	slot->claim_position = 0;
+	slot->claim_access_len = 0;
+	explicit_bzero(slot->claim_access, sizeof(slot->claim_access));
+}
+
+/*
  * Forget everything a slot holds about the store it stood for: its
  * memtable, its view of the manifests, its writer's claim (slot lock held
  * exclusively, nothing in flight).
@@ -365,10 +378,7 @@ slot_forget_store_locked(SharedStoreSlot *slot)
 	slot->times_fenced = 0;
 	slot->epoch = slot->tip = slot->last_stamp = 0;
 	slot->next_position = slot->next_stamp = 0;
-	slot->claim_put_id[0] = '\0';
-	slot->claim_position = 0;
-	slot->claim_access_len = 0;
-	explicit_bzero(slot->claim_access, sizeof(slot->claim_access));
+	slot_forget_claim_locked(slot);
 	pg_atomic_fetch_add_u64(&slot->namespace_generation, 1);
 }
 
@@ -510,10 +520,7 @@ slot_assign(SharedStoreSlot *slot, RolloutStore *store)
 	strlcpy(slot->owner, store->objstore->access_fingerprint,
 			OBJSTORE_FINGERPRINT_LEN);
 	slot_forget_admitted_locked(slot);
-	slot->claim_put_id[0] = '\0';
-	slot->claim_position = 0;
-	slot->claim_access_len = 0;
-	explicit_bzero(slot->claim_access, sizeof(slot->claim_access));
+	slot_forget_claim_locked(slot);
 	pg_atomic_fetch_add_u64(&slot->namespace_generation, 1);
 	pg_atomic_write_u64(&slot->last_used_at, (uint64) GetCurrentTimestamp());
 	slot->writer_state = WRITER_NONE;

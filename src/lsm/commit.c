@@ -248,13 +248,12 @@ rollout_commit_rows(RolloutStore *store, StoreRowReader next, void *arg,
 
 	/*
 	 * Staging a large transaction's rows takes a while, in which a slot idle
-	 * meanwhile may have gone to another store, or one to this store
-	 * (shared_store.c): look again, and again if one turns up beside a direct
-	 * commit.
+	 * meanwhile may have gone to another store (shared_store.c): look again
+	 * then, and whenever a slot turns up beside a direct commit.
 	 */
 	for (int attempt = 0;; attempt++)
 	{
-		if (attempt > 0 || slot != NULL)
+		if (attempt > 0 || (slot != NULL && metadata.ingest != NIL))
 			slot = shared_store_slot(store, true);
 		if (slot != NULL)
 		{
