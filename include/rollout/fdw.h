@@ -101,7 +101,16 @@ typedef struct StoreEstimate
 	TimestampTz counted_at;
 } StoreEstimate;
 
+/*
+ * The planner's row count when the store is not asked (no SELECT privilege,
+ * or a named snapshot it cannot read)
+ */
+#define ROLLOUT_UNKNOWN_ROWS	1000
+
 extern StoreEstimate scan_estimate_get(RolloutStore *store, bool all_wal_tails);
+extern StoreEstimate scan_estimate_get_as_of(RolloutStore *store,
+											 bool all_wal_tails,
+											 const char *as_of);
 extern void scan_estimate_note_snapshot(RolloutStore *store, bool all_wal_tails,
 										const RolloutSnapshot *snapshot);
 extern void scan_estimate_forget(RolloutStore *store);

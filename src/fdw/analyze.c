@@ -21,6 +21,12 @@
  * then says how far a column follows the key, which is how far zone maps
  * can skip on it (fdw/scan_plan.c).
  *
+ * A table pinned to a named snapshot (its option as_of) is sampled from that
+ * snapshot, its row count too: its statistics are public in pg_stats, and
+ * such a table may be what a role was granted instead of the live store.
+ * The session's rollout_fdw.as_of does not apply: the statistics are the
+ * table's, for every session.
+ *
  * Autovacuum never analyzes foreign tables: README, "Statistics", shows how
  * to schedule ANALYZE with pg_cron.
  *
@@ -41,6 +47,7 @@
 
 #include "rollout/fdw.h"
 #include "rollout/merge_read.h"
+#include "rollout/named_snapshot.h"
 #include "rollout/portable_values.h"
 #include "rollout/store_definition.h"
 #include "rollout/store_snapshot.h"
@@ -118,7 +125,8 @@ rollout_acquire_sample_rows(Relation rel, int elevel, HeapTuple *rows,
 	RolloutTableOptions *options = rollout_table_options(RelationGetRelid(rel));
 	RolloutStore *store = rollout_store_for_relation_as_owner(rel);
 	TupleDesc	tupdesc = RelationGetDescr(rel);
-	StoreEstimate estimate = scan_estimate_get(store, options->read_wal_tail);
+	StoreEstimate estimate = scan_estimate_get_as_of(store, options->read_wal_tail,
+													 options->as_of);
 	MemoryContext caller_context = CurrentMemoryContext;
 	MemoryContext read_context;
 	MemoryContext row_context;
@@ -166,6 +174,16 @@ rollout_acquire_sample_rows(Relation rel, int elevel, HeapTuple *rows,
 		read_options.follow_ingest = true;
 		read_options.sample = rollout_sample_cluster;
 		read_options.sample_arg = &sample;
+		if (options->as_of != NULL)
+		{
+			/* a named snapshot is never retaken */
+			read_options.vanished = &vanished;
+			read = merge_read_begin(store, named_snapshot_read(store, options->as_of),
+									want, NULL, &read_options);
+			if (read == NULL)
+				named_snapshot_raise_expired(store, options->as_of);
+			continue;
+		}
 		read_options.vanished = attempt < ANALYZE_SNAPSHOT_ATTEMPTS - 1 ? &vanished : NULL;
 		read = merge_read_begin(store,
 								rollout_snapshot_take(store, options->read_wal_tail),
@@ -239,8 +257,9 @@ rollout_analyze_foreign_table(Relation rel, AcquireSampleRowsFunc *func,
 							  BlockNumber *totalpages)
 {
 	RolloutTableOptions *options = rollout_table_options(RelationGetRelid(rel));
-	StoreEstimate estimate = scan_estimate_get(rollout_store_for_relation_as_owner(rel),
-											   options->read_wal_tail);
+	StoreEstimate estimate = scan_estimate_get_as_of(rollout_store_for_relation_as_owner(rel),
+													 options->read_wal_tail,
+													 options->as_of);
 
 	*func = rollout_acquire_sample_rows;
 	*totalpages = (BlockNumber) Min(Max(estimate.rows / 32, 1), MaxBlockNumber);

@@ -32,6 +32,7 @@
 #include "utils/timestamp.h"
 
 #include "rollout/fdw.h"
+#include "rollout/named_snapshot.h"
 #include "rollout/store_snapshot.h"
 #include "rollout/store_sources.h"
 #include "rollout/wal.h"
@@ -229,6 +230,40 @@ scan_estimate_get(RolloutStore *store, bool all_wal_tails)
 	MemoryContextSwitchTo(oldcontext);
 	MemoryContextDelete(context);
 	return estimate_find(store, all_wal_tails)->estimate;
+}
+
+/*
+ * The count of the rows scans of a table read (fdw.h): those of the named
+ * snapshot as_of when it is set, else the store's (scan_estimate_get).  A
+ * table pinned to a snapshot may be what a role was granted instead of the
+ * live store, so nothing of the live store may show in its plans.  A
+ * snapshot is never renewed, so its count is taken whenever asked (its
+ * manifests come from the manifest cache); a token that is not valid, not
+ * of this store or expired gives an unknown count, and the scan, not the
+ * planner, says what is wrong with it.
+ */
+StoreEstimate
+scan_estimate_get_as_of(RolloutStore *store, bool all_wal_tails,
+						const char *as_of)
+{
+	StoreEstimate estimate = {ROLLOUT_UNKNOWN_ROWS, 1, -1, 0, 0};
+	NamedSnapshot *named;
+	RolloutSnapshot *snapshot;
+	MemoryContext context;
+	MemoryContext oldcontext;
+
+	if (as_of == NULL)
+		return scan_estimate_get(store, all_wal_tails);
+	context = AllocSetContextCreate(CurrentMemoryContext, "rollout estimate",
+									ALLOCSET_DEFAULT_SIZES);
+	oldcontext = MemoryContextSwitchTo(context);
+	named = named_snapshot_parse(as_of, NULL);
+	if (named != NULL && named_snapshot_of_store(store, named) &&
+		(snapshot = rollout_snapshot_at_versions(store, &named->versions)) != NULL)
+		estimate = estimate_from_snapshot(store, snapshot, -1);
+	MemoryContextSwitchTo(oldcontext);
+	MemoryContextDelete(context);
+	return estimate;
 }
 
 /*

@@ -50,9 +50,6 @@
 
 #include "scan_internal.h"
 
-/* the planner's row count when the store is not asked (no SELECT privilege) */
-#define ROLLOUT_UNKNOWN_ROWS	1000
-
 /* rows of a row group a lookup looks at per source, for its cost */
 #define ROLLOUT_LOOKUP_ROWS		64
 
@@ -183,8 +180,8 @@ classify_key_qual(PlannerInfo *root, Expr *clause, RelOptInfo *baserel,
 
 /*
  * The store's row count for baserel, opened with the credentials its scan
- * will use (the checkAsUser of a view's owner, else the current user).
- * This reads metadata, never data; plain EXPLAIN does so too, which is what
+ * will use (the checkAsUser of a view's owner, else the current user), of
+ * the named snapshot the scan reads if any.  This reads metadata, never data; plain EXPLAIN does so too, which is what
  * makes its estimates worth reading.
  */
 static StoreEstimate
@@ -205,7 +202,8 @@ rollout_plan_estimate(RelOptInfo *baserel, Oid foreigntableid,
 	rel = table_open(foreigntableid, NoLock);
 	store = rollout_store_for_relation_as(rel, userid);
 	table_close(rel, NoLock);
-	return scan_estimate_get(store, options->read_wal_tail);
+	return scan_estimate_get_as_of(store, options->read_wal_tail,
+								   rollout_table_as_of(options, store));
 }
 
 /*

@@ -166,6 +166,35 @@ ok(!$ok && $err =~ /is not a snapshot of store "named"/, "a table option naming 
   or diag($err);
 $node->safe_psql('postgres', qq{ALTER FOREIGN TABLE e_then OPTIONS (SET as_of '$t2')});
 
+# ANALYZE of a pinned table samples its snapshot, and the planner counts its
+# rows there: pg_stats and reltuples are public, and EXPLAIN is anyone's with
+# SELECT.  Before, all three showed the live store (its values included).
+$node->safe_psql('postgres', q{
+CREATE FOREIGN TABLE pin_live (id int NOT NULL, note text) SERVER s OPTIONS (store 'pinned', key 'id');
+INSERT INTO pin_live SELECT g, 'then' FROM generate_series(1, 10) g;
+});
+my $t_pin = $node->safe_psql('postgres', q{SELECT rollout_snapshot('pin_live')});
+$node->safe_psql('postgres', qq{
+CREATE FOREIGN TABLE pin_then (id int NOT NULL, note text) SERVER s OPTIONS (store 'pinned', key 'id', as_of '$t_pin');
+INSERT INTO pin_live SELECT g, 'LIVE-ONLY' FROM generate_series(11, 2010) g;
+SELECT 1 FROM rollout_flush('pin_live');
+ANALYZE pin_then;
+});
+is($node->safe_psql('postgres', q{SELECT reltuples FROM pg_class WHERE relname = 'pin_then'}), '10',
+	'ANALYZE of a pinned table counts the rows of its snapshot');
+is($node->safe_psql('postgres', q{SELECT string_agg(most_common_vals::text || coalesce(histogram_bounds::text, ''), ' ')
+	FROM pg_stats WHERE tablename = 'pin_then' AND attname = 'note'}), '{then}',
+	'... and its statistics hold the values of the snapshot alone');
+like($node->safe_psql('postgres', q{EXPLAIN SELECT * FROM pin_then}), qr/rows=10 /,
+	"the planner counts the snapshot's rows");
+like($node->safe_psql('postgres', q{EXPLAIN SELECT * FROM pin_live}), qr/rows=2010 /,
+	"... and the live store's for a table that is not pinned");
+$node->safe_psql('postgres', q{SET rollout_fdw.as_of = '' ; ANALYZE pin_live});
+is($node->safe_psql('postgres', q{SELECT reltuples FROM pg_class WHERE relname = 'pin_live'}), '2010',
+	'ANALYZE of the live table counts the live store');
+like($node->safe_psql('postgres', qq{SET rollout_fdw.as_of = '$t_pin'; ANALYZE pin_live; SELECT reltuples FROM pg_class WHERE relname = 'pin_live'}),
+	qr/^2010$/m, "... also in a session whose rollout_fdw.as_of names a snapshot: the statistics are the table's");
+
 # --- (c) retention ------------------------------------------------------------
 my $t3 = $node->safe_psql('postgres', q{SELECT rollout_snapshot('e')});    # not retained
 $node->safe_psql('postgres', q{CREATE TABLE h3 AS SELECT * FROM e});
