@@ -72,7 +72,7 @@ store_define_settings(void)
 							 "Values read from other stores are always checked before PostgreSQL reads them (arrays, jsonb, ranges, text encoding...). Trusted stores are local ones and those of superusers' tables on superusers' servers: only roles as powerful as a superuser can write to them. Takes effect from the next statement.",
 							 &store_check_trusted_images,
 							 false,
-							 PGC_USERSET,
+							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);
 	DefineCustomIntVariable("rollout_fdw.rows_per_group",

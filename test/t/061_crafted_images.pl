@@ -269,25 +269,49 @@ for my $reader ([ 'checking trusted stores too', "SET rollout_fdw.check_trusted_
 # bound is read the same way (rollout_observe parses the manifests).
 if (!$remote)
 {
-	my ($ok, $out, $err) = run(as_mallory(q{
+	# (only a superuser may change the setting: it is changed between reads as mallory)
+	my ($ok, $out, $err) = run(q{
 SET rollout_fdw.check_trusted_images = off;
+SET ROLE mallory;
 SELECT id FROM jsonb_short;
+RESET ROLE;
 SET rollout_fdw.check_trusted_images = on;
-SELECT v FROM jsonb_short;}));
+SET ROLE mallory;
+SELECT v FROM jsonb_short;});
 	is($out, '1', 'a trusted store read unchecked first gives its key column');
 	ok(!$ok, 'then, with checks on in the same session, reading v fails');
 	like($err, qr/XX001.*The chunk m(?:in|ax)imum of column "v" is a jsonb whose entries run past its end/s,
 		'on the footer kept from the unchecked read, which is checked again');
 
-	($ok, $out, $err) = run(as_mallory(q{
+	($ok, $out, $err) = run(q{
 SET rollout_fdw.check_trusted_images = off;
+SET ROLE mallory;
 SELECT count(*) FROM rollout_observe('array_key');
+RESET ROLE;
 SET rollout_fdw.check_trusted_images = on;
-SELECT v FROM array_key WHERE id = '{3,4}';}));
+SET ROLE mallory;
+SELECT v FROM array_key WHERE id = '{3,4}';});
 	is($out, '1', 'the store with the forged key bound is observed unchecked first');
 	ok(!$ok, 'then, with checks on in the same session, a key lookup fails');
 	like($err, qr/XX001.*A key value of column "id" has an element past its end/s,
 		'on the key bound of the manifest kept from the unchecked read');
+}
+
+# Nor may a role switch off the checks an administrator turned on: before,
+# the setting was anyone's, and mallory read the crafted jsonb unchecked.
+if (!$remote)
+{
+	$node->safe_psql('postgres', 'ALTER SYSTEM SET rollout_fdw.check_trusted_images = on; SELECT pg_reload_conf()');
+	$node->poll_query_until('utf8_db', 'SHOW rollout_fdw.check_trusted_images', 'on')
+	  or die 'the setting did not reach new sessions';
+	my ($ok, $out, $err) = run(as_mallory(q{SET rollout_fdw.check_trusted_images = off;}));
+	ok(!$ok && $err =~ /permission denied to set parameter "rollout_fdw.check_trusted_images"/,
+		'a role that is no superuser cannot switch the checks off') or diag($err);
+	($ok, $out, $err) = run(as_mallory(q{SELECT v FROM jsonb_short;}));
+	ok(!$ok && $err =~ /XX001/, '... and reads of the crafted value stay checked') or diag($err);
+	($ok, $out, $err) = run(as_mallory(q{ALTER ROLE mallory SET rollout_fdw.check_trusted_images = off;}));
+	ok(!$ok, '... nor set it for itself at login') or diag($err);
+	$node->safe_psql('postgres', 'ALTER SYSTEM RESET rollout_fdw.check_trusted_images; SELECT pg_reload_conf()');
 }
 
 unlike(slurp_file($node->logfile), qr/terminated by signal/,
