@@ -198,20 +198,25 @@ rollout_refuse_write_other_encoding(Relation rel, RolloutStore *store)
 /*
  * Build the per-result-relation state that BeginForeignModify and
  * BeginForeignInsert share: the table's store, opened with the user mapping of
- * the role its range table entry names (the current user when the relation has
- * no entry of its own, as for a partition a routed INSERT or COPY reaches),
- * and the table's batch_size.
+ * the role its range table entry names, and the table's batch_size.  A
+ * partition that a routed INSERT or COPY reaches has no entry of its own: the
+ * root table's names the role, as postgres_fdw chooses, so that an INSERT
+ * through a view over a partitioned table writes with the view owner's
+ * mapping, as it would into a rollout table the view names directly.
  */
 static RolloutModifyState *
 rollout_modify_state_create(EState *estate, ResultRelInfo *rinfo)
 {
 	Relation	rel = rinfo->ri_RelationDesc;
 	RolloutModifyState *state = palloc0(sizeof(RolloutModifyState));
+	Index		rtindex = rinfo->ri_RangeTableIndex;
 
+	if (rtindex == 0 && rinfo->ri_RootResultRelInfo != NULL)
+		rtindex = rinfo->ri_RootResultRelInfo->ri_RangeTableIndex;
 	/* opening the store checks the table against _store.json up front */
 	state->store = rollout_store_for_relation_as(rel,
 												 rollout_user_for_range_table_entry(estate,
-																					rinfo->ri_RangeTableIndex));
+																					rtindex));
 	rollout_refuse_write_as_of(rel, state->store);
 	rollout_refuse_write_other_encoding(rel, state->store);
 	state->batch_size = rollout_table_options(RelationGetRelid(rel))->batch_size;

@@ -27,7 +27,9 @@
 #   5. an _store.json that cannot be read (a directory, no permission) is an
 #      error, never taken for a new store;
 #   6. the store-name pin holds for ALTER TABLE and RENAME, and a table name
-#      that would reach into another store's folder is refused.
+#      that would reach into another store's folder is refused;
+#   7. rows an INSERT through a view routes into a rollout partition are
+#      written with the view owner's mapping, not the inserter's.
 # Local locations and ca_file (superuser, pg_write_server_files,
 # pg_read_server_files) are covered by the pg_regress suite (validation).
 
@@ -200,7 +202,7 @@ SELECT count(*), (SELECT unflushed_rows FROM rollout_observe('peek')) FROM peek;
 		0, 'none of the rows reached app\'s endpoint');
 	is($node->safe_psql('postgres', 'SELECT count(*) FROM secrets'), '10', 'the owner reads all ten');
 }
-$hostile->stop;
+
 
 SKIP:
 {
@@ -362,6 +364,32 @@ is($node->safe_psql('upgraded', q{SELECT has_function_privilege('app', 'rollout_
 $node->safe_psql('upgraded', q{CREATE SERVER s FOREIGN DATA WRAPPER rollout_fdw; CREATE FOREIGN TABLE kept (id int) SERVER s});
 ($ret, $out, $err) = $node->psql('upgraded', q{ALTER TABLE kept OPTIONS (DROP store)});
 like($err, qr/cannot drop option "store"/, 'the pin holds after the update');
+
+# --- 7. rows routed into a rollout partition use the view owner's mapping
+# An INSERT through app's view over app's partitioned table, by a role with a
+# mapping of its own, reaches the rollout partition with app's credentials,
+# as an INSERT through a view naming a rollout table does (postgres_fdw
+# chooses the same).  Before, the routed partition, which has no range table
+# entry of its own, used the inserter's mapping.
+$node->safe_psql('postgres', 'CREATE ROLE clerk LOGIN');
+($ret, $out, $err) = as_app(q{
+CREATE USER MAPPING FOR clerk SERVER evil OPTIONS (access_key_id 'AKIACLERKOWNKEY00000', secret_access_key 'clerk-secret');
+CREATE TABLE parted (id int, v text) PARTITION BY RANGE (id);
+CREATE FOREIGN TABLE parted_r PARTITION OF parted FOR VALUES FROM (0) TO (1000) SERVER evil OPTIONS (store 'routed');
+CREATE VIEW parted_v AS SELECT * FROM parted;
+GRANT INSERT ON parted_v TO clerk;
+});
+is($ret, 0, 'app makes a view over a partitioned table with a rollout partition') or diag($err);
+my $seen = scalar($hostile->requests);
+$node->psql('postgres', "SET ROLE clerk;
+INSERT INTO parted_v VALUES (1, 'routed')");
+my @routed = ($hostile->requests)[ $seen .. scalar($hostile->requests) - 1 ];
+ok(@routed > 0, "clerk's INSERT through the view reached the endpoint: " . scalar(@routed) . ' requests');
+is(scalar(grep { ($_->{headers}{authorization} // '') =~ /Credential=AKIAAPPOWNKEY0000000\// } @routed),
+	scalar(@routed), "... every one signed with the view owner's key");
+is(scalar(grep { JSON::PP->new->canonical->encode($_) =~ /AKIACLERKOWNKEY00000|clerk-secret/ } @routed),
+	0, "... none with the inserter's");
+$hostile->stop;
 
 unlike(slurp_file($node->logfile), qr/terminated by signal|PANIC/, 'no backend crashed');
 $node->stop;
