@@ -326,7 +326,8 @@ typedef struct ObjectStoreCounters
 	int64		retries;		/* of the requests, attempts after the first */
 	int64		maybe_applied;	/* failed attempts of writes the server may
 								 * have carried out all the same (no answer
-								 * after the request was sent, or a 5xx) */
+								 * after the request was sent, or a 5xx; on a
+								 * local store, a failure after the write) */
 } ObjectStoreCounters;
 
 extern void objstore_get_counters(ObjectStoreCounters *counters);

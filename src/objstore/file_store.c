@@ -798,7 +798,17 @@ file_store_publish(ObjectStore *store, const char *key, int fd,
 				 errmsg("could not remove temporary file \"%s\": %m",
 						temp_path)));
 
-	file_store_fsync_directory(store, directory, key, data_sync_elevel(ERROR));
+	PG_TRY();
+	{
+		file_store_fsync_directory(store, directory, key, data_sync_elevel(ERROR));
+	}
+	PG_CATCH();
+	{
+		/* linked: the create happened, durably or not (objstore.h) */
+		objstore_note_maybe_applied();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 
 	pfree(path);
 	pfree(directory);
@@ -1014,11 +1024,22 @@ file_store_create_wal_entry(ObjectStore *store, const char *key,
 		else if (local_path == NULL &&
 				 file_wal_log_append(lock, position, data, len, put_id))
 			result = OBJSTORE_CREATED;
-		else if (local_path == NULL)
-			result = file_store_create_file(store, key, data, len, put_id);
 		else
-			result = file_store_create_file_from_file(store, key, local_path,
-													  put_id);
+		{
+			/*
+			 * A record before it, which a writer killed before its sync may
+			 * have left, is synced first: no sync of this file's would make
+			 * it durable, and the file must not be acknowledged over a hole.
+			 * (The name of a file before it is kept by this one's sync of the
+			 * folder.)
+			 */
+			file_wal_log_sync_entry(lock, position - 1);
+			if (local_path == NULL)
+				result = file_store_create_file(store, key, data, len, put_id);
+			else
+				result = file_store_create_file_from_file(store, key, local_path,
+														  put_id);
+		}
 	}
 	PG_FINALLY();
 	{

@@ -70,8 +70,11 @@
  *	  that other processes can find once its lock is gone, though it is not
  *	  synced yet: the same as a create whose outcome was never reported
  *	  (an ambiguous PUT that landed).  The next append to that segment syncs
- *	  it with its own, and the first record of the next segment syncs the
- *	  one before it.
+ *	  it with its own, the first record of the next segment syncs the one
+ *	  before it, and whatever the entry after it is (a record of another
+ *	  segment, a file), it is made durable before that one is written
+ *	  (sync_previous_entry, file_wal_log_sync_entry): no entry is ever
+ *	  acknowledged over a hole that a power loss could make.
  *
  * Copyright (c) rollout_fdw authors
  *
@@ -1137,25 +1140,29 @@ make_segment(FileWalLogLock *lock, KnownSegment *segment, size_t size)
 	segment->scanned = sizeof(SegmentHeader);
 	segment->size = size;
 	segment->live = 0;
+
+	/*
+	 * The hint of the last append may name an earlier segment of these
+	 * positions (its records all deleted since, and the file removed), with
+	 * an end past what this one holds: a record that a writer killed before
+	 * its sync leaves here would look synced to the next writer, which would
+	 * then not sync it before its own (file_wal_log_append).  The hint is
+	 * this segment's start now.
+	 */
+	lock->contents->synced_segment = segment->first;
+	lock->contents->synced_end = segment->scanned;
+	lock_file_write(store, lock->fd, lock->key, lock->contents);
 	pfree(temp_path);
 	pfree(path);
 }
 
-/*
- * Before the first record of the segment of first: sync the segment before
- * it.  A writer killed between its write and its sync may have left its
- * record there, found by others but not durable, and no later record of
- * that segment (which would sync it) may come.
- */
+/* Sync the segment of first, if it exists (the lock held). */
 static void
-sync_previous_segment(FileWalLogLock *lock, int64 first)
+sync_segment_file(FileWalLogLock *lock, int64 first)
 {
-	char	   *path;
+	char	   *path = segment_path(lock->log->folder, first);
 	int			fd;
 
-	if (first < FILE_WAL_LOG_SEGMENT_POSITIONS)
-		return;
-	path = segment_path(lock->log->folder, first - FILE_WAL_LOG_SEGMENT_POSITIONS);
 	fd = OpenTransientFile(path, O_RDWR | PG_BINARY);
 	if (fd >= 0)
 	{
@@ -1168,6 +1175,72 @@ sync_previous_segment(FileWalLogLock *lock, int64 first)
 				 errmsg("could not open WAL log segment \"%s\" of store \"%s\": %m",
 						path, lock->store->location)));
 	pfree(path);
+}
+
+/*
+ * Before the first record of the segment of first: sync the segment before
+ * it.  A writer killed between its write and its sync may have left its
+ * record there, found by others but not durable, and no later record of
+ * that segment (which would sync it) may come.
+ */
+static void
+sync_previous_segment(FileWalLogLock *lock, int64 first)
+{
+	if (first >= FILE_WAL_LOG_SEGMENT_POSITIONS)
+		sync_segment_file(lock, first - FILE_WAL_LOG_SEGMENT_POSITIONS);
+}
+
+/*
+ * Before the record of position goes into segment: make the entry before it
+ * durable where this record's own sync would not.  Its writer may have been
+ * killed before its sync, leaving an entry that others find (the writer of
+ * position found it as the tip) but that a power loss may take away, and
+ * position must never be acknowledged over a hole.  A record of the same
+ * segment is synced by this record's fdatasync (and first, for order, by
+ * file_wal_log_append's check of the hint); one at the end of the segment
+ * before is synced here, also when this segment exists already (pipelined
+ * writers may have made it); and the name of an entry kept as a file, whose
+ * writer may have died between its link and its sync of the folder, by a
+ * sync of the folder, which a record's fdatasync does not make.
+ */
+static void
+sync_previous_entry(FileWalLogLock *lock, KnownSegment *segment, int64 position)
+{
+	char	   *path;
+	struct stat st;
+
+	if (position == 0)
+		return;
+	if (file_wal_log_holds(lock, position - 1))
+	{
+		if (segment_of(position - 1) != segment->first)
+		{
+			elog(DEBUG1, "rollout_fdw: WAL entry %lld of \"%s\" is synced before entry %lld, a record of the next segment",
+				 (long long) (position - 1), lock->key, (long long) position);
+			sync_segment_file(lock, segment_of(position - 1));
+		}
+		return;
+	}
+	path = psprintf("%s/%020lld.wal", lock->log->folder, (long long) (position - 1));
+	if (lstat(path, &st) == 0)
+	{
+		elog(DEBUG1, "rollout_fdw: the folder of WAL entry file %lld of \"%s\" is synced before entry %lld, a record",
+			 (long long) (position - 1), lock->key, (long long) position);
+		fsync_fname_ext(lock->log->folder, true, false, data_sync_elevel(ERROR));
+	}
+	pfree(path);
+}
+
+/* See file_wal_log.h. */
+void
+file_wal_log_sync_entry(FileWalLogLock *lock, int64 position)
+{
+	if (position >= 0 && file_wal_log_holds(lock, position))
+	{
+		elog(DEBUG1, "rollout_fdw: WAL entry %lld of \"%s\" is synced before the entry after it, a file",
+			 (long long) position, lock->key);
+		sync_segment_file(lock, segment_of(position));
+	}
 }
 
 bool
@@ -1205,6 +1278,7 @@ file_wal_log_append(FileWalLogLock *lock, int64 position, const char *data,
 		make_segment(lock, segment,
 					 TYPEALIGN(FILE_WAL_LOG_GROWTH, sizeof(SegmentHeader) + record));
 	}
+	sync_previous_entry(lock, segment, position);
 
 	memset(&header, 0, sizeof(header));
 	header.state = FILE_WAL_LOG_LIVE;
@@ -1271,20 +1345,35 @@ file_wal_log_append(FileWalLogLock *lock, int64 position, const char *data,
 	 * after us, so a failed sync cannot be reported as a create that did not
 	 * happen: treated as PostgreSQL treats a failed fsync of its own WAL.
 	 */
-	sync_segment(store, fd, path, true, data_sync_elevel(ERROR));
-	CloseTransientFile(fd);
+	PG_TRY();
+	{
+		sync_segment(store, fd, path, true, data_sync_elevel(ERROR));
+		CloseTransientFile(fd);
 
-	entry = hash_search(log->entries, &position, HASH_ENTER, NULL);
-	entry->offset = segment->scanned;
-	entry->length = (uint32) length;
-	entry->created = header.created;
-	segment->live++;
-	segment->scanned = next_record(segment->scanned, (uint32) length);
+		entry = hash_search(log->entries, &position, HASH_ENTER, NULL);
+		entry->offset = segment->scanned;
+		entry->length = (uint32) length;
+		entry->created = header.created;
+		segment->live++;
+		segment->scanned = next_record(segment->scanned, (uint32) length);
 
-	/* a hint for the next writer: no sync of its own is needed (above) */
-	lock->contents->synced_segment = segment->first;
-	lock->contents->synced_end = segment->scanned;
-	lock_file_write(store, lock->fd, lock->key, lock->contents);
+		/* a hint for the next writer: no sync of its own is needed (above) */
+		lock->contents->synced_segment = segment->first;
+		lock->contents->synced_end = segment->scanned;
+		lock_file_write(store, lock->fd, lock->key, lock->contents);
+	}
+	PG_CATCH();
+	{
+		/*
+		 * The record is in the segment, for whoever scans next, and may be
+		 * durable: whatever failed after its write, the create may have
+		 * happened (objstore.h, maybe_applied), and a commit must say that
+		 * its outcome is unknown, not that nothing was written.
+		 */
+		objstore_note_maybe_applied();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	pfree(path);
 	return true;
 }

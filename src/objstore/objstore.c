@@ -724,6 +724,16 @@ objstore_read(ObjectStore *store, ObjectStoreRead *read)
 	objstore_get_many(store, read, 1);
 }
 
+/* writes to local stores that failed after they may have happened */
+static int64 local_maybe_applied = 0;
+
+/* See objstore_backend.h. */
+void
+objstore_note_maybe_applied(void)
+{
+	local_maybe_applied++;
+}
+
 /*
  * objstore_get_counters
  *		Requests sent to remote stores, and their rounds; see objstore.h.
@@ -737,7 +747,7 @@ objstore_get_counters(ObjectStoreCounters *counters)
 	counters->requests = http.requests;
 	counters->rounds = http.rounds;
 	counters->retries = http.retries;
-	counters->maybe_applied = http.maybe_applied;
+	counters->maybe_applied = http.maybe_applied + local_maybe_applied;
 }
 
 /*

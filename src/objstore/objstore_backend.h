@@ -31,6 +31,13 @@ extern void objstore_set_access_fingerprint(ObjectStore *store,
 extern void objstore_clip_range(int64 size, bool tail, int64 *offset,
 								int64 *length);
 
+/*
+ * Count a write to a local store that failed after it may have happened (a
+ * record appended or a file linked, then a failed sync): objstore.h's
+ * maybe_applied, as the HTTP backends count theirs.
+ */
+extern void objstore_note_maybe_applied(void);
+
 /* file_store.c */
 extern void file_store_define_settings(void);
 extern void file_store_open(ObjectStore *store, const char *root_path,
