@@ -613,10 +613,10 @@ feed_position_at_replay_after(const ShardManifest *manifest,
  * consumer's) over the positions it delivered whole, so that the next poll
  * does not open them again (docs/PERFORMANCE.md, "A consumer far behind").
  *
- * First the generations: P may pass the positions every generation covers
- * without a gap from P + 1, as long as none of them holds a version stamped
- * after cut and no generation that does (or whose newest stamp is unknown)
- * starts at or below.  An adopted ingest segment holds one position inside
+ * First the generations: P may pass the positions the generations cover from
+ * P + 1 on (and those between them, which hold no rows), as long as none of
+ * them holds a version stamped after cut and no generation that does (or
+ * whose newest stamp is unknown) starts at or below.  An adopted ingest segment holds one position inside
  * its flush's range, so the second condition is what stops P in front of it.
  * Below the manifest's replay_after, position_stamp and epoch are never
  * read (a WAL reader starts from the manifest's there), so they keep the
@@ -657,15 +657,32 @@ feed_shard_advance_within_cut(const FeedShard *feed, int64 cut,
 		const GenerationEntry *generation = lfirst(lc);
 		int64		newest = generation_newest_stamp(generation);
 
-		if (generation->first_position > covered + 1 ||
-			newest == 0 || newest > cut)
+		/*
+		 * Positions up to replay_after that no generation holds hold no rows:
+		 * a flush sealed them without writing any (a fence, a filler, a
+		 * TRUNCATE, rows a TRUNCATE hid), and feed_generations lists every
+		 * generation after P (merges take generations from the front, so none
+		 * after one it lists is missing).  P passes them up to the first
+		 * generation it cannot pass, or to replay_after once every generation
+		 * was delivered whole.  Stopping at the first such gap kept a
+		 * consumer whose every poll is cut short in front of it for as long
+		 * as its backlog lasted, walking back more manifest versions at each
+		 * poll, until gc removed the version it needed and the position was
+		 * lost.
+		 */
+		if (newest == 0 || newest > cut)
+		{
+			covered = Max(covered, generation->first_position - 1);
 			break;
+		}
 		if (generation->last_position > covered)
 		{
 			covered = generation->last_position;
 			covered_stamp = Max(covered_stamp, newest);
 		}
 	}
+	if (lc == NULL)
+		covered = Max(covered, manifest->replay_after);
 	covered = Min(covered, blocked_from - 1);
 	if (covered >= manifest->replay_after && after->position < manifest->replay_after)
 	{

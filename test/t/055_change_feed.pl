@@ -376,6 +376,45 @@ cmp_ok(scalar(keys %positions), '>=', 4,
 	'(b) ... and its position moves in polls that max_rows cut short')
   or diag(join(' ', sort { $::a <=> $::b } keys %positions));
 
+# Positions a flush sealed without a generation (here a TRUNCATE alone) hold
+# no rows, and a poll cut short moves the position past them.  Before, it
+# stopped in front of the first one for as long as every poll was cut short,
+# walking back to its manifest version at each, and lost the position once gc
+# removed that version (the review of 6 Dec).
+$a->safe_psql('postgres', q{
+CREATE FOREIGN TABLE gap (id int, v text) SERVER s OPTIONS (store 'feed_gap', key 'id');
+INSERT INTO gap VALUES (0, 'start');
+SELECT 1 FROM rollout_flush('gap');
+});
+my $gap_pos = $a->safe_psql('postgres', q{SELECT max(next_since) FROM rollout_changes('gap')});
+my ($gap_from) = $gap_pos =~ /=(\d+)\//;
+$a->safe_psql('postgres', q{TRUNCATE gap; SELECT 1 FROM rollout_flush('gap');});
+for my $g (0 .. 2)
+{
+	$a->safe_psql('postgres', "INSERT INTO gap VALUES (" . ($g * 6 + $_) . ", 'x')") for 1 .. 6;
+	$a->safe_psql('postgres', q{SELECT rollout_flush('gap')});
+}
+my (@gap_keys, @gap_positions, $gap_truncates);
+for my $poll (1 .. 30)
+{
+	my $out = $a->safe_psql('postgres', qq{
+SELECT coalesce(string_agg(key, ' ' ORDER BY ordinality) FILTER (WHERE op = 'upsert'), '') || '|'
+       || count(*) FILTER (WHERE op = 'truncate') || '|' || max(next_since)
+  FROM rollout_changes('gap', '$gap_pos', 4) WITH ORDINALITY});
+	my ($keys, $truncates, $next) = split /\|/, $out;
+	last if !defined $next || $next eq '';
+	push @gap_keys, split / /, $keys;
+	$gap_truncates += $truncates;
+	push @gap_positions, ($next =~ /=(\d+)\//)[0];
+	$gap_pos = $next;
+	last if @gap_keys == 18;
+}
+is(join(' ', @gap_keys), join(' ', 1 .. 18), '(b) past a TRUNCATE flushed alone: every row once, in commit order');
+is($gap_truncates, 1, '(b) ... after one truncate row');
+cmp_ok($gap_positions[0], '>=', $gap_from + 1,
+	'(b) ... and the first poll cut short moves the position past the position the TRUNCATE took')
+  or diag("from $gap_from: @gap_positions");
+
 # A poll opens only the sources of the oldest versions it has not delivered,
 # about max_rows of them, whatever the backlog behind them: twelve flushed
 # generations of 5 rows, and with the shared writer 20 single-row batches in
