@@ -361,10 +361,14 @@ manifest_version_kept_by_gc(RolloutStore *store, const char *prefix,
 									gc_min_grace_seconds() * 1000);
 }
 
+static bool retention_holds_token(RolloutStore *store, const char *key,
+								  const char *token);
+
 /*
  * Whether a gc that listed the retentions before this one existed, and is
  * still running, cannot be removing what token reads: another retention of
- * it has not expired (whoever wrote that one made the same check), or every
+ * it (holding exactly token: the hash in its name is no proof) has not
+ * expired (whoever wrote that one made the same check), or every
  * manifest version it names is kept by every gc anyway
  * (manifest_version_kept_by_gc).  our_key is the retention just written.
  */
@@ -382,7 +386,8 @@ named_snapshot_safe_from_running_gc(RolloutStore *store, const char *token,
 		TimestampTz other_until;
 
 		if (strcmp(entry->key, our_key) != 0 &&
-			retention_until(entry->key, &other_until) && other_until > now)
+			retention_until(entry->key, &other_until) && other_until > now &&
+			retention_holds_token(store, entry->key, token))
 			return true;
 	}
 	if (!manifest_version_kept_by_gc(store, rollout_key_base_manifest_prefix(store),

@@ -240,9 +240,17 @@ is($node->safe_psql('postgres', qq{SELECT rollout_release('e', '$t5')}), 2, 'and
 # it at this moment
 my $t7 = $node->safe_psql('postgres', q{SELECT rollout_snapshot('e')});
 $node->safe_psql('postgres', q{UPDATE e SET v = 7 WHERE id = 150; SELECT 1 FROM rollout_merge('e');});
+# A retention of another token under the same 64-bit hash (planted here, as
+# a colliding text would be) is no other retention of it: before, it passed
+# for one, and the retention was written unchecked.
+my $t7_hash = $node->safe_psql('postgres', qq{SELECT lpad(to_hex(hashtextextended('$t7', 0)), 16, '0')});
+my $planted = "named/_retained/$t7_hash." . int((time - 946684800 + 3600) * 1_000_000) . '.json';
+$store->put($planted, qq{{"token": "$t5", "until": "planted"}});
 ($ok, $out, $err) = try_sql($node, qq{SELECT rollout_retain('e', '$t7', now() + interval '1 hour')});
 ok(!$ok && $err =~ /snapshot "\Q$t7\E" of store "named" can no longer be retained/,
-	'a token the store moved past more than min_gc_grace ago cannot be retained') or diag($err);
+	'a token the store moved past more than min_gc_grace ago cannot be retained, also beside a retention of another token under its hash')
+  or diag($err);
+$store->delete($planted);
 like($err, qr/rollout_snapshot\(tbl, retain_until/, '... and the hint says how to retain one');
 is($node->safe_psql('postgres', qq{SELECT count(*) FROM rollout_retained('e') WHERE token = '$t7'}), 0,
 	'the refused retention is not left behind');
