@@ -365,6 +365,44 @@ static bool retention_holds_token(RolloutStore *store, const char *key,
 								  const char *token);
 
 /*
+ * The token the body of the retention at key holds; "" when the body is
+ * damaged (not JSON, or without a token), which no valid token equals.  gc
+ * then keeps every manifest version while the retention lasts, and warns,
+ * as for a token that is not valid: what a damaged retention keeps cannot be
+ * known either, and failing every gc of the store (the sweeper's too) would
+ * let it grow for good.  Only the error that says an object is corrupt is
+ * caught (json_doc.c raises nothing else for a body it cannot read, and
+ * takes no resource a caught error would leave behind).
+ */
+static char *
+retention_body_token(const StringInfo body, const char *key)
+{
+	MemoryContext context = CurrentMemoryContext;
+	char	   *volatile token = NULL;
+
+	PG_TRY();
+	{
+		JsonDoc    *doc = json_doc_parse(body->data, body->len, key);
+
+		token = json_doc_text(doc, doc->root, "token", true);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(context);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_DATA_CORRUPTED)
+			PG_RE_THROW();
+		FlushErrorState();
+		FreeErrorData(edata);
+		token = "";
+	}
+	PG_END_TRY();
+	return token;
+}
+
+/*
  * Whether a gc that listed the retentions before this one existed, and is
  * still running, cannot be removing what token reads: another retention of
  * it (holding exactly token: the hash in its name is no proof) has not
@@ -469,13 +507,11 @@ static bool
 retention_holds_token(RolloutStore *store, const char *key, const char *token)
 {
 	StringInfoData body;
-	JsonDoc    *doc;
 
 	initStringInfo(&body);
 	if (!objstore_get(store->objstore, key, &body))
 		return false;
-	doc = json_doc_parse(body.data, body.len, key);
-	return strcmp(json_doc_text(doc, doc->root, "token", true), token) == 0;
+	return strcmp(retention_body_token(&body, key), token) == 0;
 }
 
 /*
@@ -526,7 +562,6 @@ named_snapshot_retentions(RolloutStore *store, TimestampTz now)
 		RetainedSnapshot *retained;
 		StringInfoData body;
 		TimestampTz until;
-		JsonDoc    *doc;
 
 		if (!retention_until(entry->key, &until))
 			continue;			/* not a retention: left alone */
@@ -539,8 +574,7 @@ named_snapshot_retentions(RolloutStore *store, TimestampTz now)
 		initStringInfo(&body);
 		if (!objstore_get(store->objstore, entry->key, &body))
 			continue;			/* released meanwhile */
-		doc = json_doc_parse(body.data, body.len, entry->key);
-		retained->token = json_doc_text(doc, doc->root, "token", true);
+		retained->token = retention_body_token(&body, entry->key);
 		retained->snapshot = named_snapshot_parse(retained->token, NULL);
 	}
 	return retentions;

@@ -316,8 +316,16 @@ ok(!$ok && $err =~ /invalid snapshot token.*\n.*DETAIL:  It lists shard "[^"]+" 
 my $until_us = int((time - 946684800 + 3600) * 1_000_000);
 $store->put("named/_retained/0000000000000001.$until_us.json",
 	qq{{"token": "$doubled", "until": "planted"}});
+# and one that is not JSON at all: before, every gc of the store failed on it
+$store->put("named/_retained/0000000000000002.$until_us.json", 'damaged {');
 ($ok, $out, $err) = try_sql($node, q{SELECT 1 FROM rollout_gc('e', '0')});
-ok($ok, 'gc goes on past a planted retention whose token lists a shard 200 times') or diag($err);
+ok($ok, 'gc goes on past a planted retention whose token lists a shard 200 times, and one that is not JSON')
+  or diag($err);
+like($err, qr/WARNING:  retention "named\/_retained\/0000000000000002\.\d+\.json" of store "named" does not hold a valid snapshot token/,
+	'... and warns about the one that is not JSON too');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM rollout_retained('e') WHERE token = ''}), '1',
+	'rollout_retained lists it with an empty token');
+$store->delete("named/_retained/0000000000000002.$until_us.json");
 is($node->safe_psql('postgres', 'SELECT 1'), '1', 'and the server is still up');
 like($err, qr/WARNING:  retention "named\/_retained\/0000000000000001\.\d+\.json" of store "named" does not hold a valid snapshot token\n.*DETAIL:  Until it expires at .*, garbage collection keeps every manifest version/,
 	'gc warns that an unreadable retention makes it keep every version');
