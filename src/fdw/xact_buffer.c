@@ -307,6 +307,42 @@ xact_buffer_check_unchanged(XactBuffer *buffer, Relation rel,
 }
 
 /*
+ * A write must go to the store, at the location and with the credentials,
+ * that the transaction's earlier writes go to at commit: the buffer holds
+ * that store's handle.  The table's option store, or its server's location,
+ * changed since (an ALTER in this transaction, or one another session
+ * committed meanwhile, which takes no lock this transaction waits for), or
+ * another role's user mapping (SET ROLE, a view's owner, a SECURITY DEFINER
+ * function) would otherwise send this write's rows, deletes and TRUNCATE to
+ * the first store, with the first role's credentials, while the
+ * transaction's own reads go to the new one.
+ */
+static void
+xact_buffer_check_same_store(XactBuffer *buffer, Relation rel,
+							 RolloutStore *store)
+{
+	if (strcmp(buffer->store->objstore->identity, store->objstore->identity) != 0 ||
+		strcmp(buffer->store->name, store->name) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the store of rollout table \"%s\" changed after this transaction wrote to it",
+						RelationGetRelationName(rel)),
+				 errdetail("The transaction's rows go to store \"%s\" at %s at commit; the table now names store \"%s\" at %s.",
+						   buffer->store->name, buffer->store->location,
+						   store->name, store->location),
+				 errhint("Commit or roll back before changing the table's store or its server's location.")));
+	if (strcmp(buffer->store->objstore->access_fingerprint,
+			   store->objstore->access_fingerprint) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a transaction can write to rollout table \"%s\" with only one user mapping's credentials",
+						RelationGetRelationName(rel)),
+				 errdetail("Its earlier writes were made with other credentials (another role's user mapping, or a view owner's), and its rows become one WAL entry written with them."),
+				 errhint("Commit before writing to \"%s\" as another role.",
+						 RelationGetRelationName(rel))));
+}
+
+/*
  * The current transaction's buffer, made in TopTransactionContext at its first
  * write and bound to the table and store of that write: a transaction may
  * write to only one rollout table, since its rows become one WAL entry and
@@ -330,6 +366,7 @@ xact_buffer_get(Relation rel, RolloutStore *store)
 							   current_buffer->relname),
 					 errhint("Commit before writing to \"%s\".",
 							 RelationGetRelationName(rel))));
+		xact_buffer_check_same_store(current_buffer, rel, store);
 		xact_buffer_check_unchanged(current_buffer, rel, store);
 		return current_buffer;
 	}
@@ -734,6 +771,18 @@ xact_buffer_commit(XactBuffer *buffer)
 {
 	BufferedRowReader reader;
 	bool		live_rows;
+	char		nothing;
+
+	/*
+	 * Write the spill file's last buffer out before the rows become durable.
+	 * Reading them does it anyway, but a commit whose stream ends with a
+	 * TRUNCATE reads nothing, and BufFileClose would write it after the WAL
+	 * entry is durable, where an error (a full disk, temp_file_limit) would
+	 * report a committed transaction as aborted.  (BufFileRead flushes first,
+	 * whatever it then reads.)
+	 */
+	if (buffer->file != NULL)
+		(void) BufFileRead(buffer->file, &nothing, 0);
 
 	/* only the live rows count for the size and the spill */
 	buffered_row_reader_init(&reader, buffer, buffer->rows);
@@ -767,12 +816,27 @@ xact_buffer_scan_source(Relation rel, RolloutStore *store, CommandId curcid,
 	int64		visible;
 
 	*truncated = false;
-	/* the rows go to the buffer's store at commit: only that one sees them */
-	if (buffer == NULL || buffer->relid != RelationGetRelid(rel) ||
+
+	/*
+	 * The rows go to the buffer's store at commit: a scan of that store sees
+	 * them, through whichever table reads it (another table of the same
+	 * store, one with read_wal_tail say, too; the rows are in the store's
+	 * columns by then), and a scan of any other store does not.
+	 */
+	if (buffer == NULL ||
 		strcmp(buffer->store->objstore->identity, store->objstore->identity) != 0 ||
 		strcmp(buffer->store->name, store->name) != 0)
 		return NULL;
-	xact_buffer_check_unchanged(buffer, rel, store);
+	if (buffer->relid == RelationGetRelid(rel))
+		xact_buffer_check_unchanged(buffer, rel, store);
+	else if (buffer->store->schema_digest != store->schema_digest)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("rollout table \"%s\" reads store \"%s\" with other columns than table \"%s\", which this transaction wrote to",
+						RelationGetRelationName(rel), store->name, buffer->relname),
+				 errdetail("The transaction's own rows of the store cannot be read with them (their order or types differ)."),
+				 errhint("Commit before reading the store through \"%s\".",
+						 RelationGetRelationName(rel))));
 	visible = buffer->rows;
 	for (int i = 0; i < buffer->command_count; i++)
 	{

@@ -21,7 +21,11 @@
 #     memory and after its buffer spilled to disk;
 #   - a statement does not see its own inserts (INSERT ... SELECT from the
 #     same table doubles it exactly once), as with heap tables;
-#   - another session sees nothing before COMMIT.
+#   - another session sees nothing before COMMIT; another table of the same
+#     store, in the same transaction, sees them;
+#   - a write after the table's store or its server's location changed
+#     within the transaction is refused; a spilled transaction whose spill
+#     file cannot be written out fails before anything is committed.
 # Runs in both modes.
 
 use strict;
@@ -164,6 +168,11 @@ is($rr->query_safe(q{SELECT count(*) FROM u}), '40',
 	'INSERT ... SELECT from the same table reads what earlier commands wrote, not its own rows');
 is($rr->query_safe(q{EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM u}) =~ /Transaction Rows Read: 40/ ? 'yes' : 'no',
 	'yes', 'EXPLAIN ANALYZE counts the transaction\'s rows');
+# another table of the same store sees them too (before, only the table
+# written through did: a table with read_wal_tail, say, did not)
+other(q{CREATE FOREIGN TABLE u_tail (id int, v text) SERVER s OPTIONS (store 'iso_u', read_wal_tail 'true')});
+is($rr->query_safe(q{SELECT count(*), string_agg(v, ',') FILTER (WHERE id = 5) FROM u_tail}), '40|newer',
+	'another table of the same store sees the transaction\'s rows as well');
 $rr->query_safe('COMMIT');
 is(other(q{SELECT count(*), string_agg(v, ',') FILTER (WHERE id = 5) FROM u}), '40|newer',
 	'after COMMIT everyone sees the same 40 rows');
@@ -181,6 +190,62 @@ $rr->query_safe('ROLLBACK');
 is(other('SELECT count(*) FROM u'), '40', 'after ROLLBACK nothing of it is anywhere');
 my @scratch = glob($node->data_dir . '/base/pgsql_tmp/*own*');
 is(scalar(@scratch), 0, 'no scratch segment is left behind');
+
+# A spilled transaction that ends with a TRUNCATE: the spill file's last
+# buffer is written before the commit, so a failure to write it (here
+# temp_file_limit, set to what the file holds already) aborts the
+# transaction with nothing committed.  Before, the file was written when it
+# was closed, after the TRUNCATE was durable: the COMMIT failed and the table
+# was empty all the same.
+other(q{CREATE FOREIGN TABLE spilt (id int, v text) SERVER s OPTIONS (store 'iso_spilt', key 'id');
+INSERT INTO spilt SELECT g, 'kept' FROM generate_series(1, 5) g;});
+$rr->query_safe('BEGIN');
+$rr->query_safe(q{INSERT INTO spilt SELECT g, repeat('x', 500) FROM generate_series(100, 1099) g});
+$rr->query_safe('TRUNCATE spilt');
+my $spilt_kb = $rr->query_safe(
+	q{SELECT sum(size) / 1024 FROM pg_ls_tmpdir() WHERE name LIKE 'pgsql_tmp' || pg_backend_pid() || '.%'});
+cmp_ok($spilt_kb, '>', 0, "the transaction's rows spilled to a temporary file ($spilt_kb kB)");
+$rr->query_safe("SET LOCAL temp_file_limit = $spilt_kb");
+$rr->query('COMMIT');
+like($rr->{stderr}, qr/temporary file size exceeds temp_file_limit/,
+	'writing the spill file\'s last buffer fails the COMMIT');
+$rr->{stderr} = '';
+is(other(q{SELECT count(*) FROM spilt}), '5', '... and nothing of the transaction was committed');
+$rr->query_safe('RESET temp_file_limit');
+
+# A table whose store changed after the transaction wrote to it, in the same
+# transaction or by another session, is refused: the buffer commits to the
+# store of the first write (a write with another role's credentials too:
+# 026_privileges.pl).  Before, the rows, deletes and TRUNCATE written after the change went
+# to the old store at commit while the transaction's reads went to the new.
+other(q{CREATE FOREIGN TABLE sw (id int, v text) SERVER s OPTIONS (store 'sw_a', key 'id');
+INSERT INTO sw VALUES (5, 'five'); ALTER FOREIGN TABLE sw OPTIONS (SET store 'sw_b');
+INSERT INTO sw VALUES (5, 'five'); ALTER FOREIGN TABLE sw OPTIONS (SET store 'sw_a');});
+$rr->query_safe('BEGIN');
+$rr->query_safe(q{INSERT INTO sw VALUES (1, 'x')});
+$rr->query_safe(q{ALTER FOREIGN TABLE sw OPTIONS (SET store 'sw_b')});
+$rr->query(q{DELETE FROM sw WHERE id = 5});
+like($rr->{stderr}, qr/the store of rollout table "sw" changed after this transaction wrote to it/,
+	'a write after the table\'s store changed in the transaction is refused');
+$rr->{stderr} = '';
+$rr->query_safe('ROLLBACK');
+is(other(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM sw}), '5', 'store sw_a is untouched');
+# another session moves the server meanwhile (which takes no lock on the
+# table the transaction holds)
+my $elsewhere = PostgreSQL::Test::Utils::tempdir('elsewhere');
+chmod(0777, $elsewhere);
+my $server_location = other(q{SELECT option_value FROM pg_options_to_table(
+	(SELECT srvoptions FROM pg_foreign_server WHERE srvname = 's')) WHERE option_name = 'location'});
+$rr->query_safe('BEGIN');
+$rr->query_safe(q{INSERT INTO sw VALUES (1, 'x')});
+other(qq{ALTER SERVER s OPTIONS (SET location 'file://$elsewhere')});
+$rr->query(q{TRUNCATE sw});
+like($rr->{stderr}, qr/the store of rollout table "sw" changed after this transaction wrote to it/,
+	'... also when another session moved its server');
+$rr->{stderr} = '';
+$rr->query_safe('ROLLBACK');
+other(qq{ALTER SERVER s OPTIONS (SET location '$server_location')});
+is(other(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM sw}), '5', 'and store sw_a is still untouched');
 $rr->quit;
 
 unlike(slurp_file($node->logfile), qr/terminated by signal|PANIC/, 'no backend crashed');
