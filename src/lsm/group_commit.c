@@ -428,8 +428,10 @@ leader_release_and_wake(SharedStoreSlot *slot)
  * Take the queued requests that came through the leader's credentials (the
  * others wait for a leader of theirs, see the file header), in queue order
  * and up to a bounded entry size, but always up to and including the
- * leader's own request (own), unless a TRUNCATE comes before it: an entry
- * ends before any TRUNCATE but its first, and own then waits for the next.  The rest stay queued in their order.  With
+ * leader's own request (own), unless a TRUNCATE or a transaction staged as
+ * an ingest segment comes before it: an entry ends before any TRUNCATE but
+ * its first, and holds such a transaction alone, and own then waits for the
+ * next.  The rest stay queued in their order.  With
  * the writer ready and a batch header (batch_pointer) at hand, the entry
  * gets the next position and stamp, and its cell in the pipeline.  Nothing
  * is taken, and leadership is given up here, when another leader took own
@@ -448,6 +450,7 @@ leader_take_requests(SharedStoreSlot *slot, dsa_area *area, dsa_pointer own,
 	dsa_pointer kept_head = InvalidDsaPointer;
 	dsa_pointer kept_tail = InvalidDsaPointer;
 	bool		own_taken = false;
+	bool		ingest_taken = false;
 	bool		full = false;
 	int			pass_to;
 
@@ -482,6 +485,20 @@ leader_take_requests(SharedStoreSlot *slot, dsa_area *area, dsa_pointer own,
 		if (request->truncate && entry->transactions > 0 &&
 			strcmp(request->fingerprint, fingerprint) == 0)
 			full = true;
+
+		/*
+		 * A transaction staged as an ingest segment gets an entry of its own.
+		 * Its rows carry the entry's stamp, shard and position, as the other
+		 * transactions' rows of the entry do, and a reader orders the
+		 * versions of a key by those alone: the inline rows and the segment
+		 * (or two segments) would tie, and which of two transactions of one
+		 * entry won a key would depend on the read, and change with a flush
+		 * (which files them as two generations) and a merge.
+		 */
+		if (strcmp(request->fingerprint, fingerprint) == 0 &&
+			((request->ingest_len > 0 && entry->transactions > 0) ||
+			 ingest_taken))
+			full = true;
 		request->next = InvalidDsaPointer;
 		if (!full && strcmp(request->fingerprint, fingerprint) == 0 &&
 			request->schema_digest == schema_digest)
@@ -494,6 +511,7 @@ leader_take_requests(SharedStoreSlot *slot, dsa_area *area, dsa_pointer own,
 			entry->rows += request->row_count;
 			entry->tombstones += request->tombstone_count;
 			entry->truncate |= request->truncate;
+			ingest_taken |= request->ingest_len > 0;
 			entry->transactions++;
 			if (DsaPointerIsValid(taken_tail))
 				((CommitRequest *) dsa_get_address(area, taken_tail))->next = p;

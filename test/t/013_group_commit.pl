@@ -15,7 +15,9 @@
 # one PUT carried several transactions.  A flush then changes nothing
 # visible.  Then 72 sessions wait at once behind a held leader, more than
 # the slot's registry of sleeping committers holds (64): the rest wait on
-# the condition variable, and none is lost or left waiting.
+# the condition variable, and none is lost or left waiting.  Two commits of
+# one key queued together, the second staged as an ingest segment: the
+# second's version wins before and after a flush and a merge.
 
 use strict;
 use warnings;
@@ -169,6 +171,49 @@ my $many_sum = 0;
 $many_sum += $_ for 1 .. $MANY;
 is($node->safe_psql('postgres', q{SELECT count(*), count(DISTINCT id), sum(v) FROM many}),
 	($MANY + 2) . '|' . ($MANY + 2) . "|$many_sum", "$MANY waiting at once: none lost, none duplicated");
+
+# Two transactions queued behind one leader write the same key, the second
+# staged as an ingest segment: it gets a WAL entry of its own, so its version
+# is the newer one at every stage.  Before, both went into one entry with one
+# stamp and position, the reader could not order them, and after a flush
+# (which files inline rows and segment as two generations) the first
+# transaction's version won for good.
+$node->safe_psql('postgres',
+	q{CREATE FOREIGN TABLE tie (id int, v text) SERVER s OPTIONS (store 'tie', key 'id');
+	  INSERT INTO tie VALUES (0, 'first');});
+$offset = -s $node->logfile;
+my $tie_leader = PsqlScript->start($node,
+	sql => "SET rollout_fdw.fail_at = 'group_commit.before_take:hold=tie';
+INSERT INTO tie VALUES (-1, 'leader');
+");
+wait_for_fault($node, 'group_commit.before_take', $offset);
+my $queued = sub {
+	my ($like) = @_;
+	return defined poll_until($node,
+		qq{SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Extension' AND query LIKE '$like%'},
+		'1', 120);
+};
+my $tie_b = PsqlScript->start($node, sql => "INSERT INTO tie VALUES (1, 'B');\n");
+ok($queued->('INSERT INTO tie VALUES (1'), 'B queues behind the held leader');
+my $tie_a = PsqlScript->start($node,
+	sql => "SET rollout_fdw.ingest_threshold = '64kB';
+INSERT INTO tie SELECT g, 'A' || repeat('a', 200) FROM generate_series(1, 2000) g;
+");
+ok($queued->('INSERT INTO tie SELECT'), 'then A, staged as an ingest segment, queues behind B');
+release_faults($node, 'tie');
+for my $session ($tie_leader, $tie_b, $tie_a)
+{
+	my ($ret, $out, $err) = $session->finish;
+	is($ret, 0, 'the commit succeeds') or diag($err);
+}
+my $tie_value = q{SELECT left(v, 1) FROM tie WHERE id = 1};
+is($node->safe_psql('postgres', $tie_value), 'A', 'key 1 holds the version of A, which committed after B');
+$node->safe_psql('postgres', q{SELECT rollout_flush('tie')});
+is($node->safe_psql('postgres', $tie_value), 'A', '... also after a flush');
+$node->safe_psql('postgres', q{SELECT rollout_merge('tie')});
+is($node->safe_psql('postgres', $tie_value), 'A', '... and a merge');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM tie}), '2002', 'every key once');
+
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET rollout_fdw.wal_pipeline_depth');
 $node->safe_psql('postgres', 'SELECT pg_reload_conf()');
 
