@@ -206,8 +206,8 @@ SELECT count(*), (SELECT unflushed_rows FROM rollout_observe('peek')) FROM peek;
 
 SKIP:
 {
-	skip 'the shared-memory writer runs only when preloaded', 4 unless RolloutTest::preload();
-	skip 'moto is not running (scripts/test.sh starts it)', 4 unless $ENV{ROLLOUT_TEST_S3_ENDPOINT};
+	skip 'the shared-memory writer runs only when preloaded', 6 unless RolloutTest::preload();
+	skip 'moto is not running (scripts/test.sh starts it)', 6 unless $ENV{ROLLOUT_TEST_S3_ENDPOINT};
 	my $moto = RolloutStore->for_test('026_groups', backend => 's3');
 	my $sql = $moto->server_sql('groups');
 	$sql =~ s/CREATE USER MAPPING.*//s;
@@ -263,6 +263,18 @@ INSERT INTO grouped VALUES (0, 'claim');
 		'with different credentials: two entries, each written with its own transaction\'s credentials');
 	is($node->safe_psql('postgres', 'SELECT string_agg(id::text, \',\' ORDER BY id) FROM grouped'),
 		'0,10,11,20,21', 'every row committed once');
+	# one transaction writing with two roles' mappings is refused: its rows
+	# become one entry, written with one set of credentials (before, app's row
+	# went in with the superuser's)
+	($ret, $out, $err) = $node->psql('postgres', q{
+BEGIN;
+INSERT INTO grouped VALUES (30, 'postgres');
+SET LOCAL ROLE app;
+INSERT INTO grouped VALUES (31, 'app');
+COMMIT;});
+	like($err, qr/a transaction can write to rollout table "grouped" with only one user mapping's credentials/,
+		'a transaction cannot write with two roles\' mappings');
+	is($node->safe_psql('postgres', 'SELECT count(*) FROM grouped WHERE id >= 30'), '0', '... and none of its rows is committed');
 	$node->safe_psql('postgres', 'ALTER SYSTEM RESET rollout_fdw.wal_pipeline_depth; SELECT pg_reload_conf()');
 }
 
