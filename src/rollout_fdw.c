@@ -19,6 +19,7 @@
 #include "rollout/commit.h"
 #include "rollout/fault.h"
 #include "rollout/fdw.h"
+#include "rollout/flush.h"
 #include "rollout/footer_cache.h"
 #include "rollout/grace.h"
 #include "rollout/manifest_view.h"
@@ -61,6 +62,7 @@ _PG_init(void)
 	commit_define_settings();
 	group_commit_define_settings();
 	merge_define_settings();
+	flush_define_settings();
 	grace_define_settings();
 	sweeper_define_settings();
 	xact_buffer_define_settings();

@@ -10,6 +10,9 @@
 
 #include "rollout/store.h"
 
+/* Define rollout_fdw.flush_max_wal_entries; _PG_init calls this. */
+extern void flush_define_settings(void);
+
 typedef struct FlushResult
 {
 	int64		rows_flushed;	/* rows in the new generation (0: nothing) */

@@ -34,6 +34,7 @@
 #include "storage/ipc.h"
 #include "storage/lmgr.h"
 #include "utils/datum.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 
 #include "rollout/fault.h"
@@ -56,6 +57,29 @@
 
 #define FLUSH_MAX_ATTEMPTS			5
 #define FLUSH_MAX_NUMBER_PROBES		100
+
+/*
+ * A flush from the WAL tail seals at most this many bytes of WAL entries per
+ * generation, and commits before it reads more (flush_wal_tail).
+ */
+#define FLUSH_WAL_MAX_BYTES			((int64) 512 * 1024 * 1024)
+
+/* rollout_fdw.flush_max_wal_entries */
+static int	flush_max_wal_entries = 10000;
+
+/* Define rollout_fdw.flush_max_wal_entries; _PG_init calls this. */
+void
+flush_define_settings(void)
+{
+	DefineCustomIntVariable("rollout_fdw.flush_max_wal_entries",
+							"WAL entries a flush from the WAL tail seals into one generation, at most.",
+							"A longer tail (a cluster without the shared-memory writer that nobody flushed for a while) is flushed as several generations, each committed before the next is read: a shard manifest read longer ago than half of rollout_fdw.min_gc_grace can no longer be committed, so one flush of the whole tail could never finish.",
+							&flush_max_wal_entries,
+							10000, 1, INT_MAX,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+}
 
 /*
  * The lock that serialises flushes of one store within this database: an
@@ -303,6 +327,7 @@ flush_add_generations(RolloutStore *store, ShardManifest *manifest, char *key,
 }
 
 static FlushResult flush_wal_tail(RolloutStore *store);
+static FlushResult flush_wal_tail_chunk(RolloutStore *store, bool *more);
 
 /*
  * Flush this shard from the memtable: the batches are its durable WAL tail
@@ -473,9 +498,65 @@ rollout_flush_shard(RolloutStore *store)
 	return result;
 }
 
-/* Flush from the WAL tail on the store (no shared-memory writer). */
+/*
+ * The first entries of sealed, up to rollout_fdw.flush_max_wal_entries of
+ * them and FLUSH_WAL_MAX_BYTES (at least one); *more says whether any were
+ * left for the next generation.
+ */
+static List *
+flush_wal_chunk(List *sealed, bool *more)
+{
+	int64		bytes = 0;
+	int			count = 0;
+	ListCell   *lc;
+
+	foreach(lc, sealed)
+	{
+		bytes += ((WalEntryRef *) lfirst(lc))->size;
+		if (count > 0 &&
+			(count >= flush_max_wal_entries || bytes > FLUSH_WAL_MAX_BYTES))
+			break;
+		count++;
+	}
+	*more = count < list_length(sealed);
+	return list_truncate(sealed, count);
+}
+
+/*
+ * Flush from the WAL tail on the store (no shared-memory writer): one
+ * generation per flush_wal_chunk of the tail, each committed before the next
+ * is read, until the tail is sealed up to its first hole.  The result counts
+ * the rows of them all, names the newest generation, and spans the positions
+ * from the first chunk's first to the last one's last.
+ */
 static FlushResult
 flush_wal_tail(RolloutStore *store)
+{
+	FlushResult total = {0};
+
+	for (;;)
+	{
+		bool		more = false;
+		FlushResult chunk = flush_wal_tail_chunk(store, &more);
+
+		if (chunk.last_position == 0)
+			break;
+		CHECK_FOR_INTERRUPTS();
+		total.rows_flushed += chunk.rows_flushed;
+		if (chunk.generation != 0)
+			total.generation = chunk.generation;
+		if (total.first_position == 0)
+			total.first_position = chunk.first_position;
+		total.last_position = chunk.last_position;
+		if (!more)
+			break;
+	}
+	return total;
+}
+
+/* Flush the first flush_wal_chunk of the WAL tail; see flush_wal_tail. */
+static FlushResult
+flush_wal_tail_chunk(RolloutStore *store, bool *more)
 {
 	FlushResult result = {0};
 	bool		abandoned = false;
@@ -498,6 +579,7 @@ flush_wal_tail(RolloutStore *store)
 									   manifest->replay_after);
 		if (sealed == NIL)
 			return result;		/* nothing durable to seal */
+		sealed = flush_wal_chunk(sealed, more);
 
 		generation = palloc0(sizeof(GenerationEntry));
 		generation->first_position = ((WalEntryRef *) linitial(sealed))->position;
