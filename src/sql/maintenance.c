@@ -36,6 +36,25 @@
 #include "rollout/store_definition.h"
 #include "rollout/subtransaction.h"
 
+/*
+ * The store of a maintenance function's table, opened with the owner's user
+ * mapping; the table is closed, and its lock released, before the work
+ * begins.  A flush, merge, compaction or gc acts on the store, which the
+ * table only names (a DROP or ALTER of the table meanwhile changes nothing
+ * the handle holds, kept to the end of the transaction: fdw/store_cache.c).
+ * Holding the table's lock through minutes of work made an ALTER or TRUNCATE
+ * of it wait, and every INSERT queue behind that one: a merge stalling
+ * appends after all.
+ */
+static RolloutStore *
+maintenance_store(Relation rel)
+{
+	RolloutStore *store = rollout_store_for_relation_as_owner(rel);
+
+	table_close(rel, AccessShareLock);
+	return store;
+}
+
 PG_FUNCTION_INFO_V1(rollout_flush);
 PG_FUNCTION_INFO_V1(rollout_merge);
 PG_FUNCTION_INFO_V1(rollout_compact);
@@ -52,11 +71,10 @@ rollout_flush(PG_FUNCTION_ARGS)
 {
 	Relation	rel = rollout_open_table_argument(fcinfo, "rollout_flush",
 												  ROLLOUT_ACCESS_MAINTAIN);
-	FlushResult result = rollout_flush_shard(rollout_store_for_relation_as_owner(rel));
+	FlushResult result = rollout_flush_shard(maintenance_store(rel));
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
 
-	table_close(rel, AccessShareLock);
 	values[0] = Int64GetDatum(result.rows_flushed);
 	values[1] = Int64GetDatum(result.generation);
 	nulls[1] = result.generation == 0;
@@ -91,9 +109,8 @@ rollout_merge(PG_FUNCTION_ARGS)
 	flush_first = PG_GETARG_BOOL(2);
 	rel = rollout_open_table_argument(fcinfo, "rollout_merge", ROLLOUT_ACCESS_MAINTAIN);
 
-	result = rollout_merge_shard(rollout_store_for_relation_as_owner(rel), max_generations,
+	result = rollout_merge_shard(maintenance_store(rel), max_generations,
 								 flush_first);
-	table_close(rel, AccessShareLock);
 	values[0] = Int32GetDatum(result.generations_merged);
 	values[1] = Int64GetDatum(result.rows_merged);
 	values[2] = Int32GetDatum(result.fragments_added);
@@ -197,8 +214,8 @@ rollout_compact(PG_FUNCTION_ARGS)
 					 errhint("Pass NULL for no limit.")));
 	}
 	rel = rollout_open_table_argument(fcinfo, "rollout_compact", ROLLOUT_ACCESS_MAINTAIN);
-	store = rollout_store_for_relation_as_owner(rel);
 	options = rollout_table_options(RelationGetRelid(rel));
+	store = maintenance_store(rel);
 	cluster_by = options->cluster_by;
 	if (cluster_by != NULL)
 	{
@@ -227,7 +244,6 @@ rollout_compact(PG_FUNCTION_ARGS)
 	result = rollout_compact_recording_errors(store, min_fragments, target_rows,
 											  max_source_fragments,
 											  cluster_by != NULL ? &clustering : NULL);
-	table_close(rel, AccessShareLock);
 	values[0] = Int32GetDatum(result.fragments_before);
 	values[1] = Int32GetDatum(result.fragments_after);
 	values[2] = Int64GetDatum(result.rows_written);
@@ -271,8 +287,7 @@ rollout_gc(PG_FUNCTION_ARGS)
 				 errhint("Use a longer grace, or lower rollout_fdw.min_gc_grace (superuser only).")));
 	rel = rollout_open_table_argument(fcinfo, "rollout_gc", ROLLOUT_ACCESS_MAINTAIN);
 
-	result = rollout_gc_store(rollout_store_for_relation_as_owner(rel), grace_seconds);
-	table_close(rel, AccessShareLock);
+	result = rollout_gc_store(maintenance_store(rel), grace_seconds);
 	values[0] = Int64GetDatum(result.objects_deleted);
 	values[1] = Int64GetDatum(result.bytes_freed);
 	PG_RETURN_DATUM(rollout_sql_result_row(fcinfo, values, nulls));

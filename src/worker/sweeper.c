@@ -452,6 +452,14 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 						   save_sec_context | SECURITY_RESTRICTED_OPERATION |
 						   SECURITY_LOCAL_USERID_CHANGE);
 	store = rollout_store_for_relation_as_owner(rel);
+
+	/*
+	 * The work is on the store, which the table only names: the table's lock
+	 * is let go now, so that an ALTER or TRUNCATE of it never waits for a
+	 * merge, with every INSERT queued behind it (sql/maintenance.c says the
+	 * same of the maintenance functions).  ANALYZE opens it again.
+	 */
+	table_close(rel, AccessShareLock);
 	slot = shared_store_slot(store, false); /* also: visible in the view */
 
 	/*
@@ -494,10 +502,12 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 	}
 	/* last: nothing after it may abort the transaction its statistics are in */
 	turn_step = "analyzing the table";
-	if (analyze_due)
+	if (analyze_due && (rel = try_table_open(relid, AccessShareLock)) != NULL)
+	{
 		sweeper_analyze_if_compacted(rel, store, swept);
+		table_close(rel, AccessShareLock);
+	}
 	SetUserIdAndSecContext(save_userid, save_sec_context);
-	table_close(rel, AccessShareLock);
 }
 
 /*

@@ -13,7 +13,8 @@
 # and then a 500-row transaction: all commit, each in well under a second,
 # while the merge is still held; their rows are visible at once.  Afterwards the merge succeeds,
 # and counts are exact before and after a second merge that folds in the
-# rows inserted meanwhile.
+# rows inserted meanwhile.  The held merge holds no lock on the table: an
+# ALTER FOREIGN TABLE (ACCESS EXCLUSIVE, as TRUNCATE) does not wait.
 
 use strict;
 use warnings;
@@ -97,6 +98,16 @@ note(sprintf('60 INSERTs took %.3f s during the merge (max %.3f s); the 500-row 
 		$inserts_took, $max_latency, $big_took));
 
 is(still_running($node, q{%rollout_merge(''t'')%}), '1', 'the merge is still running after all 61 commits');
+
+# Nor does the merge hold the table's lock while it works: an ALTER or
+# TRUNCATE of the table (its lock is ACCESS EXCLUSIVE) would wait for it, and
+# every INSERT after that for the ALTER.  Before, this ALTER ran into its
+# lock timeout.
+my ($lock_ret, $lock_out, $lock_err) = $node->psql('postgres',
+	q{SET lock_timeout = '3s';
+ALTER FOREIGN TABLE t OPTIONS (ADD batch_size '50');
+ALTER FOREIGN TABLE t OPTIONS (DROP batch_size);}, on_error_stop => 1);
+is($lock_ret, 0, 'the table can be altered (ACCESS EXCLUSIVE) while the merge is held') or diag($lock_err);
 cmp_ok($max_latency, '<', 1.0, 'no single-row INSERT waited for the merge (max latency < 1 s)');
 cmp_ok($big_took, '<', 1.0, 'the 500-row transaction did not wait either');
 is($node->safe_psql('postgres', q{SELECT count(*), sum(v) FROM t WHERE id LIKE 'b%' OR id LIKE 'c%'}),
