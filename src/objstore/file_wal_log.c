@@ -1204,28 +1204,41 @@ sync_previous_segment(FileWalLogLock *lock, int64 first)
  * sync of the folder, which a record's fdatasync does not make.
  */
 static void
-sync_previous_entry(FileWalLogLock *lock, KnownSegment *segment, int64 position)
+sync_previous_entry(FileWalLogLock *lock, KnownSegment *segment, int64 position,
+					bool segment_made)
 {
+	int64		previous = position - 1;
 	char	   *path;
 	struct stat st;
 
-	if (position == 0)
+	/*
+	 * A segment just made synced the one before it and the folder
+	 * (make_segment): whatever form the entry before has, it is durable.
+	 */
+	if (position == 0 || segment_made)
 		return;
-	if (file_wal_log_holds(lock, position - 1))
+	if (segment_of(previous) == segment->first)
 	{
-		if (segment_of(position - 1) != segment->first)
-		{
-			elog(DEBUG1, "rollout_fdw: WAL entry %lld of \"%s\" is synced before entry %lld, a record of the next segment",
-				 (long long) (position - 1), lock->key, (long long) position);
-			sync_segment_file(lock, segment_of(position - 1));
-		}
+		/*
+		 * The caller's look at position scanned this segment: what this
+		 * process knows of it is what is there, and a record of it is synced
+		 * by this record's fdatasync.  (No system call in the steady state.)
+		 */
+		if (hash_search(lock->log->entries, &previous, HASH_FIND, NULL) != NULL)
+			return;
+	}
+	else if (file_wal_log_holds(lock, previous))
+	{
+		elog(DEBUG1, "rollout_fdw: WAL entry %lld of \"%s\" is synced before entry %lld, a record of the next segment",
+			 (long long) previous, lock->key, (long long) position);
+		sync_segment_file(lock, segment_of(previous));
 		return;
 	}
-	path = psprintf("%s/%020lld.wal", lock->log->folder, (long long) (position - 1));
+	path = psprintf("%s/%020lld.wal", lock->log->folder, (long long) previous);
 	if (lstat(path, &st) == 0)
 	{
 		elog(DEBUG1, "rollout_fdw: the folder of WAL entry file %lld of \"%s\" is synced before entry %lld, a record",
-			 (long long) (position - 1), lock->key, (long long) position);
+			 (long long) previous, lock->key, (long long) position);
 		fsync_fname_ext(lock->log->folder, true, false, data_sync_elevel(ERROR));
 	}
 	pfree(path);
@@ -1235,7 +1248,16 @@ sync_previous_entry(FileWalLogLock *lock, KnownSegment *segment, int64 position)
 void
 file_wal_log_sync_entry(FileWalLogLock *lock, int64 position)
 {
-	if (position >= 0 && file_wal_log_holds(lock, position))
+	bool		held;
+
+	if (position <= 0)
+		return;
+	/* the caller's file_wal_log_holds of position + 1 scanned its segment */
+	if (segment_of(position) == segment_of(position + 1))
+		held = hash_search(lock->log->entries, &position, HASH_FIND, NULL) != NULL;
+	else
+		held = file_wal_log_holds(lock, position);
+	if (held)
 	{
 		elog(DEBUG1, "rollout_fdw: WAL entry %lld of \"%s\" is synced before the entry after it, a file",
 			 (long long) position, lock->key);
@@ -1259,6 +1281,7 @@ file_wal_log_append(FileWalLogLock *lock, int64 position, const char *data,
 	size_t		record = sizeof(RecordHeader) + length;
 	int64		first = segment_of(position);
 	KnownEntry *entry;
+	bool		segment_made;
 
 	if (!file_wal_log_enabled || record > FILE_WAL_LOG_MAX_RECORD ||
 		put_id_length >= FILE_WAL_LOG_PUT_ID_MAX)
@@ -1272,13 +1295,14 @@ file_wal_log_append(FileWalLogLock *lock, int64 position, const char *data,
 	if (segment->exists &&
 		(size_t) segment->scanned + record > FILE_WAL_LOG_MAX_SEGMENT_BYTES)
 		return false;			/* full: a file, as for a large entry */
-	if (!segment->exists)
+	segment_made = !segment->exists;
+	if (segment_made)
 	{
 		sync_previous_segment(lock, segment->first);
 		make_segment(lock, segment,
 					 TYPEALIGN(FILE_WAL_LOG_GROWTH, sizeof(SegmentHeader) + record));
 	}
-	sync_previous_entry(lock, segment, position);
+	sync_previous_entry(lock, segment, position, segment_made);
 
 	memset(&header, 0, sizeof(header));
 	header.state = FILE_WAL_LOG_LIVE;

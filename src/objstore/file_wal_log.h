@@ -59,9 +59,9 @@ extern bool file_wal_log_append(FileWalLogLock *lock, int64 position,
 								const char *put_id);
 
 /*
- * Under the lock: make the entry at position durable, if the log holds it
- * (before the entry after it is written as a file: see sync_previous_entry
- * in file_wal_log.c).
+ * Under the lock, right after file_wal_log_holds(lock, position + 1): make
+ * the entry at position durable, if the log holds it (before the entry after
+ * it is written as a file: see sync_previous_entry in file_wal_log.c).
  */
 extern void file_wal_log_sync_entry(FileWalLogLock *lock, int64 position);
 
