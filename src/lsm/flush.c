@@ -327,7 +327,8 @@ flush_add_generations(RolloutStore *store, ShardManifest *manifest, char *key,
 }
 
 static FlushResult flush_wal_tail(RolloutStore *store);
-static FlushResult flush_wal_tail_chunk(RolloutStore *store, bool *more);
+static FlushResult flush_wal_tail_chunk(RolloutStore *store, int64 *until,
+										bool *more);
 
 /*
  * Flush this shard from the memtable: the batches are its durable WAL tail
@@ -504,40 +505,49 @@ rollout_flush_shard(RolloutStore *store)
  * left for the next generation.
  */
 static List *
-flush_wal_chunk(List *sealed, bool *more)
+flush_wal_chunk(List *sealed, int64 *until, bool *more)
 {
 	int64		bytes = 0;
 	int			count = 0;
 	ListCell   *lc;
 
+	if (*until == 0)
+		*until = ((WalEntryRef *) llast(sealed))->position;
 	foreach(lc, sealed)
 	{
-		bytes += ((WalEntryRef *) lfirst(lc))->size;
+		WalEntryRef *entry = lfirst(lc);
+
+		bytes += entry->size;
 		if (count > 0 &&
-			(count >= flush_max_wal_entries || bytes > FLUSH_WAL_MAX_BYTES))
+			(count >= flush_max_wal_entries || bytes > FLUSH_WAL_MAX_BYTES ||
+			 entry->position > *until))
 			break;
 		count++;
 	}
-	*more = count < list_length(sealed);
-	return list_truncate(sealed, count);
+	sealed = list_truncate(sealed, count);
+	*more = ((WalEntryRef *) llast(sealed))->position < *until;
+	return sealed;
 }
 
 /*
  * Flush from the WAL tail on the store (no shared-memory writer): one
  * generation per flush_wal_chunk of the tail, each committed before the next
- * is read, until the tail is sealed up to its first hole.  The result counts
- * the rows of them all, names the newest generation, and spans the positions
- * from the first chunk's first to the last one's last.
+ * is read, until the tail as the first look found it (up to its first hole)
+ * is sealed; what was appended meanwhile is the next flush's, so that a
+ * flush ends however fast others append.  The result counts the rows of them
+ * all, names the newest generation, and spans the positions from the first
+ * chunk's first to the last one's last.
  */
 static FlushResult
 flush_wal_tail(RolloutStore *store)
 {
 	FlushResult total = {0};
+	int64		until = 0;
 
 	for (;;)
 	{
 		bool		more = false;
-		FlushResult chunk = flush_wal_tail_chunk(store, &more);
+		FlushResult chunk = flush_wal_tail_chunk(store, &until, &more);
 
 		if (chunk.last_position == 0)
 			break;
@@ -554,9 +564,12 @@ flush_wal_tail(RolloutStore *store)
 	return total;
 }
 
-/* Flush the first flush_wal_chunk of the WAL tail; see flush_wal_tail. */
+/*
+ * Flush the first flush_wal_chunk of the WAL tail, up to *until (0: the tail
+ * this look finds, which *until then names); see flush_wal_tail.
+ */
 static FlushResult
-flush_wal_tail_chunk(RolloutStore *store, bool *more)
+flush_wal_tail_chunk(RolloutStore *store, int64 *until, bool *more)
 {
 	FlushResult result = {0};
 	bool		abandoned = false;
@@ -579,7 +592,7 @@ flush_wal_tail_chunk(RolloutStore *store, bool *more)
 									   manifest->replay_after);
 		if (sealed == NIL)
 			return result;		/* nothing durable to seal */
-		sealed = flush_wal_chunk(sealed, more);
+		sealed = flush_wal_chunk(sealed, until, more);
 
 		generation = palloc0(sizeof(GenerationEntry));
 		generation->first_position = ((WalEntryRef *) linitial(sealed))->position;
