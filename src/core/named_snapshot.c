@@ -370,9 +370,11 @@ static bool retention_holds_token(RolloutStore *store, const char *key,
  * then keeps every manifest version while the retention lasts, and warns,
  * as for a token that is not valid: what a damaged retention keeps cannot be
  * known either, and failing every gc of the store (the sweeper's too) would
- * let it grow for good.  Only the error that says an object is corrupt is
- * caught (json_doc.c raises nothing else for a body it cannot read, and
- * takes no resource a caught error would leave behind).
+ * let it grow for good.  Only what a body can make the JSON reader raise is
+ * caught: "corrupt" (json_doc.c), a data exception (a number jsonb cannot
+ * hold, say) and a program limit (nesting too deep); the reader takes no
+ * resource a caught error would leave behind, and a cancel or anything else
+ * still raises.
  */
 static char *
 retention_body_token(const StringInfo body, const char *key)
@@ -392,7 +394,9 @@ retention_body_token(const StringInfo body, const char *key)
 
 		MemoryContextSwitchTo(context);
 		edata = CopyErrorData();
-		if (edata->sqlerrcode != ERRCODE_DATA_CORRUPTED)
+		if (edata->sqlerrcode != ERRCODE_DATA_CORRUPTED &&
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION &&
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_PROGRAM_LIMIT_EXCEEDED)
 			PG_RE_THROW();
 		FlushErrorState();
 		FreeErrorData(edata);

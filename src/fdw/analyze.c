@@ -247,6 +247,16 @@ rollout_acquire_sample_rows(Relation rel, int elevel, HeapTuple *rows,
 	return count;
 }
 
+/* Can the named snapshot token of store be read (valid, of store, kept)? */
+static bool
+pinned_snapshot_readable(RolloutStore *store, const char *token)
+{
+	NamedSnapshot *named = named_snapshot_parse(token, NULL);
+
+	return named != NULL && named_snapshot_of_store(store, named) &&
+		rollout_snapshot_at_versions(store, &named->versions) != NULL;
+}
+
 /*
  * AnalyzeForeignTable: every rollout table can be analyzed.  totalpages (what
  * pg_class.relpages records) is the store's size in rows of a heap page's
@@ -257,9 +267,24 @@ rollout_analyze_foreign_table(Relation rel, AcquireSampleRowsFunc *func,
 							  BlockNumber *totalpages)
 {
 	RolloutTableOptions *options = rollout_table_options(RelationGetRelid(rel));
-	StoreEstimate estimate = scan_estimate_get_as_of(rollout_store_for_relation_as_owner(rel),
-													 options->read_wal_tail,
-													 options->as_of);
+	RolloutStore *store = rollout_store_for_relation_as_owner(rel);
+	StoreEstimate estimate;
+
+	/*
+	 * A pinned table whose snapshot cannot be read (expired, or not a token
+	 * of this store) is skipped with a WARNING, as PostgreSQL skips what it
+	 * cannot analyze, rather than failing a database-wide ANALYZE or the
+	 * sweeper's; its scans say what is wrong.
+	 */
+	if (options->as_of != NULL && !pinned_snapshot_readable(store, options->as_of))
+	{
+		ereport(WARNING,
+				(errmsg("the named snapshot that foreign table \"%s\" reads (its option as_of) cannot be read",
+						RelationGetRelationName(rel)),
+				 errhint("A scan of the table says why.")));
+		return false;
+	}
+	estimate = scan_estimate_get_as_of(store, options->read_wal_tail, options->as_of);
 
 	*func = rollout_acquire_sample_rows;
 	*totalpages = (BlockNumber) Min(Max(estimate.rows / 32, 1), MaxBlockNumber);

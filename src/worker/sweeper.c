@@ -332,7 +332,9 @@ sweeper_remember(Oid relid, const char *location, const char *store_name)
  * endpoint, and each table is maintained with its owner's user mapping, so
  * a table whose owner has no credentials must not hide one whose owner has.
  * Nothing here validates a table's options: a table that cannot be opened
- * fails in its own pass (sweeper_sweep_store), not the sweeper.
+ * fails in its own pass (sweeper_sweep_store), not the sweeper.  A table
+ * pinned to a named snapshot (option as_of) is taken only when no other
+ * table of its group is: its ANALYZE samples the snapshot, not the store.
  */
 static List *
 sweeper_find_tables(MemoryContext result_context)
@@ -355,7 +357,9 @@ sweeper_find_tables(MemoryContext result_context)
 					  " CROSS JOIN LATERAL (SELECT coalesce((SELECT option_value"
 					  "     FROM pg_catalog.pg_options_to_table(ft.ftoptions)"
 					  "     WHERE option_name = 'store'), c.relname::text) AS store) st"
-					  " ORDER BY ft.ftserver, store, c.relowner, c.oid", true, 0);
+					  " ORDER BY ft.ftserver, store, c.relowner,"
+					  "   EXISTS (SELECT FROM pg_catalog.pg_options_to_table(ft.ftoptions)"
+					  "     WHERE option_name = 'as_of'), c.oid", true, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "could not list rollout tables: SPI_execute returned %d", ret);
 	for (uint64 i = 0; i < SPI_processed; i++)

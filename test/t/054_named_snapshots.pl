@@ -214,6 +214,14 @@ for my $token ($t1, $t3)
 }
 ($ok, $out, $err) = try_sql($node, qq{SELECT rollout_retain('e', '$t3', now() + interval '1 hour')});
 ok(!$ok && $err =~ /has expired/, 'rollout_retain of an expired token is refused') or diag($err);
+# ANALYZE skips a table pinned to an expired snapshot with a WARNING, rather
+# than failing (a database-wide ANALYZE, the sweeper's)
+$node->safe_psql('postgres',
+	qq{CREATE FOREIGN TABLE e_gone (id int NOT NULL, v int, note text) SERVER s OPTIONS (store 'named', key 'id', as_of '$t1')});
+($ok, $out, $err) = try_sql($node, 'ANALYZE e_gone');
+ok($ok && $err =~ /WARNING:  the named snapshot that foreign table "e_gone" reads \(its option as_of\) cannot be read/,
+	'ANALYZE skips a table pinned to an expired snapshot, with a WARNING') or diag($err);
+$node->safe_psql('postgres', 'DROP FOREIGN TABLE e_gone');
 is($node->safe_psql('postgres', q{SELECT string_agg(token, ',') FROM rollout_retained('e')}),
 	$t2, 'rollout_retained lists the one retained token, not the refused one');
 ($ok, $out, $err) = try_sql($node, qq{SELECT rollout_retain('e', '$t2', now() - interval '1 hour')});
@@ -316,16 +324,19 @@ ok(!$ok && $err =~ /invalid snapshot token.*\n.*DETAIL:  It lists shard "[^"]+" 
 my $until_us = int((time - 946684800 + 3600) * 1_000_000);
 $store->put("named/_retained/0000000000000001.$until_us.json",
 	qq{{"token": "$doubled", "until": "planted"}});
-# and one that is not JSON at all: before, every gc of the store failed on it
+# and one that is not JSON at all, and one with a number jsonb cannot hold:
+# before, every gc of the store failed on them
 $store->put("named/_retained/0000000000000002.$until_us.json", 'damaged {');
+$store->put("named/_retained/0000000000000003.$until_us.json", '{"token": 1e1000000}');
 ($ok, $out, $err) = try_sql($node, q{SELECT 1 FROM rollout_gc('e', '0')});
 ok($ok, 'gc goes on past a planted retention whose token lists a shard 200 times, and one that is not JSON')
   or diag($err);
 like($err, qr/WARNING:  retention "named\/_retained\/0000000000000002\.\d+\.json" of store "named" does not hold a valid snapshot token/,
 	'... and warns about the one that is not JSON too');
-is($node->safe_psql('postgres', q{SELECT count(*) FROM rollout_retained('e') WHERE token = ''}), '1',
-	'rollout_retained lists it with an empty token');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM rollout_retained('e') WHERE token = ''}), '2',
+	'rollout_retained lists them with an empty token');
 $store->delete("named/_retained/0000000000000002.$until_us.json");
+$store->delete("named/_retained/0000000000000003.$until_us.json");
 is($node->safe_psql('postgres', 'SELECT 1'), '1', 'and the server is still up');
 like($err, qr/WARNING:  retention "named\/_retained\/0000000000000001\.\d+\.json" of store "named" does not hold a valid snapshot token\n.*DETAIL:  Until it expires at .*, garbage collection keeps every manifest version/,
 	'gc warns that an unreadable retention makes it keep every version');
