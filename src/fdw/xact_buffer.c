@@ -337,7 +337,7 @@ xact_buffer_check_same_store(XactBuffer *buffer, Relation rel,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("a transaction can write to rollout table \"%s\" with only one user mapping's credentials",
 						RelationGetRelationName(rel)),
-				 errdetail("Its earlier writes were made with other credentials (another role's user mapping, or a view owner's), and its rows become one WAL entry written with them."),
+				 errdetail("Its earlier writes were made with other credentials (another role's user mapping, a view owner's, or a mapping changed since), and its rows become one WAL entry written with them."),
 				 errhint("Commit before writing to \"%s\" as another role.",
 						 RelationGetRelationName(rel))));
 }
