@@ -63,6 +63,13 @@ extern bool named_snapshot_of_store(RolloutStore *store,
 extern RolloutSnapshot *named_snapshot_read(RolloutStore *store,
 											const char *token);
 
+/*
+ * The same, or NULL where named_snapshot_read raises (not a valid token,
+ * not one of store, expired): for callers that skip, not fail.
+ */
+extern RolloutSnapshot *named_snapshot_try_read(RolloutStore *store,
+												const char *token);
+
 /* ERROR: an object the snapshot of token needs is gone. */
 extern void named_snapshot_raise_expired(RolloutStore *store,
 										 const char *token)

@@ -280,6 +280,17 @@ named_snapshot_read(RolloutStore *store, const char *token)
 	return snapshot;
 }
 
+/* See named_snapshot.h. */
+RolloutSnapshot *
+named_snapshot_try_read(RolloutStore *store, const char *token)
+{
+	NamedSnapshot *named = named_snapshot_parse(token, NULL);
+
+	if (named == NULL || !named_snapshot_of_store(store, named))
+		return NULL;
+	return rollout_snapshot_at_versions(store, &named->versions);
+}
+
 /* The folder of store's retentions, and the key prefix of token's */
 static char *
 retention_prefix(RolloutStore *store, const char *token)

@@ -247,16 +247,6 @@ rollout_acquire_sample_rows(Relation rel, int elevel, HeapTuple *rows,
 	return count;
 }
 
-/* Can the named snapshot token of store be read (valid, of store, kept)? */
-static bool
-pinned_snapshot_readable(RolloutStore *store, const char *token)
-{
-	NamedSnapshot *named = named_snapshot_parse(token, NULL);
-
-	return named != NULL && named_snapshot_of_store(store, named) &&
-		rollout_snapshot_at_versions(store, &named->versions) != NULL;
-}
-
 /*
  * AnalyzeForeignTable: every rollout table can be analyzed.  totalpages (what
  * pg_class.relpages records) is the store's size in rows of a heap page's
@@ -276,7 +266,7 @@ rollout_analyze_foreign_table(Relation rel, AcquireSampleRowsFunc *func,
 	 * cannot analyze, rather than failing a database-wide ANALYZE or the
 	 * sweeper's; its scans say what is wrong.
 	 */
-	if (options->as_of != NULL && !pinned_snapshot_readable(store, options->as_of))
+	if (options->as_of != NULL && named_snapshot_try_read(store, options->as_of) == NULL)
 	{
 		ereport(WARNING,
 				(errmsg("the named snapshot that foreign table \"%s\" reads (its option as_of) cannot be read",

@@ -247,7 +247,6 @@ scan_estimate_get_as_of(RolloutStore *store, bool all_wal_tails,
 						const char *as_of)
 {
 	StoreEstimate estimate = {ROLLOUT_UNKNOWN_ROWS, 1, -1, 0, 0};
-	NamedSnapshot *named;
 	RolloutSnapshot *snapshot;
 	MemoryContext context;
 	MemoryContext oldcontext;
@@ -257,9 +256,8 @@ scan_estimate_get_as_of(RolloutStore *store, bool all_wal_tails,
 	context = AllocSetContextCreate(CurrentMemoryContext, "rollout estimate",
 									ALLOCSET_DEFAULT_SIZES);
 	oldcontext = MemoryContextSwitchTo(context);
-	named = named_snapshot_parse(as_of, NULL);
-	if (named != NULL && named_snapshot_of_store(store, named) &&
-		(snapshot = rollout_snapshot_at_versions(store, &named->versions)) != NULL)
+	snapshot = named_snapshot_try_read(store, as_of);
+	if (snapshot != NULL)
 		estimate = estimate_from_snapshot(store, snapshot, -1);
 	MemoryContextSwitchTo(oldcontext);
 	MemoryContextDelete(context);
