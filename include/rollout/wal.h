@@ -119,12 +119,17 @@ typedef struct WalEntryRef
  * Make rows durable as this shard's next WAL entry, written by this backend
  * (the path without the shared-memory writer): the blobs' rows (row_blob.h),
  * plus the ingest segments metadata names.  metadata->epoch is set to the
- * shard's current epoch.  Returns the position it landed at, or 0 (nothing
- * written) when this cluster was promoted since the shard's last claim and
- * must claim it first (shard_claim).  Raises an ERROR naming the shard when
- * the position is taken by another writer, when a promoted standby took the
+ * shard's current epoch.  Returns the position it landed at, or, nothing
+ * written, WAL_APPEND_CLAIM_FIRST when this cluster was promoted since the
+ * shard's last claim and must claim it first (shard_claim), or
+ * WAL_APPEND_FENCE_HOLE when the WAL holds entries past a hole, which a
+ * claim's fence must make dead first (a pipelined writer's unacknowledged
+ * entries: docs/WRITER.md).  Raises an ERROR naming the shard when the
+ * position is taken by another writer, when a promoted standby took the
  * shard over, and for store errors; nothing is ever overwritten or skipped.
  */
+#define WAL_APPEND_CLAIM_FIRST	0
+#define WAL_APPEND_FENCE_HOLE	(-2)
 extern int64 wal_append_rows(RolloutStore *store, List *blobs,
 							 WalEntryMetadata *metadata);
 

@@ -28,12 +28,22 @@ typedef struct ShardClaim
 	TimestampTz observed_at;	/* when the manifest it built on was read */
 } ShardClaim;
 
+/* Why a shard is claimed (shard_claim). */
+typedef enum ShardClaimReason
+{
+	SHARD_CLAIM_FOR_WRITER,		/* this cluster's shared writer starts */
+	SHARD_CLAIM_NEW_TIMELINE,	/* a direct commit after a promotion */
+	SHARD_CLAIM_FENCE_HOLE		/* a direct commit found entries past a hole */
+} ShardClaimReason;
+
 /*
  * Claim the shard: flush the durable WAL tail, commit the shard manifest
  * with the next epoch and this cluster's timeline, write the fence marker.
- * With only_for_new_timeline (the direct path after a promotion) nothing is
- * done once the shard's last claim is of this cluster's timeline already
- * (another backend claimed first), and the returned fence position is 0.
+ * The direct path's claims do nothing once another backend did what they
+ * are for: SHARD_CLAIM_NEW_TIMELINE once the shard's last claim is of this
+ * cluster's timeline, SHARD_CLAIM_FENCE_HOLE once the shard's epoch is no
+ * longer seen_epoch (the one the hole was found under; the other reasons
+ * ignore it); the returned fence position is 0 then.
  * ERROR when the shard was taken over by a promoted standby (a higher
  * timeline; then *superseded, if not NULL, is set first: that is for good),
  * for a stale copy of a store in the embedded default location after a
@@ -41,8 +51,8 @@ typedef struct ShardClaim
  * recovery.  The store exists and the shard is registered
  * (rollout_commit_rows sees to both before it commits).
  */
-extern ShardClaim shard_claim(RolloutStore *store, bool only_for_new_timeline,
-							  volatile bool *superseded);
+extern ShardClaim shard_claim(RolloutStore *store, ShardClaimReason reason,
+							  int64 seen_epoch, volatile bool *superseded);
 
 /*
  * Make sure this cluster's shared writer of the shard is ready: claim it

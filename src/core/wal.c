@@ -636,14 +636,36 @@ wal_put_rows_entry(RolloutStore *store, int64 position, const WalEntryImage *ima
 #define WAL_APPEND_LOOK_AGAIN	(-1)
 
 /*
+ * The entries of this shard's WAL after position after, up to the first
+ * hole (wal_contiguous_prefix).  *past_hole says whether the listing also
+ * shows entries after that hole.  Direct writers never leave one (each
+ * attempts p + 1 only once p exists), so entries past a hole are a
+ * pipelined writer's (docs/WRITER.md, "Pipelined WAL writes"): p + 1 landed
+ * while p was still being written, and the writer died or broke off before
+ * p was settled.  Such entries were never acknowledged, and only a claim's
+ * fence may take the hole: an entry written there under their epoch would
+ * bring them back to life, ranked after it.
+ */
+static List *
+wal_run_after(RolloutStore *store, int64 after, bool *past_hole)
+{
+	List	   *entries = wal_list_after(store, store->shard, after);
+	List	   *run = wal_contiguous_prefix(entries, after);
+
+	*past_hole = list_length(run) < list_length(entries);
+	return run;
+}
+
+/*
  * Create a finished WAL entry file at this shard's next position (see
  * wal_append_rows).  manifest is the shard manifest read at observed_at.
  * Returns WAL_APPEND_LOOK_AGAIN, nothing written, once that is longer ago
  * than half the minimum gc grace (grace.h): a position found free could by
  * then have held an entry that was sealed and collected since, and an entry
- * written there would sit below replay_after, never read.  first_look says
- * whether this is the commit's first try, the one the test fault point
- * wal.before_put stops.
+ * written there would sit below replay_after, never read.  Returns
+ * WAL_APPEND_FENCE_HOLE, nothing written, when entries lie past a hole
+ * (wal_run_after).  first_look says whether this is the commit's first try,
+ * the one the test fault point wal.before_put stops.
  */
 static int64
 wal_append_file(RolloutStore *store, const WalEntryImage *image,
@@ -653,6 +675,7 @@ wal_append_file(RolloutStore *store, const WalEntryImage *image,
 	List	   *entries;
 	int64		start;
 	int64		tip;
+	bool		past_hole;
 
 	if (metadata->epoch < manifest->writer_epoch)
 		shard_raise_taken_over(store, -1, manifest->writer_epoch, metadata->epoch);
@@ -665,21 +688,19 @@ wal_append_file(RolloutStore *store, const WalEntryImage *image,
 	 * a hole).
 	 */
 	start = manifest->replay_after;
+	entries = NIL;
 	if (store->wal_tip_hint > start)
 	{
-		entries = wal_list_after(store, store->shard, store->wal_tip_hint - 1);
-		if (entries != NIL &&
-			((WalEntryRef *) linitial(entries))->position == store->wal_tip_hint)
+		entries = wal_run_after(store, store->wal_tip_hint - 1, &past_hole);
+		if (entries != NIL)
 			start = store->wal_tip_hint - 1;
 		else
-		{
 			store->wal_tip_hint = 0;
-			entries = wal_list_after(store, store->shard, start);
-		}
 	}
-	else
-		entries = wal_list_after(store, store->shard, start);
-	entries = wal_contiguous_prefix(entries, start);
+	if (entries == NIL)
+		entries = wal_run_after(store, start, &past_hole);
+	if (past_hole)
+		return WAL_APPEND_FENCE_HOLE;
 	tip = start;
 	if (entries != NIL)
 	{
@@ -737,7 +758,9 @@ wal_append_file(RolloutStore *store, const WalEntryImage *image,
 		 * backend behind for good.
 		 */
 		tip = position;
-		entries = wal_contiguous_prefix(wal_list_after(store, store->shard, tip), tip);
+		entries = wal_run_after(store, tip, &past_hole);
+		if (past_hole)
+			return WAL_APPEND_FENCE_HOLE;
 		if (entries != NIL)
 		{
 			WalEntryRef *last = llast(entries);
@@ -789,7 +812,7 @@ wal_append_rows(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
 			manifest = shard_manifest_read_latest(store, store->shard);
 			rollout_check_not_superseded(store, manifest->writer_timeline);
 			if (manifest->writer_timeline < rollout_writer_timeline())
-				break;			/* position 0: claim first */
+				break;			/* WAL_APPEND_CLAIM_FIRST */
 			metadata->epoch = manifest->writer_epoch;
 
 			/*
@@ -804,6 +827,7 @@ wal_append_rows(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
 									   observed_at, first_look);
 			if (position != WAL_APPEND_LOOK_AGAIN)
 				break;
+			position = 0;
 		}
 	}
 	PG_FINALLY();

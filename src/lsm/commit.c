@@ -131,8 +131,10 @@ typedef enum DirectOutcome
 {
 	DIRECT_COMMITTED,
 	DIRECT_SLOT_FOUND,			/* commit through this cluster's slot instead */
-	DIRECT_CLAIM_FIRST			/* the shard is to be claimed for this
+	DIRECT_CLAIM_FIRST,			/* the shard is to be claimed for this
 								 * timeline */
+	DIRECT_FENCE_HOLE			/* a claim is to fence a hole that entries lie
+								 * past (wal.h) */
 } DirectOutcome;
 
 /* Look for a slot this often when one keeps turning up beside a direct commit. */
@@ -146,8 +148,9 @@ typedef enum DirectOutcome
  * one and its append (an idle one, shared_store.c) could claim a tip that
  * misses the entry, hide the row from every read through its memtable, and
  * find its next position taken by its own epoch.  A cluster promoted since
- * the shard's last claim must claim it first (DIRECT_CLAIM_FIRST), which the
- * caller does once claims are no longer held off, since a claim may look
+ * the shard's last claim must claim it first (DIRECT_CLAIM_FIRST), and so
+ * must a commit that finds entries past a hole (DIRECT_FENCE_HOLE), which
+ * the caller does once claims are no longer held off, since a claim may look
  * for, and wait for, this cluster's slot of the store.
  */
 static DirectOutcome
@@ -162,8 +165,12 @@ commit_direct(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
 	{
 		if (!shared || !shared_store_writable_slot_exists(store))
 		{
-			if (wal_append_rows(store, blobs, metadata) == 0)
+			int64		position = wal_append_rows(store, blobs, metadata);
+
+			if (position == WAL_APPEND_CLAIM_FIRST)
 				outcome = DIRECT_CLAIM_FIRST;
+			else if (position == WAL_APPEND_FENCE_HOLE)
+				outcome = DIRECT_FENCE_HOLE;
 			else
 			{
 				/*
@@ -183,6 +190,27 @@ commit_direct(RolloutStore *store, List *blobs, WalEntryMetadata *metadata)
 	}
 	PG_END_TRY();
 	return outcome;
+}
+
+/*
+ * A direct commit met, after its claim, what the claim was to settle: a
+ * claim for this timeline that another cluster keeps taking, or holes that
+ * keep appearing (a writer of this cluster's slot racing it).
+ */
+static void
+commit_raise_claim_again(RolloutStore *store, DirectOutcome outcome)
+{
+	if (outcome == DIRECT_CLAIM_FIRST)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not claim shard \"%s\" of store \"%s\" for this server's timeline",
+						store->shard, store->name)));
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not fence the hole in the WAL of shard \"%s\" of store \"%s\"",
+					store->shard, store->name),
+			 errdetail("Entries past a missing position were still there after a claim."),
+			 errhint("Retry the transaction.")));
 }
 
 /*
@@ -207,7 +235,7 @@ rollout_commit_rows(RolloutStore *store, StoreRowReader next, void *arg,
 	int64		row_count = 0;
 	int			encode_nest_level = -1;
 	DirectOutcome outcome;
-	bool		claimed = false;
+	DirectOutcome claimed_for = DIRECT_COMMITTED;	/* none yet */
 
 	rollout_check_writable(store, "commit to");
 
@@ -265,16 +293,16 @@ rollout_commit_rows(RolloutStore *store, StoreRowReader next, void *arg,
 		outcome = commit_direct(store, blob ? list_make1(blob) : NIL, &metadata);
 		if (outcome == DIRECT_COMMITTED)
 			break;
-		if (outcome == DIRECT_CLAIM_FIRST && !claimed)
+		if (outcome == DIRECT_CLAIM_FIRST || outcome == DIRECT_FENCE_HOLE)
 		{
-			(void) shard_claim(store, true, NULL);
-			claimed = true;
+			if (claimed_for == outcome)
+				commit_raise_claim_again(store, outcome);
+			(void) shard_claim(store,
+							   outcome == DIRECT_CLAIM_FIRST ?
+							   SHARD_CLAIM_NEW_TIMELINE : SHARD_CLAIM_FENCE_HOLE,
+							   metadata.epoch, NULL);
+			claimed_for = outcome;
 		}
-		else if (outcome == DIRECT_CLAIM_FIRST)
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("could not claim shard \"%s\" of store \"%s\" for this server's timeline",
-							store->shard, store->name)));
 		else if (attempt >= COMMIT_SLOT_ATTEMPTS)
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),

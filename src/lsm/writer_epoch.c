@@ -44,6 +44,7 @@
 #include "storage/lock.h"
 #include "utils/timestamp.h"
 
+#include "rollout/fault.h"
 #include "rollout/flush.h"
 #include "rollout/manifest.h"
 #include "rollout/manifest_view.h"
@@ -153,10 +154,11 @@ shard_claim_pass_dead_entries(RolloutStore *store, int64 epoch,
  * position means another cluster claimed after us, an ERROR.
  */
 ShardClaim
-shard_claim(RolloutStore *store, bool only_for_new_timeline,
+shard_claim(RolloutStore *store, ShardClaimReason reason, int64 seen_epoch,
 			volatile bool *superseded)
 {
 	ShardClaim	claim = {0};
+	bool		epoch_committed = false;
 
 	if (superseded != NULL)
 		*superseded = false;
@@ -181,11 +183,17 @@ shard_claim(RolloutStore *store, bool only_for_new_timeline,
 		/*
 		 * A backend of this cluster claimed for our timeline since (several
 		 * commit at once after a promotion; the manifest commit below lets
-		 * only one of them through): its epoch is ours, claiming again would
-		 * fence its writes.
+		 * only one of them through), or fenced the hole another found too:
+		 * its epoch is ours, claiming again would fence its writes.  Not once
+		 * this claim committed its own epoch, though: a round that lost its
+		 * fence position to a previous writer's entry still has to fence
+		 * (else that writer goes on appending under the old epoch).
 		 */
-		if (only_for_new_timeline &&
-			manifest->writer_timeline == rollout_writer_timeline())
+		if (!epoch_committed &&
+			((reason == SHARD_CLAIM_NEW_TIMELINE &&
+			  manifest->writer_timeline == rollout_writer_timeline()) ||
+			 (reason == SHARD_CLAIM_FENCE_HOLE &&
+			  manifest->writer_epoch != seen_epoch)))
 		{
 			claim.epoch = manifest->writer_epoch;
 			return claim;
@@ -206,6 +214,7 @@ shard_claim(RolloutStore *store, bool only_for_new_timeline,
 		if (shard_manifest_commit(store, manifest) != MANIFEST_COMMITTED)
 			continue;
 		manifest_view_note_shard_commit(store, manifest);
+		epoch_committed = true;
 
 		fence.kind = "fence";
 		fence.shard = store->shard;
@@ -214,6 +223,7 @@ shard_claim(RolloutStore *store, bool only_for_new_timeline,
 		fence.put_id = objstore_new_put_id();
 		fence.transactions = 0;
 		position = manifest->replay_after + 1;
+		rollout_fault_point("claim.before_fence");
 		put = shard_write_fence(store, &fence, position, &owner_epoch);
 
 		if (put == WAL_PUT_CREATED)
@@ -255,7 +265,7 @@ static void
 writer_claim(RolloutStore *store, SharedStoreSlot *slot,
 			 volatile bool *superseded)
 {
-	ShardClaim	claim = shard_claim(store, false, superseded);
+	ShardClaim	claim = shard_claim(store, SHARD_CLAIM_FOR_WRITER, 0, superseded);
 	char		access[WRITE_PROOF_ACCESS_LEN];
 	Size		access_len;
 

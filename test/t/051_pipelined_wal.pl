@@ -29,7 +29,12 @@
 #   4. a filler that ends a flushed range (p filled while p+1 was in
 #      flight, then a crash, then the claim's flush): a change feed poll that
 #      max_rows cuts there moves to the filler's position and hands out a
-#      position the next poll accepts.
+#      position the next poll accepts;
+#   5. a crash with p+1 durable and p not, and the cluster started again
+#      without the shared writer (rollout_fdw not preloaded, or no slot
+#      free): a direct commit must not take the hole under the old epoch,
+#      which would bring p+1 back to life, ranked after it; it claims the
+#      shard, the claim's fence takes p, and p+1 stays dead.
 # A third cluster reads the shard's WAL tail from the store (read_wal_tail)
 # throughout: every acknowledged row exactly once, no row of a failed or
 # unacknowledged commit.
@@ -286,5 +291,40 @@ my ($rc, $second, $feed_err) = $A->psql('postgres',
 	qq{SELECT string_agg(key, ' ' ORDER BY stamp, key) FROM rollout_changes('ff', '$next', 2)});
 is($rc, 0, 'the next poll accepts that position') or diag($feed_err);
 is($second, 'n1 n2', '... and brings the rows after the filler');
+
+# ---------------------------------------------------------------------------
+# 5. a crash leaves a hole, and the next commit takes the direct path
+# ---------------------------------------------------------------------------
+# (first a commit that claims the shard for the writer restarted in 4)
+($ret, $err) = commit_row($A, 'h0');
+is($ret, 0, 'h0 commits') or diag($err);
+$epoch_before = $store->wal_entry($wal, last_position())->{epoch};
+$p = last_position() + 1;
+$s1 = start_stopped_leader($A, 'h1', 'group_commit.before_put:hold',
+	'group_commit.instead_of_put:crash');
+$s2 = start_follower($A, 'h2', $p);
+release_faults($A);
+($exit) = $s1->finish;
+hold_faults($A);
+isnt($exit, 0, 'h1: the leader of p crashed');
+($exit) = $s2->finish;
+isnt($exit, 0, 'h2: its committer lost its connection unacknowledged');
+ok(restart_after_crash($A), 'the postmaster stopped after the crash and started again');
+$A->append_conf('postgresql.conf', "shared_preload_libraries = ''");
+$A->restart;
+ok(!$store->exists($store->wal_key($wal, $p)), "position $p is a hole");
+is($store->wal_entry($wal, $p + 1)->{epoch}, $epoch_before, 'position ' . ($p + 1) . ' holds h2\'s entry');
+($ret, $err) = commit_row($A, 'h3');
+is($ret, 0, 'a direct commit (rollout_fdw not preloaded) commits') or diag($err);
+$fence = $store->wal_entry($wal, $p);
+is($fence->{kind}, 'fence', "it claimed the shard first: a fence took the hole at $p");
+is($fence->{epoch}, $epoch_before + 1, '... under the next epoch');
+is(ids_on($A), expected_ids(), 'h2 stays dead, h3 is there');
+is(ids_on($C), expected_ids(), '... on the reading cluster too');
+($ret, $err) = commit_row($A, 'h4');
+is($ret, 0, 'the next direct commit needs no claim') or diag($err);
+is($store->wal_entry($wal, last_position())->{epoch}, $epoch_before + 1, '... and writes under the new epoch');
+is($A->safe_psql('postgres', q{SELECT count(*) FROM rollout_flush('t')}), '1', 'a flush seals the WAL tail');
+is(ids_on($C), expected_ids(), 'after it, exactly the acknowledged rows');
 
 done_testing();
