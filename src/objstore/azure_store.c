@@ -874,9 +874,11 @@ azure_blob_properties(ObjectStore *store, const char *key,
 }
 
 /*
- * Decide the outcome of a create that found the key taken.  After an
- * ambiguous attempt, our own earlier attempt may be the one holding it:
- * the put id says.
+ * Decide the outcome of a create that found the key taken: our own earlier
+ * attempt may be the one holding it, and the put id says.  Checked after
+ * every such answer, not only after an attempt known to be ambiguous,
+ * because libcurl itself resends a request once when a reused connection
+ * turns out to be closed (as s3_store.c does).
  */
 static ObjectStoreCreateResult
 azure_resolve_existing(ObjectStore *store, const char *key,
@@ -884,17 +886,21 @@ azure_resolve_existing(ObjectStore *store, const char *key,
 {
 	char	   *holder = NULL;
 
-	if (!ambiguous)
+	if (put_id == NULL)
 		return OBJSTORE_ALREADY_EXISTS;
 	if (!azure_blob_properties(store, key, NULL, &holder))
+	{
+		if (!ambiguous)
+			return OBJSTORE_ALREADY_EXISTS; /* deleted since: not ours */
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_ERROR),
 				 errmsg("could not create object \"%s\" in store \"%s\": it was reported to exist and then was not found",
 						key, store->location)));
+	}
 	if (holder != NULL && strcmp(holder, put_id) == 0)
 	{
-		elog(DEBUG1, "rollout_fdw: create of object \"%s\" in store \"%s\" landed on an earlier attempt",
-			 key, store->location);
+		elog(DEBUG1, "rollout_fdw: create of object \"%s\" in store \"%s\" landed on an earlier attempt%s",
+			 key, store->location, ambiguous ? "" : " (a resent request)");
 		return OBJSTORE_CREATED;
 	}
 	return OBJSTORE_ALREADY_EXISTS;
@@ -1046,7 +1052,7 @@ azure_put_blocks(ObjectStore *store, const char *key, const char *local_path, in
 		char	   *holder = NULL;
 
 		if (azure_blob_properties(store, key, NULL, &holder))
-			return (ambiguous && holder && strcmp(holder, put_id) == 0) ?
+			return (holder && strcmp(holder, put_id) == 0) ?
 				OBJSTORE_CREATED : OBJSTORE_ALREADY_EXISTS;
 	}
 	azure_report_failure(store, &request, &response);
@@ -1110,6 +1116,7 @@ azure_get_many(ObjectStore *store, ObjectStoreRead *reads, int nreads,
 	int64	   *sizes = palloc(sizeof(int64) * nreads);
 	bool	   *skip = palloc0(sizeof(bool) * nreads);
 	bool	   *hinted = palloc0(sizeof(bool) * nreads);
+	int		   *out_before = palloc(sizeof(int) * nreads);
 	int			count = 0;
 
 	/* 1. the sizes that tails (without a hint) and empty reads need */
@@ -1187,6 +1194,7 @@ azure_get_many(ObjectStore *store, ObjectStoreRead *reads, int nreads,
 			request->ms_header_count = 1;
 		}
 		request->response = read->out;
+		out_before[i] = read->out->len;
 		read_of[count++] = i;
 	}
 	if (count > 0)
@@ -1201,9 +1209,14 @@ azure_get_many(ObjectStore *store, ObjectStoreRead *reads, int nreads,
 		if (hinted[i] && (response->status == 416 ||
 						  (response->status == 206 && response->range_total != sizes[i])))
 		{
-			/* the hint was wrong: read the tail the long way */
+			/*
+			 * The hint was wrong: drop what the range brought (the bytes
+			 * before the real tail) and read the tail the long way.
+			 */
 			ObjectStoreRead again = *read;
 
+			read->out->len = out_before[i];
+			read->out->data[read->out->len] = '\0';
 			again.size_hint = -1;
 			azure_get_many(store, &again, 1, 1);
 			read->found = again.found;
@@ -1239,6 +1252,7 @@ azure_get_many(ObjectStore *store, ObjectStoreRead *reads, int nreads,
 	pfree(sizes);
 	pfree(skip);
 	pfree(hinted);
+	pfree(out_before);
 }
 
 static bool

@@ -32,9 +32,16 @@ per connection or several, each answered by one line starting "ok" or "error":
                       when the client closes it
     drop K            close the client connection on the next K requests
                       without forwarding them (a connection reset)
+    vanish K [METHOD] [PATH-PART]
+                      forward the next K such requests, and once the server
+                      answers, close the client connection without relaying
+                      a byte of it: the request was carried out, and a client
+                      that reused the connection may resend it on its own
+                      (libcurl does, once)
     reset             clear pending faults
-    status            "ok requests=N failed=N hung=N dropped=N delay=MS
-                      pending_fail=K pending_hang=K pending_drop=K"
+    status            "ok requests=N failed=N hung=N dropped=N vanished=N
+                      delay=MS pending_fail=K pending_hang=K pending_drop=K
+                      pending_vanish=K"
 
 TLS: with --tls-cert CERT --tls-key KEY the proxy terminates TLS on the
 listening side (PEM files; the target is still plain HTTP), so tests can
@@ -77,10 +84,14 @@ class Faults:
         self.hang_method = None
         self.hang_path = None
         self.drop = 0
+        self.vanish = 0
+        self.vanish_method = None
+        self.vanish_path = None
         self.requests = 0
         self.failed = 0
         self.hung = 0
         self.dropped = 0
+        self.vanished = 0
 
     def next_request(self, method, target):
         """Count a request and say what to do with it."""
@@ -100,14 +111,21 @@ class Faults:
                 self.hang -= 1
                 self.hung += 1
                 return ("hang", None)
+            if (self.vanish > 0 and self.vanish_method in (None, method) and
+                    (self.vanish_path is None or self.vanish_path in target)):
+                self.vanish -= 1
+                self.vanished += 1
+                return ("vanish", None)
             return ("forward", None)
 
     def status(self):
         with self.lock:
-            return ("ok requests=%d failed=%d hung=%d dropped=%d delay=%d "
-                    "pending_fail=%d pending_hang=%d pending_drop=%d" %
+            return ("ok requests=%d failed=%d hung=%d dropped=%d vanished=%d "
+                    "delay=%d pending_fail=%d pending_hang=%d pending_drop=%d "
+                    "pending_vanish=%d" %
                     (self.requests, self.failed, self.hung, self.dropped,
-                     int(self.delay * 1000), self.fail, self.hang, self.drop))
+                     self.vanished, int(self.delay * 1000), self.fail,
+                     self.hang, self.drop, self.vanish))
 
 
 def loopback(host):
@@ -178,6 +196,7 @@ class Connection:
         self.raw = raw
         self.closed = threading.Event()
         self.lock = threading.Lock()
+        self.vanish_on_answer = False
         self.server = socket.create_connection(target)
         for s in (self.client, self.server):
             if s.family in (socket.AF_INET, socket.AF_INET6):
@@ -213,6 +232,11 @@ class Connection:
                 data = self.server.recv(CHUNK)
                 if not data:
                     break
+                if self.vanish_on_answer:
+                    # the server answered a request to vanish: close both
+                    # sides, the client having seen none of the answer
+                    self.close()
+                    return
                 self.to_client.put(data)
         except OSError:
             pass
@@ -293,6 +317,8 @@ class Connection:
                 if action == "hang":
                     # the server carries the request out; its answer is lost
                     self.to_client.discard = True
+                if action == "vanish":
+                    self.vanish_on_answer = True
                 self.to_server.put(request)
         except (OSError, EOFError, ValueError):
             pass
@@ -372,8 +398,13 @@ def serve_control(sock, faults):
                         elif cmd == "drop" and len(words) == 2:
                             faults.drop = int(words[1])
                             reply = "ok"
+                        elif cmd == "vanish" and 2 <= len(words) <= 4:
+                            faults.vanish = int(words[1])
+                            faults.vanish_method = words[2].upper() if len(words) >= 3 else None
+                            faults.vanish_path = words[3] if len(words) == 4 else None
+                            reply = "ok"
                         elif cmd == "reset":
-                            faults.fail = faults.hang = faults.drop = 0
+                            faults.fail = faults.hang = faults.drop = faults.vanish = 0
                             reply = "ok"
                     if cmd == "status":
                         reply = faults.status()

@@ -18,7 +18,12 @@
 #     request, its retries and the look at what landed included: the commit
 #     fails as unknown (SQLSTATE 08007), never as "not written"; its row is
 #     there once, and the commits after it go on (a position given back
-#     would meet the landed entry again and fail every commit after it).
+#     would meet the landed entry again and fail every commit after it);
+#   - the PUT of a WAL entry is carried out, and the connection it went on
+#     (a reused one) closes before a byte of the answer: libcurl resends it
+#     by itself, the resend meets the blob the first one made, and the put
+#     id on it says it is ours: the transaction is in one WAL entry, not
+#     written again at the next position as if a concurrent writer had won.
 #
 # Needs Azurite (test/servers/azurite.sh start) and
 # ROLLOUT_TEST_AZURE_ENDPOINT; skipped when it is unset.
@@ -33,7 +38,7 @@ use PostgreSQL::Test::Utils;
 use LatencyProxy;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(mode_node);
+use RolloutTest qw(mode_node shard_of);
 use Test::More;
 
 my ($endpoint, $key, $container) = RolloutStore::azure_settings();
@@ -141,6 +146,32 @@ $node->safe_psql('postgres', q{ALTER SERVER az OPTIONS (SET request_timeout '2')
 $proxy->command('hang 1 GET');
 is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM t'), '8|36',
 	'a read whose answer is lost is retried');
+
+# --- a PUT carried out, and its reused connection closed unanswered ----------
+
+# A store of its own, whose WAL this test lists (through Azurite directly).
+my $vanish = RolloutStore->for_test('022_vanish', backend => 'azure');
+$node->safe_psql('postgres',
+	$vanish->server_sql('az_v', endpoint => "http://127.0.0.1:$proxy_port/$account",
+		request_timeout => '2')
+	  . q{CREATE FOREIGN TABLE tv (id text, v int) SERVER az_v OPTIONS (store 'vanish', key 'id');});
+$node->safe_psql('postgres', q{INSERT INTO tv VALUES ('a', 1)});
+my $vanish_wal = 'vanish/shards/' . shard_of($node) . '/wal';
+my @positions_before = $vanish->wal_positions($vanish_wal, required => 1);
+$log_offset = -s $node->logfile;
+$proxy->command('vanish 1 PUT /wal/');
+# the scan first, in the same session: the PUT then goes on a connection
+# the scan's requests opened, which libcurl reuses
+$node->safe_psql('postgres', q{SELECT count(*) FROM tv; INSERT INTO tv VALUES ('b', 2);});
+is($proxy->counter('vanished'), 1,
+	'the proxy closed the connection of a WAL entry\'s PUT once the blob was made, unanswered');
+$log = substr(slurp_file($node->logfile), $log_offset);
+like($log, qr/landed on an earlier attempt \(a resent request\)/,
+	'libcurl resent the PUT by itself, and the put id on the blob it met said the blob was ours');
+my @positions_after = $vanish->wal_positions($vanish_wal);
+is(scalar(@positions_after) - scalar(@positions_before), 1,
+	'the transaction is in one new WAL entry, not written again at the next position');
+is($node->safe_psql('postgres', 'SELECT count(*), sum(v) FROM tv'), '2|3', 'each row once');
 
 $node->stop;
 $proxy->stop;
