@@ -789,6 +789,15 @@ objstore_list_page(ObjectStore *store, const char *prefix,
 	page = store->ops->list(store, prefix, start_after, max_keys,
 							continuation);
 	listing_check_prefix(store, page, prefix);
+
+	/*
+	 * The same token back would make a caller's loop over the pages run until
+	 * cancelled (objstore_list_all checks it too).
+	 */
+	if (continuation != NULL && page->continuation != NULL &&
+		strcmp(page->continuation, continuation) == 0)
+		elog(ERROR, "listing of store \"%s\" did not advance past continuation token \"%s\"",
+			 store->location, objstore_server_text(continuation, 128));
 	return page;
 }
 
@@ -828,7 +837,8 @@ objstore_list_all(ObjectStore *store, const char *prefix,
 
 			if (last_key != NULL && strcmp(entry->key, last_key) <= 0)
 				elog(ERROR, "listing of store \"%s\" returned key \"%s\" out of order after \"%s\"",
-					 store->location, entry->key, last_key);
+					 store->location, objstore_server_text(entry->key, 256),
+					 objstore_server_text(last_key, 256));
 			last_key = entry->key;
 			entries = lappend(entries, entry);
 		}
@@ -837,7 +847,7 @@ objstore_list_all(ObjectStore *store, const char *prefix,
 			break;
 		if (continuation != NULL && strcmp(page->continuation, continuation) == 0)
 			elog(ERROR, "listing of store \"%s\" did not advance past continuation token \"%s\"",
-				 store->location, continuation);
+				 store->location, objstore_server_text(continuation, 128));
 		continuation = page->continuation;
 	}
 

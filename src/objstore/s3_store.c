@@ -775,8 +775,18 @@ s3_list(ObjectStore *store, const char *prefix, const char *start_after,
 		int			capacity = 16;
 		char	   *truncated;
 
+		/*
+		 * Anything else (an <Error> document a gateway answers with 200)
+		 * would read as an empty, complete listing: a store with nothing in
+		 * it, or a manifest version older than the newest.
+		 */
+		if (root == NULL || strcmp((const char *) root->name, "ListBucketResult") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_ERROR),
+					 errmsg("could not list prefix \"%s\" in store \"%s\": the answer is not a ListBucketResult",
+							what, store->location)));
 		listing->entries = palloc(sizeof(ObjectStoreEntry) * capacity);
-		for (xmlNodePtr node = root ? root->children : NULL; node; node = node->next)
+		for (xmlNodePtr node = root->children; node; node = node->next)
 		{
 			ObjectStoreEntry *entry;
 			char	   *full_key;

@@ -13,6 +13,9 @@
 #   fail METHOD N [TEXT]   answer the next N METHOD requests (or * for any)
 #                          whose path contains TEXT (if given) with 500
 #                          InternalError, without forwarding them
+#   bogus METHOD N [TEXT]  answer the next N such requests with 200 and an
+#                          S3 <Error> document, as a gateway in front of a
+#                          store may, without forwarding them
 #   delay METHOD N MS [TEXT]
 #                          forward the next N such requests, then hold the
 #                          upstream's answer for MS milliseconds before
@@ -45,7 +48,7 @@ print "listening on 127.0.0.1:$listen_port\n";
 STDOUT->flush;
 
 # Take the fault for a request of this method, if one is pending; returns
-# ('fail') or ('delay', ms) or ().  Under a lock: children race.
+# ('fail'), ('bogus'), ('delay', ms) or ().  Under a lock: children race.
 sub take_fault
 {
 	my ($method, $path) = @_;
@@ -66,7 +69,7 @@ sub take_fault
 		my $text = $f[0] eq 'delay' ? $f[4] : $f[3];
 		next if defined $text && index($path, $text) < 0;
 		$f[2]--;
-		@result = $f[0] eq 'delay' ? ('delay', $f[3]) : ('fail');
+		@result = $f[0] eq 'delay' ? ('delay', $f[3]) : ($f[0]);
 		$lines[$i] = join(' ', @f) . "\n";
 		last;
 	}
@@ -133,17 +136,18 @@ sub handle
 	$short_path .= ' expect-100' if $expect;
 	my @fault = take_fault($method, $path);
 
-	if (@fault && $fault[0] eq 'fail')
+	if (@fault && ($fault[0] eq 'fail' || $fault[0] eq 'bogus'))
 	{
 		my $xml = '<?xml version="1.0" encoding="UTF-8"?>'
 		  . '<Error><Code>InternalError</Code><Message>injected by the fault proxy</Message></Error>';
 		my $payload = $method eq 'HEAD' ? '' : $xml;
+		my $status = $fault[0] eq 'fail' ? '500 Internal Server Error' : '200 OK';
 		syswrite($client,
-			    "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/xml\r\n"
+			    "HTTP/1.1 $status\r\nContent-Type: application/xml\r\n"
 			  . "Content-Length: "
 			  . length($xml)
 			  . "\r\nConnection: close\r\n\r\n$payload");
-		log_request("$method $short_path 500 fail");
+		log_request("$method $short_path " . substr($status, 0, 3) . " $fault[0]");
 		return;
 	}
 

@@ -224,6 +224,15 @@ set_faults();
 is($node->safe_psql('postgres', 'SELECT string_agg(id, \',\' ORDER BY id) FROM px'),
 	'p1,p2', 'after recovery: the failed transaction left nothing, the others are intact');
 
+# A listing answered with 200 and an <Error> document (a gateway's answer):
+# an error, not an empty store.
+set_faults('bogus GET 1 list-type');
+($ok, $out, $err) = try_sql($node, q{SELECT count(*) FROM rollout_stores('viaproxy')}, \@all_stderr);
+set_faults();
+ok(!$ok, 'a listing answered with an S3 error document under status 200 fails')
+  or diag("it returned $out");
+like($err, qr/the answer is not a ListBucketResult/, '... naming what came back') or diag($err);
+
 # A PUT that lands but whose answer comes after request_timeout (1 s).
 my @wal_before = RolloutStore::wal_positions_of($store->list("proxy/px/shards/"));
 set_faults('delay PUT 1 2500 /wal/');
