@@ -160,6 +160,25 @@ DELETE FROM steps WHERE id = 'r1-s1' RETURNING id, reward;
 SELECT count(*) FROM steps WHERE id = 'r1-s1';
 ROLLBACK;
 
+-- a join that brings one row back twice updates or deletes it once, as on a
+-- heap table: not a copy of the row under each new key
+CREATE FOREIGN TABLE renames (id int, note text) SERVER rollout_local OPTIONS (store 'basic_renames', key 'id');
+CREATE TEMP TABLE renames_heap (id int PRIMARY KEY, note text);
+CREATE TEMP TABLE rename_map (old int, new int);
+INSERT INTO renames VALUES (1, 'one'), (2, 'two');
+INSERT INTO renames_heap VALUES (1, 'one'), (2, 'two');
+INSERT INTO rename_map VALUES (1, 5), (1, 6);
+UPDATE renames SET id = m.new FROM rename_map m WHERE renames.id = m.old RETURNING renames.note;
+UPDATE renames_heap SET id = m.new FROM rename_map m WHERE renames_heap.id = m.old;
+SELECT count(*) AS rollout_rows, (SELECT count(*) FROM renames_heap) AS heap_rows,
+       count(*) FILTER (WHERE note = 'one') AS copies_of_one FROM renames;
+UPDATE rename_map SET old = 2;
+DELETE FROM renames USING rename_map m WHERE renames.id = m.old RETURNING renames.*;
+SELECT count(*) FROM renames;
+-- without a join each row comes once, and every one is written
+UPDATE renames SET note = note || '!';
+SELECT note FROM renames;
+
 -- SERIALIZABLE transactions cannot write: PostgreSQL may still fail their
 -- commit after the rows were made durable
 BEGIN ISOLATION LEVEL SERIALIZABLE;

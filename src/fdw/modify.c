@@ -46,6 +46,7 @@
 #include "utils/rel.h"
 
 #include "rollout/fdw.h"
+#include "rollout/key_set.h"
 #include "rollout/xact_buffer.h"
 
 /* Per result relation state. */
@@ -59,6 +60,8 @@ typedef struct RolloutModifyState
 	AttrNumber	key_junk_attno; /* "rollout_key" in the subplan's rows */
 	AttrNumber	wholerow_attno; /* "wholerow" (DELETE ... RETURNING) */
 	TupleTableSlot *tombstone;	/* a tombstone row, in the table's shape */
+	bool		rows_may_repeat;	/* the plan joins the table to others */
+	KeySet	   *modified_keys;	/* the old keys this command wrote, then */
 } RolloutModifyState;
 
 static int
@@ -137,10 +140,12 @@ rollout_refuse_on_conflict(ModifyTable *plan, Relation rel)
 }
 
 /*
- * PlanForeignModify: there is nothing to plan, since rows go to the
- * transaction buffer as they are, so this only refuses INSERT ... ON CONFLICT,
- * at plan time and before any row is written.  The planner already holds a
- * lock on the result relation, hence NoLock.
+ * PlanForeignModify: rows go to the transaction buffer as they are, so this
+ * refuses INSERT ... ON CONFLICT, at plan time and before any row is
+ * written, and tells the executor whether the plan joins the table to other
+ * relations (UPDATE ... FROM, DELETE ... USING, a semi-join): only then can
+ * one row of the table come back more than once (rollout_row_seen_before).
+ * The planner already holds a lock on the result relation, hence NoLock.
  */
 static List *
 rollout_plan_foreign_modify(PlannerInfo *root, ModifyTable *plan,
@@ -151,7 +156,7 @@ rollout_plan_foreign_modify(PlannerInfo *root, ModifyTable *plan,
 
 	rollout_refuse_on_conflict(plan, rel);
 	table_close(rel, NoLock);
-	return NIL;
+	return list_make1(makeBoolean(bms_membership(root->all_baserels) == BMS_MULTIPLE));
 }
 
 /*
@@ -247,6 +252,7 @@ rollout_begin_foreign_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 		state->tombstone = ExecInitExtraTupleSlot(mtstate->ps.state,
 												  RelationGetDescr(rel),
 												  &TTSOpsVirtual);
+		state->rows_may_repeat = fdw_private != NIL && boolVal(linitial(fdw_private));
 	}
 	rinfo->ri_FdwState = state;
 }
@@ -262,6 +268,34 @@ rollout_old_key(RolloutModifyState *state, TupleTableSlot *planSlot)
 	if (isnull)
 		elog(ERROR, "rollout_key is NULL");
 	return key;
+}
+
+/*
+ * Whether this command updated or deleted the row of old_key already.  A
+ * join can bring one row of the table back several times (UPDATE t ... FROM
+ * m where two rows of m match it): a heap table acts on it once, the later
+ * matches finding it modified by this command, and so does a rollout table
+ * (the executor counts a NULL from ExecForeignUpdate or ExecForeignDelete as
+ * no row).  Writing it again would leave a copy under each new key of an
+ * UPDATE.  The scan sees no row this command wrote, so a key it brings twice
+ * is the same row twice.  Kept only for plans that join (rows_may_repeat):
+ * a plain UPDATE or DELETE of millions of rows needs no set of their keys.
+ */
+static bool
+rollout_row_seen_before(EState *estate, RolloutModifyState *state,
+						Datum old_key)
+{
+	RolloutStore *store = state->store;
+
+	if (!state->rows_may_repeat)
+		return false;
+	if (state->modified_keys == NULL)
+		state->modified_keys = key_set_create(&store->schema.columns[store->key_column],
+											  estate->es_query_cxt);
+	if (key_set_contains(state->modified_keys, old_key))
+		return true;
+	key_set_add(state->modified_keys, old_key);
+	return false;
 }
 
 /* Buffer a tombstone of key: a row of nulls but for its key. */
@@ -294,8 +328,11 @@ rollout_exec_foreign_delete(EState *estate, ResultRelInfo *rinfo,
 							TupleTableSlot *slot, TupleTableSlot *planSlot)
 {
 	RolloutModifyState *state = rinfo->ri_FdwState;
+	Datum		old_key = rollout_old_key(state, planSlot);
 
-	rollout_buffer_tombstone(estate, rinfo, rollout_old_key(state, planSlot));
+	if (rollout_row_seen_before(estate, state, old_key))
+		return NULL;
+	rollout_buffer_tombstone(estate, rinfo, old_key);
 	if (AttributeNumberIsValid(state->wholerow_attno))
 	{
 		bool		isnull;
@@ -332,6 +369,8 @@ rollout_exec_foreign_update(EState *estate, ResultRelInfo *rinfo,
 	bool		new_key_null;
 	Datum		new_key;
 
+	if (rollout_row_seen_before(estate, state, old_key))
+		return NULL;
 	slot_getallattrs(slot);
 	new_key = slot_getattr(slot, state->key_attno, &new_key_null);
 
