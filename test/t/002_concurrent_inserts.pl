@@ -52,7 +52,7 @@ my $shard = shard_of($node);
 
 # single-row transactions per session; without the shared-memory writer on
 # S3 and Azure each one is a conditional PUT racing seven others
-my $SINGLE = loop_size(file => 120, remote => 40, long => 400);
+my $SINGLE = loop_size(file => 120, remote => 25, long => 400);
 my $MULTI = 5;        # multi-row transactions per session
 my $MULTI_ROWS = 10;  # rows per multi-row transaction (two statements)
 

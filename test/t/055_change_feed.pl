@@ -216,7 +216,7 @@ my $checks = 0;
 my ($first_failure, $first_repeat);
 for my $phase ([ 'a' ], [ 'a', 'b' ])
 {
-	my $rounds = loop_size(file => 20, remote => 10, long => 300);
+	my $rounds = loop_size(file => 20, remote => 6, long => 300);
 	for my $round (1 .. $rounds)
 	{
 		my @done;
