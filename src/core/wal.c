@@ -637,22 +637,35 @@ wal_put_rows_entry(RolloutStore *store, int64 position, const WalEntryImage *ima
 
 /*
  * The entries of this shard's WAL after position after, up to the first
- * hole (wal_contiguous_prefix).  *past_hole says whether the listing also
- * shows entries after that hole.  Direct writers never leave one (each
- * attempts p + 1 only once p exists), so entries past a hole are a
- * pipelined writer's (docs/WRITER.md, "Pipelined WAL writes"): p + 1 landed
- * while p was still being written, and the writer died or broke off before
- * p was settled.  Such entries were never acknowledged, and only a claim's
- * fence may take the hole: an entry written there under their epoch would
- * bring them back to life, ranked after it.
+ * hole (wal_contiguous_prefix).  *past_hole says whether the WAL holds, past
+ * that hole, entries that an entry written into it under epoch would bring
+ * to life.  Direct writers never leave a hole (each attempts p + 1 only once
+ * p exists), so such entries are a pipelined writer's (docs/WRITER.md,
+ * "Pipelined WAL writes"): p + 1 landed while p was still being written, and
+ * the writer died or broke off before p was settled.  They were never
+ * acknowledged, and only a claim's fence may take the hole.  Two looks keep
+ * this from claiming for nothing: a listing racing with commits can show a
+ * gap that is none (the missing entry is asked for by itself), and entries
+ * past a hole whose epoch is older than epoch are dead already (another
+ * backend's claim fenced before them) and stay dead whatever is written
+ * into it.
  */
 static List *
-wal_run_after(RolloutStore *store, int64 after, bool *past_hole)
+wal_run_after(RolloutStore *store, int64 after, int64 epoch, bool *past_hole)
 {
 	List	   *entries = wal_list_after(store, store->shard, after);
 	List	   *run = wal_contiguous_prefix(entries, after);
+	WalEntryRef *beyond;
+	int64		missing;
 
-	*past_hole = list_length(run) < list_length(entries);
+	*past_hole = false;
+	if (list_length(run) == list_length(entries))
+		return run;
+	missing = after + list_length(run) + 1;
+	if (wal_entry_put_id(store, missing) != NULL)
+		return run;				/* no hole: the listing raced a commit */
+	beyond = list_nth(entries, list_length(run));
+	*past_hole = wal_read_metadata(store, beyond->key, beyond->position)->epoch >= epoch;
 	return run;
 }
 
@@ -691,14 +704,15 @@ wal_append_file(RolloutStore *store, const WalEntryImage *image,
 	entries = NIL;
 	if (store->wal_tip_hint > start)
 	{
-		entries = wal_run_after(store, store->wal_tip_hint - 1, &past_hole);
+		entries = wal_run_after(store, store->wal_tip_hint - 1,
+								metadata->epoch, &past_hole);
 		if (entries != NIL)
 			start = store->wal_tip_hint - 1;
 		else
 			store->wal_tip_hint = 0;
 	}
 	if (entries == NIL)
-		entries = wal_run_after(store, start, &past_hole);
+		entries = wal_run_after(store, start, metadata->epoch, &past_hole);
 	if (past_hole)
 		return WAL_APPEND_FENCE_HOLE;
 	tip = start;
@@ -758,7 +772,7 @@ wal_append_file(RolloutStore *store, const WalEntryImage *image,
 		 * backend behind for good.
 		 */
 		tip = position;
-		entries = wal_run_after(store, tip, &past_hole);
+		entries = wal_run_after(store, tip, metadata->epoch, &past_hole);
 		if (past_hole)
 			return WAL_APPEND_FENCE_HOLE;
 		if (entries != NIL)
@@ -783,9 +797,11 @@ wal_append_file(RolloutStore *store, const WalEntryImage *image,
  * Without the shared-memory writer every committing backend writes its own
  * entry; they are one cluster, so they share the shard's current epoch.
  * That holds while the shard's last claim came from this cluster's
- * timeline: a cluster promoted since must claim the shard first (0 is
- * returned, nothing written), and one superseded by a promoted standby
- * writes nothing (ERROR).  The caller (rollout_commit_rows) has created the
+ * timeline: a cluster promoted since must claim the shard first
+ * (WAL_APPEND_CLAIM_FIRST, nothing written), so must a commit that finds a
+ * pipelined writer's entries past a hole (WAL_APPEND_FENCE_HOLE, nothing
+ * written), and one superseded by a promoted standby writes nothing
+ * (ERROR).  The caller (rollout_commit_rows) has created the
  * store and registered the shard.  A commit that took longer than half the
  * minimum gc grace between reading the manifest and writing reads it again
  * (wal_append_file).

@@ -186,8 +186,9 @@ shard_claim(RolloutStore *store, ShardClaimReason reason, int64 seen_epoch,
 		 * only one of them through), or fenced the hole another found too:
 		 * its epoch is ours, claiming again would fence its writes.  Not once
 		 * this claim committed its own epoch, though: a round that lost its
-		 * fence position to a previous writer's entry still has to fence
-		 * (else that writer goes on appending under the old epoch).
+		 * fence position to a previous writer's entry (an older epoch: our
+		 * own is handled below) still has to fence, else that writer goes on
+		 * appending under the old epoch.
 		 */
 		if (!epoch_committed &&
 			((reason == SHARD_CLAIM_NEW_TIMELINE &&
@@ -242,10 +243,18 @@ shard_claim(RolloutStore *store, ShardClaimReason reason, int64 seen_epoch,
 		/*
 		 * The previous writer's last entry landed at the fence position just
 		 * before our fence: a committed entry, to flush on the next round. A
-		 * newer epoch there means another cluster claimed after us.
+		 * newer epoch there means another cluster claimed after us.  Our own
+		 * epoch there, for a direct commit's claim, is a backend of this
+		 * cluster that found the epoch committed and wrote under it: its
+		 * entry fences as ours would have, and claiming again would fence it.
 		 */
 		if (put == WAL_PUT_FENCED)
 			shard_raise_taken_over(store, position, owner_epoch, fence.epoch);
+		if (reason != SHARD_CLAIM_FOR_WRITER && owner_epoch == fence.epoch)
+		{
+			claim.epoch = fence.epoch;
+			return claim;
+		}
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),

@@ -128,6 +128,27 @@ sub start_follower
 	return $s;
 }
 
+# The leader of the next position p ($leader) crashes before its PUT while
+# $follower's entry lands at p+1; A starts again.  Returns p and the epoch
+# the entries were written under.
+sub crash_with_hole
+{
+	my ($leader, $follower) = @_;
+	my $epoch = $store->wal_entry($wal, last_position())->{epoch};
+	my $hole = last_position() + 1;
+	my $s1 = start_stopped_leader($A, $leader, 'group_commit.before_put:hold',
+		'group_commit.instead_of_put:crash');
+	my $s2 = start_follower($A, $follower, $hole);
+	release_faults($A);
+	my ($exit) = $s1->finish;
+	hold_faults($A);
+	isnt($exit, 0, "$leader: the leader of p crashed");
+	($exit) = $s2->finish;
+	isnt($exit, 0, "$follower: its committer lost its connection unacknowledged");
+	ok(restart_after_crash($A), 'the postmaster stopped after the crash and started again');
+	return ($hole, $epoch);
+}
+
 # A few commits first: the leaders' spacing is a share of the mean PUT time.
 for my $i (1 .. 5)
 {
@@ -166,18 +187,8 @@ is(ids_on($C), expected_ids(), 'so does the cluster reading the WAL tail');
 # ---------------------------------------------------------------------------
 # 2. a crash with p+1 durable and p not
 # ---------------------------------------------------------------------------
-my $epoch_before = $store->wal_entry($wal, last_position())->{epoch};
-$p = last_position() + 1;
-$s1 = start_stopped_leader($A, 'c1', 'group_commit.before_put:hold',
-	'group_commit.instead_of_put:crash');
-$s2 = start_follower($A, 'c2', $p);
-release_faults($A);
-($exit) = $s1->finish;
-hold_faults($A);
-isnt($exit, 0, 'c1: the leader of p crashed');
-($exit) = $s2->finish;
-isnt($exit, 0, 'c2: its committer lost its connection unacknowledged');
-ok(restart_after_crash($A), 'the postmaster stopped after the crash and started again');
+my $epoch_before;
+($p, $epoch_before) = crash_with_hole('c1', 'c2');
 ok(!$store->exists($store->wal_key($wal, $p)), "position $p is a hole");
 is($store->wal_entry($wal, $p + 1)->{epoch}, $epoch_before, 'position ' . ($p + 1) . ' holds c2\'s entry');
 is(ids_on($A), expected_ids(), 'before the next claim, readers stop at the hole: no c1, no c2');
@@ -298,18 +309,7 @@ is($second, 'n1 n2', '... and brings the rows after the filler');
 # (first a commit that claims the shard for the writer restarted in 4)
 ($ret, $err) = commit_row($A, 'h0');
 is($ret, 0, 'h0 commits') or diag($err);
-$epoch_before = $store->wal_entry($wal, last_position())->{epoch};
-$p = last_position() + 1;
-$s1 = start_stopped_leader($A, 'h1', 'group_commit.before_put:hold',
-	'group_commit.instead_of_put:crash');
-$s2 = start_follower($A, 'h2', $p);
-release_faults($A);
-($exit) = $s1->finish;
-hold_faults($A);
-isnt($exit, 0, 'h1: the leader of p crashed');
-($exit) = $s2->finish;
-isnt($exit, 0, 'h2: its committer lost its connection unacknowledged');
-ok(restart_after_crash($A), 'the postmaster stopped after the crash and started again');
+($p, $epoch_before) = crash_with_hole('h1', 'h2');
 $A->append_conf('postgresql.conf', "shared_preload_libraries = ''");
 $A->restart;
 ok(!$store->exists($store->wal_key($wal, $p)), "position $p is a hole");
