@@ -111,6 +111,8 @@ extern StoreEstimate scan_estimate_get(RolloutStore *store, bool all_wal_tails);
 extern StoreEstimate scan_estimate_get_as_of(RolloutStore *store,
 											 bool all_wal_tails,
 											 const char *as_of);
+extern StoreEstimate scan_estimate_of_named_snapshot(RolloutStore *store,
+													 const RolloutSnapshot *snapshot);
 extern void scan_estimate_note_snapshot(RolloutStore *store, bool all_wal_tails,
 										const RolloutSnapshot *snapshot);
 extern void scan_estimate_forget(RolloutStore *store);

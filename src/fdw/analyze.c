@@ -125,10 +125,10 @@ rollout_acquire_sample_rows(Relation rel, int elevel, HeapTuple *rows,
 	RolloutTableOptions *options = rollout_table_options(RelationGetRelid(rel));
 	RolloutStore *store = rollout_store_for_relation_as_owner(rel);
 	TupleDesc	tupdesc = RelationGetDescr(rel);
-	StoreEstimate estimate = scan_estimate_get_as_of(store, options->read_wal_tail,
-													 options->as_of);
+	StoreEstimate estimate;
 	MemoryContext caller_context = CurrentMemoryContext;
 	MemoryContext read_context;
+	RolloutSnapshot *pinned = NULL;
 	MemoryContext row_context;
 	RolloutSample sample = {0};
 	ReservoirStateData reservoir;
@@ -155,17 +155,26 @@ rollout_acquire_sample_rows(Relation rel, int elevel, HeapTuple *rows,
 			want[attr_to_column[i]] = true;
 	}
 
+	read_context = AllocSetContextCreate(CurrentMemoryContext, "rollout analyze",
+										 ALLOCSET_DEFAULT_SIZES);
+	row_context = AllocSetContextCreate(read_context, "rollout analyze row",
+										ALLOCSET_SMALL_SIZES);
+
+	/* a named snapshot is never retaken: read once, counted and sampled */
+	MemoryContextSwitchTo(read_context);
+	if (options->as_of != NULL)
+	{
+		pinned = named_snapshot_read(store, options->as_of);
+		estimate = scan_estimate_of_named_snapshot(store, pinned);
+	}
+	else
+		estimate = scan_estimate_get(store, options->read_wal_tail);
+
 	fraction = estimate.rows > 0 ? 2.0 * targrows / estimate.rows : 1.0;
 	sample.seed = pg_prng_uint64(&pg_global_prng_state);
 	sample.threshold = fraction >= 1.0 ? PG_UINT64_MAX :
 		(uint64) (fraction * (double) PG_UINT64_MAX);
 	reservoir_init_selection_state(&reservoir, targrows);
-
-	read_context = AllocSetContextCreate(CurrentMemoryContext, "rollout analyze",
-										 ALLOCSET_DEFAULT_SIZES);
-	row_context = AllocSetContextCreate(read_context, "rollout analyze row",
-										ALLOCSET_SMALL_SIZES);
-	MemoryContextSwitchTo(read_context);
 	for (int attempt = 0; read == NULL; attempt++)
 	{
 		bool		vanished = false;
@@ -174,12 +183,10 @@ rollout_acquire_sample_rows(Relation rel, int elevel, HeapTuple *rows,
 		read_options.follow_ingest = true;
 		read_options.sample = rollout_sample_cluster;
 		read_options.sample_arg = &sample;
-		if (options->as_of != NULL)
+		if (pinned != NULL)
 		{
-			/* a named snapshot is never retaken */
 			read_options.vanished = &vanished;
-			read = merge_read_begin(store, named_snapshot_read(store, options->as_of),
-									want, NULL, &read_options);
+			read = merge_read_begin(store, pinned, want, NULL, &read_options);
 			if (read == NULL)
 				named_snapshot_raise_expired(store, options->as_of);
 			continue;
@@ -258,6 +265,7 @@ rollout_analyze_foreign_table(Relation rel, AcquireSampleRowsFunc *func,
 {
 	RolloutTableOptions *options = rollout_table_options(RelationGetRelid(rel));
 	RolloutStore *store = rollout_store_for_relation_as_owner(rel);
+	RolloutSnapshot *pinned = NULL;
 	StoreEstimate estimate;
 
 	/*
@@ -266,7 +274,8 @@ rollout_analyze_foreign_table(Relation rel, AcquireSampleRowsFunc *func,
 	 * cannot analyze, rather than failing a database-wide ANALYZE or the
 	 * sweeper's; its scans say what is wrong.
 	 */
-	if (options->as_of != NULL && named_snapshot_try_read(store, options->as_of) == NULL)
+	if (options->as_of != NULL &&
+		(pinned = named_snapshot_try_read(store, options->as_of)) == NULL)
 	{
 		ereport(WARNING,
 				(errmsg("the named snapshot that foreign table \"%s\" reads (its option as_of) cannot be read",
@@ -274,7 +283,8 @@ rollout_analyze_foreign_table(Relation rel, AcquireSampleRowsFunc *func,
 				 errhint("A scan of the table says why.")));
 		return false;
 	}
-	estimate = scan_estimate_get_as_of(store, options->read_wal_tail, options->as_of);
+	estimate = pinned != NULL ? scan_estimate_of_named_snapshot(store, pinned) :
+		scan_estimate_get(store, options->read_wal_tail);
 
 	*func = rollout_acquire_sample_rows;
 	*totalpages = (BlockNumber) Min(Max(estimate.rows / 32, 1), MaxBlockNumber);

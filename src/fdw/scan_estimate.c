@@ -265,6 +265,18 @@ scan_estimate_get_as_of(RolloutStore *store, bool all_wal_tails,
 }
 
 /*
+ * The count of the rows of a named snapshot the caller has read already
+ * (fdw.h), for ANALYZE, which reads the snapshot it samples anyway.  What
+ * counting it allocates goes into the caller's memory context.
+ */
+StoreEstimate
+scan_estimate_of_named_snapshot(RolloutStore *store,
+								const RolloutSnapshot *snapshot)
+{
+	return estimate_from_snapshot(store, snapshot, -1);
+}
+
+/*
  * Forget what was counted of store (fdw.h): this backend just committed
  * rows to it, and its next plan should see them, whatever credentials it
  * plans with.

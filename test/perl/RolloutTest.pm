@@ -111,10 +111,13 @@ my @WRITER_SETTINGS = (
 # suite's mode: @WRITER_SETTINGS, then @settings (name => value pairs, in
 # order) replacing or adding to them.  Whole numbers are written as they
 # are, every other value quoted: writer_node('x', max_connections => 40,
-# 'rollout_fdw.memtable_size' => '1MB').
+# 'rollout_fdw.memtable_size' => '1MB').  A hash reference before the
+# settings holds options of PostgreSQL::Test::Cluster's init:
+# writer_node('x', { allows_streaming => 1 }).
 sub writer_node
 {
 	my ($name, @settings) = @_;
+	my %init = ref($settings[0]) eq 'HASH' ? %{ shift @settings } : ();
 	my (@names, %value);
 	my @pairs = (@WRITER_SETTINGS, @settings);
 	while (my ($setting, $value) = splice(@pairs, 0, 2))
@@ -126,7 +129,7 @@ sub writer_node
 		map { "$_ = " . ($value{$_} =~ /^-?\d+$/ ? $value{$_} : "'" . ($value{$_} =~ s/'/''/gr) . "'") . "\n" }
 		  @names);
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
+	$node->init(%init);
 	$node->append_conf('postgresql.conf', $conf);
 	$node->start;
 	return $node;

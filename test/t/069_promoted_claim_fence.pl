@@ -25,22 +25,14 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(shard_of wait_for_fault release_faults);
+use RolloutTest qw(writer_node shard_of wait_for_fault release_faults);
 use Test::More;
 
 my $store = RolloutStore->for_test('069_promoted_claim_fence', backend => 'file');
 
-# the old primary: the shared writer, its sweeper doing nothing on its own
-my $old = PostgreSQL::Test::Cluster->new('old_primary');
-$old->init(allows_streaming => 1);
-$old->append_conf('postgresql.conf', q{
-shared_preload_libraries = 'rollout_fdw'
-rollout_fdw.worker_databases = 'postgres'
-rollout_fdw.flush_interval = 0
-rollout_fdw.merge_after_generations = 0
-rollout_fdw.gc_interval = 0
-});
-$old->start;
+# the old primary: the shared writer, its sweeper doing nothing on its own;
+# it streams to the standby
+my $old = writer_node('old_primary', { allows_streaming => 1 });
 $store->create_extension_and_server($old);
 $old->safe_psql('postgres',
 	q{CREATE FOREIGN TABLE t (id int, origin text) SERVER s OPTIONS (store 'pf', key 'id')});
