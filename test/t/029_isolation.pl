@@ -26,6 +26,8 @@
 #   - a write after the table's store or its server's location changed
 #     within the transaction is refused; a spilled transaction whose spill
 #     file cannot be written out fails before anything is committed.
+# Read-only transactions refuse INSERT, UPDATE, DELETE and TRUNCATE and run
+# maintenance (as VACUUM runs there).
 # Runs in both modes.
 
 use strict;
@@ -247,6 +249,24 @@ $rr->query_safe('ROLLBACK');
 other(qq{ALTER SERVER s OPTIONS (SET location '$server_location')});
 is(other(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM sw}), '5', 'and store sw_a is still untouched');
 $rr->quit;
+
+# ---------------------------------------------------------------------------
+# READ ONLY transactions refuse every change of rows, as on any table, and
+# let maintenance run, as PostgreSQL lets VACUUM and CLUSTER: it changes no
+# row a query sees (README, "SQL reference")
+for my $write (q{INSERT INTO sw VALUES (7, 'ro')}, q{DELETE FROM sw WHERE id = 5},
+	q{UPDATE sw SET v = 'ro' WHERE id = 5}, q{TRUNCATE sw})
+{
+	my ($ret, $out, $err) = $node->psql('postgres', "BEGIN READ ONLY; $write; COMMIT");
+	like($err, qr/cannot execute [A-Z ]+ in a read-only transaction/,
+		"a read-only transaction refuses: $write");
+}
+other(q{INSERT INTO sw VALUES (6, 'flushed read-only')});
+is(other(q{SET default_transaction_read_only = on;
+SELECT generation IS NOT NULL FROM rollout_flush('sw')}), 't',
+	'rollout_flush runs in a read-only transaction');
+is(other(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM sw}), '5,6',
+	'and the read-only transactions changed no row');
 
 unlike(slurp_file($node->logfile), qr/terminated by signal|PANIC/, 'no backend crashed');
 $node->stop;
