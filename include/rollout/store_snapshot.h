@@ -41,6 +41,14 @@ extern void rollout_snapshot_newest_versions(RolloutStore *store,
 											 ManifestVersions *versions);
 
 /*
+ * True when no generation base folded in is unknown to the shard manifests
+ * read before it (count of them): a cut a read may take.  Listings that
+ * raced with a flush and a merge of one shard are not, and are taken again.
+ */
+extern bool rollout_manifests_form_a_cut(const ShardManifest **manifests,
+										 int count, const BaseManifest *base);
+
+/*
  * A snapshot of exactly the given manifest versions (a named snapshot,
  * core/named_snapshot.c): the base's fragments and the shards' generations,
  * no WAL entry and no memtable.  NULL when a version no longer exists.

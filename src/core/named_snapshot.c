@@ -106,29 +106,21 @@ named_snapshot_take(RolloutStore *store)
 				 errdetail("Its _store.json was written by a release that did not record one.")));
 
 	/*
-	 * A merge that commits between the listing of the shard manifests and
-	 * that of the base puts into the base generations the shard versions do
-	 * not list yet.  Reads as of such a token are right (a row read twice is
-	 * deduplicated), but a change feed started from it would deliver those
-	 * rows again: list again until the base merged nothing newer.  A version
-	 * gc removed meanwhile is listed again too.  Never hand out a token that
-	 * is not such a cut.
+	 * The versions listed form a cut (rollout_manifests_form_a_cut: the base
+	 * merged no generation the shard versions do not list; a change feed
+	 * started from a token that is none would deliver those rows again). Read
+	 * again here, a version gc removed meanwhile makes it list again; never
+	 * hand out a token that is not such a cut.
 	 */
 	for (int attempt = 1;; attempt++)
 	{
 		const ShardManifest **manifests;
 		const BaseManifest *base;
-		bool		consistent = true;
 
 		rollout_snapshot_newest_versions(store, &versions);
-		if (manifest_cache_read(store, &versions, &manifests, &base))
-		{
-			for (int i = 0; i < list_length(versions.shards); i++)
-				consistent &= base_manifest_merged_generation(base, manifests[i]->shard) <
-					manifests[i]->next_generation;
-			if (consistent)
-				break;
-		}
+		if (manifest_cache_read(store, &versions, &manifests, &base) &&
+			rollout_manifests_form_a_cut(manifests, list_length(versions.shards), base))
+			break;
 		if (attempt >= NAMED_SNAPSHOT_ATTEMPTS)
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),

@@ -19,7 +19,12 @@
  * merged[shard] when the new base is seen) or both the generations and the
  * fragment (the same versions twice, removed by deduplication).  A row can
  * appear twice, never vanish.  Read in the opposite order, an old base and a
- * new shard manifest would lose the merged rows.
+ * new shard manifest would lose the merged rows.  One interleaving is taken
+ * again: a flush and a merge of the same shard, both between steps 1 and 2,
+ * leave a base that folded in a generation the shard manifest read does not
+ * know, while that manifest's WAL tail still holds the generation's rows;
+ * a compaction may have dropped them from the base with the tombstone that
+ * hid them, so they would come back (rollout_manifests_form_a_cut).
  *
  * Steps 1 and 2 need no request when this cluster's view of the store's
  * manifest versions (manifest_view.c) is recent enough and the parsed
@@ -56,6 +61,30 @@ snapshot_copy_key(RolloutStore *store, Datum value)
 }
 
 /*
+ * Do these manifests form a cut a read may take (store_snapshot.h)?  Every
+ * generation the base folded in must be one its shard's manifest knows: a
+ * flush and a merge that both commit between the listing of the shard
+ * manifests and that of the base would otherwise leave the reader the WAL
+ * entries the flush sealed (after the old replay_after) beside a base that
+ * holds their rows already.  Read twice, those versions would only be
+ * deduplicated, but a compaction may since have dropped them with the
+ * tombstone that shadowed them (lsm/tombstone_horizon.c counts only WAL
+ * entries after the manifests it read): the deleted row would come back.
+ */
+bool
+rollout_manifests_form_a_cut(const ShardManifest **manifests, int count,
+							 const BaseManifest *base)
+{
+	for (int i = 0; i < count; i++)
+	{
+		if (base_manifest_merged_generation(base, manifests[i]->shard) >=
+			manifests[i]->next_generation)
+			return false;
+	}
+	return true;
+}
+
+/*
  * Steps 1 and 2 from the view: the shard ids, their manifests and the base
  * manifest at the versions this cluster knows, when the view is recent
  * enough and every version can still be read; false otherwise.
@@ -69,7 +98,8 @@ snapshot_manifests_from_view(RolloutStore *store, List **shards,
 
 	if (!manifest_view_lookup(store, &versions))
 		return false;
-	if (!manifest_cache_read(store, &versions, manifests, base))
+	if (!manifest_cache_read(store, &versions, manifests, base) ||
+		!rollout_manifests_form_a_cut(*manifests, list_length(versions.shards), *base))
 		return false;
 	*shards = versions.shards;
 	return true;
@@ -82,8 +112,8 @@ snapshot_manifests_from_view(RolloutStore *store, List **shards,
  * the base after the shard manifests is what the order above asks: the
  * versions are fixed by the listings, and a version's contents never
  * change.  A version that vanished between listing and reading (garbage
- * collection never removes the newest, so a newer one exists) makes it
- * list again.
+ * collection never removes the newest, so a newer one exists), or listings
+ * that are no cut (rollout_manifests_form_a_cut), make it list again.
  */
 static void
 snapshot_manifests_from_store(RolloutStore *store, List **shards,
@@ -96,6 +126,7 @@ snapshot_manifests_from_store(RolloutStore *store, List **shards,
 		TimestampTz started_at = GetCurrentTimestamp();
 		ManifestVersions versions;
 		ListCell   *lc;
+		bool		read;
 
 		versions.shards = rollout_store_list_shards(store);
 		versions.shard_versions = palloc(sizeof(int64) *
@@ -107,7 +138,9 @@ snapshot_manifests_from_store(RolloutStore *store, List **shards,
 		rollout_fault_point("snapshot.after_shard_manifests");
 
 		versions.base_version = base_manifest_newest_version(store);
-		if (manifest_cache_read(store, &versions, manifests, base))
+		read = manifest_cache_read(store, &versions, manifests, base);
+		if (read && rollout_manifests_form_a_cut(*manifests,
+												 list_length(versions.shards), *base))
 		{
 			manifest_view_publish(store, started_at, &versions);
 			*shards = versions.shards;
@@ -117,10 +150,14 @@ snapshot_manifests_from_store(RolloutStore *store, List **shards,
 		}
 		if (attempt >= 5)
 			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 					 errmsg("could not read a stable set of manifests of store \"%s\"",
 							store->name),
-					 errdetail("Manifest versions kept vanishing between their listing and their reading.")));
+					 read ?
+					 errdetail("Flushes and merges committed between the reads of the shard and base manifests %d times in a row.",
+							   attempt) :
+					 errdetail("Manifest versions kept vanishing between their listing and their reading."),
+					 errhint("Retry.")));
 	}
 }
 

@@ -17,6 +17,9 @@
 #    the store (through another table of the same store, whose lock it does
 #    not take) hides them all, however the leader groups them: the commits
 #    come out in one serial order;
+#  - a reader that lists the shard manifests before, and the base after, a
+#    flush, merge and compaction sees neither a truncated row nor a deleted
+#    one whose tombstone the compaction dropped;
 #  - the TRUNCATE privilege is PostgreSQL's, SERIALIZABLE is refused, and
 #    two rollout tables in one TRUNCATE are refused.
 
@@ -229,6 +232,41 @@ my ($skipped) = $plan =~ /"Fragments Skipped": (\d+)/;
 cmp_ok($skipped // 0, '>=', 1, "a scan skips the fragments the cut hides ($skipped skipped, $read read)");
 is($B->safe_psql('postgres', q{SELECT string_agg(id::text, ',') FROM r_plain}), '30',
 	'and returns the same rows');
+
+# --- the same reader and a DELETE's tombstone, which unlike the cut a
+# compaction drops: A's row is still in A's WAL tail (memtable, preloaded)
+# when B's tombstone of it reaches the base; a flush and merge of A's shard
+# and a compaction that drops both the row and the tombstone all commit
+# between the reader's listing of the shard manifests and of the base.  Its
+# shard manifest still shows the row unflushed, its base no longer has the
+# tombstone that hid it: it must list again rather than bring the row back
+# (store_snapshot.c, rollout_manifests_form_a_cut) ------------------------
+$A->safe_psql('postgres', q{INSERT INTO r VALUES (500, 'deleted by b')});
+is($B->safe_psql('postgres', q{DELETE FROM r WHERE id = 500 RETURNING v}), 'deleted by b',
+	'the other cluster deletes the row from its WAL tail');
+$B->safe_psql('postgres', q{SELECT rollout_merge('r')});
+is($A->safe_psql('postgres', q{SELECT count(*) FROM r WHERE id = 500}), '0',
+	'the tombstone in the base hides the row still in the WAL tail');
+$offset = -s $A->logfile;
+$reader = PsqlScript->start($A, name => 'reader_of_tombstone', sql => q{
+SELECT count(*) FROM r WHERE id = 500;  -- the planner's count is known: only the scan holds
+SET rollout_fdw.fail_at = 'snapshot.after_shard_manifests:hold';
+SELECT count(*) FROM r WHERE id = 500;
+});
+wait_for_fault($A, 'snapshot.after_shard_manifests', $offset);
+my $dropped = $A->safe_psql('postgres', q{
+SELECT rollout_merge('r');
+SET rollout_fdw.min_gc_grace = 0;
+SELECT versions_dropped FROM rollout_compact('r', min_fragments => 2);
+});
+cmp_ok((split /\n/, $dropped)[-1], '>=', 2, 'the compaction dropped the row and its tombstone');
+release_faults($A);
+($reader_exit, $reader_out) = $reader->finish;
+hold_faults($A);
+is($reader_exit, 0, 'the reader between the listings finished');
+is((split /\n/, $reader_out)[-1], '0', 'and the deleted row did not come back');
+is($A->safe_psql('postgres', q{SELECT count(*) FROM r WHERE id = 500}), '0',
+	'nor does it for a new reader');
 
 # --- a TRUNCATE after the transaction's buffer spilled to disk --------------
 is($A->safe_psql('postgres', q{
