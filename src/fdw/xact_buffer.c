@@ -159,6 +159,48 @@ static bool xact_buffer_command_wrote_key(XactBuffer *buffer, CommandId cid,
  */
 
 /*
+ * A spill file holding everything the stream has in memory.  It belongs to a
+ * resource owner of its own under the top transaction's: a subtransaction's
+ * owner would close it when that subtransaction ends, taking the parent's
+ * rows with it.  Likewise its memory belongs to the transaction, not to the
+ * statement that spilled.  A copy that fails (temp_file_limit, a full disk),
+ * inside a subtransaction the caller may then roll back, closes and removes
+ * the file (its own owner, released, forgets the buffer the write could not
+ * flush) and leaves the stream in memory where it was: the parent's rows
+ * stay, and no half-written file counts against temp_file_limit or draws a
+ * leak warning at commit.
+ */
+static BufFile *
+stream_spill(XactBuffer *buffer)
+{
+	ResourceOwner saved_owner = CurrentResourceOwner;
+	MemoryContext saved_context = MemoryContextSwitchTo(TopTransactionContext);
+	ResourceOwner spill_owner = ResourceOwnerCreate(TopTransactionResourceOwner,
+													"rollout transaction buffer");
+	BufFile    *file;
+
+	CurrentResourceOwner = spill_owner;
+	PG_TRY();
+	{
+		file = BufFileCreateTemp(false);
+		BufFileWrite(file, buffer->memory.data, buffer->memory.len);
+	}
+	PG_CATCH();
+	{
+		CurrentResourceOwner = saved_owner;
+		ResourceOwnerRelease(spill_owner, RESOURCE_RELEASE_BEFORE_LOCKS, false, false);
+		ResourceOwnerRelease(spill_owner, RESOURCE_RELEASE_LOCKS, false, false);
+		ResourceOwnerRelease(spill_owner, RESOURCE_RELEASE_AFTER_LOCKS, false, false);
+		ResourceOwnerDelete(spill_owner);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	CurrentResourceOwner = saved_owner;
+	MemoryContextSwitchTo(saved_context);
+	return file;
+}
+
+/*
  * Append len bytes at the stream's logical end.  The stream stays in memory
  * until it would exceed rollout_fdw.transaction_buffer_size and then moves to
  * a temporary file for the rest of the transaction.  A write to the file seeks
@@ -171,20 +213,7 @@ stream_write(XactBuffer *buffer, const void *data, size_t len)
 	if (buffer->file == NULL &&
 		buffer->memory.len + len > (size_t) transaction_buffer_kb * 1024)
 	{
-		/*
-		 * Spill.  The file belongs to the top transaction's resource owner: a
-		 * subtransaction's owner would close it when that subtransaction
-		 * ends, taking the parent's rows with it.  Likewise its memory
-		 * belongs to the transaction, not to the statement that spilled.
-		 */
-		ResourceOwner saved_owner = CurrentResourceOwner;
-		MemoryContext saved_context = MemoryContextSwitchTo(TopTransactionContext);
-
-		CurrentResourceOwner = TopTransactionResourceOwner;
-		buffer->file = BufFileCreateTemp(false);
-		CurrentResourceOwner = saved_owner;
-		MemoryContextSwitchTo(saved_context);
-		BufFileWrite(buffer->file, buffer->memory.data, buffer->memory.len);
+		buffer->file = stream_spill(buffer);
 		pfree(buffer->memory.data);
 		buffer->memory.data = NULL;
 	}
