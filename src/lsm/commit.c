@@ -310,13 +310,24 @@ rollout_commit_rows(RolloutStore *store, StoreRowReader next, void *arg,
 							store->name),
 					 errhint("Retry the transaction.")));
 	}
+
+	/*
+	 * The caller's memory may outlive the transaction: a procedure's COMMIT
+	 * runs in a context that lasts for the whole CALL, and a loop of commits
+	 * would otherwise keep every transaction's rows.
+	 */
+	if (blob != NULL)
+	{
+		pfree(blob->data);
+		pfree(blob);
+	}
 }
 
 /* Remove a scan's scratch segment when its memory goes. */
 static void
 commit_remove_scratch(void *arg)
 {
-	(void) unlink((const char *) arg);
+	(void) rollout_scratch_file_remove((const char *) arg);
 }
 
 /*

@@ -25,7 +25,10 @@
 #     store, in the same transaction, sees them;
 #   - a write after the table's store or its server's location changed
 #     within the transaction is refused; a spilled transaction whose spill
-#     file cannot be written out fails before anything is committed.
+#     file cannot be written out fails before anything is committed, and a
+#     spill that fails in a rolled-back subtransaction keeps the parent's rows;
+#     a procedure committing in a loop does not keep each commit's rows in
+#     memory.
 # Read-only transactions refuse INSERT, UPDATE, DELETE and TRUNCATE and run
 # maintenance (as VACUUM runs there).
 # Runs in both modes.
@@ -214,6 +217,55 @@ like($rr->{stderr}, qr/temporary file size exceeds temp_file_limit/,
 $rr->{stderr} = '';
 is(other(q{SELECT count(*) FROM spilt}), '5', '... and nothing of the transaction was committed');
 $rr->query_safe('RESET temp_file_limit');
+
+# A spill that fails inside a subtransaction (here temp_file_limit, below
+# what the buffer holds) and is rolled back leaves the parent's rows in
+# memory: COMMIT writes them, as a heap table keeps the rows an exception
+# block did not take back.  Before, the buffer counted as moved to a file
+# that held only part of them, and the COMMIT failed.
+$rr->query_safe(q{SET rollout_fdw.transaction_buffer_size = '256kB'});
+$rr->query_safe('BEGIN');
+$rr->query_safe(q{INSERT INTO spilt SELECT g, repeat('p', 200) FROM generate_series(2000, 2799) g});
+$rr->query_safe('SET LOCAL temp_file_limit = 64');
+is($rr->query(q{DO $$
+BEGIN
+	INSERT INTO spilt SELECT g, repeat('s', 200) FROM generate_series(3000, 3999) g;
+EXCEPTION WHEN others THEN
+	RAISE NOTICE 'caught: %', SQLERRM;
+END $$;
+SELECT count(*) FROM spilt WHERE id >= 2000}), '800',
+	'the failed spill was rolled back with its subtransaction; the parent\'s rows remain');
+like($rr->{stderr}, qr/caught: temporary file size exceeds temp_file_limit/,
+	'... after the spill failed');
+$rr->{stderr} = '';
+is($rr->query_safe(q{SELECT count(*) FROM pg_ls_tmpdir() WHERE name LIKE 'pgsql_tmp' || pg_backend_pid() || '.%'}),
+	'0', 'the half-written spill file is gone');
+$rr->query_safe('COMMIT');
+is(other(q{SELECT count(*) FROM spilt WHERE id >= 2000}), '800', 'and COMMIT wrote them');
+$rr->query_safe('RESET rollout_fdw.transaction_buffer_size');
+
+# A procedure that commits in a loop: each COMMIT runs in memory that lasts
+# for the whole CALL, so a commit must give back what its rows took (half a
+# megabyte each here; before, 30 commits kept 16 MB).
+other(q{
+CREATE FOREIGN TABLE batches (id int, v text) SERVER s OPTIONS (store 'iso_batches', key 'id');
+CREATE TABLE memory_probe (batch int, bytes bigint);
+CREATE PROCEDURE load_in_batches() LANGUAGE plpgsql AS $$
+BEGIN
+	FOR i IN 1..40 LOOP
+		INSERT INTO batches SELECT g, repeat('m', 1000) FROM generate_series(i * 1000, i * 1000 + 499) g;
+		COMMIT;
+		IF i IN (10, 40) THEN
+			INSERT INTO memory_probe SELECT i, sum(total_bytes) FROM pg_backend_memory_contexts;
+			COMMIT;
+		END IF;
+	END LOOP;
+END $$;
+CALL load_in_batches();});
+is(other(q{SELECT count(*) FROM batches}), '20000', 'a procedure committed 40 batches of rows');
+my $growth = other(q{SELECT max(bytes) FILTER (WHERE batch = 40) - max(bytes) FILTER (WHERE batch = 10) FROM memory_probe});
+cmp_ok($growth, '<', 4 * 1024 * 1024,
+	"30 of its commits left the backend's memory where it was (it grew by $growth bytes)");
 
 # A table whose store changed after the transaction wrote to it, in the same
 # transaction or by another session, is refused: the buffer commits to the
