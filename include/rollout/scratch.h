@@ -15,4 +15,10 @@
  */
 extern char *rollout_scratch_file_path(const char *purpose);
 
+/*
+ * Remove such a file (unlink's result and errno); what is not removed so is
+ * removed when the backend exits.
+ */
+extern int	rollout_scratch_file_remove(const char *path);
+
 #endif							/* ROLLOUT_SCRATCH_H */

@@ -244,7 +244,7 @@ wal_entry_image_init(WalEntryImage *image)
 void
 wal_entry_image_discard(WalEntryImage *image)
 {
-	if (image->spill_path != NULL && unlink(image->spill_path) != 0 &&
+	if (image->spill_path != NULL && rollout_scratch_file_remove(image->spill_path) != 0 &&
 		errno != ENOENT)
 		ereport(WARNING,
 				(errcode_for_file_access(),

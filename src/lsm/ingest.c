@@ -33,6 +33,7 @@
 #include "utils/tuplesort.h"
 #include "utils/typcache.h"
 
+#include "rollout/fault.h"
 #include "rollout/ingest.h"
 #include "rollout/json_doc.h"
 #include "rollout/scratch.h"
@@ -175,6 +176,7 @@ ingest_stage_rows(RolloutStore *store, StoreRowReader next, void *arg,
 	PG_TRY();
 	{
 		ref->rows = ingest_write_sorted(store, next, arg, stamp, path);
+		rollout_fault_point("ingest.after_sort");
 		ref->staged_at = GetCurrentTimestamp();
 		if (objstore_create_from_file_if_absent(store->objstore, ref->file, path,
 												objstore_new_put_id()) != OBJSTORE_CREATED)
@@ -185,7 +187,7 @@ ingest_stage_rows(RolloutStore *store, StoreRowReader next, void *arg,
 	}
 	PG_FINALLY();
 	{
-		(void) unlink(path);
+		(void) rollout_scratch_file_remove(path);
 	}
 	PG_END_TRY();
 	return ref;

@@ -332,7 +332,7 @@ rewrite_cleanup(RewriteResult *result)
 	{
 		RewriteOutput *output = lfirst(lc);
 
-		(void) unlink(output->path);
+		(void) rollout_scratch_file_remove(output->path);
 	}
 }
 

@@ -19,6 +19,8 @@
 #  (d) rollout_gc (grace 0) removes the orphan and keeps the live segment,
 #      named by an unflushed WAL entry; after a flush adopts the live one as
 #      a generation, gc keeps it still.  Counts stay exact throughout.
+#  (e) A backend terminated while its rows wait in a local scratch segment
+#      removes that file as it exits.
 
 use strict;
 use warnings;
@@ -29,7 +31,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(writer_node shard_of);
+use RolloutTest qw(writer_node shard_of wait_for_fault);
 use Test::More;
 
 my $ROWS = 20000;
@@ -172,6 +174,32 @@ sleep(1);
 $node->safe_psql('postgres', $gc);
 is_deeply([ ingest_objects() ], \@live, '(d) gc keeps the adopted segment');
 is($node->safe_psql('postgres', $state_sql), "$count|$count|$sum", '(d) exact after flush and gc');
+
+# (e) a backend terminated while it stages its rows (its sorted scratch
+# segment written, not yet uploaded) removes the scratch file on its way
+# out, rather than leaving it until the server's next start
+my $csv_e = make_csv('e');
+my $offset = -s $node->logfile;
+my $terminated = PsqlScript->start($node, name => 'terminated_copy', sql => qq{
+SET rollout_fdw.fail_at = 'ingest.after_sort:hold';
+COPY t FROM '$csv_e' WITH (FORMAT csv);
+});
+ok(wait_for_fault($node, 'ingest.after_sort', $offset), '(e) a COPY holds with its rows sorted into a scratch file');
+my $scratch_glob = $node->data_dir . '/base/pgsql_tmp/pgsql_tmp_rollout*.ingest';
+my @scratch = glob($scratch_glob);
+is(scalar(@scratch), 1, '(e) its scratch segment is in the temporary folder');
+$node->safe_psql('postgres', q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+WHERE query LIKE 'COPY t FROM%'});
+$terminated->finish;
+my $gone = 0;
+for (1 .. 100)
+{
+	@scratch = glob($scratch_glob);
+	$gone = 1, last unless @scratch;
+	select(undef, undef, undef, 0.1);
+}
+ok($gone, '(e) the terminated backend removed it');
+is($node->safe_psql('postgres', $state_sql), "$count|$count|$sum", '(e) and nothing of it is visible');
 
 $node->stop;
 $node->start;
