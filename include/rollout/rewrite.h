@@ -60,6 +60,9 @@ typedef struct RewriteResult
 	int64		truncate_stamp; /* the newest truncate cut of the WAL entries
 								 * read (0: none) */
 	List	   *ingest_seen;	/* IngestSeen *, when not following ingest */
+	TimestampTz upload_started_at;	/* set by the caller as it starts the
+									 * upload of an output: a store may date
+									 * the object from then */
 } RewriteResult;
 
 /*

@@ -173,6 +173,7 @@ flush_write_and_upload(RolloutStore *store, ShardManifest *manifest,
 		char	   *key = rollout_key_generation(store, store->shard, *number);
 
 		CHECK_FOR_INTERRUPTS();
+		rewrite->upload_started_at = GetCurrentTimestamp();
 		if (objstore_create_from_file_if_absent(store->objstore, key, output->path,
 												objstore_new_put_id()) == OBJSTORE_CREATED)
 			return key;
@@ -208,7 +209,8 @@ flush_write_generation(RolloutStore *store, ShardManifest *manifest,
 }
 
 /*
- * May a generation uploaded at uploaded_at still be committed?  Garbage
+ * May a generation whose upload started at uploaded_at (a store may date
+ * the object from then) still be committed?  Garbage
  * collection deletes an object no manifest names once it is older than the
  * grace period, so a generation that waited too long between its upload and
  * the manifest commit (a stalled store, a long pause) may already be gone:
@@ -401,7 +403,7 @@ flush_memtable(RolloutStore *store, SharedStoreSlot *slot)
 		key = snapshot->sources != NIL
 			? flush_write_generation(store, manifest, snapshot, generation, rewrite, &number)
 			: NULL;
-		uploaded_at = GetCurrentTimestamp();
+		uploaded_at = key != NULL ? rewrite->upload_started_at : GetCurrentTimestamp();
 		rollout_fault_point("flush.after_generation_put");
 		number = flush_add_generations(store, manifest, key, number, generation,
 									   rewrite, adopt, &result);
@@ -604,7 +606,7 @@ flush_wal_tail_chunk(RolloutStore *store, int64 *until, bool *more)
 									 flush_sources(store, sealed, manifest->last_stamp,
 												   manifest->sealed_epoch),
 									 generation, rewrite, &number);
-		uploaded_at = GetCurrentTimestamp();
+		uploaded_at = key != NULL ? rewrite->upload_started_at : GetCurrentTimestamp();
 		rollout_fault_point("flush.after_generation_put");
 		number = flush_add_generations(store, manifest, key, number, generation,
 									   rewrite, rewrite->ingest_seen, &result);

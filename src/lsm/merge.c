@@ -207,6 +207,7 @@ merge_write_fragment(RolloutStore *store, List *chosen, RewriteResult *rewrite)
 		return NULL;			/* only possible if every generation was empty */
 	output = linitial(rewrite->outputs);
 	key = rollout_key_new_fragment(store);
+	rewrite->upload_started_at = GetCurrentTimestamp();
 	if (objstore_create_from_file_if_absent(store->objstore, key, output->path,
 											objstore_new_put_id()) != OBJSTORE_CREATED)
 		ereport(ERROR,
@@ -380,7 +381,7 @@ rollout_merge_shard_timed(RolloutStore *store, int max_generations, bool flush_f
 		last = ((GenerationEntry *) llast(chosen))->number;
 
 		fragment = merge_prepare_fragment(store, chosen, rewrite);
-		uploaded_at = GetCurrentTimestamp();
+		uploaded_at = fragment != NULL ? rewrite->upload_started_at : GetCurrentTimestamp();
 		rollout_fault_point("merge.after_fragment_put");
 
 		switch (merge_commit_base(store, merged, last, shard->truncate_stamp,
