@@ -42,11 +42,13 @@ extern void rollout_snapshot_newest_versions(RolloutStore *store,
 
 /*
  * True when no generation base folded in is unknown to the shard manifests
- * read before it (count of them): a cut a read may take.  Listings that
- * raced with a flush and a merge of one shard are not, and are taken again.
+ * read before it (count of them), of wal_shard or, when NULL, of every shard:
+ * a cut a read of those shards' WAL tails may take.  Listings that raced
+ * with a flush and a merge of such a shard are not, and are taken again.
  */
 extern bool rollout_manifests_form_a_cut(const ShardManifest **manifests,
-										 int count, const BaseManifest *base);
+										 int count, const BaseManifest *base,
+										 const char *wal_shard);
 
 /*
  * A snapshot of exactly the given manifest versions (a named snapshot,

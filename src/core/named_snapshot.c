@@ -119,7 +119,7 @@ named_snapshot_take(RolloutStore *store)
 
 		rollout_snapshot_newest_versions(store, &versions);
 		if (manifest_cache_read(store, &versions, &manifests, &base) &&
-			rollout_manifests_form_a_cut(manifests, list_length(versions.shards), base))
+			rollout_manifests_form_a_cut(manifests, list_length(versions.shards), base, NULL))
 			break;
 		if (attempt >= NAMED_SNAPSHOT_ATTEMPTS)
 			ereport(ERROR,

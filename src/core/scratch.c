@@ -25,7 +25,7 @@
 
 #include "rollout/scratch.h"
 
-/* Paths this backend made and has not removed yet, in TopMemoryContext. */
+/* Paths this backend made and has not removed yet, all in TopMemoryContext. */
 static List *live_scratch_files = NIL;
 
 /* on_proc_exit: remove what is left. */
@@ -66,8 +66,13 @@ rollout_scratch_file_path(const char *purpose)
 		on_proc_exit(scratch_remove_at_exit, (Datum) 0);
 		exit_callback_registered = true;
 	}
-	live_scratch_files = lappend(live_scratch_files,
-								 MemoryContextStrdup(TopMemoryContext, path));
+	{
+		/* the list's cells too: lappend allocates them where it runs */
+		MemoryContext oldcontext = MemoryContextSwitchTo(TopMemoryContext);
+
+		live_scratch_files = lappend(live_scratch_files, pstrdup(path));
+		MemoryContextSwitchTo(oldcontext);
+	}
 	return path;
 }
 

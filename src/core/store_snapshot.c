@@ -70,13 +70,18 @@ snapshot_copy_key(RolloutStore *store, Datum value)
  * deduplicated, but a compaction may since have dropped them with the
  * tombstone that shadowed them (lsm/tombstone_horizon.c counts only WAL
  * entries after the manifests it read): the deleted row would come back.
+ * Only the shards whose WAL tail is read matter (wal_shard, or every shard
+ * when it is NULL): of the others a read takes the generations after the
+ * base's mark, and an older manifest beside a newer base only lists fewer.
  */
 bool
 rollout_manifests_form_a_cut(const ShardManifest **manifests, int count,
-							 const BaseManifest *base)
+							 const BaseManifest *base, const char *wal_shard)
 {
 	for (int i = 0; i < count; i++)
 	{
+		if (wal_shard != NULL && strcmp(manifests[i]->shard, wal_shard) != 0)
+			continue;
 		if (base_manifest_merged_generation(base, manifests[i]->shard) >=
 			manifests[i]->next_generation)
 			return false;
@@ -92,14 +97,15 @@ rollout_manifests_form_a_cut(const ShardManifest **manifests, int count,
 static bool
 snapshot_manifests_from_view(RolloutStore *store, List **shards,
 							 const ShardManifest ***manifests,
-							 const BaseManifest **base)
+							 const BaseManifest **base, const char *wal_shard)
 {
 	ManifestVersions versions;
 
 	if (!manifest_view_lookup(store, &versions))
 		return false;
 	if (!manifest_cache_read(store, &versions, manifests, base) ||
-		!rollout_manifests_form_a_cut(*manifests, list_length(versions.shards), *base))
+		!rollout_manifests_form_a_cut(*manifests, list_length(versions.shards), *base,
+									  wal_shard))
 		return false;
 	*shards = versions.shards;
 	return true;
@@ -113,13 +119,14 @@ snapshot_manifests_from_view(RolloutStore *store, List **shards,
  * versions are fixed by the listings, and a version's contents never
  * change.  A version that vanished between listing and reading (garbage
  * collection never removes the newest, so a newer one exists), or listings
- * that are no cut (rollout_manifests_form_a_cut), make it list again.
+ * that are no cut for the WAL tails of wal_shard (every shard when NULL;
+ * rollout_manifests_form_a_cut), make it list again.
  */
 static void
 snapshot_manifests_from_store(RolloutStore *store, List **shards,
 							  const ShardManifest ***manifests,
 							  const BaseManifest **base,
-							  ManifestVersions *listed)
+							  ManifestVersions *listed, const char *wal_shard)
 {
 	for (int attempt = 1;; attempt++)
 	{
@@ -139,8 +146,8 @@ snapshot_manifests_from_store(RolloutStore *store, List **shards,
 
 		versions.base_version = base_manifest_newest_version(store);
 		read = manifest_cache_read(store, &versions, manifests, base);
-		if (read && rollout_manifests_form_a_cut(*manifests,
-												 list_length(versions.shards), *base))
+		if (read && rollout_manifests_form_a_cut(*manifests, list_length(versions.shards),
+												 *base, wal_shard))
 		{
 			manifest_view_publish(store, started_at, &versions);
 			*shards = versions.shards;
@@ -339,6 +346,7 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 	SharedStoreSlot *slot = shared_store_lookup(store);
 	List	   *memtable = NIL;
 	bool		have_memtable = false;
+	const char *wal_shard = all_wal_tails ? NULL : store->shard;
 
 	/*
 	 * 0. This cluster's memtable, before any manifest.  A flush commits the
@@ -366,9 +374,9 @@ snapshot_take(RolloutStore *store, bool all_wal_tails, bool count_only)
 	 * may not be registered yet, and then has nothing to read
 	 */
 	snapshot->manifests_from_view = !all_wal_tails &&
-		snapshot_manifests_from_view(store, &shards, &manifests, &base);
+		snapshot_manifests_from_view(store, &shards, &manifests, &base, wal_shard);
 	if (!snapshot->manifests_from_view)
-		snapshot_manifests_from_store(store, &shards, &manifests, &base, NULL);
+		snapshot_manifests_from_store(store, &shards, &manifests, &base, NULL, wal_shard);
 	snapshot_add_manifests(store, snapshot, shards, manifests, base);
 
 	/* 4. WAL tails */
@@ -440,7 +448,7 @@ rollout_snapshot_newest_versions(RolloutStore *store, ManifestVersions *versions
 	const ShardManifest **manifests;
 	const BaseManifest *base;
 
-	snapshot_manifests_from_store(store, &shards, &manifests, &base, versions);
+	snapshot_manifests_from_store(store, &shards, &manifests, &base, versions, NULL);
 }
 
 RolloutSnapshot *

@@ -248,10 +248,11 @@ $B->safe_psql('postgres', q{SELECT rollout_merge('r')});
 is($A->safe_psql('postgres', q{SELECT count(*) FROM r WHERE id = 500}), '0',
 	'the tombstone in the base hides the row still in the WAL tail');
 $offset = -s $A->logfile;
+# (r_plain reads only A's own WAL tail: the shard that flushed and merged)
 $reader = PsqlScript->start($A, name => 'reader_of_tombstone', sql => q{
-SELECT count(*) FROM r WHERE id = 500;  -- the planner's count is known: only the scan holds
+SELECT count(*) FROM r_plain WHERE id = 500;  -- the planner's count is known: only the scan holds
 SET rollout_fdw.fail_at = 'snapshot.after_shard_manifests:hold';
-SELECT count(*) FROM r WHERE id = 500;
+SELECT count(*) FROM r_plain WHERE id = 500;
 });
 wait_for_fault($A, 'snapshot.after_shard_manifests', $offset);
 my $dropped = $A->safe_psql('postgres', q{
