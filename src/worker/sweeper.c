@@ -52,6 +52,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -227,6 +228,14 @@ rollout_sweeper_register(void)
 	ListCell   *lc;
 
 	if (worker_databases == NULL || worker_databases[0] == '\0')
+		return;
+
+	/*
+	 * pg_upgrade starts the new cluster to restore every database, dropping
+	 * and creating "postgres" among them: a sweeper connected to it would
+	 * make the restore fail.  Nothing is to be maintained meanwhile anyway.
+	 */
+	if (IsBinaryUpgrade)
 		return;
 	names = pstrdup(worker_databases);
 	if (!SplitIdentifierString(names, ',', &databases))
@@ -431,6 +440,26 @@ sweeper_analyze_if_compacted(Relation rel, RolloutStore *store,
 }
 
 /*
+ * The table, share-locked, unless that lock is not to be had at once (an
+ * ALTER, DROP or TRUNCATE holds or waits for the table) or the table is gone:
+ * NULL then, and the sweeper comes back next pass.  Queued behind DDL that
+ * itself waits for a long reader, it would hold back every other store of
+ * the database until its turn ran out.
+ */
+static Relation
+sweeper_try_open(Oid relid)
+{
+	Relation	rel;
+
+	if (!ConditionalLockRelationOid(relid, AccessShareLock))
+		return NULL;
+	rel = try_table_open(relid, NoLock);
+	if (rel == NULL)
+		UnlockRelationOid(relid, AccessShareLock);
+	return rel;
+}
+
+/*
  * Flush, merge and collect one store, in the current transaction, acting as
  * the table's owner: with the owner's user mapping (never the server's
  * environment credentials for a table a non-superuser owns), and, like
@@ -441,7 +470,7 @@ sweeper_analyze_if_compacted(Relation rel, RolloutStore *store,
 static void
 sweeper_maintain(Oid relid, SweptStore *swept)
 {
-	Relation	rel = table_open(relid, AccessShareLock);
+	Relation	rel = sweeper_try_open(relid);
 	Oid			save_userid;
 	int			save_sec_context;
 	RolloutStore *store;
@@ -451,6 +480,11 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 	SharedStoreSlot *slot;
 	int64		memtable_bytes = 0;
 
+	if (rel == NULL)
+	{
+		elog(DEBUG1, "rollout_fdw sweeper: table %u is locked or gone; skipped this pass", relid);
+		return;
+	}
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(rel->rd_rel->relowner,
 						   save_sec_context | SECURITY_RESTRICTED_OPERATION |
@@ -506,7 +540,7 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 	}
 	/* last: nothing after it may abort the transaction its statistics are in */
 	turn_step = "analyzing the table";
-	if (analyze_due && (rel = try_table_open(relid, AccessShareLock)) != NULL)
+	if (analyze_due && (rel = sweeper_try_open(relid)) != NULL)
 	{
 		sweeper_analyze_if_compacted(rel, store, swept);
 		table_close(rel, AccessShareLock);

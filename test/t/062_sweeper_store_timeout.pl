@@ -17,7 +17,9 @@
 #   2. the server log says why the stalling store's turn ended, and it is
 #      left alone for a while, twice as long after each turn in a row that
 #      ran out;
-#   3. with the stalling table gone, the sweeper goes on flushing as before.
+#   3. with the stalling table gone, the sweeper goes on flushing as before;
+#   4. a table whose ALTER waits behind a long reader is skipped by the
+#      sweeper rather than waited for (it would hold back the other stores).
 
 use strict;
 use warnings;
@@ -97,6 +99,34 @@ ok( defined poll_until($node,
 	'with the stalling table dropped, the sweeper flushes as before');
 unlike(slurp_file($node->logfile), qr/terminated by signal|sweeper.*exited with exit code/,
 	'the sweeper never died');
+
+# 4. a table whose ALTER waits behind a long reader is skipped, not waited
+# for: queued behind the ALTER, the sweeper held back every store after it
+# until its turn ran out
+$node->safe_psql('postgres', q{
+CREATE FOREIGN TABLE q (id int, v text) SERVER s OPTIONS (store 'queued', key 'id');
+INSERT INTO q VALUES (1, 'x');
+});
+my $log_offset = -s $node->logfile;
+my $reader = $node->background_psql('postgres');
+$reader->query_safe('BEGIN');
+$reader->query_safe('SELECT count(*) FROM q');
+my $ddl = $node->background_psql('postgres');
+$ddl->query_until(qr/altering/, "\\echo altering\nALTER FOREIGN TABLE q OPTIONS (ADD read_wal_tail 'true');\n");
+ok( defined poll_until($node,
+		q{SELECT count(*) > 0 FROM pg_locks WHERE NOT granted AND mode = 'AccessExclusiveLock'}, 't', 30),
+	'an ALTER of table q waits behind a reader');
+$node->safe_psql('postgres', 'INSERT INTO t SELECT g, g::text FROM generate_series(301, 400) g');
+ok( defined poll_until($node,
+		q{SELECT memtable_rows = 0 FROM rollout_stat_stores WHERE store = 'healthy'}, 't', 30),
+	'the sweeper flushes the healthy store meanwhile');
+sleep(3);    # more than the store timeout of 2 s, a few passes
+unlike(substr(slurp_file($node->logfile), $log_offset), qr/store "queued": its turn ran out of time/,
+	'and never waits on the locked table until its turn runs out');
+$reader->query_safe('COMMIT');
+$ddl->quit;
+$reader->quit;
+is($node->safe_psql('postgres', 'SELECT count(*) FROM q'), '1', 'the ALTER went through, the table reads');
 
 $node->stop;
 close($blackhole);
