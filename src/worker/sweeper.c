@@ -465,9 +465,10 @@ sweeper_try_open(Oid relid)
  * environment credentials for a table a non-superuser owns), and, like
  * autovacuum, in a restricted security context, so that nothing the owner
  * wrote runs with the sweeper's superuser rights.  An error ends the
- * transaction, which restores the sweeper's own user.
+ * transaction, which restores the sweeper's own user.  False when the table
+ * was skipped (sweeper_try_open).
  */
-static void
+static bool
 sweeper_maintain(Oid relid, SweptStore *swept)
 {
 	Relation	rel = sweeper_try_open(relid);
@@ -483,7 +484,7 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 	if (rel == NULL)
 	{
 		elog(DEBUG1, "rollout_fdw sweeper: table %u is locked or gone; skipped this pass", relid);
-		return;
+		return false;
 	}
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(rel->rd_rel->relowner,
@@ -546,6 +547,7 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 		table_close(rel, AccessShareLock);
 	}
 	SetUserIdAndSecContext(save_userid, save_sec_context);
+	return true;
 }
 
 /*
@@ -691,7 +693,8 @@ sweeper_sweep_store(Oid relid)
 		if (took_turn)
 		{
 			sweeper_turn_begin();
-			sweeper_maintain(relid, swept);
+			/* a table skipped for its lock is no turn that went well */
+			took_turn = sweeper_maintain(relid, swept);
 			(void) sweeper_turn_end();
 		}
 		PopActiveSnapshot();

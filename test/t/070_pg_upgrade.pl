@@ -43,14 +43,32 @@ my $before = q{SELECT (SELECT count(*) || '/' || sum(id) FROM d) || ' ' || (SELE
 my $expected = $old->safe_psql('postgres', $before);
 is($expected, '990/500445 990/500445', 'the old cluster holds 990 rows in each store');
 
-# the procedure: stop writing, merge every rollout table, stop the cluster
+# the procedure (README, as written there): stop writing, merge every
+# rollout table until nothing is left, check, stop the cluster
 $old->safe_psql('postgres', q{
-SELECT rollout_merge(ft.ftrelid)
+DO $$
+DECLARE
+  t regclass;
+BEGIN
+  FOR t IN SELECT ft.ftrelid::regclass
+           FROM pg_foreign_table ft
+           JOIN pg_foreign_server s ON s.oid = ft.ftserver
+           JOIN pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+           WHERE w.fdwname = 'rollout_fdw'
+  LOOP
+    WHILE (SELECT generations_merged FROM rollout_merge(t)) > 0 LOOP
+    END LOOP;
+  END LOOP;
+END $$;
+});
+is($old->safe_psql('postgres', q{
+SELECT count(*)
 FROM pg_foreign_table ft
 JOIN pg_foreign_server s ON s.oid = ft.ftserver
 JOIN pg_foreign_data_wrapper w ON w.oid = s.srvfdw
-WHERE w.fdwname = 'rollout_fdw';
-});
+CROSS JOIN LATERAL rollout_observe(ft.ftrelid) o
+WHERE w.fdwname = 'rollout_fdw' AND (o.wal_entries > 0 OR o.generations > 0)}),
+	'0', 'nothing of the old cluster is left unflushed or unmerged');
 my $old_shard = shard_of($old);
 $old->stop;
 
