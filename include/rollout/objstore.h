@@ -174,6 +174,16 @@ typedef struct ObjectStoreOps
 	bool		(*delete_object) (ObjectStore *store, const char *key);
 
 	/*
+	 * Delete count keys with at most max_in_flight requests in flight at
+	 * once; deleted[i] is what delete_object would have returned for keys[i].
+	 * An ERROR of any deletion is raised for the batch (the others may or may
+	 * not have happened).  May be NULL: objstore.c then deletes one key after
+	 * the other.
+	 */
+	void		(*delete_many) (ObjectStore *store, const char *const *keys,
+								int count, bool *deleted, int max_in_flight);
+
+	/*
 	 * Perform nreads reads with at most max_in_flight requests in flight at
 	 * once, each with the result get_range or get_tail would give.  An ERROR
 	 * of any read is raised for the batch.  May be NULL: objstore.c then
@@ -345,6 +355,17 @@ extern ObjectStoreListing *objstore_list_page(ObjectStore *store,
 extern List *objstore_list_all(ObjectStore *store, const char *prefix,
 							   const char *start_after);
 extern bool objstore_delete(ObjectStore *store, const char *key);
+
+/*
+ * Delete a batch of keys, at most rollout_fdw.max_concurrent_requests
+ * requests in flight at once (one after the other for backends without a
+ * batch, or when the setting is 1); deleted[i] is what objstore_delete would
+ * have returned for keys[i].  Returns how many were deleted.  Garbage
+ * collection deletes this way: one request after the other, a slow store
+ * takes longer to collect an hour's WAL entries than the hour.
+ */
+extern int	objstore_delete_many(ObjectStore *store, const char *const *keys,
+								 int count, bool *deleted);
 
 /*
  * Remove leftovers of uploads interrupted by a crash that are older than

@@ -21,7 +21,8 @@
  *	list				List Blobs with prefix, maxresults and marker; the
  *						continuation token is the service's NextMarker, and
  *						start_after is applied by skipping.
- *	delete				Delete Blob; 202 deleted, 404 did not exist.
+ *	delete				Delete Blob; 202 deleted, 404 did not exist.  A
+ *						batch sends its requests concurrently.
  *
  * Authentication is Shared Key (an HMAC-SHA256 of the canonical request
  * under the account key, OpenSSL) or a SAS token appended to every URL.
@@ -197,6 +198,8 @@ static ObjectStoreListing *azure_list(ObjectStore *store, const char *prefix,
 									  const char *start_after, int max_keys,
 									  const char *continuation);
 static bool azure_delete_object(ObjectStore *store, const char *key);
+static void azure_delete_many(ObjectStore *store, const char *const *keys,
+							  int count, bool *deleted, int max_in_flight);
 static void azure_get_many(ObjectStore *store, ObjectStoreRead *reads,
 						   int nreads, int max_in_flight);
 
@@ -209,6 +212,7 @@ static const ObjectStoreOps azure_store_ops = {
 	.list = azure_list,
 	.list_starts_after = false,
 	.delete_object = azure_delete_object,
+	.delete_many = azure_delete_many,
 	.get_many = azure_get_many,
 	.close = NULL,
 };
@@ -1284,6 +1288,36 @@ azure_delete_object(ObjectStore *store, const char *key)
 		return ambiguous;		/* gone: perhaps by our own earlier attempt */
 	azure_report_failure(store, &request, &response);
 	return false;				/* not reached */
+}
+
+/*
+ * Delete a batch of blobs (delete_many): the Delete Blob requests at once,
+ * each answered as azure_delete_object would answer it.
+ */
+static void
+azure_delete_many(ObjectStore *store, const char *const *keys, int count,
+				  bool *deleted, int max_in_flight)
+{
+	AzureRequest *requests = palloc0(sizeof(AzureRequest) * count);
+	AzureResponse *responses = palloc0(sizeof(AzureResponse) * count);
+
+	for (int i = 0; i < count; i++)
+	{
+		azure_check_key(store, keys[i]);
+		azure_blob_request(&requests[i], store, "delete", "DELETE", keys[i]);
+	}
+	azure_request_many(store, requests, responses, count, max_in_flight);
+	for (int i = 0; i < count; i++)
+	{
+		if (responses[i].status == 202 || responses[i].status == 200)
+			deleted[i] = true;
+		else if (azure_blob_missing(&responses[i]))
+			deleted[i] = responses[i].ambiguous;	/* see azure_delete_object */
+		else
+			azure_report_failure(store, &requests[i], &responses[i]);
+	}
+	pfree(requests);
+	pfree(responses);
 }
 
 /* ----------------------------------------------------------------

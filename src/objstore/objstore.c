@@ -51,7 +51,7 @@ objstore_define_settings(void)
 	maintenance_cost_define_settings();
 	DefineCustomIntVariable("rollout_fdw.max_concurrent_requests",
 							"Requests to a remote object store one backend may have in flight at once.",
-							"Scans fetch segment footers and column chunks in batches of concurrent requests. 1 makes every request wait for the previous one.",
+							"Scans fetch segment footers and column chunks, and garbage collection deletes objects, in batches of concurrent requests. 1 makes every request wait for the previous one.",
 							&objstore_max_concurrent_requests,
 							OBJSTORE_DEFAULT_CONCURRENT_REQUESTS, 1,
 							OBJSTORE_MAX_CONCURRENT_REQUESTS,
@@ -864,6 +864,39 @@ objstore_delete(ObjectStore *store, const char *key)
 	objstore_check_writable(store, key);
 	maintenance_cost_charge(MAINTENANCE_COST_DELETED_OBJECT);
 	return store->ops->delete_object(store, key);
+}
+
+/*
+ * objstore_delete_many
+ *		Delete a batch of keys, concurrently when the backend can; see
+ *		objstore.h.
+ */
+int
+objstore_delete_many(ObjectStore *store, const char *const *keys, int count,
+					 bool *deleted)
+{
+	int			how_many = 0;
+
+	for (int i = 0; i < count; i++)
+	{
+		objstore_check_writable(store, keys[i]);
+		maintenance_cost_charge(MAINTENANCE_COST_DELETED_OBJECT);
+	}
+	if (count > 1 && store->ops->delete_many != NULL &&
+		objstore_max_concurrent_requests > 1)
+		store->ops->delete_many(store, keys, count, deleted,
+								objstore_max_concurrent_requests);
+	else
+	{
+		for (int i = 0; i < count; i++)
+		{
+			CHECK_FOR_INTERRUPTS();
+			deleted[i] = store->ops->delete_object(store, keys[i]);
+		}
+	}
+	for (int i = 0; i < count; i++)
+		how_many += deleted[i] ? 1 : 0;
+	return how_many;
 }
 
 /*

@@ -20,7 +20,8 @@
  *	list				ListObjectsV2 (prefix, start-after, continuation-token,
  *						max-keys up to 1000), XML parsed with libxml2;
  *	delete				HEAD (S3 answers 204 to deleting a missing key, so
- *						"did not exist" needs the HEAD) then DELETE.
+ *						"did not exist" needs the HEAD) then DELETE; a batch
+ *						runs all its HEADs concurrently, then the DELETEs.
  *
  * Bodies.  Objects written from memory (manifests) are sent with
  * POSTFIELDS; objects written from a local file (WAL entries, segments) are
@@ -864,6 +865,74 @@ s3_delete_object(ObjectStore *store, const char *key)
 	s3_raise(store, "delete", key, &response, body.data, body.len);
 }
 
+/*
+ * Delete a batch of keys (delete_many): the HEADs of all of them at once,
+ * then the DELETEs of those that exist, each answered as s3_delete_object
+ * would answer it.
+ */
+static void
+s3_delete_many(ObjectStore *store, const char *const *keys, int count,
+			   bool *deleted, int max_in_flight)
+{
+	S3Store    *s3 = s3_state(store);
+	HttpRequest *requests = palloc0(sizeof(HttpRequest) * count);
+	HttpResponse *responses = palloc0(sizeof(HttpResponse) * count);
+	StringInfo *bodies = palloc0(sizeof(StringInfo) * count);
+	int		   *key_of = palloc(sizeof(int) * count);
+	int			existing = 0;
+	int			missing = -1;
+
+	/* 1. which exist: S3 answers 204 to deleting a missing key */
+	for (int i = 0; i < count; i++)
+		s3_request_init(s3, &requests[i], "HEAD", s3_object_url(s3, keys[i]),
+						NIL, NULL, 0, NULL, NULL, NULL,
+						psprintf("delete of object \"%s\" in store \"%s\"",
+								 keys[i], store->location));
+	http_session_perform_many(requests, responses, count, max_in_flight);
+	for (int i = 0; i < count; i++)
+	{
+		deleted[i] = false;
+		if (responses[i].status == 200)
+			key_of[existing++] = i;
+		else if (responses[i].status == 404)
+			missing = i;
+		else
+			s3_raise(store, "delete", keys[i], &responses[i], NULL, 0);
+	}
+	if (existing > 0)
+		s3->bucket_checked = true;
+	if (missing >= 0)
+		s3_check_bucket(store, "delete", keys[missing]);	/* not the bucket's */
+
+	/* 2. the DELETEs */
+	for (int j = 0; j < existing; j++)
+	{
+		const char *key = keys[key_of[j]];
+
+		bodies[j] = makeStringInfo();
+		s3_request_init(s3, &requests[j], "DELETE", s3_object_url(s3, key),
+						NIL, NULL, 0, NULL, NULL, bodies[j],
+						psprintf("delete of object \"%s\" in store \"%s\"",
+								 key, store->location));
+	}
+	if (existing > 0)
+		http_session_perform_many(requests, responses, existing, max_in_flight);
+	for (int j = 0; j < existing; j++)
+	{
+		int			i = key_of[j];
+
+		if (responses[j].status == 204 || responses[j].status == 200)
+			deleted[i] = true;
+		else if (responses[j].status != 404)
+			s3_raise(store, "delete", keys[i], &responses[j], bodies[j]->data,
+					 bodies[j]->len);
+	}
+	pfree(requests);
+	pfree(responses);
+	pfree(bodies);
+	pfree(key_of);
+}
+
 static void
 s3_close(ObjectStore *store)
 {
@@ -879,6 +948,7 @@ static const ObjectStoreOps s3_store_ops = {
 	.list = s3_list,
 	.list_starts_after = true,
 	.delete_object = s3_delete_object,
+	.delete_many = s3_delete_many,
 	.get_many = s3_get_many,
 	.close = s3_close,
 };

@@ -39,6 +39,10 @@ per connection or several, each answered by one line starting "ok" or "error":
                       that reused the connection may resend it on its own
                       (libcurl does, once)
     reset             clear pending faults
+    peaks             "ok METHOD=N ...": for each method, the most requests
+                      of it that were in flight at once (forwarded, their
+                      answer not yet begun) since the last "peaks"; then
+                      starts counting again from those in flight now
     status            "ok requests=N failed=N hung=N dropped=N vanished=N
                       delay=MS pending_fail=K pending_hang=K pending_drop=K
                       pending_vanish=K"
@@ -88,6 +92,8 @@ class Faults:
         self.vanish_method = None
         self.vanish_path = None
         self.requests = 0
+        self.in_flight = {}
+        self.peak = {}
         self.failed = 0
         self.hung = 0
         self.dropped = 0
@@ -117,6 +123,24 @@ class Faults:
                 self.vanished += 1
                 return ("vanish", None)
             return ("forward", None)
+
+    def began(self, method):
+        """A request of method was forwarded."""
+        with self.lock:
+            self.in_flight[method] = self.in_flight.get(method, 0) + 1
+            self.peak[method] = max(self.peak.get(method, 0), self.in_flight[method])
+
+    def answered(self, method):
+        """The answer to a request of method began (or its connection closed)."""
+        with self.lock:
+            self.in_flight[method] -= 1
+
+    def peaks(self):
+        """The peaks since the last call; then count from what is in flight."""
+        with self.lock:
+            reply = " ".join("%s=%d" % (m, n) for m, n in sorted(self.peak.items()))
+            self.peak = {m: n for m, n in self.in_flight.items() if n > 0}
+            return ("ok " + reply).strip()
 
     def status(self):
         with self.lock:
@@ -197,6 +221,7 @@ class Connection:
         self.closed = threading.Event()
         self.lock = threading.Lock()
         self.vanish_on_answer = False
+        self.awaiting = None    # the method of a forwarded request not yet answered
         self.server = socket.create_connection(target)
         for s in (self.client, self.server):
             if s.family in (socket.AF_INET, socket.AF_INET6):
@@ -204,11 +229,23 @@ class Connection:
         self.to_server = DelayedWriter(self.server, faults, self.close)
         self.to_client = DelayedWriter(self.client, faults, self.close)
 
+    def request_forwarded(self, method):
+        with self.lock:
+            self.awaiting = method
+        self.faults.began(method)
+
+    def answer_begun(self):
+        with self.lock:
+            method, self.awaiting = self.awaiting, None
+        if method is not None:
+            self.faults.answered(method)
+
     def close(self):
         with self.lock:
             if self.closed.is_set():
                 return
             self.closed.set()
+        self.answer_begun()
         for s in (self.client, self.server):
             try:
                 s.shutdown(socket.SHUT_RDWR)
@@ -232,6 +269,7 @@ class Connection:
                 data = self.server.recv(CHUNK)
                 if not data:
                     break
+                self.answer_begun()
                 if self.vanish_on_answer:
                     # the server answered a request to vanish: close both
                     # sides, the client having seen none of the answer
@@ -294,6 +332,7 @@ class Connection:
                 if expect_continue and action == "forward" and len(buffer) < head_end + length:
                     # The client sends the body only after the server's
                     # "100 Continue": pass the head on now, then the body.
+                    self.request_forwarded(method)
                     self.to_server.put(buffer[:head_end])
                     buffer = buffer[head_end:]
                     head_end = 0
@@ -319,6 +358,8 @@ class Connection:
                     self.to_client.discard = True
                 if action == "vanish":
                     self.vanish_on_answer = True
+                if head_end > 0:
+                    self.request_forwarded(method)
                 self.to_server.put(request)
         except (OSError, EOFError, ValueError):
             pass
@@ -408,6 +449,8 @@ def serve_control(sock, faults):
                             reply = "ok"
                     if cmd == "status":
                         reply = faults.status()
+                    elif cmd == "peaks":
+                        reply = faults.peaks()
                 except ValueError:
                     reply = "error bad number"
                 conn.sendall((reply + "\n").encode())

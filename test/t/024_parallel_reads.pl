@@ -22,7 +22,9 @@
 #      scans normally;
 #  (e) objects of the snapshot deleted (merged and collected) before the
 #      batch reads them: the scan takes a fresh snapshot, as the sequential
-#      path does, and returns the exact result.
+#      path does, and returns the exact result;
+#  (f) garbage collection deletes with concurrent requests too (S3 and
+#      Azure, through proxies that count the requests in flight at once).
 #
 # Needs moto (ROLLOUT_TEST_S3_ENDPOINT; skipped without it); the Azure part
 # also needs Azurite (ROLLOUT_TEST_AZURE_ENDPOINT; skipped without it).
@@ -321,6 +323,81 @@ is($scan_ret, 0, '(e) the scan succeeds') or diag($scan_err);
 is($scan_out, model_fingerprint(\%vanish), '(e) with the exact result');
 is(count_in_log($node, qr/fault point "scan\.after_snapshot" reached/, $offset),
 	2, '(e) after a second snapshot, as when reading one object at a time');
+
+# ---------------------------------------------------------------------------
+# (f) garbage collection deletes in batches of concurrent requests.  Each
+# round commits 30 transactions (30 WAL entries), flushes them and collects
+# them through a proxy (10 ms each way); the proxy's peaks say how many
+# DELETEs (and on S3 the HEADs before them, since S3 answers 204 to deleting
+# a missing key) were in flight at once.  One after the other before; the
+# rounds at width 16 fail with the batches undone.  Either way a second gc
+# finds nothing left (the last, partial batch was sent too), and every row
+# reads back.
+sub gc_round
+{
+	my ($via, $table, $width, $round) = @_;
+	$node->safe_psql('postgres',
+		join('', map { "INSERT INTO $table VALUES ('g$round-$_', $_);\n" } 1 .. 30)
+		  . "SELECT rollout_flush('$table');");
+	$via->command('delay 10');
+	$via->command('peaks');
+	my $deleted = $node->safe_psql('postgres',
+		"SET rollout_fdw.min_gc_grace = 0; SET rollout_fdw.max_concurrent_requests = $width;"
+		  . " SELECT objects_deleted FROM rollout_gc('$table', '0')");
+	my %peak = $via->command('peaks') =~ /(\w+)=(\d+)/g;
+	$via->command('delay 0');
+	my $again = $node->safe_psql('postgres',
+		"SET rollout_fdw.min_gc_grace = 0; SELECT objects_deleted FROM rollout_gc('$table', '0')");
+	return ($deleted, $again, \%peak);
+}
+
+sub gc_rounds
+{
+	my ($via, $table, $what) = @_;
+	for my $width (1, 16)
+	{
+		my ($deleted, $again, $peak) = gc_round($via, $table, $width, $width);
+		cmp_ok($deleted, '>=', 30, "(f) $what, width $width: gc deletes the 30 sealed WAL entries");
+		is($again, '0', "(f) $what, width $width: a second gc finds nothing left");
+		my @checked = $what eq 'S3' ? qw(DELETE HEAD) : qw(DELETE);
+		for my $method (@checked)
+		{
+			if ($width == 1)
+			{
+				is($peak->{$method}, 1, "(f) $what, width 1: one $method at a time");
+			}
+			else
+			{
+				cmp_ok($peak->{$method} // 0, '>=', 4, "(f) $what, width 16: several ${method}s in flight at once")
+				  or diag(join(' ', map { "$_=$peak->{$_}" } sort keys %$peak));
+			}
+		}
+	}
+	is($node->safe_psql('postgres', "SELECT count(*), sum(v) FROM $table"), '60|930',
+		"(f) $what: every row reads back");
+}
+
+$node->safe_psql('postgres', q{
+CREATE FOREIGN TABLE s3gc (id text COLLATE "C", v int) SERVER s3proxy OPTIONS (store 'gc', key 'id');});
+gc_rounds($proxy, 's3gc', 'S3');
+
+SKIP:
+{
+	skip 'ROLLOUT_TEST_AZURE_ENDPOINT is not set', 7 unless $az_endpoint;
+	my ($az_upstream, $account) = $az_endpoint =~ m{^http://([0-9.]+:\d+)/([a-z0-9]{3,24})/?$}
+	  or BAIL_OUT("ROLLOUT_TEST_AZURE_ENDPOINT must be http://HOST:PORT/ACCOUNT for the proxy tests");
+	my $az_proxy = LatencyProxy->start(target => $az_upstream, delay_ms => 0, control => 1);
+	my $az_proxy_port = $az_proxy->port;
+	$node->safe_psql('postgres', qq{
+CREATE SERVER azproxy FOREIGN DATA WRAPPER rollout_fdw
+  OPTIONS (location 'az://$account/$az_container/$run', endpoint 'http://127.0.0.1:$az_proxy_port/$account');
+SET log_statement = 'none';
+CREATE USER MAPPING FOR PUBLIC SERVER azproxy OPTIONS (account_key '$az_key');
+CREATE FOREIGN TABLE azgc (id text COLLATE "C", v int) SERVER azproxy OPTIONS (store 'gc', key 'id');
+});
+	gc_rounds($az_proxy, 'azgc', 'Azure');
+	$az_proxy->stop;
+}
 
 $proxy->stop;
 $node->stop;
