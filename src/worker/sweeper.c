@@ -111,6 +111,7 @@ typedef struct SweptStore
 	char	   *store_name;
 	TimestampTz last_flush;
 	TimestampTz last_gc;
+	bool		gc_running;		/* its gc began and has not returned */
 	int64		compactions_seen;	/* the base's compaction count, -1 before
 									 * the first look */
 	int			timeouts;		/* turns in a row that ran out of time */
@@ -536,8 +537,10 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 		TimestampDifferenceExceeds(swept->last_gc, now, gc_interval_s * 1000))
 	{
 		swept->last_gc = now;
+		swept->gc_running = true;
 		turn_step = "collecting garbage";
 		(void) rollout_gc_store(store, Max(gc_grace_s, gc_min_grace_seconds()));
+		swept->gc_running = false;
 	}
 	/* last: nothing after it may abort the transaction its statistics are in */
 	turn_step = "analyzing the table";
@@ -721,6 +724,17 @@ sweeper_sweep_store(Oid relid)
 		if (ran_out && swept != NULL)
 			message = psprintf("its turn ran out of time while %s (rollout_fdw.sweeper_store_timeout = %d s) and is left alone for %d s",
 							   turn_step, store_timeout_s, sweeper_rest(swept));
+
+		/*
+		 * What a gc deleted stays deleted, so a gc cut short goes on at the
+		 * store's next turn rather than a gc_interval later: a backlog larger
+		 * than one turn can delete is worked off turn by turn.  (A gc that
+		 * failed otherwise waits for the interval, as one that succeeded.)
+		 */
+		if (ran_out && swept != NULL && swept->gc_running)
+			swept->last_gc = 0;
+		if (swept != NULL)
+			swept->gc_running = false;
 		if (swept != NULL)
 			sweeper_log_failure(swept, message);
 		else

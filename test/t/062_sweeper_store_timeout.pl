@@ -19,7 +19,9 @@
 #      ran out;
 #   3. with the stalling table gone, the sweeper goes on flushing as before;
 #   4. a table whose ALTER waits behind a long reader is skipped by the
-#      sweeper rather than waited for (it would hold back the other stores).
+#      sweeper rather than waited for (it would hold back the other stores);
+#   5. a garbage collection cut short by the timeout goes on at the next
+#      turn, not a gc_interval later.
 
 use strict;
 use warnings;
@@ -127,6 +129,54 @@ $reader->query_safe('COMMIT');
 $ddl->quit;
 $reader->quit;
 is($node->safe_psql('postgres', 'SELECT count(*) FROM q'), '1', 'the ALTER went through, the table reads');
+
+# 5. a garbage collection cut short by the timeout goes on at the store's
+# next turn.  It used to count as done: the next one came a gc_interval
+# later, so a store whose backlog one turn cannot delete (a slow object
+# store, a busy shard) fell further behind every hour.  Here each deletion
+# is followed by a sleep longer than the turn, so every turn deletes one
+# batch of the 300 sealed WAL entries and runs out.
+$node->safe_psql('postgres', q{
+CREATE FOREIGN TABLE g (id int, v text) SERVER s OPTIONS (store 'collected', key 'id');
+ALTER SYSTEM SET rollout_fdw.min_gc_grace = 0;
+ALTER SYSTEM SET rollout_fdw.gc_grace = 0;
+SELECT pg_reload_conf();
+});
+$node->safe_psql('postgres',
+	join('', map { "INSERT INTO g VALUES ($_, 'x');\n" } 1 .. 300) . "SELECT rollout_flush('g');");
+my @wal = grep { m{/wal/} } $store->list('collected/');
+cmp_ok(scalar(@wal), '>=', 300, '300 one-row commits leave 300 WAL entries, sealed by a flush');
+$log_offset = -s $node->logfile;
+$node->safe_psql('postgres', q{
+ALTER SYSTEM SET rollout_fdw.fail_at = 'gc.after_delete:sleep=5';
+SELECT pg_reload_conf();
+});
+ok( $node->wait_for_log(
+		qr/store "collected": its turn ran out of time while collecting garbage \(rollout_fdw\.sweeper_store_timeout = 2 s\) and is left alone for 2 s/,
+		$log_offset),
+	"the sweeper's garbage collection of the store runs out of time");
+# from now on a gc that went well is due an hour after it began
+$node->safe_psql('postgres', q{
+ALTER SYSTEM SET rollout_fdw.gc_interval = 3600;
+SELECT pg_reload_conf();
+});
+ok( $node->wait_for_log(
+		qr/store "collected": its turn ran out of time while collecting garbage \(rollout_fdw\.sweeper_store_timeout = 2 s\) and is left alone for 4 s/,
+		$log_offset),
+	'it goes on at the next turn, after the rest, not an hour later');
+$node->safe_psql('postgres', q{
+ALTER SYSTEM RESET rollout_fdw.fail_at;
+SELECT pg_reload_conf();
+});
+my $left;
+for (1 .. 60)
+{
+	$left = scalar(grep { m{/wal/} } $store->list('collected/'));
+	last if $left < 5;
+	sleep(1);
+}
+cmp_ok($left, '<', 5, "and collects the rest of the backlog (all but the claim's fence markers)");
+is($node->safe_psql('postgres', 'SELECT count(*), sum(id) FROM g'), '300|45150', 'every row of the store reads back');
 
 $node->stop;
 close($blackhole);
