@@ -9,12 +9,14 @@
 #ifndef ROLLOUT_GC_H
 #define ROLLOUT_GC_H
 
+#include "datatype/timestamp.h"
 #include "rollout/store.h"
 
 typedef struct GcResult
 {
 	int64		objects_deleted;
 	int64		bytes_freed;
+	bool		stopped;		/* stop_at came first: more may be due */
 } GcResult;
 
 /* A longer grace is taken as this one (a thousand years): it keeps everything. */
@@ -23,7 +25,12 @@ typedef struct GcResult
 /*
  * Delete what committed manifests no longer reference and what crashed
  * writers left, if older than grace_seconds (>= gc_min_grace_seconds()).
+ * With stop_at (0: none), gathers nothing more to delete once that time has
+ * come after its first batch of deletions (what it gathered still goes), and
+ * returns with stopped set; what it deleted stays deleted, and the next run
+ * goes on from there.
  */
-extern GcResult rollout_gc_store(RolloutStore *store, int64 grace_seconds);
+extern GcResult rollout_gc_store(RolloutStore *store, int64 grace_seconds,
+								 TimestampTz stop_at);
 
 #endif							/* ROLLOUT_GC_H */

@@ -34,7 +34,9 @@
  *	  adopted generation) nor a WAL entry after replay_after names, unless
  *	  the manifests may have changed in a way the WAL listing cannot show
  *	  (gc_ingest_view_current);
- *	- manifest versions that are no longer kept (after the data objects);
+ *	- manifest versions that are no longer kept (after the fragments,
+ *	  generations and segments they name; a shard's sealed WAL entries come
+ *	  last, as the kept versions seal them too);
  *	- what uploads interrupted by a crash left outside the key space (the
  *	  file backend's temporary files; objstore_remove_abandoned_uploads).
  * gc deletes only what committed manifests unlink, so a crash at any point
@@ -47,6 +49,7 @@
 
 #include "miscadmin.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "rollout/fault.h"
@@ -191,47 +194,81 @@ gc_version_referenced(const GcVersions *versions, int index)
  */
 #define GC_DELETE_BATCH		128
 
+/* WAL entries whose footers gc reads before it looks at stop_at again */
+#define GC_FOOTER_CHUNK		1024
+
 typedef struct GcDeletions
 {
-	GcResult	result;			/* what was deleted so far */
+	GcResult	result;			/* what was deleted so far; stopped */
+	TimestampTz stop_at;		/* gather nothing once it came (0: never) */
+	int64		batches_sent;
 	int			count;			/* entries gathered, not sent yet */
 	ObjectStoreEntry *pending[GC_DELETE_BATCH];
-}			GcDeletions;
+} GcDeletions;
+
+/*
+ * Has the run's stop_at come?  Then it gathers no more (result.stopped).  A
+ * run stops only once it has sent a batch: one whose listings and reads
+ * alone take its time would otherwise stop before every first deletion,
+ * again and again, and never collect anything.
+ */
+static bool
+gc_stopped(GcDeletions *deletions)
+{
+	if (!deletions->result.stopped && deletions->stop_at != 0 &&
+		deletions->batches_sent > 0 &&
+		GetCurrentTimestamp() >= deletions->stop_at)
+		deletions->result.stopped = true;
+	return deletions->result.stopped;
+}
 
 /*
  * Send the gathered deletions, counting each object deleted and the size the
  * listing reported for it; one already gone (a concurrent gc) counts
- * nothing.  The fault point gc.after_delete follows each deletion.
+ * nothing.  The fault point gc.after_delete follows each batch.
  */
 static void
-gc_send_deletions(RolloutStore *store, GcDeletions * deletions)
+gc_send_deletions(RolloutStore *store, GcDeletions *deletions)
 {
 	const char *keys[GC_DELETE_BATCH] = {0};
 	bool		deleted[GC_DELETE_BATCH];
 	int			count = deletions->count;
+	MemoryContext batch_context;
+	MemoryContext oldcontext;
 
 	if (count == 0)
 		return;
 	for (int i = 0; i < count; i++)
 		keys[i] = deletions->pending[i]->key;
 	deletions->count = 0;
+	deletions->batches_sent++;
+
+	/* the requests' URLs and answers, a few kB per object, go with the batch */
+	batch_context = AllocSetContextCreate(CurrentMemoryContext,
+										  "rollout gc deletions",
+										  ALLOCSET_DEFAULT_SIZES);
+	oldcontext = MemoryContextSwitchTo(batch_context);
 	(void) objstore_delete_many(store->objstore, keys, count, deleted);
+	MemoryContextSwitchTo(oldcontext);
+	MemoryContextDelete(batch_context);
 	for (int i = 0; i < count; i++)
 	{
 		if (!deleted[i])
 			continue;
 		deletions->result.objects_deleted++;
 		deletions->result.bytes_freed += deletions->pending[i]->size;
-		rollout_fault_point("gc.after_delete");
 	}
+	rollout_fault_point("gc.after_delete");
 	maintenance_cost_delay_point();
 }
 
-/* Delete one listed object, with the next batch. */
+/* Delete one listed object, with the next batch (unless the run stopped). */
 static void
-gc_delete(RolloutStore *store, ObjectStoreEntry *entry, GcDeletions * deletions)
+gc_delete(RolloutStore *store, ObjectStoreEntry *entry, GcDeletions *deletions)
 {
 	CHECK_FOR_INTERRUPTS();
+	if (gc_stopped(deletions))
+		return;
 	deletions->pending[deletions->count++] = entry;
 	if (deletions->count == GC_DELETE_BATCH)
 		gc_send_deletions(store, deletions);
@@ -240,7 +277,7 @@ gc_delete(RolloutStore *store, ObjectStoreEntry *entry, GcDeletions * deletions)
 /* Delete the manifest versions older than the kept ones. */
 static void
 gc_delete_old_versions(RolloutStore *store, GcVersions *versions,
-					   TimestampTz cutoff, GcDeletions * deletions)
+					   TimestampTz cutoff, GcDeletions *deletions)
 {
 	/* the objects they unlink go first */
 	gc_send_deletions(store, deletions);
@@ -275,7 +312,7 @@ gc_key_in(List *keys, const char *key)
 /* Base fragments and base manifest versions. */
 static void
 gc_base(RolloutStore *store, List *retentions, TimestampTz cutoff,
-		GcDeletions * deletions)
+		GcDeletions *deletions)
 {
 	GcVersions	versions;
 	List	   *referenced = NIL;
@@ -361,7 +398,7 @@ gc_ingest_view_current(RolloutStore *store, TimestampTz manifests_read_at,
 static void
 gc_own_ingest(RolloutStore *store, List *referenced, int64 replay_after,
 			  TimestampTz manifests_read_at, bool shard_had_manifest,
-			  TimestampTz cutoff, GcDeletions * deletions)
+			  TimestampTz cutoff, GcDeletions *deletions)
 {
 	List	   *objects = objstore_list_all(store->objstore, ingest_key_prefix(store), NULL);
 	List	   *live = list_copy(referenced);
@@ -443,18 +480,19 @@ gc_wal_footer(SegmentReader *reader, int index, void *arg)
  */
 static void
 gc_own_wal(RolloutStore *store, int64 replay_after, TimestampTz cutoff,
-		   GcDeletions * deletions)
+		   GcDeletions *deletions)
 {
 	List	   *objects = objstore_list_all(store->objstore,
 											rollout_key_wal_prefix(store, store->shard),
 											NULL);
 	SealedEntries sealed = {store, NULL, deletions};
+	ObjectStoreEntry **entries;
 	char	  **keys;
 	int64	   *sizes;
 	int			count = 0;
 	ListCell   *lc;
 
-	sealed.entries = palloc(sizeof(ObjectStoreEntry *) * Max(list_length(objects), 1));
+	entries = palloc(sizeof(ObjectStoreEntry *) * Max(list_length(objects), 1));
 	keys = palloc(sizeof(char *) * Max(list_length(objects), 1));
 	sizes = palloc(sizeof(int64) * Max(list_length(objects), 1));
 	foreach(lc, objects)
@@ -466,18 +504,27 @@ gc_own_wal(RolloutStore *store, int64 replay_after, TimestampTz cutoff,
 			break;				/* listed in position order */
 		if (entry->modified > cutoff)
 			continue;
-		sealed.entries[count] = entry;
+		entries[count] = entry;
 		keys[count] = entry->key;
 		sizes[count] = entry->size;
 		count++;
 	}
-	rollout_segment_footers(store, keys, sizes, count, gc_wal_footer, &sealed);
+
+	/* in chunks: a run that stopped reads no more footers */
+	for (int start = 0; start < count && !gc_stopped(deletions);
+		 start += GC_FOOTER_CHUNK)
+	{
+		sealed.entries = entries + start;
+		rollout_segment_footers(store, keys + start, sizes + start,
+								Min(GC_FOOTER_CHUNK, count - start),
+								gc_wal_footer, &sealed);
+	}
 }
 
 /* This cluster's shard: generations, WAL entries and manifest versions. */
 static void
 gc_own_shard(RolloutStore *store, List *retentions, TimestampTz cutoff,
-			 GcDeletions * deletions)
+			 GcDeletions *deletions)
 {
 	GcVersions	versions;
 	List	   *referenced = NIL;
@@ -532,10 +579,18 @@ gc_own_shard(RolloutStore *store, List *retentions, TimestampTz cutoff,
 			gc_delete(store, entry, deletions);
 	}
 
-	gc_own_wal(store, replay_after, cutoff, deletions);
-	gc_own_ingest(store, referenced, replay_after, manifests_read_at, true,
-				  cutoff, deletions);
+	/*
+	 * The WAL last: on a busy shard it is what a run that stops (stop_at)
+	 * leaves for the next one, and it must not keep the segments and the
+	 * manifest versions from ever being reached.  Deleting old versions
+	 * before the entries they sealed is safe: the kept ones seal them too.
+	 */
+	if (!gc_stopped(deletions))
+		gc_own_ingest(store, referenced, replay_after, manifests_read_at, true,
+					  cutoff, deletions);
 	gc_delete_old_versions(store, &versions, cutoff, deletions);
+	if (!gc_stopped(deletions))
+		gc_own_wal(store, replay_after, cutoff, deletions);
 }
 
 /*
@@ -544,7 +599,7 @@ gc_own_shard(RolloutStore *store, List *retentions, TimestampTz cutoff,
  * (core/write_proof.c).  Nothing reads a probe after its proof.
  */
 static void
-gc_own_write_probes(RolloutStore *store, TimestampTz cutoff, GcDeletions * deletions)
+gc_own_write_probes(RolloutStore *store, TimestampTz cutoff, GcDeletions *deletions)
 {
 	List	   *objects = objstore_list_all(store->objstore,
 											rollout_key_write_probe_prefix(store, store->shard),
@@ -566,7 +621,7 @@ gc_own_write_probes(RolloutStore *store, TimestampTz cutoff, GcDeletions * delet
  */
 static void
 gc_expired_retentions(RolloutStore *store, List *retentions, TimestampTz now,
-					  GcDeletions * deletions)
+					  GcDeletions *deletions)
 {
 	ListCell   *lc;
 
@@ -605,15 +660,19 @@ gc_warn_unreadable_retentions(RolloutStore *store, List *retentions)
 }
 
 /*
- * Collect garbage in store (gc.h): base fragments and base manifests, then
- * this shard's generations, WAL entries, ingest segments, manifests and
- * leftover probes of write access, then what interrupted uploads left.
+ * Collect garbage in store (gc.h): what interrupted uploads left, leftover
+ * probes of write access and expired retentions, then base fragments and
+ * base manifests, then this shard's generations, ingest segments, manifests
+ * and WAL entries.
  * cutoff (now minus the grace) bounds every deletion.  The callers have
  * checked grace_seconds against rollout_fdw.min_gc_grace: rollout_gc refuses
- * a shorter one, the sweeper raises it.
+ * a shorter one, the sweeper raises it.  Once stop_at has come, nothing more
+ * is gathered once a batch went out, and a step that would list or read
+ * before deleting is skipped: the sweeper bounds its gc by the time of its
+ * turn.
  */
 GcResult
-rollout_gc_store(RolloutStore *store, int64 grace_seconds)
+rollout_gc_store(RolloutStore *store, int64 grace_seconds, TimestampTz stop_at)
 {
 	GcDeletions deletions = {0};
 	TimestampTz started = GetCurrentTimestamp();
@@ -628,6 +687,7 @@ rollout_gc_store(RolloutStore *store, int64 grace_seconds)
 	 */
 	grace_seconds = Min(grace_seconds, GC_MAX_GRACE_SECONDS);
 	cutoff = started - grace_seconds * USECS_PER_SEC;
+	deletions.stop_at = stop_at;
 
 	rollout_check_writable(store, "collect garbage in");
 	cost_was_active = maintenance_cost_begin();
@@ -635,14 +695,17 @@ rollout_gc_store(RolloutStore *store, int64 grace_seconds)
 	{
 		retentions = named_snapshot_retentions(store, started);
 		gc_warn_unreadable_retentions(store, retentions);
-		gc_base(store, retentions, cutoff, &deletions);
-		gc_own_shard(store, retentions, cutoff, &deletions);
-		gc_own_write_probes(store, cutoff, &deletions);
-		gc_expired_retentions(store, retentions, started, &deletions);
-		gc_send_deletions(store, &deletions);
+
+		/* the small and bounded first, so that a run that stops gets to them */
 		deletions.result.objects_deleted +=
 			objstore_remove_abandoned_uploads(store->objstore, cutoff,
 											  &deletions.result.bytes_freed);
+		gc_own_write_probes(store, cutoff, &deletions);
+		gc_expired_retentions(store, retentions, started, &deletions);
+		gc_base(store, retentions, cutoff, &deletions);
+		if (!gc_stopped(&deletions))
+			gc_own_shard(store, retentions, cutoff, &deletions);
+		gc_send_deletions(store, &deletions);
 	}
 	PG_FINALLY();
 	{

@@ -287,7 +287,7 @@ rollout_gc(PG_FUNCTION_ARGS)
 				 errhint("Use a longer grace, or lower rollout_fdw.min_gc_grace (superuser only).")));
 	rel = rollout_open_table_argument(fcinfo, "rollout_gc", ROLLOUT_ACCESS_MAINTAIN);
 
-	result = rollout_gc_store(maintenance_store(rel), grace_seconds);
+	result = rollout_gc_store(maintenance_store(rel), grace_seconds, 0);
 	values[0] = Int64GetDatum(result.objects_deleted);
 	values[1] = Int64GetDatum(result.bytes_freed);
 	PG_RETURN_DATUM(rollout_sql_result_row(fcinfo, values, nulls));

@@ -83,6 +83,9 @@
 #define SWEEPER_MAX_DATABASES	16
 #define SWEEPER_MERGE_CHECK_S	10
 
+/* a gc's time in a turn is at least this, or half the turn (sweeper_gc_stop_at) */
+#define SWEEPER_GC_MIN_BUDGET_S	10
+
 /*
  * A store that fails the same way on every pass (a bucket gone, a key
  * revoked) has that error logged once, and again at most this often, with
@@ -139,6 +142,7 @@ static List *swept_stores = NIL;
 static TimeoutId store_timeout_id;
 static volatile sig_atomic_t store_timeout_fired = false;
 static const char *turn_step = "";
+static TimestampTz turn_gc_stop_at = 0;
 
 /* ----------------------------------------------------------------
  * Settings and registration
@@ -536,11 +540,23 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 	if (gc_interval_s > 0 &&
 		TimestampDifferenceExceeds(swept->last_gc, now, gc_interval_s * 1000))
 	{
+		GcResult	gc;
+
 		swept->last_gc = now;
 		swept->gc_running = true;
 		turn_step = "collecting garbage";
-		(void) rollout_gc_store(store, Max(gc_grace_s, gc_min_grace_seconds()));
+		gc = rollout_gc_store(store, Max(gc_grace_s, gc_min_grace_seconds()),
+							  turn_gc_stop_at);
 		swept->gc_running = false;
+
+		/*
+		 * What it deleted stays deleted: one that stopped for the time of the
+		 * turn goes on at the next pass, so that a backlog larger than a turn
+		 * can delete is worked off pass by pass, the store's flushes and
+		 * merges and the other stores' turns in between.
+		 */
+		if (gc.stopped)
+			swept->last_gc = 0;
 	}
 	/* last: nothing after it may abort the transaction its statistics are in */
 	turn_step = "analyzing the table";
@@ -567,11 +583,33 @@ sweeper_store_timeout_handler(void)
 	SetLatch(MyLatch);
 }
 
+/*
+ * When the sweeper's gc of a store, begun in the turn that begins now, stops
+ * gathering deletions (0: never, without a turn timeout).  At half the turn
+ * (so that a large backlog ends the turn well and goes on at the next pass,
+ * rather than being cancelled and leaving the store resting), and at most
+ * rollout_fdw.flush_interval (10 s at least) after the turn began: while one
+ * store works off a backlog, the others' turns, and their flushes, come
+ * between its runs.
+ */
+static TimestampTz
+sweeper_gc_stop_at(void)
+{
+	int64		budget_ms;
+
+	if (store_timeout_s <= 0)
+		return 0;
+	budget_ms = Min((int64) store_timeout_s * 500,
+					(int64) Max(flush_interval_s, SWEEPER_GC_MIN_BUDGET_S) * 1000);
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), budget_ms);
+}
+
 /* Start the clock of a store's turn (rollout_fdw.sweeper_store_timeout). */
 static void
 sweeper_turn_begin(void)
 {
 	store_timeout_fired = false;
+	turn_gc_stop_at = sweeper_gc_stop_at();
 	turn_step = "opening the store";
 	if (store_timeout_s > 0)
 		enable_timeout_after(store_timeout_id, store_timeout_s * 1000);
@@ -726,10 +764,11 @@ sweeper_sweep_store(Oid relid)
 							   turn_step, store_timeout_s, sweeper_rest(swept));
 
 		/*
-		 * What a gc deleted stays deleted, so a gc cut short goes on at the
-		 * store's next turn rather than a gc_interval later: a backlog larger
-		 * than one turn can delete is worked off turn by turn.  (A gc that
-		 * failed otherwise waits for the interval, as one that succeeded.)
+		 * A gc cut short by the timeout (in spite of its stop time: a step
+		 * before its first deletion took the whole turn) goes on at the
+		 * store's next turn, after the rest, rather than a gc_interval later:
+		 * what it deleted stays deleted.  (One that failed otherwise waits
+		 * for the interval, as one that succeeded.)
 		 */
 		if (ran_out && swept != NULL && swept->gc_running)
 			swept->last_gc = 0;

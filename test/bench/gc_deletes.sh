@@ -11,7 +11,7 @@
 # one-row transactions to a store of its own (ENTRIES WAL entries, directly on the S3
 # server), flushes them, and times `rollout_gc(tbl, '0')` through
 # test/servers/latency_proxy.py; it prints the objects deleted, the time, the rate and
-# the rate against width 1 (one request after the other, as before batches).
+# the rate against the first width (1 by default: every request after the other).
 #
 # Environment: DELAY_MS (proxy delay per direction; default 10, a 20 ms round trip),
 # WIDTHS (default "1 4 16 64"), ROLLOUT_TEST_S3_BUCKET (rollout-test),
@@ -58,7 +58,7 @@ trap 'kill $PROXY 2>/dev/null; rm -rf "$WORK"; psql_q -c "DROP SERVER bench_gc_$
 
 echo "Garbage collection of $ENTRIES sealed WAL entries through a $((2 * DELAY_MS)) ms round trip"
 echo
-echo "| width | objects deleted | seconds | objects/s | against width 1 |"
+echo "| width | objects deleted | seconds | objects/s | against the first width |"
 echo "|---|--:|--:|--:|--:|"
 base_rate=
 for w in $WIDTHS; do

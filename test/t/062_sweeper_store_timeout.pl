@@ -20,8 +20,9 @@
 #   3. with the stalling table gone, the sweeper goes on flushing as before;
 #   4. a table whose ALTER waits behind a long reader is skipped by the
 #      sweeper rather than waited for (it would hold back the other stores);
-#   5. a garbage collection cut short by the timeout goes on at the next
-#      turn, not a gc_interval later.
+#   5. a garbage collection larger than a turn stops at half the turn's
+#      time and goes on at the next pass, not a gc_interval later;
+#   6. one the timeout cancels all the same goes on at the next turn.
 
 use strict;
 use warnings;
@@ -130,53 +131,105 @@ $ddl->quit;
 $reader->quit;
 is($node->safe_psql('postgres', 'SELECT count(*) FROM q'), '1', 'the ALTER went through, the table reads');
 
-# 5. a garbage collection cut short by the timeout goes on at the store's
-# next turn.  It used to count as done: the next one came a gc_interval
-# later, so a store whose backlog one turn cannot delete (a slow object
-# store, a busy shard) fell further behind every hour.  Here each deletion
-# is followed by a sleep longer than the turn, so every turn deletes one
-# batch of the 300 sealed WAL entries and runs out.
-$node->safe_psql('postgres', q{
-CREATE FOREIGN TABLE g (id int, v text) SERVER s OPTIONS (store 'collected', key 'id');
-ALTER SYSTEM SET rollout_fdw.min_gc_grace = 0;
-ALTER SYSTEM SET rollout_fdw.gc_grace = 0;
-SELECT pg_reload_conf();
-});
-$node->safe_psql('postgres',
-	join('', map { "INSERT INTO g VALUES ($_, 'x');\n" } 1 .. 300) . "SELECT rollout_flush('g');");
-my @wal = grep { m{/wal/} } $store->list('collected/');
-cmp_ok(scalar(@wal), '>=', 300, '300 one-row commits leave 300 WAL entries, sealed by a flush');
-$log_offset = -s $node->logfile;
-$node->safe_psql('postgres', q{
-ALTER SYSTEM SET rollout_fdw.fail_at = 'gc.after_delete:sleep=5';
-SELECT pg_reload_conf();
-});
-ok( $node->wait_for_log(
-		qr/store "collected": its turn ran out of time while collecting garbage \(rollout_fdw\.sweeper_store_timeout = 2 s\) and is left alone for 2 s/,
-		$log_offset),
-	"the sweeper's garbage collection of the store runs out of time");
-# from now on a gc that went well is due an hour after it began
-$node->safe_psql('postgres', q{
-ALTER SYSTEM SET rollout_fdw.gc_interval = 3600;
-SELECT pg_reload_conf();
-});
-ok( $node->wait_for_log(
-		qr/store "collected": its turn ran out of time while collecting garbage \(rollout_fdw\.sweeper_store_timeout = 2 s\) and is left alone for 4 s/,
-		$log_offset),
-	'it goes on at the next turn, after the rest, not an hour later');
-$node->safe_psql('postgres', q{
-ALTER SYSTEM RESET rollout_fdw.fail_at;
-SELECT pg_reload_conf();
-});
-my $left;
-for (1 .. 60)
+# Helpers of 5 and 6 (table g, store "collected").
+
+# ALTER SYSTEM SET (or, for undef, RESET) rollout_fdw settings, and reload
+sub reconfigure
 {
-	$left = scalar(grep { m{/wal/} } $store->list('collected/'));
-	last if $left < 5;
-	sleep(1);
+	my (@pairs) = @_;
+	my $sql = '';
+	while (my ($name, $value) = splice(@pairs, 0, 2))
+	{
+		$sql .= defined $value
+		  ? "ALTER SYSTEM SET rollout_fdw.$name = '$value';\n"
+		  : "ALTER SYSTEM RESET rollout_fdw.$name;\n";
+	}
+	$node->safe_psql('postgres', $sql . 'SELECT pg_reload_conf();');
+	return;
 }
-cmp_ok($left, '<', 5, "and collects the rest of the backlog (all but the claim's fence markers)");
-is($node->safe_psql('postgres', 'SELECT count(*), sum(id) FROM g'), '300|45150', 'every row of the store reads back');
+
+# A line of the log since $offset saying the sweeper's gc of g ran out of time
+# and that the store rests $rest s.
+sub gc_ran_out
+{
+	my ($rest, $offset) = @_;
+	return $node->wait_for_log(
+		qr/store "collected": its turn ran out of time while collecting garbage \(rollout_fdw\.sweeper_store_timeout = 2 s\) and is left alone for $rest s/,
+		$offset);
+}
+
+# The WAL entries of a store of the file:// server s.
+sub wal_entries
+{
+	my ($store_name) = @_;
+	return scalar(grep { m{/wal/} } $store->list("$store_name/"));
+}
+
+# $n one-row commits into g, flushed: returns the WAL entries listed then
+sub sealed_wal_entries
+{
+	my ($first, $n) = @_;
+	$node->safe_psql('postgres',
+		join('', map { "INSERT INTO g VALUES ($_, 'x');\n" } $first .. $first + $n - 1)
+		  . "SELECT rollout_flush('g');");
+	return wal_entries('collected');
+}
+
+# The WAL entries of a store left, once fewer than $below or after 90 s.
+sub wal_entries_below
+{
+	my ($below, $store_name) = @_;
+	my $left;
+	for (1 .. 90)
+	{
+		$left = wal_entries($store_name // 'collected');
+		last if $left < $below;
+		sleep(1);
+	}
+	return $left;
+}
+
+# 5. a garbage collection larger than a turn goes on at the next pass.  It
+# used to run until the turn's timeout cancelled it, which counted as done:
+# the next one came a gc_interval later, so a store whose backlog one turn
+# cannot delete (a slow object store, a busy shard) fell further behind every
+# hour.  Now the sweeper's gc stops gathering deletions once a batch went out
+# and half the turn's time passed, and goes on at the next pass.  Here each
+# batch (up to 128 objects) is followed by a sleep of 5 s, longer than half
+# the turn of 8 s, so each pass deletes one batch of 300 sealed WAL entries
+# and an old manifest version.  The other stores' garbage goes first, with
+# no fault, and gc_interval stays 0 while g's entries are written and
+# listed: with a grace of 0 the sweeper would collect them at once.
+$node->safe_psql('postgres',
+	q{CREATE FOREIGN TABLE g (id int, v text) SERVER s OPTIONS (store 'collected', key 'id');});
+reconfigure(gc_interval => 1, min_gc_grace => 0, gc_grace => 0, sweeper_store_timeout => 8);
+ok(wal_entries_below(5, 'healthy') < 5 && wal_entries_below(5, 'queued') < 5,
+	"the sweeper collects the other stores' sealed WAL entries");
+reconfigure(gc_interval => 0);
+
+cmp_ok(sealed_wal_entries(1, 300), '>=', 300, '300 one-row commits leave 300 WAL entries, sealed by a flush');
+$log_offset = -s $node->logfile;
+reconfigure(fail_at => 'gc.after_delete:sleep=5', gc_interval => 1);
+cmp_ok(wal_entries_below(300), '<', 300, "the sweeper's gc of the store deleted its first batch of them");
+# from now on a gc that went well is due an hour after it began
+reconfigure(gc_interval => 3600);
+cmp_ok(wal_entries_below(5), '<', 5,
+	"the next passes collect the rest of the backlog (all but the claim's fence markers)");
+unlike(substr(slurp_file($node->logfile), $log_offset), qr/store "collected": its turn ran out of time/,
+	'in turns that end well, without the timeout');
+
+# 6. a gc the timeout cancels all the same (here: its first batch's sleep is
+# longer than the turn of 2 s) goes on at the next turn too, after the rest
+reconfigure(gc_interval => 0, sweeper_store_timeout => 2, fail_at => undef);
+cmp_ok(sealed_wal_entries(301, 200), '>=', 200, '200 more WAL entries, sealed');
+$log_offset = -s $node->logfile;
+reconfigure(fail_at => 'gc.after_delete:sleep=5', gc_interval => 1);
+ok(gc_ran_out(2, $log_offset), "the sweeper's garbage collection of the store runs out of time");
+reconfigure(gc_interval => 3600);
+ok(gc_ran_out(4, $log_offset), 'it goes on at the next turn, after the rest, not an hour later');
+reconfigure(fail_at => undef);
+cmp_ok(wal_entries_below(5), '<', 5, 'and collects the rest of the backlog');
+is($node->safe_psql('postgres', 'SELECT count(*), sum(id) FROM g'), '500|125250', 'every row of the store reads back');
 
 $node->stop;
 close($blackhole);
