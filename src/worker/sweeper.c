@@ -418,8 +418,9 @@ sweeper_merge_due(RolloutStore *store)
  * last looked (the base manifest counts compactions, whoever ran them).  The
  * first look only takes note: the sweeper cannot know what happened before.
  * The count is remembered only once the ANALYZE is through, so that one
- * that failed is tried again at the next look.  SKIP_LOCKED: a table some
- * session is altering or analyzing must not hold up the sweeper's flushes.
+ * that failed, or found the table locked, is tried again at the next look:
+ * a table some session is altering or analyzing must not hold up the
+ * sweeper's flushes.
  */
 static void
 sweeper_analyze_if_compacted(Relation rel, RolloutStore *store,
@@ -433,6 +434,16 @@ sweeper_analyze_if_compacted(Relation rel, RolloutStore *store,
 		swept->compactions_seen = compactions;
 		return;
 	}
+
+	/*
+	 * SKIP_LOCKED skips a table whose lock is not to be had at once with a
+	 * WARNING, and succeeds: the compaction would count as analyzed until the
+	 * next one.  So the sweeper takes ANALYZE's lock first, and without it
+	 * comes back at its next look.
+	 */
+	if (!ConditionalLockRelationOid(RelationGetRelid(rel),
+									ShareUpdateExclusiveLock))
+		return;
 	command = psprintf("ANALYZE (SKIP_LOCKED) %s",
 					   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 												  RelationGetRelationName(rel)));

@@ -8,7 +8,8 @@
 # store's base compacted (worker/sweeper.c): not before a compaction, after
 # one (whoever ran it: here a pg_cron-like call from another session), with
 # the live row count of the compacted store, and no more once the setting
-# is off again.
+# is off again; a table some session holds ANALYZE's lock on is analyzed
+# once the lock is free, not left until the next compaction.
 
 use strict;
 use warnings;
@@ -64,6 +65,29 @@ $node->safe_psql('postgres', q{INSERT INTO t SELECT i, 'third' FROM generate_ser
 SELECT rollout_flush('t'); SELECT rollout_merge('t'); SELECT rollout_compact('t', min_fragments => 1);});
 sweeper_passes(3, 'with the setting off');
 is($node->safe_psql('postgres', $reltuples), '5002', 'with the setting off it did not analyze again');
+
+# on again: the sweeper catches up on the compaction made while it was off
+$node->append_conf('postgresql.conf', 'rollout_fdw.analyze_after_compaction = on');
+$node->reload;
+ok(defined poll_until($node, $reltuples, '6003', 60),
+	'on again, the sweeper analyzes after the compaction made while it was off (6,003 live rows)');
+
+# a compaction while another session holds ANALYZE's lock: the sweeper
+# cannot analyze then, and does so at a later look.  (ANALYZE (SKIP_LOCKED)
+# skipped the table with a warning and succeeded, and the compaction counted
+# as analyzed until the next one.)  COMMENT ON takes that lock (SHARE UPDATE
+# EXCLUSIVE): LOCK TABLE refuses foreign tables, and an ANALYZE would write
+# reltuples in place, whether it commits or not.
+my $holder = $node->background_psql('postgres');
+$holder->query_safe(q{BEGIN; COMMENT ON FOREIGN TABLE t IS 'held';});
+$node->safe_psql('postgres', q{INSERT INTO t SELECT i, 'fourth' FROM generate_series(6001, 7000) i;
+SELECT rollout_flush('t'); SELECT rollout_merge('t'); SELECT rollout_compact('t', min_fragments => 1);});
+sweeper_passes(3, "while another session holds ANALYZE's lock");
+is($node->safe_psql('postgres', $reltuples), '6003', 'the sweeper could not analyze the locked table');
+$holder->query_safe('ROLLBACK');
+$holder->quit;
+ok(defined poll_until($node, $reltuples, '7003', 60),
+	'once the lock is free it analyzes the table: reltuples is the 7,003 live rows');
 
 unlike(slurp_file($node->logfile), qr/terminated by signal|PANIC|rollout_fdw sweeper: store/,
 	'no crash and no sweeper error');
