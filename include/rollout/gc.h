@@ -33,4 +33,10 @@ typedef struct GcResult
 extern GcResult rollout_gc_store(RolloutStore *store, int64 grace_seconds,
 								 TimestampTz stop_at);
 
+/*
+ * How many batches of deletions gc has sent in this process: whether a gc
+ * that ended in an ERROR (a cancel) deleted anything.
+ */
+extern int64 rollout_gc_batches_sent(void);
+
 #endif							/* ROLLOUT_GC_H */

@@ -206,6 +206,9 @@ typedef struct GcDeletions
 	ObjectStoreEntry *pending[GC_DELETE_BATCH];
 } GcDeletions;
 
+/* batches sent by every gc of this process (rollout_gc_batches_sent) */
+static int64 gc_batches_sent_total = 0;
+
 /*
  * Has the run's stop_at come?  Then it gathers no more (result.stopped).  A
  * run stops only once it has sent a batch: one whose listings and reads
@@ -242,6 +245,7 @@ gc_send_deletions(RolloutStore *store, GcDeletions *deletions)
 		keys[i] = deletions->pending[i]->key;
 	deletions->count = 0;
 	deletions->batches_sent++;
+	gc_batches_sent_total++;
 
 	/* the requests' URLs and answers, a few kB per object, go with the batch */
 	batch_context = AllocSetContextCreate(CurrentMemoryContext,
@@ -657,6 +661,13 @@ gc_warn_unreadable_retentions(RolloutStore *store, List *retentions)
 							   timestamptz_to_str(retained->until)),
 					 errhint("Remove the object from the store if nobody needs the snapshot it was meant to keep.")));
 	}
+}
+
+/* See gc.h. */
+int64
+rollout_gc_batches_sent(void)
+{
+	return gc_batches_sent_total;
 }
 
 /*

@@ -115,6 +115,7 @@ typedef struct SweptStore
 	TimestampTz last_flush;
 	TimestampTz last_gc;
 	bool		gc_running;		/* its gc began and has not returned */
+	int64		gc_batches_before;	/* rollout_gc_batches_sent() then */
 	int64		compactions_seen;	/* the base's compaction count, -1 before
 									 * the first look */
 	int			timeouts;		/* turns in a row that ran out of time */
@@ -555,6 +556,7 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 
 		swept->last_gc = now;
 		swept->gc_running = true;
+		swept->gc_batches_before = rollout_gc_batches_sent();
 		turn_step = "collecting garbage";
 		gc = rollout_gc_store(store, Max(gc_grace_s, gc_min_grace_seconds()),
 							  turn_gc_stop_at);
@@ -775,13 +777,16 @@ sweeper_sweep_store(Oid relid)
 							   turn_step, store_timeout_s, sweeper_rest(swept));
 
 		/*
-		 * A gc cut short by the timeout (in spite of its stop time: a step
-		 * before its first deletion took the whole turn) goes on at the
-		 * store's next turn, after the rest, rather than a gc_interval later:
-		 * what it deleted stays deleted.  (One that failed otherwise waits
-		 * for the interval, as one that succeeded.)
+		 * A gc cut short by the timeout after it deleted something (its stop
+		 * time comes only after a first batch, and a batch or the listing
+		 * after it can be slow) goes on at the store's next turn, after the
+		 * rest, rather than a gc_interval later: what it deleted stays
+		 * deleted, and the next run gets further.  One that had deleted
+		 * nothing would only be cut at the same place again, so it waits for
+		 * the interval, as does one that failed otherwise or succeeded.
 		 */
-		if (ran_out && swept != NULL && swept->gc_running)
+		if (ran_out && swept != NULL && swept->gc_running &&
+			rollout_gc_batches_sent() > swept->gc_batches_before)
 			swept->last_gc = 0;
 		if (swept != NULL)
 			swept->gc_running = false;

@@ -22,7 +22,8 @@
 #      sweeper rather than waited for (it would hold back the other stores);
 #   5. a garbage collection larger than a turn stops at half the turn's
 #      time and goes on at the next pass, not a gc_interval later;
-#   6. one the timeout cancels all the same goes on at the next turn.
+#   6. one the timeout cancels all the same goes on at the next turn;
+#   7. unless it had deleted nothing: then it waits for gc_interval.
 
 use strict;
 use warnings;
@@ -230,6 +231,28 @@ ok(gc_ran_out(4, $log_offset), 'it goes on at the next turn, after the rest, not
 reconfigure(fail_at => undef);
 cmp_ok(wal_entries_below(5), '<', 5, 'and collects the rest of the backlog');
 is($node->safe_psql('postgres', 'SELECT count(*), sum(id) FROM g'), '500|125250', 'every row of the store reads back');
+
+# 7. ... but a gc the timeout cancels before it deleted anything waits for
+# gc_interval: it would only be cut at the same place again, every turn,
+# and leave the store resting for up to an hour at a time.  Here a large
+# transaction's ingest segment (adopted by a flush, so gc keeps it) makes gc
+# reach the fault point gc.before_ingest_wal, whose sleep is longer than the
+# turn, before it has sent anything.
+reconfigure(gc_interval => 0);
+$node->safe_psql('postgres', q{
+SET rollout_fdw.ingest_threshold = '64kB';
+INSERT INTO g SELECT i, repeat('y', 100) FROM generate_series(1001, 3000) i;
+SELECT rollout_flush('g');
+});
+ok(scalar(grep { m{/ingest/} } $store->list('collected/')) > 0, 'a large transaction left an ingest segment');
+$log_offset = -s $node->logfile;
+reconfigure(fail_at => 'gc.before_ingest_wal:sleep=5', gc_interval => 1);
+ok(gc_ran_out('\d+', $log_offset), "the sweeper's gc runs out of time before its first deletion");
+reconfigure(gc_interval => 3600);
+sleep(8);    # the rest after that turn, and a few passes
+is(scalar(() = substr(slurp_file($node->logfile), $log_offset) =~ /store "collected": its turn ran out of time while collecting garbage/g),
+	1, 'and is not run again at the next turn, only to be cut at the same place');
+reconfigure(fail_at => undef);
 
 $node->stop;
 close($blackhole);
