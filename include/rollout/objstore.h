@@ -354,6 +354,32 @@ extern ObjectStoreListing *objstore_list_page(ObjectStore *store,
  */
 extern List *objstore_list_all(ObjectStore *store, const char *prefix,
 							   const char *start_after);
+
+/*
+ * The same listing a page at a time, for a caller that acts on each page
+ * before it asks for the next one and may stop early (gc of a long WAL):
+ * objstore_list_begin, then objstore_list_next until it returns NULL, pages
+ * of at most page_size keys (fewer where a service's pages are smaller).  The
+ * pages are checked as objstore_list_all checks them.  A page may be freed
+ * once the next one is asked for; the scan keeps what it needs in the
+ * memory context that was current at objstore_list_begin.
+ */
+typedef struct ObjectStoreListScan
+{
+	ObjectStore *store;
+	const char *prefix;
+	const char *start_after;
+	int			page_size;
+	char	   *continuation;	/* of the next page; NULL before the first */
+	char	   *last_key;		/* the last key returned, for the order */
+	bool		done;
+	MemoryContext context;		/* holds continuation and last_key */
+} ObjectStoreListScan;
+
+extern void objstore_list_begin(ObjectStoreListScan *scan, ObjectStore *store,
+								const char *prefix, const char *start_after,
+								int page_size);
+extern ObjectStoreListing *objstore_list_next(ObjectStoreListScan *scan);
 extern bool objstore_delete(ObjectStore *store, const char *key);
 
 /*

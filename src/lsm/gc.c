@@ -194,8 +194,12 @@ gc_version_referenced(const GcVersions *versions, int index)
  */
 #define GC_DELETE_BATCH		128
 
-/* WAL entries whose footers gc reads before it looks at stop_at again */
-#define GC_FOOTER_CHUNK		1024
+/*
+ * WAL entries gc lists at once (the most an S3 listing page holds): a page's
+ * sealed entries are deleted before the next page is listed, and a run looks
+ * at its stop_at between pages.
+ */
+#define GC_WAL_PAGE			1000
 
 typedef struct GcDeletions
 {
@@ -472,40 +476,31 @@ gc_wal_footer(SegmentReader *reader, int index, void *arg)
 }
 
 /*
- * This shard's WAL entries that every kept shard version has sealed into a
- * generation (positions up to replay_after), when older than cutoff, except
- * the fence markers: they are never collected (DESIGN.md §8).  A writer the
- * shard was taken from knows no newer position than the one its successor's
- * fence took; while the fence is there, that writer's next entry meets it
- * and is refused as fenced, whereas in a collected position it would land
- * below replay_after, acknowledged and never read.  Fences are small, one
- * per claim.  The candidates' footers are read in batches of concurrent
- * requests.
+ * Delete the sealed WAL entries of one listing page (gc_own_wal); true when
+ * the page reached past replay_after, so no later page holds any.
  */
-static void
-gc_own_wal(RolloutStore *store, int64 replay_after, TimestampTz cutoff,
-		   GcDeletions *deletions)
+static bool
+gc_sealed_wal_page(RolloutStore *store, ObjectStoreListing *page,
+				   int64 replay_after, TimestampTz cutoff,
+				   GcDeletions *deletions)
 {
-	List	   *objects = objstore_list_all(store->objstore,
-											rollout_key_wal_prefix(store, store->shard),
-											NULL);
 	SealedEntries sealed = {store, NULL, deletions};
-	ObjectStoreEntry **entries;
-	char	  **keys;
-	int64	   *sizes;
+	ObjectStoreEntry **entries = palloc(sizeof(ObjectStoreEntry *) * Max(page->count, 1));
+	char	  **keys = palloc(sizeof(char *) * Max(page->count, 1));
+	int64	   *sizes = palloc(sizeof(int64) * Max(page->count, 1));
+	bool		past_sealed = false;
 	int			count = 0;
-	ListCell   *lc;
 
-	entries = palloc(sizeof(ObjectStoreEntry *) * Max(list_length(objects), 1));
-	keys = palloc(sizeof(char *) * Max(list_length(objects), 1));
-	sizes = palloc(sizeof(int64) * Max(list_length(objects), 1));
-	foreach(lc, objects)
+	for (int i = 0; i < page->count; i++)
 	{
-		ObjectStoreEntry *entry = lfirst(lc);
+		ObjectStoreEntry *entry = &page->entries[i];
 		int64		position = rollout_key_number(entry->key);
 
 		if (position <= 0 || position > replay_after)
-			break;				/* listed in position order */
+		{
+			past_sealed = true; /* listed in position order */
+			break;
+		}
 		if (entry->modified > cutoff)
 			continue;
 		entries[count] = entry;
@@ -514,15 +509,61 @@ gc_own_wal(RolloutStore *store, int64 replay_after, TimestampTz cutoff,
 		count++;
 	}
 
-	/* in chunks: a run that stopped reads no more footers */
-	for (int start = 0; start < count && !gc_stopped(deletions);
-		 start += GC_FOOTER_CHUNK)
+	sealed.entries = entries;
+	if (count > 0)
+		rollout_segment_footers(store, keys, sizes, count, gc_wal_footer,
+								&sealed);
+	return past_sealed;
+}
+
+/*
+ * This shard's WAL entries that every kept shard version has sealed into a
+ * generation (positions up to replay_after), when older than cutoff, except
+ * the fence markers: they are never collected (DESIGN.md §8).  A writer the
+ * shard was taken from knows no newer position than the one its successor's
+ * fence took; while the fence is there, that writer's next entry meets it
+ * and is refused as fenced, whereas in a collected position it would land
+ * below replay_after, acknowledged and never read.  Fences are small, one
+ * per claim.
+ *
+ * The WAL is listed a page at a time, each page's candidates deleted before
+ * the next page is asked for: a backlog of millions of entries then costs
+ * one page's memory, and a run that stops lists no further than it deleted,
+ * so the next run starts where this one ended.  A page's footers are read
+ * in one batch of concurrent requests.
+ */
+static void
+gc_own_wal(RolloutStore *store, int64 replay_after, TimestampTz cutoff,
+		   GcDeletions *deletions)
+{
+	MemoryContext page_context = AllocSetContextCreate(CurrentMemoryContext,
+													   "rollout gc WAL page",
+													   ALLOCSET_DEFAULT_SIZES);
+	MemoryContext oldcontext;
+	ObjectStoreListScan scan;
+	bool		past_sealed = false;
+
+	/* the scan's own state lives in the caller's context, the pages in ours */
+	objstore_list_begin(&scan, store->objstore,
+						rollout_key_wal_prefix(store, store->shard), NULL,
+						GC_WAL_PAGE);
+	oldcontext = MemoryContextSwitchTo(page_context);
+	while (!past_sealed && !gc_stopped(deletions))
 	{
-		sealed.entries = entries + start;
-		rollout_segment_footers(store, keys + start, sizes + start,
-								Min(GC_FOOTER_CHUNK, count - start),
-								gc_wal_footer, &sealed);
+		ObjectStoreListing *page = objstore_list_next(&scan);
+
+		if (page == NULL)
+			break;
+		rollout_fault_point("gc.after_wal_page");
+		past_sealed = gc_sealed_wal_page(store, page, replay_after, cutoff,
+										 deletions);
+
+		/* the page's entries go with it: nothing may still point at them */
+		gc_send_deletions(store, deletions);
+		MemoryContextReset(page_context);
 	}
+	MemoryContextSwitchTo(oldcontext);
+	MemoryContextDelete(page_context);
 }
 
 /* This cluster's shard: generations, WAL entries and manifest versions. */

@@ -802,55 +802,100 @@ objstore_list_page(ObjectStore *store, const char *prefix,
 }
 
 /*
+ * objstore_list_begin
+ *		Start a listing read a page at a time (objstore_list_next).
+ */
+void
+objstore_list_begin(ObjectStoreListScan *scan, ObjectStore *store,
+					const char *prefix, const char *start_after, int page_size)
+{
+	if (page_size <= 0)
+		elog(ERROR, "invalid page size %d for a listing of store \"%s\"",
+			 page_size, store->location);
+	scan->store = store;
+	scan->prefix = prefix;
+	scan->start_after = start_after;
+	scan->page_size = page_size;
+	scan->continuation = NULL;
+	scan->last_key = start_after != NULL ? pstrdup(start_after) : NULL;
+	scan->done = false;
+	scan->context = CurrentMemoryContext;
+}
+
+/*
+ * objstore_list_next
+ *		The next page of a listing, or NULL after the last one.
+ *
+ * Interrupts are checked before each page, since a remote listing of a large
+ * prefix is many requests.  A backend that hands back the same token twice,
+ * or a page out of order, would make a caller's loop run forever or see a
+ * wrongly sorted listing, so both are reported as internal errors instead.
+ */
+ObjectStoreListing *
+objstore_list_next(ObjectStoreListScan *scan)
+{
+	ObjectStore *store = scan->store;
+	ObjectStoreListing *page;
+	const char *last_key = scan->last_key;
+	MemoryContext oldcontext;
+
+	if (scan->done)
+		return NULL;
+	CHECK_FOR_INTERRUPTS();
+
+	page = store->ops->list(store, scan->prefix, scan->start_after,
+							scan->page_size, scan->continuation);
+	listing_check_prefix(store, page, scan->prefix);
+	for (int i = 0; i < page->count; i++)
+	{
+		const char *key = page->entries[i].key;
+
+		if (last_key != NULL && strcmp(key, last_key) <= 0)
+			elog(ERROR, "listing of store \"%s\" returned key \"%s\" out of order after \"%s\"",
+				 store->location, objstore_server_text(key, 256),
+				 objstore_server_text(last_key, 256));
+		last_key = key;
+	}
+	if (page->continuation != NULL && scan->continuation != NULL &&
+		strcmp(page->continuation, scan->continuation) == 0)
+		elog(ERROR, "listing of store \"%s\" did not advance past continuation token \"%s\"",
+			 store->location, objstore_server_text(scan->continuation, 128));
+
+	/* what the next page needs outlives this one */
+	oldcontext = MemoryContextSwitchTo(scan->context);
+	if (page->count > 0)
+	{
+		if (scan->last_key != NULL)
+			pfree(scan->last_key);
+		scan->last_key = pstrdup(last_key);
+	}
+	if (scan->continuation != NULL)
+		pfree(scan->continuation);
+	scan->continuation = page->continuation != NULL ?
+		pstrdup(page->continuation) : NULL;
+	scan->done = page->continuation == NULL;
+	MemoryContextSwitchTo(oldcontext);
+	return page;
+}
+
+/*
  * objstore_list_all
  *		Every key under prefix after start_after, as a sorted List of
- *		ObjectStoreEntry *.
- *
- * Follows continuation tokens page after page.  Interrupts are checked
- * between pages, since a remote listing of a large prefix is many requests.
- * A backend that hands back the same token twice, or a page out of order,
- * would make this loop forever or return a wrongly sorted list, so both are
- * reported as internal errors instead.
+ *		ObjectStoreEntry *, page after page (objstore_list_next).
  */
 List *
 objstore_list_all(ObjectStore *store, const char *prefix,
 				  const char *start_after)
 {
 	List	   *entries = NIL;
-	char	   *continuation = NULL;
-	const char *last_key = start_after;
+	ObjectStoreListScan scan;
+	ObjectStoreListing *page;
 
-	for (;;)
-	{
-		ObjectStoreListing *page;
-		int			i;
-
-		CHECK_FOR_INTERRUPTS();
-
-		page = store->ops->list(store, prefix, start_after,
-								OBJSTORE_LIST_ALL_PAGE_SIZE, continuation);
-		listing_check_prefix(store, page, prefix);
-
-		for (i = 0; i < page->count; i++)
-		{
-			ObjectStoreEntry *entry = &page->entries[i];
-
-			if (last_key != NULL && strcmp(entry->key, last_key) <= 0)
-				elog(ERROR, "listing of store \"%s\" returned key \"%s\" out of order after \"%s\"",
-					 store->location, objstore_server_text(entry->key, 256),
-					 objstore_server_text(last_key, 256));
-			last_key = entry->key;
-			entries = lappend(entries, entry);
-		}
-
-		if (page->continuation == NULL)
-			break;
-		if (continuation != NULL && strcmp(page->continuation, continuation) == 0)
-			elog(ERROR, "listing of store \"%s\" did not advance past continuation token \"%s\"",
-				 store->location, objstore_server_text(continuation, 128));
-		continuation = page->continuation;
-	}
-
+	objstore_list_begin(&scan, store, prefix, start_after,
+						OBJSTORE_LIST_ALL_PAGE_SIZE);
+	while ((page = objstore_list_next(&scan)) != NULL)
+		for (int i = 0; i < page->count; i++)
+			entries = lappend(entries, &page->entries[i]);
 	return entries;
 }
 

@@ -61,6 +61,7 @@ my @points = (
 	[ 'compact.before_commit',       q{SELECT * FROM rollout_compact('%s', min_fragments => 2)} ],
 	[ 'compact.after_commit',        q{SELECT * FROM rollout_compact('%s', min_fragments => 2)} ],
 	[ 'gc.after_delete',             q{SET rollout_fdw.min_gc_grace = 0; SELECT * FROM rollout_gc('%s', '0')} ],
+	[ 'gc.after_wal_page',           q{SET rollout_fdw.min_gc_grace = 0; SELECT * FROM rollout_gc('%s', '0')} ],
 	[ 'scan.after_snapshot',         q{SELECT count(*), sum(v) FROM %s} ],
 );
 
