@@ -97,11 +97,16 @@ typedef struct ObjectStoreRead
 	 * deleted, returning the bytes it had.
 	 */
 	bool		immutable;
-	StringInfo	out;			/* receives the bytes (appended) */
+	StringInfo	out;			/* receives the bytes (appended); one per read
+								 * of a batch, since each answer is checked
+								 * against what its read asked for */
 
 	/* results */
 	bool		found;			/* false: the object does not exist */
 	int64		object_size;	/* its total size, when found */
+	int64		answer_first;	/* the byte of the object the answer began
+								 * with, if the server said (a remote store's
+								 * Content-Range), else -1 */
 } ObjectStoreRead;
 
 /*

@@ -176,6 +176,7 @@ typedef struct AzureResponse
 	char		put_id[128];
 	bool		has_put_id;
 	int64		content_length; /* -1 if absent */
+	int64		range_first;	/* first byte from Content-Range, or -1 */
 	int64		range_total;	/* size from Content-Range, -1 if absent */
 	char		error_body[AZURE_ERROR_BODY_MAX];	/* start of a non-2xx body */
 	int			error_body_length;
@@ -645,7 +646,6 @@ azure_interpret(const HttpResponse *http, StringInfo body, int start,
 	response->attempts = http->attempts;
 	response->ambiguous = http->ambiguous;
 	response->content_length = azure_header_int64(http, "Content-Length");
-	response->range_total = -1;
 
 	value = http_response_header(http, "x-ms-error-code");
 	if (value != NULL)
@@ -656,15 +656,7 @@ azure_interpret(const HttpResponse *http, StringInfo body, int start,
 		strlcpy(response->put_id, value, sizeof(response->put_id));
 		response->has_put_id = true;
 	}
-	value = http_response_header(http, "Content-Range");
-	if (value != NULL)
-	{
-		/* "bytes 0-99/1234" */
-		const char *slash = strrchr(value, '/');
-
-		if (slash != NULL && slash[1] != '*')
-			response->range_total = strtoll(slash + 1, NULL, 10);
-	}
+	http_content_range(http, &response->range_first, &response->range_total);
 
 	if (body != NULL && (response->status < 200 || response->status >= 300))
 	{
@@ -1225,6 +1217,7 @@ azure_get_many(ObjectStore *store, ObjectStoreRead *reads, int nreads,
 			azure_get_many(store, &again, 1, 1);
 			read->found = again.found;
 			read->object_size = again.object_size;
+			read->answer_first = again.answer_first;
 			continue;
 		}
 		if (azure_blob_missing(response))
@@ -1248,6 +1241,8 @@ azure_get_many(ObjectStore *store, ObjectStoreRead *reads, int nreads,
 		read->found = true;
 		read->object_size = (response->status == 206 && response->range_total >= 0) ?
 			response->range_total : response->content_length;
+		if (response->status == 206)
+			read->answer_first = response->range_first;
 	}
 
 	pfree(requests);

@@ -1008,6 +1008,61 @@ http_response_header(const HttpResponse *response, const char *name)
 	return NULL;
 }
 
+/* Parse the decimal at *c, advancing *c past it; -1 if there is none. */
+static int64
+http_parse_decimal(const char **c)
+{
+	int64		value = 0;
+
+	if (**c < '0' || **c > '9')
+		return -1;
+	for (; **c >= '0' && **c <= '9'; (*c)++)
+	{
+		if (value > PG_INT64_MAX / 10 - 10)
+			return -1;
+		value = value * 10 + (**c - '0');
+	}
+	return value;
+}
+
+/*
+ * http_content_range
+ *		The first byte and the total size an answer's Content-Range names.
+ */
+void
+http_content_range(const HttpResponse *response, int64 *first, int64 *total)
+{
+	const char *c = http_response_header(response, "Content-Range");
+	int64		parsed_first = -1;
+	int64		last = -1;
+
+	*first = -1;
+	*total = -1;
+	if (c == NULL || strncmp(c, "bytes ", 6) != 0)
+		return;
+	c += 6;
+	if (*c == '*')
+		c++;
+	else
+	{
+		parsed_first = http_parse_decimal(&c);
+		if (parsed_first < 0 || *c++ != '-' ||
+			(last = http_parse_decimal(&c)) < parsed_first)
+			return;
+	}
+	if (*c++ != '/')
+		return;
+	if (*c != '*')
+	{
+		int64		parsed_total = http_parse_decimal(&c);
+
+		if (parsed_total < 0 || *c != '\0' || last >= parsed_total)
+			return;
+		*total = parsed_total;
+	}
+	*first = parsed_first;
+}
+
 /*
  * http_settings_from_options
  *		Connection settings from server options.

@@ -182,6 +182,14 @@ extern const char *http_response_header(const HttpResponse *response,
 										const char *name);
 
 /*
+ * The Content-Range of an answer: "bytes FIRST-LAST/TOTAL" (TOTAL may be
+ * "*") or, answering a range past the end, "bytes * /TOTAL".  *first and
+ * *total are -1 where the header does not say (or is absent or malformed).
+ */
+extern void http_content_range(const HttpResponse *response, int64 *first,
+							   int64 *total);
+
+/*
  * Percent-encode s for a URL: every byte except the unreserved characters
  * A-Z a-z 0-9 - _ . ~ (and '/' when keep_slash) becomes %XX (upper case),
  * the encoding SigV4 signs and Azure accepts.

@@ -591,6 +591,57 @@ objstore_create_from_file_if_absent(ObjectStore *store, const char *key,
 }
 
 /*
+ * A read's answer must be the bytes it asked for: read->out holds them after
+ * its first "before" bytes.  HTTP lets a server answer a ranged GET with the
+ * whole object, and a gateway or cache in front of a store may do so; such an
+ * answer is cut down to the range here.  An answer of any other length, or
+ * one the server says begins elsewhere, is not what was asked for (a range
+ * the server got wrong, a body cut short): an ERROR, never bytes taken for
+ * other bytes of the object (and kept in the disk cache as such).
+ */
+static void
+objstore_check_answer(ObjectStore *store, const ObjectStoreRead *read,
+					  int before)
+{
+	StringInfo	out = read->out;
+	int64		size = read->object_size;
+	int64		got = out->len - before;
+	int64		start;
+	int64		wanted;
+
+	if (!read->found || size < 0)
+		return;					/* nothing to compare with */
+	if (read->tail)
+	{
+		wanted = read->length < 0 ? size : Min(read->length, size);
+		start = size - wanted;
+	}
+	else
+	{
+		start = Min(read->offset, size);
+		wanted = read->length < 0 ? size - start : Min(read->length, size - start);
+	}
+	if (got == wanted && (read->answer_first < 0 || wanted == 0 ||
+						  read->answer_first == start))
+		return;
+	if (got == size && got != wanted)
+	{
+		memmove(out->data + before, out->data + before + start, wanted);
+		out->len = before + (int) wanted;
+		out->data[out->len] = '\0';
+		return;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_ERROR),
+			 errmsg("store \"%s\" answered a read of object \"%s\" with other bytes than asked for",
+					store->location, read->key),
+			 errdetail("The read asked for " INT64_FORMAT " bytes from byte " INT64_FORMAT " of an object of " INT64_FORMAT " bytes and got " INT64_FORMAT " bytes from byte %s.",
+					   wanted, start, size, got,
+					   read->answer_first >= 0 ?
+					   psprintf(INT64_FORMAT, read->answer_first) : "(not said)")));
+}
+
+/*
  * One read through the backend: its get_range or get_tail, or, for a
  * backend that reads only in batches (the HTTP ones), a batch of one.
  */
@@ -600,13 +651,8 @@ objstore_read_one(ObjectStore *store, const char *key, int64 offset,
 				  int64 *object_size)
 {
 	ObjectStoreRead read = {0};
+	int			before = out->len;
 
-	if (tail && store->ops->get_tail != NULL)
-		return store->ops->get_tail(store, key, length, immutable, out,
-									object_size);
-	if (!tail && store->ops->get_range != NULL)
-		return store->ops->get_range(store, key, offset, length, immutable,
-									 out, object_size);
 	read.key = key;
 	read.offset = offset;
 	read.length = length;
@@ -615,7 +661,16 @@ objstore_read_one(ObjectStore *store, const char *key, int64 offset,
 	read.size_hint = -1;
 	read.out = out;
 	read.object_size = -1;
-	store->ops->get_many(store, &read, 1, 1);
+	read.answer_first = -1;
+	if (tail && store->ops->get_tail != NULL)
+		read.found = store->ops->get_tail(store, key, length, immutable, out,
+										  &read.object_size);
+	else if (!tail && store->ops->get_range != NULL)
+		read.found = store->ops->get_range(store, key, offset, length,
+										   immutable, out, &read.object_size);
+	else
+		store->ops->get_many(store, &read, 1, 1);
+	objstore_check_answer(store, &read, before);
 	if (read.found && object_size != NULL)
 		*object_size = read.object_size;
 	return read.found;
@@ -692,13 +747,21 @@ objstore_get_many(ObjectStore *store, ObjectStoreRead *reads, int nreads)
 							reads[i].offset, reads[i].key, store->location)));
 		reads[i].found = false;
 		reads[i].object_size = -1;
+		reads[i].answer_first = -1;
 	}
 
 	if (nreads > 1 && store->ops->get_many != NULL &&
 		objstore_max_concurrent_requests > 1)
 	{
+		int		   *before = palloc(sizeof(int) * nreads);
+
+		for (int i = 0; i < nreads; i++)
+			before[i] = reads[i].out->len;
 		store->ops->get_many(store, reads, nreads,
 							 objstore_max_concurrent_requests);
+		for (int i = 0; i < nreads; i++)
+			objstore_check_answer(store, &reads[i], before[i]);
+		pfree(before);
 		return;
 	}
 

@@ -386,12 +386,11 @@ parse_size(const char *digits)
 static int64
 content_range_size(const HttpResponse *response)
 {
-	const char *range = http_response_header(response, "Content-Range");
-	const char *slash;
+	int64		first;
+	int64		total;
 
-	if (range == NULL || (slash = strrchr(range, '/')) == NULL)
-		return -1;
-	return parse_size(slash + 1);
+	http_content_range(response, &first, &total);
+	return total;
 }
 
 /*
@@ -562,22 +561,6 @@ s3_get_result(ObjectStore *store, const char *key, StringInfo out, int start,
 	}
 }
 
-/* Keep only [offset, offset + length) of the bytes appended after start. */
-static void
-s3_clip(StringInfo out, int start, int64 offset, int64 length)
-{
-	int64		available = out->len - start;
-
-	if (offset >= available)
-		offset = available;
-	if (length < 0 || offset + length > available)
-		length = available - offset;
-	if (offset > 0)
-		memmove(out->data + start, out->data + start + offset, length);
-	out->len = start + (int) length;
-	out->data[out->len] = '\0';
-}
-
 /*
  * The Range header value of a read: "bytes=A-B", "bytes=A-" or the suffix
  * "bytes=-N" of a tail; NULL for the whole object.
@@ -606,7 +589,7 @@ s3_read_is_tail(const ObjectStoreRead *read)
  * Reads of a batch, every one a GET with a Range header, at most
  * max_in_flight at once.  Reads of no bytes only want the object's size:
  * a HEAD each, made first (callers do not batch those).  A server that
- * ignores Range sends the whole object, which is then clipped.
+ * ignores Range sends the whole object, which objstore.c then clips.
  */
 static void
 s3_get_many(ObjectStore *store, ObjectStoreRead *reads, int nreads,
@@ -664,19 +647,9 @@ s3_get_many(ObjectStore *store, ObjectStoreRead *reads, int nreads,
 									&responses[j]);
 		if (!read->found)
 			continue;
-		if (responses[j].status == 200)
-		{
-			/* a server that ignored the range sent the whole object */
-			if (s3_read_is_tail(read))
-			{
-				if (read->out->len - start > read->length)
-					s3_clip(read->out, start,
-							read->out->len - start - read->length, read->length);
-			}
-			else if (!read->tail && (read->offset > 0 || read->length > 0))
-				s3_clip(read->out, start, read->offset, read->length);
-		}
 		read->object_size = size;
+		if (responses[j].status == 206)
+			http_content_range(&responses[j], &read->answer_first, &size);
 	}
 
 	pfree(requests);

@@ -16,6 +16,17 @@
 #   bogus METHOD N [TEXT]  answer the next N such requests with 200 and an
 #                          S3 <Error> document, as a gateway in front of a
 #                          store may, without forwarding them
+#   whole METHOD N [TEXT]  forward the next N such requests without their
+#                          Range header, so that the upstream answers with
+#                          the whole object (200), as a gateway or cache in
+#                          front of a store may (moto checks no signature)
+#   shift METHOD N [TEXT]  forward the next N such requests with their Range
+#                          moved to the start of the object (the same number
+#                          of bytes): a server that sends the wrong part
+#   short METHOD N [TEXT]  forward the next N such requests and relay only
+#                          the first half of the answer's body (its
+#                          Content-Length fixed to match): bytes other than
+#                          those asked for
 #   delay METHOD N MS [TEXT]
 #                          forward the next N such requests, then hold the
 #                          upstream's answer for MS milliseconds before
@@ -151,6 +162,20 @@ sub handle
 		return;
 	}
 
+	# "whole": without its Range header (logged as such only if it had one)
+	my $fault_note = @fault ? $fault[0] : '';
+	if ($fault_note eq 'whole')
+	{
+		$fault_note = 'whole-unranged' unless $header =~ s/\r\nrange:[^\r]*//i;
+	}
+	if ($fault_note eq 'shift')
+	{
+		# "bytes=A-B" and "bytes=-N" become the same length from byte 0
+		$fault_note = 'shift-unranged'
+		  unless $header =~ s/(\r\nrange:\s*bytes=)(\d+)-(\d+)/$1 . '0-' . ($3 - $2)/ie
+		  || $header =~ s/(\r\nrange:\s*bytes=)-(\d+)/$1 . '0-' . ($2 - 1)/ie;
+	}
+
 	my ($host, $port) = split /:/, $upstream;
 	my $up = IO::Socket::INET->new(PeerAddr => $host, PeerPort => $port)
 	  or do { log_request("$method $short_path 502"); return; };
@@ -160,14 +185,18 @@ sub handle
 	close $up;
 	my ($status) = $answer =~ /^HTTP\/\S+ (\d+)/;
 	$status //= 0;
+	# logged before a delay: the client's retry may be logged meanwhile
+	log_request("$method $short_path $status" . ($fault_note ne '' ? " $fault_note" : ''));
 	if (@fault && $fault[0] eq 'delay')
 	{
-		log_request("$method $short_path $status delay");
 		sleep($fault[1] / 1000);
 	}
-	else
+	if ($fault_note eq 'short' && $answer =~ /\r\n\r\n/)
 	{
-		log_request("$method $short_path $status");
+		my ($answer_head, $answer_body) = split(/\r\n\r\n/, $answer, 2);
+		$answer_body = substr($answer_body, 0, int(length($answer_body) / 2));
+		$answer_head =~ s/(\r\ncontent-length:\s*)\d+/$1 . length($answer_body)/ie;
+		$answer = "$answer_head\r\n\r\n$answer_body";
 	}
 	$answer =~ s/\r\nconnection:[^\r]*//i;
 	$answer =~ s/\r\n\r\n/\r\nConnection: close\r\n\r\n/;

@@ -18,7 +18,9 @@
 #      nothing written half); a PUT whose answer comes after request_timeout
 #      although the object landed (the retry meets 412, finds its own put id:
 #      committed once, nothing lost, nothing doubled); a query cancel during a
-#      slow request;
+#      slow request; ranged reads answered with the whole object (cut to
+#      their range) or with other bytes than asked: cut short, or from
+#      another place (an error);
 #  (e) credentials never appear in the server log (log_min_messages = debug5),
 #      in error messages or in EXPLAIN.
 #
@@ -248,6 +250,60 @@ is(scalar(@wal_after), scalar(@wal_before) + 1, 'exactly one new WAL entry: noth
   or diag("before @wal_before after @wal_after");
 is($node->safe_psql('postgres', 'SELECT string_agg(id || \'=\' || v, \',\' ORDER BY id) FROM px'),
 	'p1=1,p2=2,p4=4', 'nothing lost, nothing doubled');
+
+# A gateway or cache in front of the store that answers ranged GETs with the
+# whole object (200, which HTTP allows): the reads cut their ranges out of
+# it.  The rows are merged into a base fragment of about 200 kB, so that a
+# scan's first read of it, the footer's, is the object's last 64 kB; no
+# cache of this cluster holds that footer or those pages yet.
+$node->safe_psql('postgres', q{
+CREATE FOREIGN TABLE pxb (id text, v text) SERVER viaproxy OPTIONS (store 'pxb', key 'id');
+INSERT INTO pxb SELECT 'b' || i, md5(i::text) FROM generate_series(1, 10000) i;
+SELECT rollout_merge('pxb');
+});
+my $pxb_all = q{SELECT count(*), md5(string_agg(id || v, ',' ORDER BY id)) FROM pxb};
+my $pxb_expected = $node->safe_psql('postgres',
+	q{SELECT count(*), md5(string_agg('b' || i || md5(i::text), ',' ORDER BY 'b' || i)) FROM generate_series(1, 10000) i});
+my $pxb_fragments = grep { m{/base/data/} } $store->list('proxy/pxb/');
+cmp_ok($pxb_fragments, '>=', 1, 'the rows are in a base fragment');
+sub pxb_read_with_fault
+{
+	my ($fault) = @_;
+	set_faults($fault);
+	my $before = scalar(proxy_log());
+	my @result = try_sql($node, "SET rollout_fdw.disk_cache = off; $pxb_all", \@all_stderr);
+	set_faults();
+	return (@result[0 .. 2], [ (proxy_log())[ $before .. scalar(proxy_log()) - 1 ] ]);
+}
+
+my $requests;
+($ok, $out, $err, $requests) = pxb_read_with_fault('whole GET 1000 /base/data/');
+ok((grep { m{^GET \S+/base/data/\S+ 200 whole$} } @$requests),
+	'ranged reads of the base fragment were answered with the whole object')
+  or diag(join("\n", @$requests));
+is($out, $pxb_expected, 'the rows read from such answers are right') or diag($err);
+
+# An answer with other bytes than asked for (a body cut short, its length
+# matching): an error, not bytes taken for others.
+$node->restart;    # the footer is cached now
+($ok, $out, $err, $requests) = pxb_read_with_fault('short GET 1 /base/data/');
+ok(!$ok, 'a read answered with half the bytes asked for fails') or diag("it returned $out");
+like($err, qr/answered a read of object "[^"]+\/base\/data\/[^"]+" with other bytes than asked for/,
+	'... saying so') or diag($err);
+like($err, qr/got \d+ bytes from byte \d+/, '... and what came back') or diag($err);
+
+# The right number of bytes from the wrong place (the server's Content-Range
+# says so): an error too.  Taken as asked, the footer's read, answered with
+# the start of the object, was kept in the disk cache as the object's tail.
+$node->restart;
+($ok, $out, $err, $requests) = pxb_read_with_fault('shift GET 1 /base/data/');
+ok((grep { m{^GET \S+/base/data/\S+ 206 shift$} } @$requests),
+	'a ranged read was answered with the start of the object')
+  or diag(join("\n", @$requests));
+ok(!$ok, 'a read answered with other bytes than asked for fails') or diag("it returned $out");
+like($err, qr/with other bytes than asked for/, '... saying so') or diag($err);
+like($err, qr/got \d+ bytes from byte 0\b/, '... and where they came from') or diag($err);
+is($node->safe_psql('postgres', $pxb_all), $pxb_expected, 'the next read, answered as asked, returns every row');
 
 # Query cancel during a slow request.
 $node->safe_psql('postgres', qq{
