@@ -382,6 +382,7 @@ typedef struct SegmentRowGroup
 	int64	   *ready_start;
 	int64	   *ready_end;
 	bool	  **page_decoded;
+	int64	   *raw_decoded;	/* bytes its decoded pages decompressed to */
 
 	/*
 	 * Per schema column, or NULL: pages of a chunk that was not read along (a

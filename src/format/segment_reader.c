@@ -959,7 +959,10 @@ decompression_context(void)
 /*
  * Check and decompress one zstd frame of a chunk (all of it, or one page):
  * its CRC32C must be crc and its content size exactly raw_size, or, when
- * raw_size is -1, at most the chunk's raw size.  Returns the raw bytes in
+ * raw_size is < -1, at most -raw_size - 1 bytes (PAGE_RAW_AT_MOST: what is
+ * left of the chunk's raw size once its other decoded pages are counted, so
+ * that the pages of a corrupt chunk cannot each claim all of it before
+ * their sum is checked).  Returns the raw bytes in
  * CurrentMemoryContext and their length in *length.  what names the frame
  * in errors ("chunk 3 of row group 2", "page 5 of chunk 3 of row group 2").
  */
@@ -985,9 +988,9 @@ decompress_frame(SegmentReader *reader, int column, const SegmentChunkInfo *chun
 	if (content_size == ZSTD_CONTENTSIZE_ERROR ||
 		content_size == ZSTD_CONTENTSIZE_UNKNOWN ||
 		(raw_size >= 0 && content_size != (unsigned long long) raw_size) ||
-		(raw_size < 0 && content_size > (unsigned long long) chunk->raw_size))
+		(raw_size < 0 && content_size > (unsigned long long) (-raw_size - 1)))
 		segment_corrupt(name, "%s is not a zstd frame of %lld bytes%s.",
-						what, (long long) (raw_size >= 0 ? raw_size : chunk->raw_size),
+						what, (long long) (raw_size >= 0 ? raw_size : -raw_size - 1),
 						raw_size >= 0 ? "" : " at most");
 
 	raw = palloc(Max(content_size, 1));
@@ -1016,13 +1019,17 @@ allocate_column(SegmentRowGroupInfo *group, int column, SegmentRowGroup *out)
 	out->isnull[column] = palloc(sizeof(bool) * group->row_count);
 }
 
+/* decompress_frame's raw_size for a page of at most `bytes` raw bytes */
+#define PAGE_RAW_AT_MOST(bytes)	(-(bytes) - 1)
+
 /*
  * Decode page p of a chunk of several pages, whose compressed bytes are at
- * frame, into its rows of out's arrays (CurrentMemoryContext).
+ * frame, into its rows of out's arrays (CurrentMemoryContext).  The page
+ * decompresses to at most raw_left bytes; returns how many.
  */
 static int64
 read_page(SegmentReader *reader, int row_group, int column, int p,
-		  const char *frame, SegmentRowGroup *out)
+		  const char *frame, int64 raw_left, SegmentRowGroup *out)
 {
 	SegmentRowGroupInfo *group = &reader->row_groups[row_group];
 	SegmentChunkInfo *chunk = &group->chunks[column];
@@ -1033,7 +1040,8 @@ read_page(SegmentReader *reader, int row_group, int column, int p,
 	char	   *raw;
 
 	raw = decompress_frame(reader, column, chunk, frame, page->compressed_size,
-						   page->crc, -1, what, &raw_size);
+						   page->crc, PAGE_RAW_AT_MOST(raw_left), what,
+						   &raw_size);
 	allocate_column(group, column, out);
 	segment_chunk_decode(&reader->schema.columns[column],
 						 reader->image_checks[column], raw, raw_size,
@@ -1043,6 +1051,33 @@ read_page(SegmentReader *reader, int row_group, int column, int p,
 						 reader->source->name);
 	pfree(what);
 	return raw_size;
+}
+
+/*
+ * Once every page of a chunk is decoded: their raw sizes and nulls must add
+ * up to what the footer says of the chunk.
+ */
+static void
+check_pages_total(SegmentReader *reader, int row_group, int column,
+				  int64 raw_total, const SegmentRowGroup *out)
+{
+	const char *name = reader->source->name;
+	SegmentRowGroupInfo *group = &reader->row_groups[row_group];
+	SegmentChunkInfo *chunk = &group->chunks[column];
+	int64		nulls = 0;
+
+	if (raw_total != chunk->raw_size)
+		segment_corrupt(name,
+						"The pages of chunk %d of row group %d decompress to %lld bytes, but the footer says %lld.",
+						column, row_group, (long long) raw_total,
+						(long long) chunk->raw_size);
+	for (int64 r = 0; r < group->row_count; r++)
+		nulls += out->isnull[column][r] ? 1 : 0;
+	if (nulls != chunk->null_count)
+		segment_corrupt(name,
+						"Chunk %d of row group %d has %lld nulls, but the footer says %lld.",
+						column, row_group, (long long) nulls,
+						(long long) chunk->null_count);
 }
 
 /*
@@ -1061,7 +1096,6 @@ read_chunk(SegmentReader *reader, int row_group, int column_index,
 	char	   *what;
 	int64		raw_size;
 	char	   *raw;
-	int64		nulls = 0;
 
 	if (chunk->page_count > 1)
 	{
@@ -1070,19 +1104,9 @@ read_chunk(SegmentReader *reader, int row_group, int column_index,
 
 		for (int p = 0; p < chunk->page_count; p++)
 			raw_total += read_page(reader, row_group, column_index, p,
-								   compressed + pages[p].offset, out);
-		if (raw_total != chunk->raw_size)
-			segment_corrupt(name,
-							"The pages of chunk %d of row group %d decompress to %lld bytes, but the footer says %lld.",
-							column_index, row_group, (long long) raw_total,
-							(long long) chunk->raw_size);
-		for (int64 r = 0; r < group->row_count; r++)
-			nulls += out->isnull[column_index][r] ? 1 : 0;
-		if (nulls != chunk->null_count)
-			segment_corrupt(name,
-							"Chunk %d of row group %d has %lld nulls, but the footer says %lld.",
-							column_index, row_group, (long long) nulls,
-							(long long) chunk->null_count);
+								   compressed + pages[p].offset,
+								   chunk->raw_size - raw_total, out);
+		check_pages_total(reader, row_group, column_index, raw_total, out);
 		return;
 	}
 
@@ -1254,12 +1278,14 @@ segment_reader_read_row_group(SegmentReader *reader, int row_group,
 	out->ready_start = NULL;
 	out->ready_end = NULL;
 	out->page_decoded = NULL;
+	out->raw_decoded = NULL;
 	out->read_ahead = NULL;
 	if (defer != NULL)
 	{
 		out->ready_start = palloc0(sizeof(int64) * ncolumns);
 		out->ready_end = palloc0(sizeof(int64) * ncolumns);
 		out->page_decoded = palloc0(sizeof(bool *) * ncolumns);
+		out->raw_decoded = palloc0(sizeof(int64) * ncolumns);
 		out->read_ahead = palloc0(sizeof(SegmentReadAhead *) * ncolumns);
 
 		/* deferred columns a source of cheap reads reads when decoded */
@@ -1447,13 +1473,17 @@ segment_row_group_decode_deferred(SegmentReader *reader, int row_group,
 			const char *frame = read_deferred_page(reader, rows, column, chunk,
 												   pages, p, &buffer);
 
-			read_page(reader, row_group, column, p, frame, rows);
+			rows->raw_decoded[column] +=
+				read_page(reader, row_group, column, p, frame,
+						  chunk->raw_size - rows->raw_decoded[column], rows);
 			if (buffer != NULL)
 				pfree(buffer);
 		}
 		else
-			read_page(reader, row_group, column, p,
-					  rows->deferred[column] + pages[p].offset, rows);
+			rows->raw_decoded[column] +=
+				read_page(reader, row_group, column, p,
+						  rows->deferred[column] + pages[p].offset,
+						  chunk->raw_size - rows->raw_decoded[column], rows);
 		decoded[p] = true;
 		pages_decoded = 1;
 	}
@@ -1465,6 +1495,8 @@ segment_row_group_decode_deferred(SegmentReader *reader, int row_group,
 		if (!decoded[p])
 			return pages_decoded;
 	}
+	check_pages_total(reader, row_group, column, rows->raw_decoded[column],
+					  rows);
 	rows->deferred[column] = NULL;	/* every page decoded */
 	rows->deferred_count--;
 	return pages_decoded;
@@ -1515,7 +1547,8 @@ segment_row_group_decode_deferred_row(SegmentReader *reader, int row_group,
 			compressed += pages[p].offset;
 		what = psprintf("page %d of chunk %d of row group %d", p, column, row_group);
 		raw = decompress_frame(reader, column, chunk, compressed, pages[p].compressed_size,
-							   pages[p].crc, -1, what, &raw_size);
+							   pages[p].crc, PAGE_RAW_AT_MOST(chunk->raw_size),
+							   what, &raw_size);
 		first_row = pages[p].first_row;
 		page_rows = pages[p].row_count;
 	}

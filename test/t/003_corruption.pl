@@ -8,7 +8,8 @@
 #
 # A flushed generation is truncated, has single bits flipped (in the header,
 # every column chunk of every row group, the footer, its CRC and the trailer),
-# has bytes cut out of its middle, is replaced by garbage (plain, and garbage
+# has bytes cut out of its middle, has a page that claims more than its chunk
+# holds, is replaced by garbage (plain, and garbage
 # dressed with a valid header or trailer), by an empty file, and by a valid
 # segment of another store.  Each time a SELECT must fail with SQLSTATE XX001
 # and a message naming the object, and the server must stay up.  Restoring the
@@ -40,7 +41,7 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(preload mode_node shard_of reseal_json);
+use RolloutTest qw(preload mode_node shard_of reseal_json crc32c);
 use Test::More;
 
 my $pre = preload();
@@ -144,19 +145,30 @@ sub parse_segment
 		{
 			my $offset = $take->(8, 'q<');
 			my $csize = $take->(8, 'q<');
-			$take->(8); $take->(4); $take->(8);    # raw_size, crc, null_count
+			my $raw = $take->(8, 'q<');
+			my $crc_at = $footer_start + $pos;
+			$take->(4); $take->(8);    # crc, null_count
 			if ($take->(1, 'C'))
 			{
 				$string->();
 				$string->();
 			}
 			my $pages = 1;
+			my @page_entries;
 			if ($version >= 3)    # the page directory
 			{
 				$pages = $take->(4, 'V');
-				$take->(12 * $pages) if $pages > 1;
+				for (1 .. ($pages > 1 ? $pages : 0))
+				{
+					my $at = $footer_start + $pos;
+					my ($page_rows, $page_size) = ($take->(4, 'V'), $take->(4, 'V'));
+					$take->(4);    # crc
+					push @page_entries, { rows => $page_rows, size => $page_size, crc_at => $at + 8 };
+				}
 			}
-			push @chunks, { group => $g, column => $names[$c], offset => $offset, size => $csize, pages => $pages };
+			push @chunks, {
+				group => $g, column => $names[$c], offset => $offset, size => $csize,
+				raw_size => $raw, crc_at => $crc_at, pages => $pages, page_entries => \@page_entries };
 		}
 	}
 	return {
@@ -277,6 +289,55 @@ expect_error('an empty file', $gen_key);
 # a valid segment of another store (other schema) in its place
 damage_generation(slurp_object("other/shards/$shard/gen/00000000000000000001.seg"), 'a valid segment of another store');
 expect_error('a valid segment of another store', $gen_key);
+
+# (e) the pages of a chunk that together claim more than the chunk: page 1
+# of a chunk of several pages replaced by a zstd frame whose content is the
+# whole chunk's raw size, with every CRC made to match.  Each page could
+# claim up to the chunk's raw size (up to 1 GB), and the sum was checked only
+# once every page was decompressed and kept, so a segment of a few MB could
+# make a backend allocate page_count times 1 GB.  Now a page may decompress
+# to what the pages before it left of the chunk.
+{
+	my ($chunk) = grep { $_->{pages} > 1 && $_->{column} eq 'payload' } @{ $layout->{chunks} };
+	ok(defined $chunk, 'a payload chunk of several pages') or $chunk = { page_entries => [ {}, { size => 0 } ] };
+	my ($first, $second) = @{ $chunk->{page_entries} }[ 0, 1 ];
+	my $raw = $chunk->{raw_size} // 0;
+
+	# a frame of $raw bytes (content size in its header, RLE blocks of at
+	# most 128 kB), then a skippable frame that pads it to the page's size
+	my $frame = pack('V', 0xFD2FB528) . chr(0xE0) . pack('Q<', $raw);
+	for (my $left = $raw; $left > 0;)
+	{
+		my $block = $left > 131072 ? 131072 : $left;
+		$left -= $block;
+		$frame .= substr(pack('V', ($left == 0 ? 1 : 0) | (1 << 1) | ($block << 3)), 0, 3) . 'x';
+	}
+	my $pad = $second->{size} - length($frame) - 8;
+	cmp_ok($pad, '>=', 0, "page 1 ($second->{size} bytes) holds such a frame");
+	$frame .= pack('V', 0x184D2A50) . pack('V', $pad) . ("\0" x $pad) if $pad >= 0;
+
+	my $b = $gen_bytes;
+	my $page_at = $chunk->{offset} + $first->{size};
+	substr($b, $page_at, length($frame)) = $frame;
+	substr($b, $second->{crc_at}, 4) = pack('V', crc32c($frame));
+	substr($b, $chunk->{crc_at}, 4) = pack('V', crc32c(substr($b, $chunk->{offset}, $chunk->{size})));
+	my $body_length = $layout->{footer_length} - 4;
+	substr($b, $layout->{footer_start} + $body_length, 4) =
+	  pack('V', crc32c(substr($b, $layout->{footer_start}, $body_length)));
+	$store->put($gen_key, $b);
+	$node->restart if $pre;    # the footer with the old CRCs is cached
+	expect_error("page 1 of a chunk claims the chunk's whole raw size", $gen_key,
+		what => qr/segment "[^"]*\Q$gen_key\E" is corrupt.*\n.*page 1 of chunk \d+ of row group \d+ is not a zstd frame of (\d+) bytes at most/);
+	my ($err) = ($node->psql('postgres', $query))[2];
+	my ($left) = $err =~ /is not a zstd frame of (\d+) bytes at most/;
+	cmp_ok($left // $raw, '<', $raw, "at most what page 0 left of the chunk's $raw bytes");
+	# a merge decodes each chunk whole (a scan, page by page as it needs them)
+	expect_error("page 1 of a chunk claims the chunk's whole raw size, merged", $gen_key,
+		sql => q{SELECT * FROM rollout_merge('t', flush_first => false)},
+		what => qr/segment "[^"]*\Q$gen_key\E" is corrupt.*\n.*page 1 of chunk \d+ of row group \d+ is not a zstd frame of \d+ bytes at most/);
+	$store->put($gen_key, $gen_bytes);
+	$node->restart if $pre;
+}
 
 # restore: the original result again
 $store->put($gen_key, $gen_bytes);
