@@ -1350,6 +1350,7 @@ azure_parse_listing(ObjectStore *store, StringInfo body, const char *bound,
 {
 	AzureStore *azure = (AzureStore *) store->backend;
 	size_t		prefix_length = strlen(azure->prefix);
+	volatile int capacity = Max(max_keys, 1);
 	xmlDoc	   *volatile doc;
 
 	doc = xmlReadMemory(body->data, body->len, "list-blobs.xml", NULL,
@@ -1432,8 +1433,18 @@ azure_parse_listing(ObjectStore *store, StringInfo body, const char *bound,
 								(errcode(ERRCODE_FDW_ERROR),
 								 errmsg("could not list objects in store \"%s\": blob \"%s\" has no readable Last-Modified time",
 										store->location, name)));
-					if (page->count >= max_keys)
-						continue;	/* cannot happen: maxresults */
+
+					/*
+					 * More than maxresults (a server that ignores it) are
+					 * kept too: the next page starts after NextMarker, so
+					 * entries left out here would be lost to the listing.
+					 */
+					if (page->count == capacity)
+					{
+						capacity *= 2;
+						page->entries = repalloc(page->entries,
+												 sizeof(ObjectStoreEntry) * capacity);
+					}
 					page->entries[page->count].key = pstrdup(name + prefix_length);
 					page->entries[page->count].size = size;
 					page->entries[page->count].modified = modified;

@@ -1629,6 +1629,7 @@ read_record(ObjectStore *store, const char *folder_path, const char *key,
 	else if (header->state != FILE_WAL_LOG_LIVE ||
 			 !EQ_CRC32C(header->header_crc, record_header_crc(header)) ||
 			 header->position != position || header->length != entry->length ||
+			 header->put_id_length >= FILE_WAL_LOG_PUT_ID_MAX ||
 			 !EQ_CRC32C(header->data_crc, data_crc(data, entry->length)))
 	{
 		/* a delete may have overwritten it while we read: look again */
