@@ -41,6 +41,7 @@ extern bool rollout_shared_available(void);
  * otherwise gets NULL while there is one.
  */
 extern SharedStoreSlot *shared_store_slot(RolloutStore *store, bool to_commit);
+extern uint64 shared_store_slot_generation(SharedStoreSlot *slot);
 
 /* The same without creating a slot; NULL if there is none. */
 extern SharedStoreSlot *shared_store_lookup(RolloutStore *store);
@@ -77,18 +78,6 @@ extern void shared_store_require_member(RolloutStore *store,
  */
 extern void shared_store_check_siblings(RolloutStore *store,
 										SharedStoreSlot *slot);
-
-/*
- * Every slot of that location string, store name and shard (for errors
- * about a store that did not open, whose identity is unknown): calls
- * callback(slot, arg) for each.
- */
-extern void shared_store_foreach_by_name(const char *location,
-										 const char *store_name,
-										 const char *shard,
-										 void (*callback) (SharedStoreSlot *slot,
-														   void *arg),
-										 void *arg);
 
 /*
  * Forget what the slot holds about an older creation of the store

@@ -24,6 +24,9 @@ typedef enum SharedStoreEvent
 extern void shared_store_note_event(SharedStoreSlot *slot, SharedStoreEvent event,
 									int64 duration_us);
 extern void shared_store_note_error(SharedStoreSlot *slot, const char *message);
+extern void shared_store_note_error_if_same(SharedStoreSlot *slot,
+											uint64 generation,
+											const char *message);
 
 /*
  * Count what a scan of the slot's store found in the disk cache (the
@@ -32,12 +35,6 @@ extern void shared_store_note_error(SharedStoreSlot *slot, const char *message);
 extern void shared_store_note_cache_reads(SharedStoreSlot *slot,
 										  const ReadCacheCounters *before,
 										  const ReadCacheCounters *after);
-
-/* The same for a store that could not even be opened. */
-extern void shared_store_note_error_by_name(const char *location,
-											const char *store_name,
-											const char *shard,
-											const char *message);
 
 /* One row of rollout_stat_stores per slot in use. */
 typedef struct SharedStoreStats

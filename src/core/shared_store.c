@@ -1351,30 +1351,13 @@ shared_flush_end_callback(int code, Datum arg)
 }
 
 /*
- * Every slot of a location string, store name and shard: an error about a
- * store that could not even be opened (its identity unknown) is recorded in
- * them (store_stats.c).
+ * A slot's namespace generation: it changes whenever the slot may come to
+ * stand for another store (shared_store_note_error_if_same).
  */
-void
-shared_store_foreach_by_name(const char *location, const char *store_name,
-							 const char *shard,
-							 void (*callback) (SharedStoreSlot *slot, void *arg),
-							 void *arg)
+uint64
+shared_store_slot_generation(SharedStoreSlot *slot)
 {
-	if (!rollout_shared_available())
-		return;
-	for (int i = 0; i < shared_state->max_stores; i++)
-	{
-		SharedStoreSlot *slot = &shared_state->slots[i];
-		bool		matches;
-
-		LWLockAcquire(&shared_state->registry_lock, LW_SHARED);
-		matches = slot->in_use && strcmp(slot->location, location) == 0 &&
-			strcmp(slot->store, store_name) == 0 && strcmp(slot->shard, shard) == 0;
-		LWLockRelease(&shared_state->registry_lock);
-		if (matches)
-			callback(slot, arg);
-	}
+	return pg_atomic_read_u64(&slot->namespace_generation);
 }
 
 /* The slot array and its length (slots not in use included). */

@@ -68,26 +68,19 @@ shared_store_note_cache_reads(SharedStoreSlot *slot,
 	LWLockRelease(&slot->lock);
 }
 
-static void
-store_stats_note_error_callback(SharedStoreSlot *slot, void *arg)
-{
-	shared_store_note_error(slot, (const char *) arg);
-}
-
 /*
- * An error about a store that could not even be opened: recorded in the
- * slots of that location string and store (the store is not open, so its
- * identity is not known).  A store that never opened has none and only gets
- * the log line: allocating slots for it would let any role that can create
- * tables fill the slots with stores that do not work.
+ * An error about a store that was opened, recorded in its slot alone, if the
+ * slot has stood for that store since its namespace generation was
+ * `generation` (a slot may be given to another store meanwhile; the error
+ * then goes nowhere but the log).  Other stores of the same location string
+ * (another endpoint, other credentials) keep their own counts.
  */
 void
-shared_store_note_error_by_name(const char *location, const char *store_name,
-								const char *shard, const char *message)
+shared_store_note_error_if_same(SharedStoreSlot *slot, uint64 generation,
+								const char *message)
 {
-	shared_store_foreach_by_name(location, store_name, shard,
-								 store_stats_note_error_callback,
-								 (void *) message);
+	if (slot != NULL && shared_store_slot_generation(slot) == generation)
+		shared_store_note_error(slot, message);
 }
 
 /*

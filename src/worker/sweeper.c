@@ -119,6 +119,17 @@ typedef struct SweptStore
 	int64		compactions_seen;	/* the base's compaction count, -1 before
 									 * the first look */
 	int			timeouts;		/* turns in a row that ran out of time */
+
+	/*
+	 * The store's shared-memory slot, from the last turn that opened the
+	 * store, and the slot's namespace generation then: a failed turn is
+	 * recorded there while the slot stands for the store.  Only there: other
+	 * servers' stores of the same location string and name (another endpoint,
+	 * other credentials) are not this one.  A store no turn opened has no
+	 * slot of its own, and its failures only the log.
+	 */
+	SharedStoreSlot *slot;
+	uint64		slot_generation;
 	TimestampTz resting_until;	/* after those, left alone until then */
 
 	/*
@@ -326,7 +337,10 @@ sweeper_remember(Oid relid, const char *location, const char *store_name)
 		if (strcmp(swept->store_name, store_name) != 0 ||
 			(swept->location == NULL) != (location == NULL) ||
 			(location != NULL && strcmp(swept->location, location) != 0))
+		{
 			swept->compactions_seen = -1;
+			swept->slot = NULL;
+		}
 		if (swept->location)
 			pfree(swept->location);
 		pfree(swept->store_name);
@@ -517,6 +531,9 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 	 */
 	table_close(rel, AccessShareLock);
 	slot = shared_store_slot(store, false); /* also: visible in the view */
+	swept->slot = slot;
+	if (slot != NULL)
+		swept->slot_generation = shared_store_slot_generation(slot);
 
 	/*
 	 * A store holding more than a quarter of the memtable is flushed at once:
@@ -796,11 +813,8 @@ sweeper_sweep_store(Oid relid)
 			ereport(LOG,
 					(errmsg("rollout_fdw sweeper: rollout table %u: %s",
 							relid, message)));
-		if (swept != NULL)
-			shared_store_note_error_by_name(swept->location ? swept->location
-											: objstore_default_location(),
-											swept->store_name,
-											rollout_current_shard_id(),
+		if (swept != NULL && swept->slot != NULL)
+			shared_store_note_error_if_same(swept->slot, swept->slot_generation,
 											message);
 		FreeErrorData(edata);
 	}

@@ -13,7 +13,8 @@
 # last_error_at, the log shows the error once (not a line per second), the
 # worker keeps its PID, and the 'well' store is flushed all the same.  Once
 # the folder is readable again the next pass flushes 'sick' too, the log
-# says so, and every row is there, exactly once.
+# says so, and every row is there, exactly once.  Last, another server's
+# failing store of the same location and name is not charged to this one.
 
 use strict;
 use warnings;
@@ -59,6 +60,11 @@ for my $b (0 .. 4)
 is($node->safe_psql('postgres', q{SELECT count(*), sum(v) FROM sick}), '100|5050', 'sick: 100 rows');
 is(stat_of('sick', qw(memtable_rows flushes)), '100|0', 'sick: all in the memtable, unflushed');
 is(stat_of('well', qw(memtable_rows flushes)), '100|0', 'well: all in the memtable, unflushed');
+
+# The sweeper's passes (one a second) open both stores: a failed turn is
+# recorded in the view's row of the store it opened before (another
+# server's store of the same name is not this one, see the end).
+sleep(2);
 
 # ---------------------------------------------------------------------------
 # The store becomes unreadable; the worker starts flushing.
@@ -112,6 +118,53 @@ $node->safe_psql('postgres', q{INSERT INTO sick VALUES ('later', 1000)});
 ok(defined poll_until($node, q{SELECT memtable_rows FROM rollout_stat_stores WHERE store = 'sick'}, '0', 20),
 	'a later commit is flushed too');
 is($node->safe_psql('postgres', q{SELECT count(*), sum(v) FROM sick}), '101|6050', 'exact at the end');
+
+# ---------------------------------------------------------------------------
+# A failing store is charged its own failures, not those of another server's
+# store of the same location string and name.  Here mallory, with USAGE on
+# the wrapper, makes a server with the location of a real S3 store and an
+# endpoint where nothing listens, and a table of the same store name.  The
+# sweeper recorded each failure of a turn in every slot of the location
+# string and store name: the real store's row in the view showed mallory's
+# errors, every pass.
+SKIP:
+{
+	my ($endpoint, undef, $region) = RolloutStore::s3_settings('S3');
+	skip 'no S3 server (ROLLOUT_TEST_S3_ENDPOINT)', 4 unless $endpoint;
+	my $s3 = RolloutStore->for_test('017_worker_store_errors_s3', backend => 's3');
+	my $location = $s3->location;
+	my $dead_port = PostgreSQL::Test::Cluster::get_free_port();
+	$node->safe_psql('postgres', qq{
+CREATE SERVER real FOREIGN DATA WRAPPER rollout_fdw
+  OPTIONS (location '$location', endpoint '$endpoint', region '$region');
+CREATE USER MAPPING FOR CURRENT_USER SERVER real
+  OPTIONS (access_key_id 'AKIAROLLOUT017', secret_access_key 'rollout-017-secret');
+CREATE FOREIGN TABLE steps (id text, v int) SERVER real OPTIONS (store 'steps', key 'id');
+INSERT INTO steps VALUES ('a', 1);
+CREATE ROLE mallory LOGIN;
+GRANT USAGE ON FOREIGN DATA WRAPPER rollout_fdw TO mallory;
+GRANT CREATE ON SCHEMA public TO mallory;
+SET ROLE mallory;
+CREATE SERVER fake FOREIGN DATA WRAPPER rollout_fdw
+  OPTIONS (location '$location', endpoint 'http://127.0.0.1:$dead_port', region '$region',
+           connect_timeout '1', request_timeout '1');
+CREATE USER MAPPING FOR mallory SERVER fake
+  OPTIONS (access_key_id 'AKIAMALLORY017', secret_access_key 'mallory-017-secret');
+CREATE FOREIGN TABLE mallory_steps (id text, v int) SERVER fake OPTIONS (store 'steps', key 'id');
+RESET ROLE;
+});
+	$offset = -s $node->logfile;
+	ok($node->wait_for_log(qr/rollout_fdw sweeper: store "steps": /, $offset),
+		"the sweeper's turns on mallory's table fail");
+	ok(defined poll_until($node,
+			q{SELECT count(*) FROM rollout_stat_stores WHERE store = 'steps' AND flushes > 0 AND memtable_rows = 0}, '1', 20),
+		'the real store is flushed meanwhile');
+	sleep(3);    # more passes, each failing on mallory's table
+	is($node->safe_psql('postgres',
+			q{SELECT errors, last_error IS NULL FROM rollout_stat_stores WHERE store = 'steps' AND flushes > 0}),
+		'0|t', "the real store's row shows none of mallory's errors");
+	is($node->safe_psql('postgres', q{SELECT count(*), sum(v) FROM steps}), '1|1', 'and its row reads back');
+}
 
 my $log = slurp_file($node->logfile);
 unlike($log, qr/terminated by signal|PANIC|background worker "rollout_fdw sweeper.*exited/,
