@@ -391,11 +391,11 @@ extern bool objstore_delete(ObjectStore *store, const char *key);
  * Delete a batch of keys, at most rollout_fdw.max_concurrent_requests
  * requests in flight at once (one after the other for backends without a
  * batch, or when the setting is 1); deleted[i] is what objstore_delete would
- * have returned for keys[i].  Returns how many were deleted.  Garbage
- * collection deletes this way: with one request after the other, a store
- * 20 ms away took longer to collect a busy hour's WAL entries than the hour.
+ * have returned for keys[i].  Garbage collection deletes this way: with one
+ * request after the other, a store 20 ms away took longer to collect a busy
+ * hour's WAL entries than the hour.
  */
-extern int	objstore_delete_many(ObjectStore *store, const char *const *keys,
+extern void objstore_delete_many(ObjectStore *store, const char *const *keys,
 								 int count, bool *deleted);
 
 /*

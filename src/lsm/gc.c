@@ -256,7 +256,7 @@ gc_send_deletions(RolloutStore *store, GcDeletions *deletions)
 										  "rollout gc deletions",
 										  ALLOCSET_DEFAULT_SIZES);
 	oldcontext = MemoryContextSwitchTo(batch_context);
-	(void) objstore_delete_many(store->objstore, keys, count, deleted);
+	objstore_delete_many(store->objstore, keys, count, deleted);
 	MemoryContextSwitchTo(oldcontext);
 	MemoryContextDelete(batch_context);
 	for (int i = 0; i < count; i++)

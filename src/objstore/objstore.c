@@ -979,12 +979,10 @@ objstore_delete(ObjectStore *store, const char *key)
  *		Delete a batch of keys, concurrently when the backend can; see
  *		objstore.h.
  */
-int
+void
 objstore_delete_many(ObjectStore *store, const char *const *keys, int count,
 					 bool *deleted)
 {
-	int			how_many = 0;
-
 	for (int i = 0; i < count; i++)
 	{
 		objstore_check_writable(store, keys[i]);
@@ -1002,9 +1000,6 @@ objstore_delete_many(ObjectStore *store, const char *const *keys, int count,
 			deleted[i] = store->ops->delete_object(store, keys[i]);
 		}
 	}
-	for (int i = 0; i < count; i++)
-		how_many += deleted[i] ? 1 : 0;
-	return how_many;
 }
 
 /*

@@ -115,7 +115,6 @@ typedef struct SweptStore
 	TimestampTz last_flush;
 	TimestampTz last_gc;
 	bool		gc_running;		/* its gc began and has not returned */
-	int64		gc_batches_before;	/* rollout_gc_batches_sent() then */
 	int64		compactions_seen;	/* the base's compaction count, -1 before
 									 * the first look */
 	int			timeouts;		/* turns in a row that ran out of time */
@@ -155,6 +154,9 @@ static TimeoutId store_timeout_id;
 static volatile sig_atomic_t store_timeout_fired = false;
 static const char *turn_step = "";
 static TimestampTz turn_gc_stop_at = 0;
+
+/* rollout_gc_batches_sent() when the turn's gc began */
+static int64 turn_gc_batches_before = 0;
 
 /* ----------------------------------------------------------------
  * Settings and registration
@@ -573,7 +575,7 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 
 		swept->last_gc = now;
 		swept->gc_running = true;
-		swept->gc_batches_before = rollout_gc_batches_sent();
+		turn_gc_batches_before = rollout_gc_batches_sent();
 		turn_step = "collecting garbage";
 		gc = rollout_gc_store(store, Max(gc_grace_s, gc_min_grace_seconds()),
 							  turn_gc_stop_at);
@@ -803,7 +805,7 @@ sweeper_sweep_store(Oid relid)
 		 * the interval, as does one that failed otherwise or succeeded.
 		 */
 		if (ran_out && swept != NULL && swept->gc_running &&
-			rollout_gc_batches_sent() > swept->gc_batches_before)
+			rollout_gc_batches_sent() > turn_gc_batches_before)
 			swept->last_gc = 0;
 		if (swept != NULL)
 			swept->gc_running = false;
