@@ -42,6 +42,7 @@ set -euo pipefail
 
 BENCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$BENCH/../.." && pwd)
+. "$BENCH/proxy.sh"
 PG_BIN=/usr/lib/postgresql/15/bin
 PG_CONFIG=$PG_BIN/pg_config
 export PATH="$PG_BIN:$PATH"
@@ -150,12 +151,9 @@ percentile() {
 # A proxy in front of HOST:PORT with the delay; sets proxy_port, control_port.
 start_proxy() {
 	kill_proxy
-	rm -f "$WORK/ports"
-	python3 "$ROOT/test/servers/latency_proxy.py" --listen 127.0.0.1:0 --target "$1" \
-		--delay-ms "$delay" --control 127.0.0.1:0 --port-file "$WORK/ports" >"$LOGS/proxy.log" 2>&1 &
-	proxy_pid=$!
-	for _ in $(seq 1 100); do [ -s "$WORK/ports" ] && break; sleep 0.1; done
-	read -r proxy_port control_port <"$WORK/ports"
+	latency_proxy_start "$1" "$delay" "$WORK/ports" "$LOGS/proxy.log" --control 127.0.0.1:0
+	proxy_pid=$LATENCY_PROXY_PID
+	read -r proxy_port control_port < <(latency_proxy_ports "$WORK/ports")
 }
 kill_proxy() {
 	if [ -n "$proxy_pid" ]; then

@@ -31,12 +31,11 @@ WORK=$(mktemp -d)
 
 psql_q() { psql -X -q -A -t -v ON_ERROR_STOP=1 "$@"; }
 
-python3 "$HERE/../servers/latency_proxy.py" --listen 127.0.0.1:0 --target "$TARGET" \
-	--delay-ms "$DELAY_MS" --port-file "$WORK/ports" >"$WORK/proxy.log" 2>&1 &
-PROXY=$!
+. "$HERE/proxy.sh"
+latency_proxy_start "$TARGET" "$DELAY_MS" "$WORK/ports" "$WORK/proxy.log"
+PROXY=$LATENCY_PROXY_PID
 trap 'kill $PROXY 2>/dev/null; rm -rf "$WORK"' EXIT
-for _ in $(seq 1 50); do [ -s "$WORK/ports" ] && break; sleep 0.1; done
-PROXY_PORT=$(cut -d' ' -f1 "$WORK/ports")
+PROXY_PORT=$(latency_proxy_ports "$WORK/ports" | cut -d' ' -f1)
 
 psql_q <<EOF
 CREATE EXTENSION IF NOT EXISTS rollout_fdw;

@@ -32,6 +32,7 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$HERE/proxy.sh"
 S3_ENDPOINT=${ROLLOUT_TEST_S3_ENDPOINT:?set ROLLOUT_TEST_S3_ENDPOINT (test/servers/moto.sh start)}
 BUCKET=${ROLLOUT_TEST_S3_BUCKET:-rollout-test}
 AZ_ENDPOINT=${ROLLOUT_TEST_AZURE_ENDPOINT:-}
@@ -66,15 +67,13 @@ trap cleanup EXIT
 start_proxy()
 {
 	local target=$1 name=$2
-	python3 "$HERE/../servers/latency_proxy.py" --listen 127.0.0.1:0 --target "$target" \
-		--delay-ms "$DELAY_MS" --port-file "$WORK/$name.ports" >"$WORK/$name.log" 2>&1 &
-	PIDS+=($!)
+	latency_proxy_start "$target" "$DELAY_MS" "$WORK/$name.ports" "$WORK/$name.log"
+	PIDS+=("$LATENCY_PROXY_PID")
 }
 proxy_port()
 {
 	local name=$1
-	for _ in $(seq 1 50); do [ -s "$WORK/$name.ports" ] && break; sleep 0.1; done
-	cut -d' ' -f1 "$WORK/$name.ports"
+	latency_proxy_ports "$WORK/$name.ports" | cut -d' ' -f1
 }
 
 hostport() { local u=${1#http://}; u=${u%%/*}; echo "$u"; }
