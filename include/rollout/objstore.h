@@ -361,6 +361,13 @@ extern List *objstore_list_all(ObjectStore *store, const char *prefix,
 							   const char *start_after);
 
 /*
+ * The page size to ask a listing for: remote backends clamp it to what their
+ * service allows (1,000 keys for S3, 5,000 for Azure); the file backend walks its
+ * directories once per page, so large pages keep big listings cheap there.
+ */
+#define OBJSTORE_LIST_PAGE_SIZE 10000
+
+/*
  * The same listing a page at a time, for a caller that acts on each page
  * before it asks for the next one and may stop early (gc of a long WAL):
  * objstore_list_begin, then objstore_list_next until it returns NULL, pages

@@ -194,12 +194,6 @@ gc_version_referenced(const GcVersions *versions, int index)
  */
 #define GC_DELETE_BATCH		128
 
-/*
- * WAL entries gc lists at once (the most an S3 listing page holds): a page's
- * sealed entries are deleted before the next page is listed, and a run looks
- * at its stop_at between pages.
- */
-#define GC_WAL_PAGE			1000
 
 typedef struct GcDeletions
 {
@@ -526,11 +520,12 @@ gc_sealed_wal_page(RolloutStore *store, ObjectStoreListing *page,
  * below replay_after, acknowledged and never read.  Fences are small, one
  * per claim.
  *
- * The WAL is listed a page at a time, each page's candidates deleted before
- * the next page is asked for: a backlog of millions of entries then costs
- * one page's memory, and a run that stops lists no further than it deleted,
- * so the next run starts where this one ended.  A page's footers are read
- * in one batch of concurrent requests.
+ * The WAL is listed a page at a time (a remote store's page: 1,000 keys),
+ * each page's candidates deleted before the next page is asked for, and a
+ * run looks at its stop_at between pages: a backlog of millions of entries
+ * then costs one page's memory, and a run that stops lists no further than
+ * it deleted, so the next run starts where this one ended.  A page's footers
+ * are read in one batch of concurrent requests.
  */
 static void
 gc_own_wal(RolloutStore *store, int64 replay_after, TimestampTz cutoff,
@@ -546,7 +541,7 @@ gc_own_wal(RolloutStore *store, int64 replay_after, TimestampTz cutoff,
 	/* the scan's own state lives in the caller's context, the pages in ours */
 	objstore_list_begin(&scan, store->objstore,
 						rollout_key_wal_prefix(store, store->shard), NULL,
-						GC_WAL_PAGE);
+						OBJSTORE_LIST_PAGE_SIZE);
 	oldcontext = MemoryContextSwitchTo(page_context);
 	while (!past_sealed && !gc_stopped(deletions))
 	{

@@ -68,12 +68,6 @@ objstore_define_settings(void)
 #define S3_SCHEME_PREFIX	"s3://"
 #define AZURE_SCHEME_PREFIX "az://"
 
-/*
- * Page size objstore_list_all asks for.  Remote backends clamp it to what
- * their service allows (1000 for S3 and Azure); the file backend walks its
- * directories once per page, so large pages keep big listings cheap there.
- */
-#define OBJSTORE_LIST_ALL_PAGE_SIZE 10000
 
 static bool path_has_dot_dot_component(const char *path);
 
@@ -955,7 +949,7 @@ objstore_list_all(ObjectStore *store, const char *prefix,
 	ObjectStoreListing *page;
 
 	objstore_list_begin(&scan, store, prefix, start_after,
-						OBJSTORE_LIST_ALL_PAGE_SIZE);
+						OBJSTORE_LIST_PAGE_SIZE);
 	while ((page = objstore_list_next(&scan)) != NULL)
 		for (int i = 0; i < page->count; i++)
 			entries = lappend(entries, &page->entries[i]);

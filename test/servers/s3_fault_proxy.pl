@@ -34,7 +34,8 @@
 #                          that times out meanwhile sees an ambiguous outcome)
 #
 # Every request handled is appended to STATE_FILE.log as "METHOD PATH STATUS
-# [fault]", so a test can count what was sent.  Write the state file with
+# [fault]" (a listing as "GET PATH list=PREFIX STATUS"), so a test can count
+# what was sent, and in what order.  Write the state file with
 # rename() so that the proxy never reads half of it.  Runs until killed.
 
 use strict;
@@ -143,6 +144,13 @@ sub handle
 	return unless defined $header;
 	my ($method, $path) = $header =~ /^(\S+) (\S+)/;
 	(my $short_path = $path) =~ s/\?.*//;
+	# a listing is logged with its prefix, so a test can tell which it was
+	if ($path =~ /[?&]list-type=/)
+	{
+		my ($prefix) = $path =~ /[?&]prefix=([^&]*)/;
+		($prefix //= '') =~ s/%([0-9A-Fa-f]{2})/chr(hex($1))/ge;
+		$short_path .= " list=$prefix";
+	}
 	# the log shows which requests waited for "100 Continue" (a round trip)
 	$short_path .= ' expect-100' if $expect;
 	my @fault = take_fault($method, $path);

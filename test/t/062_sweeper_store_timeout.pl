@@ -23,9 +23,7 @@
 #   5. a garbage collection larger than a turn stops at half the turn's
 #      time and goes on at the next pass, not a gc_interval later;
 #   6. one the timeout cancels all the same goes on at the next turn;
-#   7. unless it had deleted nothing: then it waits for gc_interval;
-#   8. a WAL backlog whose listing outlasts a turn is collected a page at a
-#      time, over several passes.
+#   7. unless it had deleted nothing: then it waits for gc_interval.
 
 use strict;
 use warnings;
@@ -255,27 +253,6 @@ sleep(8);    # the rest after that turn, and a few passes
 is(scalar(() = substr(slurp_file($node->logfile), $log_offset) =~ /store "collected": its turn ran out of time while collecting garbage/g),
 	1, 'and is not run again at the next turn, only to be cut at the same place');
 reconfigure(fail_at => undef);
-
-# 8. a WAL backlog whose listing alone outlasts a turn.  gc listed a shard's
-# whole WAL before it deleted any of it, so such a listing was cut by the
-# timeout before it had deleted a single entry, turn after turn.  Now gc lists
-# the WAL a page (1,000 entries) at a time and deletes each page's sealed
-# entries before it lists the next: a run that stops has deleted what it
-# listed, and the next one starts there.  Here each page listed is followed by
-# a sleep of 3 s, so the three pages of 2,500 entries take 9 s to list, longer
-# than the turn of 8 s.
-reconfigure(gc_interval => 0, sweeper_store_timeout => 8);
-cmp_ok(sealed_wal_entries(5001, 2500), '>=', 2500, '2,500 more WAL entries, sealed');
-$log_offset = -s $node->logfile;
-reconfigure(fail_at => 'gc.after_wal_page:sleep=3', gc_interval => 1);
-cmp_ok(wal_entries_below(2000), '<', 2000, "the sweeper's gc deletes the first pages of the backlog");
-reconfigure(gc_interval => 3600);
-cmp_ok(wal_entries_below(5), '<', 5, 'the next pass collects the rest');
-unlike(substr(slurp_file($node->logfile), $log_offset), qr/store "collected": its turn ran out of time/,
-	'in turns that end well, without the timeout');
-reconfigure(fail_at => undef);
-is($node->safe_psql('postgres', 'SELECT count(*), sum(id) FROM g WHERE id > 5000'), '2500|15626250',
-	'every row of the backlog reads back');
 
 $node->stop;
 close($blackhole);
