@@ -959,7 +959,7 @@ decompression_context(void)
 /*
  * Check and decompress one zstd frame of a chunk (all of it, or one page):
  * its CRC32C must be crc and its content size exactly raw_size, or, when
- * raw_size is < -1, at most -raw_size - 1 bytes (PAGE_RAW_AT_MOST: what is
+ * raw_size is negative, at most -raw_size - 1 bytes (PAGE_RAW_AT_MOST: what is
  * left of the chunk's raw size once its other decoded pages are counted, so
  * that the pages of a corrupt chunk cannot each claim all of it before
  * their sum is checked).  Returns the raw bytes in

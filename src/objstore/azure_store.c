@@ -1238,6 +1238,13 @@ azure_get_many(ObjectStore *store, ObjectStoreRead *reads, int nreads,
 		}
 		if (response->status != 200 && response->status != 206)
 			azure_report_failure(store, &requests[j], response);
+
+		/* Content-Length is the range's: without the total, no size */
+		if (response->status == 206 && response->range_total < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_ERROR),
+					 errmsg("could not read object \"%s\" in store \"%s\": no object size in the answer",
+							read->key, store->location)));
 		read->found = true;
 		read->object_size = (response->status == 206 && response->range_total >= 0) ?
 			response->range_total : response->content_length;

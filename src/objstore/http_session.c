@@ -1038,7 +1038,7 @@ http_content_range(const HttpResponse *response, int64 *first, int64 *total)
 
 	*first = -1;
 	*total = -1;
-	if (c == NULL || strncmp(c, "bytes ", 6) != 0)
+	if (c == NULL || pg_strncasecmp(c, "bytes ", 6) != 0)
 		return;
 	c += 6;
 	if (*c == '*')

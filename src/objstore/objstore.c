@@ -588,7 +588,8 @@ objstore_create_from_file_if_absent(ObjectStore *store, const char *key,
  * A read's answer must be the bytes it asked for: read->out holds them after
  * its first "before" bytes.  HTTP lets a server answer a ranged GET with the
  * whole object, and a gateway or cache in front of a store may do so; such an
- * answer is cut down to the range here.  An answer of any other length, or
+ * answer (one that names no range: answer_first < 0) is cut down to the
+ * range here.  An answer of any other length, or
  * one the server says begins elsewhere, is not what was asked for (a range
  * the server got wrong, a body cut short): an ERROR, never bytes taken for
  * other bytes of the object (and kept in the disk cache as such).
@@ -618,7 +619,7 @@ objstore_check_answer(ObjectStore *store, const ObjectStoreRead *read,
 	if (got == wanted && (read->answer_first < 0 || wanted == 0 ||
 						  read->answer_first == start))
 		return;
-	if (got == size && got != wanted)
+	if (got == size && got != wanted && read->answer_first < 0)
 	{
 		memmove(out->data + before, out->data + before + start, wanted);
 		out->len = before + (int) wanted;
