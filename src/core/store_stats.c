@@ -35,6 +35,15 @@ shared_store_note_event(SharedStoreSlot *slot, SharedStoreEvent event,
 	LWLockRelease(&slot->lock);
 }
 
+/* The error's count, message and time, under the slot's lock. */
+static void
+slot_note_error(SharedStoreSlot *slot, const char *message)
+{
+	slot->errors++;
+	strlcpy(slot->last_error, message, SLOT_ERROR_LEN);
+	slot->last_error_at = GetCurrentTimestamp();
+}
+
 /*
  * Count an error of the slot's store and keep its message, cut to
  * SLOT_ERROR_LEN bytes, and its time as the last error, for
@@ -46,9 +55,7 @@ shared_store_note_error(SharedStoreSlot *slot, const char *message)
 	if (slot == NULL)
 		return;
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-	slot->errors++;
-	strlcpy(slot->last_error, message, SLOT_ERROR_LEN);
-	slot->last_error_at = GetCurrentTimestamp();
+	slot_note_error(slot, message);
 	LWLockRelease(&slot->lock);
 }
 
@@ -79,8 +86,12 @@ void
 shared_store_note_error_if_same(SharedStoreSlot *slot, uint64 generation,
 								const char *message)
 {
-	if (slot != NULL && shared_store_slot_generation(slot) == generation)
-		shared_store_note_error(slot, message);
+	if (slot == NULL)
+		return;
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	if (shared_store_slot_generation(slot) == generation)
+		slot_note_error(slot, message);
+	LWLockRelease(&slot->lock);
 }
 
 /*

@@ -120,12 +120,12 @@ typedef struct SweptStore
 	int			timeouts;		/* turns in a row that ran out of time */
 
 	/*
-	 * The store's shared-memory slot, from the last turn that opened the
-	 * store, and the slot's namespace generation then: a failed turn is
-	 * recorded there while the slot stands for the store.  Only there: other
-	 * servers' stores of the same location string and name (another endpoint,
-	 * other credentials) are not this one.  A store no turn opened has no
-	 * slot of its own, and its failures only the log.
+	 * The store's shared-memory slot in this turn, once the turn opened the
+	 * store, and the generation the handle found it at: a failure of the turn
+	 * is recorded there while the slot stands for the store.  Only there:
+	 * other servers' stores of the same location string and name (another
+	 * endpoint, other credentials) are not this one.  A turn that could not
+	 * open its store records its failure in the log alone.
 	 */
 	SharedStoreSlot *slot;
 	uint64		slot_generation;
@@ -339,10 +339,7 @@ sweeper_remember(Oid relid, const char *location, const char *store_name)
 		if (strcmp(swept->store_name, store_name) != 0 ||
 			(swept->location == NULL) != (location == NULL) ||
 			(location != NULL && strcmp(swept->location, location) != 0))
-		{
 			swept->compactions_seen = -1;
-			swept->slot = NULL;
-		}
 		if (swept->location)
 			pfree(swept->location);
 		pfree(swept->store_name);
@@ -534,8 +531,7 @@ sweeper_maintain(Oid relid, SweptStore *swept)
 	table_close(rel, AccessShareLock);
 	slot = shared_store_slot(store, false); /* also: visible in the view */
 	swept->slot = slot;
-	if (slot != NULL)
-		swept->slot_generation = shared_store_slot_generation(slot);
+	swept->slot_generation = store->shared_slot_generation;
 
 	/*
 	 * A store holding more than a quarter of the memtable is flushed at once:
@@ -761,6 +757,7 @@ sweeper_sweep_store(Oid relid)
 		PushActiveSnapshot(GetTransactionSnapshot());
 		options = rollout_table_options(relid);
 		swept = sweeper_remember(relid, options->location, options->store_name);
+		swept->slot = NULL;
 		took_turn = swept->resting_until == 0 ||
 			GetCurrentTimestamp() >= swept->resting_until;
 		if (took_turn)
