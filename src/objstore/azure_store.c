@@ -1092,6 +1092,25 @@ azure_create_from_file_if_absent(ObjectStore *store, const char *key,
 }
 
 /*
+ * The size of the object a read's answer came from: a 206's Content-Range
+ * total (its Content-Length is the range's; without the total there is no
+ * size), else its Content-Length.
+ */
+static int64
+azure_answer_object_size(ObjectStore *store, const char *key,
+						 const AzureResponse *response)
+{
+	if (response->status != 206)
+		return response->content_length;
+	if (response->range_total < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("could not read object \"%s\" in store \"%s\": no object size in the answer",
+						key, store->location)));
+	return response->range_total;
+}
+
+/*
  * A batch of reads: Get Blob with x-ms-range, at most max_in_flight at once.
  *
  * The Blob service has no suffix ranges, so a tail read needs the object's
@@ -1238,16 +1257,8 @@ azure_get_many(ObjectStore *store, ObjectStoreRead *reads, int nreads,
 		}
 		if (response->status != 200 && response->status != 206)
 			azure_report_failure(store, &requests[j], response);
-
-		/* Content-Length is the range's: without the total, no size */
-		if (response->status == 206 && response->range_total < 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_FDW_ERROR),
-					 errmsg("could not read object \"%s\" in store \"%s\": no object size in the answer",
-							read->key, store->location)));
 		read->found = true;
-		read->object_size = (response->status == 206 && response->range_total >= 0) ?
-			response->range_total : response->content_length;
+		read->object_size = azure_answer_object_size(store, read->key, response);
 		if (response->status == 206)
 			read->answer_first = response->range_first;
 	}
