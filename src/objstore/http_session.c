@@ -1045,9 +1045,24 @@ http_content_range(const HttpResponse *response, int64 *first, int64 *total)
 		c++;
 	else
 	{
+		bool		negative;
+
+		/*
+		 * Azurite names an empty range at the end "bytes N-(N-1)/N" (of an
+		 * empty blob, "bytes 0--1/0"): its total still counts.
+		 */
 		parsed_first = http_parse_decimal(&c);
-		if (parsed_first < 0 || *c++ != '-' ||
-			(last = http_parse_decimal(&c)) < parsed_first)
+		if (parsed_first < 0 || *c++ != '-')
+			return;
+		negative = *c == '-';
+		if (negative)
+			c++;
+		last = http_parse_decimal(&c);
+		if (last < 0)
+			return;
+		if (negative)
+			last = -last;
+		if (last < parsed_first - 1)
 			return;
 	}
 	if (*c++ != '/')
