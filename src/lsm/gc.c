@@ -195,6 +195,9 @@ gc_version_referenced(const GcVersions *versions, int index)
 #define GC_DELETE_BATCH		128
 
 
+/* WAL entries whose footers gc reads before it looks at stop_at again */
+#define GC_FOOTER_CHUNK		1024
+
 typedef struct GcDeletions
 {
 	GcResult	result;			/* what was deleted so far; stopped */
@@ -503,10 +506,15 @@ gc_sealed_wal_page(RolloutStore *store, ObjectStoreListing *page,
 		count++;
 	}
 
-	sealed.entries = entries;
-	if (count > 0)
-		rollout_segment_footers(store, keys, sizes, count, gc_wal_footer,
-								&sealed);
+	/* in chunks: a run that stopped reads no more footers */
+	for (int start = 0; start < count && !gc_stopped(deletions);
+		 start += GC_FOOTER_CHUNK)
+	{
+		sealed.entries = entries + start;
+		rollout_segment_footers(store, keys + start, sizes + start,
+								Min(GC_FOOTER_CHUNK, count - start),
+								gc_wal_footer, &sealed);
+	}
 	return past_sealed;
 }
 
@@ -520,12 +528,13 @@ gc_sealed_wal_page(RolloutStore *store, ObjectStoreListing *page,
  * below replay_after, acknowledged and never read.  Fences are small, one
  * per claim.
  *
- * The WAL is listed a page at a time (a remote store's page: 1,000 keys),
- * each page's candidates deleted before the next page is asked for, and a
- * run looks at its stop_at between pages: a backlog of millions of entries
- * then costs one page's memory, and a run that stops lists no further than
- * it deleted, so the next run starts where this one ended.  A page's footers
- * are read in one batch of concurrent requests.
+ * The WAL is listed a page at a time (S3: 1,000 keys, Azure 5,000,
+ * file:// 10,000), each page's candidates deleted before the next page is
+ * asked for: a backlog of millions of entries then costs one page's memory,
+ * and a run that stops lists no further than it deleted, so the next run
+ * starts where this one ended.  The candidates' footers are read with
+ * concurrent requests, in chunks between which the run looks at its
+ * stop_at.
  */
 static void
 gc_own_wal(RolloutStore *store, int64 replay_after, TimestampTz cutoff,
