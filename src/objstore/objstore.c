@@ -850,7 +850,7 @@ objstore_list_page(ObjectStore *store, const char *prefix,
 
 	/*
 	 * The same token back would make a caller's loop over the pages run until
-	 * cancelled (objstore_list_all checks it too).
+	 * cancelled.
 	 */
 	if (continuation != NULL && page->continuation != NULL &&
 		strcmp(page->continuation, continuation) == 0)
@@ -867,9 +867,6 @@ void
 objstore_list_begin(ObjectStoreListScan *scan, ObjectStore *store,
 					const char *prefix, const char *start_after, int page_size)
 {
-	if (page_size <= 0)
-		elog(ERROR, "invalid page size %d for a listing of store \"%s\"",
-			 page_size, store->location);
 	scan->store = store;
 	scan->prefix = prefix;
 	scan->start_after = start_after;
@@ -885,9 +882,9 @@ objstore_list_begin(ObjectStoreListScan *scan, ObjectStore *store,
  *		The next page of a listing, or NULL after the last one.
  *
  * Interrupts are checked before each page, since a remote listing of a large
- * prefix is many requests.  A backend that hands back the same token twice,
- * or a page out of order, would make a caller's loop run forever or see a
- * wrongly sorted listing, so both are reported as internal errors instead.
+ * prefix is many requests.  A page out of order would give the caller a
+ * wrongly sorted listing, so it is reported as an internal error instead
+ * (objstore_list_page refuses a token handed back unchanged).
  */
 ObjectStoreListing *
 objstore_list_next(ObjectStoreListScan *scan)
@@ -901,9 +898,8 @@ objstore_list_next(ObjectStoreListScan *scan)
 		return NULL;
 	CHECK_FOR_INTERRUPTS();
 
-	page = store->ops->list(store, scan->prefix, scan->start_after,
-							scan->page_size, scan->continuation);
-	listing_check_prefix(store, page, scan->prefix);
+	page = objstore_list_page(store, scan->prefix, scan->start_after,
+							  scan->page_size, scan->continuation);
 	for (int i = 0; i < page->count; i++)
 	{
 		const char *key = page->entries[i].key;
@@ -914,10 +910,6 @@ objstore_list_next(ObjectStoreListScan *scan)
 				 objstore_server_text(last_key, 256));
 		last_key = key;
 	}
-	if (page->continuation != NULL && scan->continuation != NULL &&
-		strcmp(page->continuation, scan->continuation) == 0)
-		elog(ERROR, "listing of store \"%s\" did not advance past continuation token \"%s\"",
-			 store->location, objstore_server_text(scan->continuation, 128));
 
 	/* what the next page needs outlives this one */
 	oldcontext = MemoryContextSwitchTo(scan->context);
