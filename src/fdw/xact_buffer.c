@@ -104,6 +104,7 @@ typedef struct XactBuffer
 	/* the row stream */
 	StringInfoData memory;		/* while it fits */
 	BufFile    *file;			/* once it does not */
+	ResourceOwner file_owner;	/* the file's own (stream_spill) */
 	int64		length;			/* logical length of the stream */
 	int64		rows;
 
@@ -158,6 +159,16 @@ static bool xact_buffer_command_wrote_key(XactBuffer *buffer, CommandId cid,
  * ----------------------------------------------------------------
  */
 
+/* Close what a spill file's resource owner holds, as an abort does. */
+static void
+spill_owner_release(ResourceOwner owner)
+{
+	ResourceOwnerRelease(owner, RESOURCE_RELEASE_BEFORE_LOCKS, false, false);
+	ResourceOwnerRelease(owner, RESOURCE_RELEASE_LOCKS, false, false);
+	ResourceOwnerRelease(owner, RESOURCE_RELEASE_AFTER_LOCKS, false, false);
+	ResourceOwnerDelete(owner);
+}
+
 /*
  * A spill file holding everything the stream has in memory.  It belongs to a
  * resource owner of its own under the top transaction's: a subtransaction's
@@ -170,7 +181,7 @@ static bool xact_buffer_command_wrote_key(XactBuffer *buffer, CommandId cid,
  * stay, and no half-written file counts against temp_file_limit or draws a
  * leak warning at commit.
  */
-static BufFile *
+static void
 stream_spill(XactBuffer *buffer)
 {
 	ResourceOwner saved_owner = CurrentResourceOwner;
@@ -188,16 +199,34 @@ stream_spill(XactBuffer *buffer)
 	PG_CATCH();
 	{
 		CurrentResourceOwner = saved_owner;
-		ResourceOwnerRelease(spill_owner, RESOURCE_RELEASE_BEFORE_LOCKS, false, false);
-		ResourceOwnerRelease(spill_owner, RESOURCE_RELEASE_LOCKS, false, false);
-		ResourceOwnerRelease(spill_owner, RESOURCE_RELEASE_AFTER_LOCKS, false, false);
-		ResourceOwnerDelete(spill_owner);
+		spill_owner_release(spill_owner);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 	CurrentResourceOwner = saved_owner;
 	MemoryContextSwitchTo(saved_context);
-	return file;
+	buffer->file = file;
+	buffer->file_owner = spill_owner;
+}
+
+/*
+ * Close and remove the spill file without writing what its last buffer still
+ * holds: nothing reads it again.  BufFileClose would write that buffer first,
+ * and when the error being handled is that very write failing (temp_file_limit
+ * reached, a full disk), failing again inside a subtransaction's abort makes
+ * PostgreSQL retry the abort until it PANICs.  Releasing the file's own
+ * resource owner closes its segments as a transaction's abort does: without
+ * writing, and without a leak warning.  (The BufFile's few bytes of memory go
+ * with TopTransactionContext.)
+ */
+static void
+stream_drop_file(XactBuffer *buffer)
+{
+	if (buffer->file == NULL)
+		return;
+	spill_owner_release(buffer->file_owner);
+	buffer->file = NULL;
+	buffer->file_owner = NULL;
 }
 
 /*
@@ -213,7 +242,7 @@ stream_write(XactBuffer *buffer, const void *data, size_t len)
 	if (buffer->file == NULL &&
 		buffer->memory.len + len > (size_t) transaction_buffer_kb * 1024)
 	{
-		buffer->file = stream_spill(buffer);
+		stream_spill(buffer);
 		pfree(buffer->memory.data);
 		buffer->memory.data = NULL;
 	}
@@ -800,18 +829,13 @@ xact_buffer_commit(XactBuffer *buffer)
 {
 	BufferedRowReader reader;
 	bool		live_rows;
-	char		nothing;
 
 	/*
-	 * Write the spill file's last buffer out before the rows become durable.
-	 * Reading them does it anyway, but a commit whose stream ends with a
-	 * TRUNCATE reads nothing, and BufFileClose would write it after the WAL
-	 * entry is durable, where an error (a full disk, temp_file_limit) would
-	 * report a committed transaction as aborted.  (BufFileRead flushes first,
-	 * whatever it then reads.)
+	 * After the WAL entry is durable nothing may fail: the spill file is then
+	 * removed without writing its last buffer (stream_drop_file), where an
+	 * error (a full disk, temp_file_limit) would report a committed
+	 * transaction as aborted.
 	 */
-	if (buffer->file != NULL)
-		(void) BufFileRead(buffer->file, &nothing, 0);
 
 	/* only the live rows count for the size and the spill */
 	buffered_row_reader_init(&reader, buffer, buffer->rows);
@@ -886,17 +910,14 @@ xact_buffer_scan_source(Relation rel, RolloutStore *store, CommandId curcid,
 
 /*
  * Forget the current buffer before the transaction ends.  Its memory goes
- * with TopTransactionContext; the spill file is closed here, since a file
- * still open at commit draws a leak warning.
+ * with TopTransactionContext; the spill file is removed here, since a file
+ * still open at commit draws a leak warning.  Nothing here may fail: it runs
+ * in a subtransaction's abort too.
  */
 static void
 xact_buffer_release(XactBuffer *buffer)
 {
-	if (buffer->file != NULL)
-	{
-		BufFileClose(buffer->file);
-		buffer->file = NULL;
-	}
+	stream_drop_file(buffer);
 	if (current_buffer == buffer)
 		current_buffer = NULL;
 }
