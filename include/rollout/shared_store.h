@@ -87,11 +87,12 @@ extern void shared_store_adopt_incarnation(SharedStoreSlot *slot,
 										   RolloutStore *store);
 
 /*
- * Make room in the memtable: drop the batches of every shard (but except's)
- * that holds some, has had no commit since idle_since and has nothing in
- * flight, and unclaim its writer.  Returns the bytes freed.  For a committer
- * that waits for room while the memtable is full of stores nobody flushes
- * (their tables dropped or moved, or their flushes failing).
+ * Make room in the memtable: drop the batches of every shard that holds
+ * some and has nothing in flight, and either has had no commit since
+ * idle_since (then its writer is unclaimed; never except's) or whose writer
+ * lost its claim (nobody reads them then).  Returns the bytes freed.  For a
+ * committer that waits for room while the memtable is full of stores nobody
+ * flushes (their tables dropped or moved, or their flushes failing).
  */
 extern int64 shared_store_evict_idle(TimestampTz idle_since,
 									 SharedStoreSlot *except);

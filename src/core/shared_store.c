@@ -968,18 +968,52 @@ shared_store_adopt_incarnation(SharedStoreSlot *slot, RolloutStore *store)
 }
 
 /*
- * See shared_store.h.  A slot qualifies when its writer is claimed, it holds
- * batches, and nothing is in flight: no leader, no queued commit, no
+ * Whether shared_store_evict_idle may drop the batches of slot (its lock
+ * held).  Never while anything is in flight: no leader, no queued commit, no
  * committer holding room for a request it has yet to queue (it checked the
  * writer's claim after taking the room, and would find it gone: a spurious
  * "being reopened; retry"), no flush (which copies the batches and trims
- * them after its commit), no claim.  Idle means that no leader started and
- * no batch was published since idle_since.  (A request whose committer has
+ * them after its commit).  A claimed writer's batches are its shard's WAL
+ * tail, which readers take from the memtable: they go only when idle (no
+ * leader started and no batch was published since idle_since), and never
+ * except's, whose committer flushes its own store instead.  A writer that is
+ * not claimed (its pipeline broke, it was fenced or superseded) keeps
+ * batches that nobody reads any more (readers and flushes read its WAL tail
+ * from the store, and its next claim drops them): they always go, since no
+ * commit of that store may ever come to claim it again.  A claim in progress
+ * drops them itself.
+ */
+static bool
+slot_batches_evictable(SharedStoreSlot *slot, TimestampTz idle_since,
+					   SharedStoreSlot *except)
+{
+	if (slot->mem_bytes == 0 || slot->leaders_active > 0 ||
+		DsaPointerIsValid(slot->queue_head) || slot->queued_bytes > 0 ||
+		slot->flushing)
+		return false;
+	switch (slot->writer_state)
+	{
+		case WRITER_READY:
+			return slot != except && slot->last_lead_at < idle_since &&
+				memtable_newest_durable_at(slot) < idle_since;
+		case WRITER_INITIALIZING:
+			return false;
+		case WRITER_NONE:
+		case WRITER_FENCED:
+		case WRITER_SUPERSEDED:
+			return true;
+	}
+	return false;
+}
+
+/*
+ * See shared_store.h and slot_batches_evictable.  A claimed writer whose
+ * batches go goes back to unclaimed, as after a restart: readers then read
+ * the shard's WAL tail from the store, and the next flush, or the claim of
+ * the next commit, seals that tail into a generation.  Nothing is lost,
+ * since every batch is a durable WAL entry.  (A request whose committer has
  * not read its outcome yet is left to it when its batch goes:
- * memtable_drop_oldest.)  Its writer goes back to unclaimed, as after a
- * restart: readers then read the shard's WAL tail from the store, and the
- * next flush, or the claim of the next commit, seals that tail into a
- * generation.  Nothing is lost, since every batch is a durable WAL entry.
+ * memtable_drop_oldest.)
  */
 int64
 shared_store_evict_idle(TimestampTz idle_since, SharedStoreSlot *except)
@@ -994,19 +1028,16 @@ shared_store_evict_idle(TimestampTz idle_since, SharedStoreSlot *except)
 		SharedStoreSlot *slot = &shared_state->slots[i];
 		int64		bytes = 0;
 
-		if (!slot->in_use || slot == except)
+		if (!slot->in_use)
 			continue;
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-		if (slot->writer_state == WRITER_READY && slot->mem_bytes > 0 &&
-			slot->leaders_active == 0 && !DsaPointerIsValid(slot->queue_head) &&
-			slot->queued_bytes == 0 &&
-			!slot->flushing && slot->last_lead_at < idle_since &&
-			memtable_newest_durable_at(slot) < idle_since)
+		if (slot_batches_evictable(slot, idle_since, except))
 		{
 			bytes = slot->mem_bytes;
 			memtable_clear(slot);
 			slot->tail_empty_listed_at = 0;
-			slot->writer_state = WRITER_NONE;
+			if (slot->writer_state == WRITER_READY)
+				slot->writer_state = WRITER_NONE;
 		}
 		LWLockRelease(&slot->lock);
 		if (bytes > 0)
@@ -1015,7 +1046,7 @@ shared_store_evict_idle(TimestampTz idle_since, SharedStoreSlot *except)
 			ereport(LOG,
 					(errmsg("rollout_fdw: evicted %lld bytes of shard \"%s\" of store \"%s\" from the memtable to make room",
 							(long long) bytes, slot->shard, slot->store),
-					 errdetail("No transaction committed to it for a while and no flush took its rows; they stay durable in its WAL, and are read from there.")));
+					 errdetail("No transaction committed to it for a while, or its writer lost its claim, and no flush took its rows; they stay durable in its WAL, and are read from there.")));
 		}
 	}
 	LWLockRelease(&shared_state->registry_lock);

@@ -1174,11 +1174,13 @@ group_commit_note_flushing_itself(RolloutStore *store)
  *
  * Other stores may never be flushed: a store whose tables were dropped or
  * moved to another location is reached by no sweeper, and one whose flushes
- * fail keeps its batches.  So a committer that has waited a second evicts,
- * once a second, the batches of stores that no transaction committed to for
- * MEMTABLE_EVICT_IDLE_S (shared_store_evict_idle): their rows are durable WAL
- * entries, read from the store until a flush or their next commit's claim
- * seals them.  Without it, any role that may create a server could fill the
+ * fail keeps its batches; so does a writer that lost its claim (its pipeline
+ * broke, or it was fenced), whose batches no flush takes.  So a committer
+ * that has waited a second evicts, once a second, the batches of stores that
+ * no transaction committed to for MEMTABLE_EVICT_IDLE_S, and those of writers
+ * that lost their claim, its own included (shared_store_evict_idle): their
+ * rows are durable WAL entries, read from the store until a flush or their
+ * next commit's claim seals them.  Without it, any role that may create a server could fill the
  * memtable and drop its tables, and every commit of the cluster would wait
  * until a restart.
  */
@@ -1201,7 +1203,8 @@ group_commit_reserve(RolloutStore *store, SharedStoreSlot *slot, Size size)
 		}
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 		slot->backpressure_waits++;
-		own_bytes = slot->mem_bytes;
+		/* a flush frees nothing of a writer that lost its claim */
+		own_bytes = slot->writer_state == WRITER_READY ? slot->mem_bytes : 0;
 		LWLockRelease(&slot->lock);
 
 		if (own_bytes > 0)

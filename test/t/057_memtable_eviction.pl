@@ -18,7 +18,8 @@
 # evicts the idle stores' batches after MEMTABLE_EVICT_IDLE_S (10 s) and
 # commits.  The evicted rows are durable in their WAL: new tables of the
 # stores read all of them, a flush seals them from the WAL, and the next
-# commit claims the shard again.
+# commit claims the shard again.  Then a writer fenced by a twin cluster,
+# holding most of the memtable, has its batches evicted at once.
 
 use strict;
 use warnings;
@@ -30,7 +31,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(writer_node);
+use RolloutTest qw(poll_until writer_node);
 use Test::More;
 
 my $node = writer_node('evict', 'rollout_fdw.memtable_size' => '1MB');
@@ -84,6 +85,62 @@ is($node->safe_psql('postgres', q{SELECT count(*), count(DISTINCT id) FROM a1}),
 	'and the store takes commits again');
 is($node->safe_psql('postgres', q{SELECT count(*), count(DISTINCT id) FROM b}), '150|150',
 	'the other store has its rows');
+
+# A writer that lost its claim keeps batches nobody reads any more, and no
+# flush takes them; no commit of its store may ever come to claim it again.
+# Here it is fenced by a second cluster writing the same shard (a broken
+# pipeline leaves it the same way).  Before, eviction took only claimed
+# writers' batches, so a memtable full of them made every commit of the
+# cluster wait until a restart; now they go at the first eviction, without
+# waiting for MEMTABLE_EVICT_IDLE_S.
+$node->safe_psql('postgres', join('', map { "SELECT rollout_flush('$_');" } qw(a1 a2 a3 a4 b)));
+my $shard = $node->safe_psql('postgres', q{SELECT shard FROM rollout_stat_stores WHERE store = 'ev_b'});
+for my $x (1 .. 4)
+{
+	$node->safe_psql('postgres', qq{
+CREATE FOREIGN TABLE f (id text, v int, payload text) SERVER s OPTIONS (store 'ev_fenced', key 'id');
+BEGIN;
+INSERT INTO f SELECT 'f$x-' || r, r, repeat(md5('f$x-' || r), 32) FROM generate_series(1, 150) r;
+DROP FOREIGN TABLE f;
+COMMIT;});
+}
+my $twin = writer_node('evict_twin', 'rollout_fdw.shard_id' => $shard);
+$store->create_extension_and_server($twin);
+$twin->safe_psql('postgres', q{
+CREATE FOREIGN TABLE f (id text, v int, payload text) SERVER s OPTIONS (store 'ev_fenced', key 'id');
+INSERT INTO f VALUES ('twin', 1, 'x');});
+($ret, $out, $err) = $node->psql('postgres', q{
+BEGIN;
+CREATE FOREIGN TABLE f (id text, v int, payload text) SERVER s OPTIONS (store 'ev_fenced', key 'id');
+INSERT INTO f VALUES ('fenced', 1, 'x');
+DROP FOREIGN TABLE f;
+COMMIT;});
+like($err, qr/was taken over by another writer/, "the first cluster's next commit to the store meets the twin's fence");
+my $fenced_bytes = $node->safe_psql('postgres', q{SELECT memtable_bytes FROM rollout_stat_stores WHERE store = 'ev_fenced'});
+cmp_ok($fenced_bytes, '>', 600 * 1024,
+	"its writer, unclaimed now, still holds most of the memtable ($fenced_bytes bytes)");
+
+$node->safe_psql('postgres', q{CREATE FOREIGN TABLE c (id text, v int, payload text) SERVER s OPTIONS (store 'ev_c', key 'id');});
+$offset = -s $node->logfile;
+$t0 = time;
+$commit = PsqlScript->start($node, name => 'c', sql =>
+	  q{SET application_name = 'fill_c';
+INSERT INTO c SELECT 'c-' || r, r, repeat(md5('c-' || r), 32) FROM generate_series(1, 150) r;});
+my $waited = poll_until($node,
+	q{SELECT count(*) FROM pg_stat_activity WHERE application_name = 'fill_c'}, '0', 30, $t0);
+ok(defined $waited, sprintf('a commit to another store that does not fit commits (after %.1f s)', $waited // 30))
+  or $node->safe_psql('postgres', q{SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'fill_c'});
+($ret, $out, $err) = $commit->finish;
+is($ret, 0, '... without an error') or diag($err);
+like(slurp_file($node->logfile, $offset),
+	qr/evicted \d+ bytes of shard "[^"]+" of store "ev_fenced" from the memtable to make room/,
+	"the unclaimed writer's batches were evicted");
+is($node->safe_psql('postgres', q{SELECT memtable_bytes FROM rollout_stat_stores WHERE store = 'ev_fenced'}),
+	'0', '... and hold nothing any more');
+$twin->safe_psql('postgres', q{SELECT rollout_flush('f')});
+is($twin->safe_psql('postgres', q{SELECT count(*), count(DISTINCT id), count(*) FILTER (WHERE id = 'fenced') FROM f}),
+	'601|601|0', 'every row acknowledged to either cluster is in the store, and not the refused one');
+$twin->stop;
 
 unlike(slurp_file($node->logfile), qr/terminated by signal|PANIC/, 'no backend crashed');
 $node->stop;
