@@ -190,6 +190,7 @@ typedef struct LeaderBatch
 {
 	PipelineEntry entry;		/* a copy of its cell, taken under the lock */
 	bool		assigned;		/* it got a position (else it fails at once) */
+	bool		own_taken;		/* the leader's own request is in it */
 	bool		writer_ready;	/* the writer as the claim left it */
 	WriterState writer_state;
 	TimestampTz tip_observed_at;	/* when the tip was known to be it */
@@ -531,6 +532,7 @@ leader_take_requests(SharedStoreSlot *slot, dsa_area *area, dsa_pointer own,
 	}
 	slot->queue_head = kept_head;
 	slot->queue_tail = kept_tail;
+	batch->own_taken = own_taken;
 
 	/*
 	 * A waiter that becomes leader did not go through writer_ensure_ready,
@@ -1006,13 +1008,15 @@ leader_catch_error(MemoryContext caller_context, int holdoff)
 }
 
 /*
- * Lead: write the queued requests (own among them) as one WAL entry at the
- * next position, while up to rollout_fdw.wal_pipeline_depth - 1 other
+ * Lead: write the queued requests (own among them, unless a TRUNCATE, an
+ * ingest entry or the size cap ends the entry before it) as one WAL entry at
+ * the next position, while up to rollout_fdw.wal_pipeline_depth - 1 other
  * leaders write the positions before or after it.  Called with interrupts
  * held and leadership counted; gives up leadership before returning.
  * Whatever happens, the entry ends settled (leader_finish): every committer
  * learns its outcome from its request, this leader included, and nothing
- * is raised here.  Returns the error its write raised, if any.
+ * is raised here.  Returns the error its write raised, if any, when own was
+ * in the entry that failed.
  */
 static ErrorData *
 group_commit_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own,
@@ -1093,12 +1097,19 @@ group_commit_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own,
 
 	if (edata != NULL)
 	{
-		/* followers get the same SQLSTATE, message and context */
+		/*
+		 * Followers get the same SQLSTATE, message and context.  The error is
+		 * the leader's own outcome only if its request is in the entry: one
+		 * left queued (behind a TRUNCATE, an ingest entry or the size cap) is
+		 * settled by a later entry, whose outcome may differ (an unknown one,
+		 * say, which this error would misreport as a failure).
+		 */
 		if (!leader_settle_failure(store, slot, area, &batch, image, fenced,
 								   edata->sqlerrcode,
 								   edata->context
 								   ? psprintf("%s (%s)", edata->message, edata->context)
-								   : edata->message))
+								   : edata->message) ||
+			!batch.own_taken)
 			edata = NULL;
 	}
 	else if (put == WAL_PUT_TAKEN)
