@@ -51,6 +51,16 @@ extern bool rollout_manifests_form_a_cut(const ShardManifest **manifests,
 										 const char *wal_shard);
 
 /*
+ * True when every shard base merged generations of is among the shard
+ * manifests (count of them) read before it.  A named snapshot needs it as
+ * well: a shard it does not name is read from its start by a change feed
+ * started from it, which would deliver again what the base holds of it.
+ */
+extern bool rollout_manifests_name_merged_shards(const ShardManifest **manifests,
+												 int count,
+												 const BaseManifest *base);
+
+/*
  * A snapshot of exactly the given manifest versions (a named snapshot,
  * core/named_snapshot.c): the base's fragments and the shards' generations,
  * no WAL entry and no memtable.  NULL when a version no longer exists.

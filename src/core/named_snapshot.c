@@ -108,9 +108,11 @@ named_snapshot_take(RolloutStore *store)
 	/*
 	 * The versions listed form a cut (rollout_manifests_form_a_cut: the base
 	 * merged no generation the shard versions do not list; a change feed
-	 * started from a token that is none would deliver those rows again). Read
-	 * again here, a version gc removed meanwhile makes it list again; never
-	 * hand out a token that is not such a cut.
+	 * started from a token that is none would deliver those rows again), and
+	 * name every shard the base merged from (a shard that registered, wrote
+	 * and merged between the listings is in the base, and a feed would read
+	 * it from its start).  Read again here, a version gc removed meanwhile
+	 * makes it list again; never hand out a token that is not such a cut.
 	 */
 	for (int attempt = 1;; attempt++)
 	{
@@ -119,7 +121,8 @@ named_snapshot_take(RolloutStore *store)
 
 		rollout_snapshot_newest_versions(store, &versions);
 		if (manifest_cache_read(store, &versions, &manifests, &base) &&
-			rollout_manifests_form_a_cut(manifests, list_length(versions.shards), base, NULL))
+			rollout_manifests_form_a_cut(manifests, list_length(versions.shards), base, NULL) &&
+			rollout_manifests_name_merged_shards(manifests, list_length(versions.shards), base))
 			break;
 		if (attempt >= NAMED_SNAPSHOT_ATTEMPTS)
 			ereport(ERROR,

@@ -89,6 +89,26 @@ rollout_manifests_form_a_cut(const ShardManifest **manifests, int count,
 	return true;
 }
 
+/* See store_snapshot.h. */
+bool
+rollout_manifests_name_merged_shards(const ShardManifest **manifests, int count,
+									 const BaseManifest *base)
+{
+	ListCell   *lc;
+
+	foreach(lc, base->merged)
+	{
+		MergedMark *mark = lfirst(lc);
+		bool		listed = false;
+
+		for (int i = 0; i < count && !listed; i++)
+			listed = strcmp(manifests[i]->shard, mark->shard) == 0;
+		if (!listed && mark->generation > 0)
+			return false;
+	}
+	return true;
+}
+
 /*
  * Steps 1 and 2 from the view: the shard ids, their manifests and the base
  * manifest at the versions this cluster knows, when the view is recent

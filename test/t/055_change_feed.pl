@@ -19,7 +19,7 @@
 #       max_rows, an empty poll returns nothing, a poll that moved the
 #       position without a change returns one 'position' row, a named
 #       snapshot token is a starting position, also when a merge committed
-#       while it was taken; a consumer far behind drains its backlog with no
+#       while it was taken, of a shard that appeared meanwhile too; a consumer far behind drains its backlog with no
 #       poll opening more than max_rows of the sources behind it, and no
 #       call comes back empty while changes remain (behind a TRUNCATE, or a
 #       key written in every commit);
@@ -329,6 +329,27 @@ cmp_ok(count_in_log($a, qr/fault point "snapshot\.after_shard_manifests" reached
 chomp $token3;
 is($a->safe_psql('postgres', qq{SELECT string_agg(op, ' ') FROM rollout_changes('cut', '$token3')}), 'position',
 	'(b) ... and a feed from its token delivers none of the merged rows');
+# A shard that registers, commits and merges between those two listings is
+# in the base: the token must name it, or a feed from the token would read
+# that shard from its start and deliver its merged rows again.
+$node{b}->safe_psql('postgres',
+	q{CREATE FOREIGN TABLE cut (id int, v text) SERVER s OPTIONS (store 'feed_cut', key 'id');});
+$offset = -s $a->logfile;
+$taking = PsqlScript->start($a,
+	sql => "SET rollout_fdw.fail_at = 'snapshot.after_shard_manifests:hold';\nSELECT rollout_snapshot('cut');\n");
+wait_for_fault($a, 'snapshot.after_shard_manifests', $offset);
+$node{b}->safe_psql('postgres', q{INSERT INTO cut VALUES (3, 'c'); SELECT rollout_merge('cut')});
+release_faults($a);
+($ret, my $token4, $taking_err) = $taking->finish;
+hold_faults($a);
+is($ret, 0, "(b) a snapshot a new shard's merge came between is taken") or diag($taking_err);
+chomp $token4;
+is($a->safe_psql('postgres', qq{BEGIN; SET LOCAL rollout_fdw.as_of = '$token4';
+SELECT string_agg(id::text, ',' ORDER BY id) FROM cut; COMMIT;}),
+	'1,2,3', "(b) ... holds the new shard's merged row");
+is($a->safe_psql('postgres',
+		qq{SELECT coalesce(string_agg(op || ':' || key, ' '), '') FROM rollout_changes('cut', '$token4') WHERE op <> 'position'}),
+	'', '(b) ... and a feed from its token does not deliver it again');
 like($a->safe_psql('postgres', qq{SELECT stamp > now() - interval '1 hour' AND shard IS NOT NULL FROM rollout_changes('small', '$token')}),
 	qr/^t$/, '(b) a change carries its shard and a commit stamp');
 # a fence marker (the claim of a restarted writer) moves the position without a change
