@@ -33,11 +33,13 @@ typedef struct RolloutTableOptions
 } RolloutTableOptions;
 
 /*
- * The named snapshot (a token) scans of rel read: its option as_of, else
- * rollout_fdw.as_of when that names a snapshot of store; NULL for the store
- * as it is now.
+ * The named snapshot (a token) scans of table relid read: its option as_of,
+ * else rollout_fdw.as_of when that names a snapshot of store (an ERROR when
+ * the current role may not select from the table itself); NULL for the
+ * store as it is now.
  */
-extern const char *rollout_table_as_of(const RolloutTableOptions *options,
+extern const char *rollout_table_as_of(Oid relid,
+									   const RolloutTableOptions *options,
 									   RolloutStore *store);
 
 extern RolloutTableOptions *rollout_table_options(Oid relid);

@@ -637,9 +637,18 @@ rollout_fdw_check_table(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(cstring_to_text(options->store_name));
 }
 
-/* See fdw.h. */
+/*
+ * See fdw.h.  The setting is the session's, so only a role that may read
+ * the table itself may read it as of a snapshot: one granted a view over it,
+ * or a function reading it, is granted the rows as they are, not rows since
+ * updated, deleted or erased.  PostgreSQL checks a view's tables as its
+ * owner; this checks the role running the query (GetUserId()), which is the
+ * function's owner inside a SECURITY DEFINER function (README, "Reproducible
+ * datasets").
+ */
 const char *
-rollout_table_as_of(const RolloutTableOptions *options, RolloutStore *store)
+rollout_table_as_of(Oid relid, const RolloutTableOptions *options,
+					RolloutStore *store)
 {
 	NamedSnapshot *named;
 
@@ -650,5 +659,13 @@ rollout_table_as_of(const RolloutTableOptions *options, RolloutStore *store)
 	named = named_snapshot_parse(named_snapshot_as_of, NULL);
 	if (named == NULL || !named_snapshot_of_store(store, named))
 		return NULL;
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to read foreign table \"%s\" as of a named snapshot",
+						get_rel_name(relid)),
+				 errdetail("rollout_fdw.as_of names a snapshot of its store, and role \"%s\" may not select from the table itself.",
+						   GetUserNameFromId(GetUserId(), false)),
+				 errhint("Reset rollout_fdw.as_of to read the rows as they are now.")));
 	return named_snapshot_as_of;
 }

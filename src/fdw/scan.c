@@ -70,7 +70,8 @@ rollout_begin_foreign_scan(ForeignScanState *node, int eflags)
 	state->store = rollout_store_for_relation_as(state->rel,
 												 rollout_user_for_range_table_entry(node->ss.ps.state,
 																					plan->scan.scanrelid));
-	state->as_of = rollout_table_as_of(state->options, state->store);
+	state->as_of = rollout_table_as_of(RelationGetRelid(state->rel),
+									   state->options, state->store);
 	state->scan_context = AllocSetContextCreate(CurrentMemoryContext,
 												"rollout scan",
 												ALLOCSET_DEFAULT_SIZES);

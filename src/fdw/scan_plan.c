@@ -203,7 +203,7 @@ rollout_plan_estimate(RelOptInfo *baserel, Oid foreigntableid,
 	store = rollout_store_for_relation_as(rel, userid);
 	table_close(rel, NoLock);
 	return scan_estimate_get_as_of(store, options->read_wal_tail,
-								   rollout_table_as_of(options, store));
+								   rollout_table_as_of(foreigntableid, options, store));
 }
 
 /*

@@ -24,7 +24,8 @@
 #       heap copy of the table at that moment after every round's changes
 #       and maintenance, and after gc;
 #   (e) privileges: a role with SELECT reads a snapshot but cannot take,
-#       retain or release one;
+#       retain or release one; a role granted only a view over the table
+#       cannot read it as of a snapshot through the view;
 #   (f) a second cluster, not preloaded, that has written only WAL entries:
 #       its shard has no manifest yet, and a token names it at version 0;
 #       that token reads as of its moment (without those rows), starts a
@@ -417,6 +418,29 @@ for my $call (q{rollout_snapshot('e')}, qq{rollout_retain('e', '$last', now() + 
 	ok(!$ok && $err =~ /must be owner|permission denied/, "a role with SELECT cannot call $call")
 	  or diag($err);
 }
+
+# A role granted a view over the table, or a function reading it, is granted
+# the rows as they are: rollout_fdw.as_of needs SELECT on the table itself.
+# The same token read through a view by a role with SELECT on the table
+# still works.
+$node->safe_psql('postgres', q{
+CREATE VIEW e_now AS SELECT id, v FROM e;
+CREATE ROLE viewer LOGIN;
+GRANT SELECT ON e_now TO viewer;
+GRANT USAGE ON FOREIGN SERVER s TO viewer;
+GRANT SELECT ON e_now TO reader;});
+my $live = $node->safe_psql('postgres', 'SELECT count(*) FROM e');
+is($node->safe_psql('postgres', 'SET ROLE viewer; SELECT count(*) FROM e_now'), $live,
+	'a role granted only a view reads the live rows through it');
+for my $query ('SELECT count(*) FROM e_now', 'EXPLAIN SELECT count(*) FROM e_now')
+{
+	($ok, $out, $err) = try_sql($node, "SET ROLE viewer; SET rollout_fdw.as_of = '$last'; $query");
+	ok(!$ok && $err =~ /permission denied to read foreign table "e" as of a named snapshot/,
+		"... but not as of a snapshot ($query)")
+	  or diag($err);
+}
+is($node->safe_psql('postgres', qq{SET ROLE reader; SET rollout_fdw.as_of = '$last'; SELECT count(*) FROM e_now}),
+	$reader_diff, 'a role with SELECT on the table reads the snapshot through the view');
 
 # --- (f) a cluster that has written only WAL entries -----------------------------
 my $plain = PostgreSQL::Test::Cluster->new('named_plain');
