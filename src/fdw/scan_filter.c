@@ -28,6 +28,7 @@
 
 #include "access/nbtree.h"
 #include "catalog/pg_am_d.h"
+#include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/clauses.h"
@@ -107,11 +108,32 @@ pushable_value(Node *value)
 		!contain_subplans(value);
 }
 
-/* Is a strict operator function, so that NULL in means NULL out? */
+/*
+ * Is a strict operator function, so that NULL in means NULL out, that can be
+ * called without its expression?  A user's function declared with
+ * polymorphic arguments (anyelement, anycompatible, "any") works out their
+ * types from the call's expression (fn_expr), which the scan's calls lack:
+ * it would fail where PostgreSQL's own evaluation returns rows.  (Built-in
+ * ones, array and range comparisons, take the types from the values.)
+ */
 static bool
 pushable_function(Oid funcid)
 {
-	return OidIsValid(funcid) && func_strict(funcid);
+	Oid		   *argtypes;
+	int			nargs;
+	Oid			rettype;
+
+	if (!OidIsValid(funcid) || !func_strict(funcid))
+		return false;
+	if (funcid < FirstNormalObjectId)
+		return true;
+	rettype = get_func_signature(funcid, &argtypes, &nargs);
+	if (IsPolymorphicType(rettype) || rettype == ANYOID)
+		return false;
+	for (int i = 0; i < nargs; i++)
+		if (IsPolymorphicType(argtypes[i]) || argtypes[i] == ANYOID)
+			return false;
+	return true;
 }
 
 /*

@@ -247,6 +247,18 @@ is($stdout, '5', '(e) the view returns its rows');
 my @seen = $stderr =~ /saw (\d+)/g;
 is(join(',', sort { $a <=> $b } @seen), '7,7,7,7,7', '(e) and the operator saw only the rows the view shows');
 
+# a user's polymorphic operator works out its argument types from the call's
+# expression, which the scan's calls lack: it stays with PostgreSQL
+$node->safe_psql('postgres', q{
+CREATE FUNCTION poly_eq(anyelement, anyelement) RETURNS boolean LANGUAGE plpgsql IMMUTABLE STRICT
+  AS $$BEGIN RETURN $1 = $2; END$$;
+CREATE OPERATOR === (FUNCTION = poly_eq, LEFTARG = anyelement, RIGHTARG = anyelement);});
+unlike($node->safe_psql('postgres', q{EXPLAIN SELECT * FROM t WHERE grp === 7}),
+	qr/Pushed Conditions/, '(e) a condition with a user\'s polymorphic operator is not pushed down');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM t WHERE grp === 7}),
+	$node->safe_psql('postgres', q{SELECT count(*) FROM t WHERE grp = 7}),
+	'(e) and is answered as with =');
+
 # (f) 4,096 rows of 48 random-looking bytes per row group: ~190 pages a chunk
 my $random_rows = q{SELECT g AS id,
   decode(md5(g || 'a') || md5(g || 'b') || md5(g || 'c'), 'hex') AS b,
