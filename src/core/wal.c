@@ -648,14 +648,14 @@ wal_put_rows_entry(RolloutStore *store, int64 position, const WalEntryImage *ima
  * gap that is none (the missing entry is asked for by itself), and entries
  * past a hole whose epoch is older than epoch are dead already (another
  * backend's claim fenced before them) and stay dead whatever is written
- * into it.
+ * into it; but a live one may lie beyond a dead one, so every entry past
+ * the hole is looked at.
  */
 static List *
 wal_run_after(RolloutStore *store, int64 after, int64 epoch, bool *past_hole)
 {
 	List	   *entries = wal_list_after(store, store->shard, after);
 	List	   *run = wal_contiguous_prefix(entries, after);
-	WalEntryRef *beyond;
 	int64		missing;
 
 	*past_hole = false;
@@ -664,8 +664,14 @@ wal_run_after(RolloutStore *store, int64 after, int64 epoch, bool *past_hole)
 	missing = after + list_length(run) + 1;
 	if (wal_entry_put_id(store, missing) != NULL)
 		return run;				/* no hole: the listing raced a commit */
-	beyond = list_nth(entries, list_length(run));
-	*past_hole = wal_read_metadata(store, beyond->key, beyond->position)->epoch >= epoch;
+	/* every entry past the hole: a dead one may stand before a live one */
+	for (int i = list_length(run); i < list_length(entries) && !*past_hole; i++)
+	{
+		WalEntryRef *beyond = list_nth(entries, i);
+
+		*past_hole = wal_read_metadata(store, beyond->key,
+									   beyond->position)->epoch >= epoch;
+	}
 	return run;
 }
 
