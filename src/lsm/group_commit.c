@@ -974,9 +974,13 @@ leader_settle_failure(RolloutStore *store, SharedStoreSlot *slot,
 		leader_fill_position(store, slot, batch, image, outcome_unknown);
 	if (state == PIPELINE_BROKEN && !fenced)
 	{
+		char		unknown[SLOT_ERROR_LEN * 2];
+
+		/* no allocation: an ERROR here would leave the entry unsettled */
+		snprintf(unknown, sizeof(unknown), "the outcome of WAL position %lld is unknown: %s",
+				 (long long) entry->position, error);
 		leader_finish(slot, area, batch, state, ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN,
-					  psprintf("the outcome of WAL position %lld is unknown: %s",
-							   (long long) entry->position, error));
+					  unknown);
 		return false;
 	}
 	if (state == PIPELINE_FAILED && outcome_unknown)
@@ -1097,26 +1101,35 @@ group_commit_lead(RolloutStore *store, SharedStoreSlot *slot, dsa_pointer own,
 
 	if (edata != NULL)
 	{
+		char		message[SLOT_ERROR_LEN * 2];
+
 		/*
-		 * Followers get the same SQLSTATE, message and context.  The error is
-		 * the leader's own outcome only if its request is in the entry: one
-		 * left queued (behind a TRUNCATE, an ingest entry or the size cap) is
-		 * settled by a later entry, whose outcome may differ (an unknown one,
-		 * say, which this error would misreport as a failure).
+		 * Followers get the same SQLSTATE, message and context (formatted
+		 * without allocating: the entry must be settled whatever happens).
+		 * The error is the leader's own outcome only if its request is in the
+		 * entry: one left queued (behind a TRUNCATE, an ingest entry or the
+		 * size cap) is settled by a later entry, whose outcome may differ (an
+		 * unknown one, say, which this error would misreport as a failure).
 		 */
+		if (edata->context)
+			snprintf(message, sizeof(message), "%s (%s)", edata->message, edata->context);
+		else
+			strlcpy(message, edata->message, sizeof(message));
 		if (!leader_settle_failure(store, slot, area, &batch, image, fenced,
-								   edata->sqlerrcode,
-								   edata->context
-								   ? psprintf("%s (%s)", edata->message, edata->context)
-								   : edata->message) ||
+								   edata->sqlerrcode, message) ||
 			!batch.own_taken)
 			edata = NULL;
 	}
 	else if (put == WAL_PUT_TAKEN)
+	{
+		char		message[SLOT_ERROR_LEN * 2];
+
+		snprintf(message, sizeof(message),
+				 "WAL position %lld of shard \"%s\" holds an entry a previous writer left behind; retry the transaction",
+				 (long long) batch.entry.position, store->shard);
 		leader_finish(slot, area, &batch, PIPELINE_FAILED,
-					  ERRCODE_T_R_SERIALIZATION_FAILURE,
-					  psprintf("WAL position %lld of shard \"%s\" holds an entry a previous writer left behind; retry the transaction",
-							   (long long) batch.entry.position, store->shard));
+					  ERRCODE_T_R_SERIALIZATION_FAILURE, message);
+	}
 	else
 		leader_finish(slot, area, &batch, PIPELINE_LANDED, 0, NULL);
 	return edata;
