@@ -354,8 +354,13 @@ rollout_scan_open_read(ForeignScanState *node, RolloutScanState *state)
 	for (int attempt = 0;; attempt++)
 	{
 		bool		vanished = false;
-		bool		may_retake = state->parallel == NULL &&
-		(state->as_of != NULL || attempt < SCAN_MAX_SNAPSHOT_ATTEMPTS - 1);
+
+		/*
+		 * A named snapshot is never retaken, in a parallel scan neither: an
+		 * object of it found gone means it expired, which is said so.
+		 */
+		bool		may_retake = state->as_of != NULL ||
+		(state->parallel == NULL && attempt < SCAN_MAX_SNAPSHOT_ATTEMPTS - 1);
 		MergeReadOptions options = {0};
 
 		if (state->snapshot == NULL)
