@@ -131,6 +131,8 @@ typedef struct RolloutStore
 
 	/* which creation of the store this is (_store.json "incarnation") */
 	char	   *incarnation;
+	TimestampTz incarnation_checked_at; /* last read of it (0: at open) */
+	bool		stale;			/* the store was deleted since: reopen */
 
 	/*
 	 * The encoding of the database that created the store (_store.json

@@ -274,6 +274,48 @@ rollout_store_exists(RolloutStore *store)
 	return true;
 }
 
+/* See store_definition.h. */
+void
+rollout_store_check_current(RolloutStore *store, int max_age_ms)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	char	   *key;
+	StringInfoData json;
+	JsonDoc    *doc;
+	char	   *incarnation;
+
+	/* nothing written yet, or read a moment ago */
+	if (!rollout_store_exists(store) || store->incarnation == NULL ||
+		(store->incarnation_checked_at != 0 &&
+		 !TimestampDifferenceExceeds(store->incarnation_checked_at, now, max_age_ms)))
+		return;
+	key = rollout_key_store_json(store);
+	initStringInfo(&json);
+	if (!objstore_get(store->objstore, key, &json))
+		incarnation = NULL;
+	else
+	{
+		doc = json_doc_parse(json.data, json.len, key);
+		incarnation = json_doc_text(doc, doc->root, "incarnation", false);
+		if (incarnation == NULL)
+			incarnation = json_doc_text(doc, doc->root, "created_at", false);
+	}
+	if (incarnation == NULL || strcmp(incarnation, store->incarnation) != 0)
+	{
+		store->stale = true;
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("store \"%s\" was deleted since this session opened it",
+						store->name),
+				 incarnation != NULL ?
+				 errdetail("It was created again: it is another store now, whose snapshots, positions and retentions are not the old one's.") :
+				 errdetail("Its %s is gone.", key),
+				 errhint("Run the command again: the next one opens the store as it is now.")));
+	}
+	store->incarnation_checked_at = now;
+	pfree(json.data);
+}
+
 void
 rollout_store_close(RolloutStore *store)
 {

@@ -261,6 +261,9 @@ rollout_store_for_relation_as(Relation rel, Oid userid)
 	if (entry->valid &&
 		entry->store->checks_trusted_images != store_check_trusted_images)
 		entry->valid = false;
+	/* the store was deleted under the handle (rollout_store_check_current) */
+	if (entry->valid && entry->store->stale)
+		entry->valid = false;
 	if (!entry->valid)
 	{
 		RolloutStoreSpec *spec = store_spec_for_relation(rel, userid);

@@ -264,6 +264,8 @@ change_feed_position_parse(RolloutStore *store, const char *since)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid change feed position \"%s\"", since),
 				 errdetail("A position is the next_since text rollout_changes returned, or a token of rollout_snapshot, or NULL for the start.")));
+	/* a handle older than the store's creation would take an old position */
+	rollout_store_check_current(store, ROLLOUT_STORE_RECHECK_MS);
 	if (!rollout_store_exists(store) || store->incarnation == NULL ||
 		strcmp(store->incarnation, position->incarnation) != 0)
 		ereport(ERROR,

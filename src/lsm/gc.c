@@ -61,6 +61,7 @@
 #include "rollout/named_snapshot.h"
 #include "rollout/shard.h"
 #include "rollout/shared_store.h"
+#include "rollout/store_definition.h"
 #include "rollout/store_keys.h"
 #include "rollout/store_sources.h"
 #include "rollout/store_stats.h"
@@ -746,6 +747,8 @@ rollout_gc_store(RolloutStore *store, int64 grace_seconds, TimestampTz stop_at)
 	deletions.stop_at = stop_at;
 
 	rollout_check_writable(store, "collect garbage in");
+	/* a handle older than the store's creation would ignore its retentions */
+	rollout_store_check_current(store, 0);
 	cost_was_active = maintenance_cost_begin();
 	PG_TRY();
 	{

@@ -20,7 +20,7 @@ use Test::More;
 
 # preload: no sweeper (RolloutTest::configure_node), nothing may flush the
 # old rows behind the test's back
-my $node = mode_node('recreated');
+my $node = mode_node('recreated', conf => ['rollout_fdw.min_gc_grace = 0']);
 
 my $store = RolloutStore->for_test('019_store_recreated', backend => 'file');
 $store->create_extension_and_server($node);
@@ -53,6 +53,46 @@ is($node->safe_psql('postgres', "SELECT rows_flushed FROM rollout_flush('t')"),
 is($node->safe_psql('postgres', 'SELECT id, v FROM t'), '1|fresh', 'and reads only it');
 is($node->safe_psql('postgres', "SELECT exact_row_count, base_rows + generation_rows FROM rollout_observe('t', true)"),
 	'1|1', 'rollout_observe agrees');
+
+# Sessions that opened a store before it was deleted and created again must
+# not take the old creation's names in the new one: a handle reads
+# _store.json again before it believes a change feed position or a token (at
+# most a second after its last look), and always before gc decides what
+# retentions keep.  Before, such a session's feed accepted the old
+# creation's position, and its gc judged the new store's retentions by the
+# old creation's identity.
+$node->safe_psql('postgres', q{
+CREATE FOREIGN TABLE u (id int, v text) SERVER s OPTIONS (store 'reborn', key 'id');
+INSERT INTO u VALUES (1, 'old');});
+my $feed_session = $node->background_psql('postgres', on_error_stop => 0);
+my $old_position = $feed_session->query_safe(q{SELECT next_since FROM rollout_changes('u') LIMIT 1});
+my $gc_session = $node->background_psql('postgres', on_error_stop => 0);
+$gc_session->query_safe('SELECT count(*) FROM u');
+rmtree($store->path('reborn'));
+$node->safe_psql('postgres', q{INSERT INTO u VALUES (2, 'new')});
+my $token = $node->safe_psql('postgres', q{SELECT rollout_snapshot('u', now() + interval '1 day')});
+$node->safe_psql('postgres', q{
+INSERT INTO u VALUES (3, 'newer');
+SELECT 1 FROM rollout_merge('u');
+SELECT 1 FROM rollout_compact('u', min_fragments => 1);});
+
+$feed_session->query(qq{SELECT count(*) FROM rollout_changes('u', '$old_position')});
+like($feed_session->{stderr}, qr/store "reborn" was deleted since this session opened it/,
+	"a session's handle older than the store refuses its old change feed position");
+$feed_session->{stderr} = '';
+$feed_session->query(qq{SELECT count(*) FROM rollout_changes('u', '$old_position')});
+like($feed_session->{stderr}, qr/is not a position in store "reborn"/,
+	'... and, reopened, says it is not a position of this store');
+$feed_session->quit;
+
+$gc_session->query(q{SELECT objects_deleted FROM rollout_gc('u', '0')});
+like($gc_session->{stderr}, qr/store "reborn" was deleted since this session opened it/,
+	"a session's handle older than the store does not collect garbage in the new one");
+$gc_session->{stderr} = '';
+$gc_session->query_safe(q{SELECT objects_deleted FROM rollout_gc('u', '0')});
+$gc_session->quit;
+is($node->safe_psql('postgres', qq{SET rollout_fdw.as_of = '$token'; SELECT string_agg(id::text, ',' ORDER BY id) FROM u}),
+	'2', '... and, reopened, its gc keeps what the new store\'s retention keeps');
 
 $node->stop;
 done_testing();
