@@ -33,14 +33,21 @@ typedef struct RolloutTableOptions
 } RolloutTableOptions;
 
 /*
- * The named snapshot (a token) scans of table relid read: its option as_of,
- * else rollout_fdw.as_of when that names a snapshot of store (an ERROR when
- * the current role may not select from the table itself); NULL for the
- * store as it is now.
+ * The named snapshot (a token) scans of rel read: its option as_of, else
+ * rollout_fdw.as_of when that names a snapshot of store; NULL for the store
+ * as it is now.
  */
-extern const char *rollout_table_as_of(Oid relid,
-									   const RolloutTableOptions *options,
+extern const char *rollout_table_as_of(const RolloutTableOptions *options,
 									   RolloutStore *store);
+
+/*
+ * ERROR unless the role running the query (and, in a SECURITY DEFINER
+ * function, the one that called it) may select the columns attnos (any
+ * column, when NULL) of table relid itself: a scan that reads the table as
+ * of rollout_fdw.as_of checks it, since a view over the table grants its
+ * rows as they are, not the table's past.
+ */
+extern void rollout_check_as_of_privilege(Oid relid, const Bitmapset *attnos);
 
 extern RolloutTableOptions *rollout_table_options(Oid relid);
 

@@ -49,13 +49,17 @@ extern void rollout_store_ensure_created(RolloutStore *store);
 extern bool rollout_store_exists(RolloutStore *store);
 
 /*
- * ERROR when the store was deleted, and perhaps created again, since this
- * handle opened it: its _store.json is gone or holds another incarnation,
- * read again when the last look is older than max_age_ms.  The handle is
- * then marked stale, and the next use opens the store anew.  For what an
- * old creation's names would silently mislead in a new one: snapshot
- * tokens, change feed positions, gc's retentions.
+ * Is the store still the creation this handle opened?  False when its
+ * _store.json is gone or holds another incarnation (the store was deleted,
+ * and perhaps created again, under a live session), read again when the
+ * last look is older than max_age_ms; the handle is then marked stale, and
+ * the next use opens the store anew.  For what an old creation's names
+ * would silently mislead in a new one: snapshot tokens, change feed
+ * positions, gc's retentions.
  */
+extern bool rollout_store_is_current(RolloutStore *store, int max_age_ms);
+
+/* rollout_store_is_current, or ERROR */
 extern void rollout_store_check_current(RolloutStore *store, int max_age_ms);
 
 /* How old a look at _store.json the feed and named snapshots still trust */

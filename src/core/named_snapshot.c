@@ -219,8 +219,8 @@ bool
 named_snapshot_of_store(RolloutStore *store, const NamedSnapshot *snapshot)
 {
 	/* a handle older than the store's creation would take an old token */
-	rollout_store_check_current(store, ROLLOUT_STORE_RECHECK_MS);
-	return rollout_store_exists(store) && store->incarnation != NULL &&
+	return rollout_store_is_current(store, ROLLOUT_STORE_RECHECK_MS) &&
+		rollout_store_exists(store) && store->incarnation != NULL &&
 		strcmp(store->incarnation, snapshot->incarnation) == 0;
 }
 

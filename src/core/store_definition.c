@@ -224,6 +224,7 @@ store_adopt_definition(RolloutStore *store, const char *key, StringInfo json)
 	winner = json_doc_text(doc, doc->root, "incarnation", false);
 	if (winner != NULL)
 		store->incarnation = MemoryContextStrdup(store->context, winner);
+	store->incarnation_checked_at = GetCurrentTimestamp();
 	store->pending_definition = NULL;
 }
 
@@ -274,46 +275,59 @@ rollout_store_exists(RolloutStore *store)
 	return true;
 }
 
+/*
+ * Which creation of the store a _store.json (doc) names: its "incarnation",
+ * or "created_at" as written before incarnations were, or "" for neither.
+ */
+static char *
+store_json_incarnation(JsonDoc *doc)
+{
+	char	   *incarnation = json_doc_text(doc, doc->root, "incarnation", false);
+
+	if (incarnation == NULL)
+		incarnation = json_doc_text(doc, doc->root, "created_at", false);
+	return incarnation != NULL ? incarnation : pstrdup("");
+}
+
 /* See store_definition.h. */
-void
-rollout_store_check_current(RolloutStore *store, int max_age_ms)
+bool
+rollout_store_is_current(RolloutStore *store, int max_age_ms)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	char	   *key;
 	StringInfoData json;
-	JsonDoc    *doc;
-	char	   *incarnation;
+	bool		current;
 
+	if (store->stale)
+		return false;
 	/* nothing written yet, or read a moment ago */
 	if (!rollout_store_exists(store) || store->incarnation == NULL ||
-		(store->incarnation_checked_at != 0 &&
-		 !TimestampDifferenceExceeds(store->incarnation_checked_at, now, max_age_ms)))
-		return;
+		!TimestampDifferenceExceeds(store->incarnation_checked_at, now, max_age_ms))
+		return true;
 	key = rollout_key_store_json(store);
 	initStringInfo(&json);
-	if (!objstore_get(store->objstore, key, &json))
-		incarnation = NULL;
-	else
-	{
-		doc = json_doc_parse(json.data, json.len, key);
-		incarnation = json_doc_text(doc, doc->root, "incarnation", false);
-		if (incarnation == NULL)
-			incarnation = json_doc_text(doc, doc->root, "created_at", false);
-	}
-	if (incarnation == NULL || strcmp(incarnation, store->incarnation) != 0)
-	{
+	current = objstore_get(store->objstore, key, &json) &&
+		strcmp(store_json_incarnation(json_doc_parse(json.data, json.len, key)),
+			   store->incarnation) == 0;
+	pfree(json.data);
+	if (!current)
 		store->stale = true;
+	else
+		store->incarnation_checked_at = now;
+	return current;
+}
+
+/* See store_definition.h. */
+void
+rollout_store_check_current(RolloutStore *store, int max_age_ms)
+{
+	if (!rollout_store_is_current(store, max_age_ms))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("store \"%s\" was deleted since this session opened it",
 						store->name),
-				 incarnation != NULL ?
-				 errdetail("It was created again: it is another store now, whose snapshots, positions and retentions are not the old one's.") :
-				 errdetail("Its %s is gone.", key),
+				 errdetail("If it was created again, it is another store now, whose snapshots, change feed positions and retentions are not the old one's."),
 				 errhint("Run the command again: the next one opens the store as it is now.")));
-	}
-	store->incarnation_checked_at = now;
-	pfree(json.data);
 }
 
 void
@@ -571,11 +585,8 @@ store_read_identity(RolloutStore *store, const RolloutStoreSpec *spec,
 	 * under the same name is another store, and state kept about the old one
 	 * (the shared writer's memtable) must not leak into it.
 	 */
-	store->incarnation = json_doc_text(doc, doc->root, "incarnation", false);
-	if (store->incarnation == NULL)
-		store->incarnation = json_doc_text(doc, doc->root, "created_at", false);
-	if (store->incarnation == NULL)
-		store->incarnation = pstrdup("");
+	store->incarnation = store_json_incarnation(doc);
+	store->incarnation_checked_at = GetCurrentTimestamp();
 
 	/*
 	 * Text is bytes in the encoding of the database that wrote it.  A store

@@ -168,8 +168,7 @@ rollout_plan_foreign_modify(PlannerInfo *root, ModifyTable *plan,
 static void
 rollout_refuse_write_as_of(Relation rel, RolloutStore *store)
 {
-	if (rollout_table_as_of(RelationGetRelid(rel),
-							rollout_table_options(RelationGetRelid(rel)),
+	if (rollout_table_as_of(rollout_table_options(RelationGetRelid(rel)),
 							store) != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),

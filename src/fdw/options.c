@@ -637,18 +637,9 @@ rollout_fdw_check_table(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(cstring_to_text(options->store_name));
 }
 
-/*
- * See fdw.h.  The setting is the session's, so only a role that may read
- * the table itself may read it as of a snapshot: one granted a view over it,
- * or a function reading it, is granted the rows as they are, not rows since
- * updated, deleted or erased.  PostgreSQL checks a view's tables as its
- * owner; this checks the role running the query (GetUserId()), which is the
- * function's owner inside a SECURITY DEFINER function (README, "Reproducible
- * datasets").
- */
+/* See fdw.h. */
 const char *
-rollout_table_as_of(Oid relid, const RolloutTableOptions *options,
-					RolloutStore *store)
+rollout_table_as_of(const RolloutTableOptions *options, RolloutStore *store)
 {
 	NamedSnapshot *named;
 
@@ -659,13 +650,47 @@ rollout_table_as_of(Oid relid, const RolloutTableOptions *options,
 	named = named_snapshot_parse(named_snapshot_as_of, NULL);
 	if (named == NULL || !named_snapshot_of_store(store, named))
 		return NULL;
-	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+	return named_snapshot_as_of;
+}
+
+/* May role read the columns attnos of relid (any of them, when NULL)? */
+static bool
+role_may_select(Oid relid, Oid role, const Bitmapset *attnos)
+{
+	int			attno = -1;
+
+	if (pg_class_aclcheck(relid, role, ACL_SELECT) == ACLCHECK_OK)
+		return true;
+	if (bms_is_empty(attnos))
+		return pg_attribute_aclcheck_all(relid, role, ACL_SELECT, ACLMASK_ANY) == ACLCHECK_OK;
+	while ((attno = bms_next_member(attnos, attno)) >= 0)
+		if (pg_attribute_aclcheck(relid, attno, role, ACL_SELECT) != ACLCHECK_OK)
+			return false;
+	return true;
+}
+
+/*
+ * See fdw.h.  The setting is the session's, so only a role that may read
+ * the table itself may read it as of a snapshot: one granted a view over it,
+ * or a function reading it, is granted the rows as they are, not rows since
+ * updated, deleted or erased.  PostgreSQL checks a view's tables as its
+ * owner; this checks the role running the query (GetUserId()), and inside a
+ * SECURITY DEFINER function also the role that called it (the outer one),
+ * which chose the setting.
+ */
+void
+rollout_check_as_of_privilege(Oid relid, const Bitmapset *attnos)
+{
+	Oid			role = GetUserId();
+
+	if (!role_may_select(relid, role, attnos) ||
+		(InLocalUserIdChange() && GetOuterUserId() != role &&
+		 !role_may_select(relid, role = GetOuterUserId(), attnos)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied to read foreign table \"%s\" as of a named snapshot",
 						get_rel_name(relid)),
-				 errdetail("rollout_fdw.as_of names a snapshot of its store, and role \"%s\" may not select from the table itself.",
-						   GetUserNameFromId(GetUserId(), false)),
+				 errdetail("rollout_fdw.as_of names a snapshot of its store, and role \"%s\" may not select those columns from the table itself.",
+						   GetUserNameFromId(role, false)),
 				 errhint("Reset rollout_fdw.as_of to read the rows as they are now.")));
-	return named_snapshot_as_of;
 }

@@ -20,6 +20,7 @@
 
 #include "access/nbtree.h"
 #include "access/parallel.h"
+#include "access/sysattr.h"
 #include "catalog/pg_collation.h"
 #include "executor/executor.h"
 #include "utils/datum.h"
@@ -37,6 +38,35 @@
 
 /* Fresh snapshots a scan takes when objects vanish under it. */
 #define SCAN_MAX_SNAPSHOT_ATTEMPTS	5
+
+/*
+ * The user columns (attnos) a scan's query selects from its table, as
+ * PostgreSQL's permission check sees them: every column for a whole-row
+ * reference, none for system columns.
+ */
+static Bitmapset *
+scan_selected_columns(Relation rel, EState *estate, Index scanrelid)
+{
+	RangeTblEntry *rte = exec_rt_fetch(scanrelid, estate);
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+	Bitmapset  *attnos = NULL;
+	int			member = -1;
+
+	while ((member = bms_next_member(rte->selectedCols, member)) >= 0)
+	{
+		AttrNumber	attno = member + FirstLowInvalidHeapAttributeNumber;
+
+		if (attno == InvalidAttrNumber)
+		{
+			for (int i = 1; i <= tupdesc->natts; i++)
+				if (!TupleDescAttr(tupdesc, i - 1)->attisdropped)
+					attnos = bms_add_member(attnos, i);
+		}
+		else if (attno > 0)
+			attnos = bms_add_member(attnos, attno);
+	}
+	return attnos;
+}
 
 /*
  * BeginForeignScan: set up the scan's state.  The options and key conditions
@@ -70,8 +100,11 @@ rollout_begin_foreign_scan(ForeignScanState *node, int eflags)
 	state->store = rollout_store_for_relation_as(state->rel,
 												 rollout_user_for_range_table_entry(node->ss.ps.state,
 																					plan->scan.scanrelid));
-	state->as_of = rollout_table_as_of(RelationGetRelid(state->rel),
-									   state->options, state->store);
+	state->as_of = rollout_table_as_of(state->options, state->store);
+	if (state->as_of != NULL && state->options->as_of == NULL)
+		rollout_check_as_of_privilege(RelationGetRelid(state->rel),
+									  scan_selected_columns(state->rel, node->ss.ps.state,
+															plan->scan.scanrelid));
 	state->scan_context = AllocSetContextCreate(CurrentMemoryContext,
 												"rollout scan",
 												ALLOCSET_DEFAULT_SIZES);

@@ -191,6 +191,7 @@ rollout_plan_estimate(RelOptInfo *baserel, Oid foreigntableid,
 	Oid			userid = OidIsValid(baserel->userid) ? baserel->userid : GetUserId();
 	Relation	rel;
 	RolloutStore *store;
+	const char *as_of;
 	StoreEstimate unknown = {ROLLOUT_UNKNOWN_ROWS, 1, -1, 0, 0};
 
 	/*
@@ -202,8 +203,10 @@ rollout_plan_estimate(RelOptInfo *baserel, Oid foreigntableid,
 	rel = table_open(foreigntableid, NoLock);
 	store = rollout_store_for_relation_as(rel, userid);
 	table_close(rel, NoLock);
-	return scan_estimate_get_as_of(store, options->read_wal_tail,
-								   rollout_table_as_of(foreigntableid, options, store));
+	as_of = rollout_table_as_of(options, store);
+	if (as_of != NULL && options->as_of == NULL)
+		rollout_check_as_of_privilege(foreigntableid, NULL);
+	return scan_estimate_get_as_of(store, options->read_wal_tail, as_of);
 }
 
 /*

@@ -441,6 +441,28 @@ for my $query ('SELECT count(*) FROM e_now', 'EXPLAIN SELECT count(*) FROM e_now
 }
 is($node->safe_psql('postgres', qq{SET ROLE reader; SET rollout_fdw.as_of = '$last'; SELECT count(*) FROM e_now}),
 	$reader_diff, 'a role with SELECT on the table reads the snapshot through the view');
+# SELECT granted on columns: the snapshot of those columns, not of others
+$node->safe_psql('postgres', q{GRANT SELECT (id) ON e TO viewer;});
+is($node->safe_psql('postgres', qq{SET ROLE viewer; SET rollout_fdw.as_of = '$last'; SELECT count(id) FROM e}),
+	$reader_diff, 'a role with SELECT on a column reads that column as of a snapshot');
+($ok, $out, $err) = try_sql($node, qq{SET ROLE viewer; SET rollout_fdw.as_of = '$last'; SELECT count(v) FROM e});
+ok(!$ok && $err =~ /permission denied/, '... but no other column') or diag($err);
+($ok, $out, $err) = try_sql($node, qq{SET ROLE viewer; SET rollout_fdw.as_of = '$last'; SELECT count(*) FROM e_now});
+ok(!$ok && $err =~ /permission denied to read foreign table "e" as of a named snapshot/,
+	'... nor, through the view, the columns it does not have') or diag($err);
+# a SECURITY DEFINER function reads as its owner, but its caller chose the snapshot
+$node->safe_psql('postgres', q{
+CREATE ROLE stranger LOGIN;
+GRANT USAGE ON FOREIGN SERVER s TO stranger;
+CREATE FUNCTION e_count() RETURNS bigint LANGUAGE sql SECURITY DEFINER AS 'SELECT count(*) FROM e';
+GRANT EXECUTE ON FUNCTION e_count() TO stranger, reader;});
+is($node->safe_psql('postgres', q{SET ROLE stranger; SELECT e_count()}), $live,
+	'a SECURITY DEFINER function reads the live rows for any caller');
+($ok, $out, $err) = try_sql($node, qq{SET ROLE stranger; SET rollout_fdw.as_of = '$last'; SELECT e_count()});
+ok(!$ok && $err =~ /permission denied to read foreign table "e" as of a named snapshot/,
+	'a SECURITY DEFINER function does not read the past for a caller who may not') or diag($err);
+is($node->safe_psql('postgres', qq{SET ROLE reader; SET rollout_fdw.as_of = '$last'; SELECT e_count()}),
+	$reader_diff, '... and does for one who may');
 
 # --- (f) a cluster that has written only WAL entries -----------------------------
 my $plain = PostgreSQL::Test::Cluster->new('named_plain');
