@@ -131,7 +131,7 @@ typedef struct RolloutStore
 
 	/* which creation of the store this is (_store.json "incarnation") */
 	char	   *incarnation;
-	TimestampTz incarnation_checked_at; /* last read of it (0: at open) */
+	TimestampTz incarnation_checked_at; /* last read of it */
 	bool		stale;			/* the store was deleted since: reopen */
 
 	/*

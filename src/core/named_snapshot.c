@@ -256,12 +256,16 @@ raise_unless_of_store(RolloutStore *store, const NamedSnapshot *named,
 					  const char *token, const char *outcome)
 {
 	if (!named_snapshot_of_store(store, named))
+	{
+		/* the handle's store was deleted under it: say that instead */
+		rollout_store_check_current(store, 0);
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("snapshot \"%s\" is not a snapshot of store \"%s\"",
 						token, store->name),
 				 errdetail("It was taken of another store, or of an earlier creation of this one%s.",
 						   outcome)));
+	}
 }
 
 RolloutSnapshot *

@@ -183,6 +183,20 @@ rollout_store_open(const RolloutStoreSpec *spec, MemoryContext parent)
 }
 
 /*
+ * Which creation of the store a _store.json (doc) names: its "incarnation",
+ * or "created_at" as written before incarnations were, or "" for neither.
+ */
+static char *
+store_json_incarnation(JsonDoc *doc)
+{
+	char	   *incarnation = json_doc_text(doc, doc->root, "incarnation", false);
+
+	if (incarnation == NULL)
+		incarnation = json_doc_text(doc, doc->root, "created_at", false);
+	return incarnation != NULL ? incarnation : pstrdup("");
+}
+
+/*
  * Take over the definition another session or cluster wrote to _store.json
  * (key, its text in json) for a store this handle was about to create:
  * ERROR unless it is the definition this store was opened with; then the
@@ -221,9 +235,8 @@ store_adopt_definition(RolloutStore *store, const char *key, StringInfo json)
 				 errmsg("store \"%s\" was just created by another session with a different definition",
 						store->name),
 				 errhint("Check the foreign table against %s and retry.", key)));
-	winner = json_doc_text(doc, doc->root, "incarnation", false);
-	if (winner != NULL)
-		store->incarnation = MemoryContextStrdup(store->context, winner);
+	winner = store_json_incarnation(doc);
+	store->incarnation = MemoryContextStrdup(store->context, winner);
 	store->incarnation_checked_at = GetCurrentTimestamp();
 	store->pending_definition = NULL;
 }
@@ -273,20 +286,6 @@ rollout_store_exists(RolloutStore *store)
 		return false;
 	store_adopt_definition(store, key, &json);
 	return true;
-}
-
-/*
- * Which creation of the store a _store.json (doc) names: its "incarnation",
- * or "created_at" as written before incarnations were, or "" for neither.
- */
-static char *
-store_json_incarnation(JsonDoc *doc)
-{
-	char	   *incarnation = json_doc_text(doc, doc->root, "incarnation", false);
-
-	if (incarnation == NULL)
-		incarnation = json_doc_text(doc, doc->root, "created_at", false);
-	return incarnation != NULL ? incarnation : pstrdup("");
 }
 
 /* See store_definition.h. */

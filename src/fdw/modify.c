@@ -47,6 +47,7 @@
 
 #include "rollout/fdw.h"
 #include "rollout/key_set.h"
+#include "rollout/store_definition.h"
 #include "rollout/xact_buffer.h"
 
 /* Per result relation state. */
@@ -168,8 +169,13 @@ rollout_plan_foreign_modify(PlannerInfo *root, ModifyTable *plan,
 static void
 rollout_refuse_write_as_of(Relation rel, RolloutStore *store)
 {
-	if (rollout_table_as_of(rollout_table_options(RelationGetRelid(rel)),
-							store) != NULL)
+	const char *as_of = rollout_table_as_of(rollout_table_options(RelationGetRelid(rel)),
+											store);
+
+	/* the store deleted under the handle: no reading of the setting holds */
+	if (store->stale)
+		rollout_store_check_current(store, 0);
+	if (as_of != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
 				 errmsg("cannot modify foreign table \"%s\" while it is read as of a named snapshot",

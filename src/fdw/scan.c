@@ -21,6 +21,7 @@
 #include "access/nbtree.h"
 #include "access/parallel.h"
 #include "access/sysattr.h"
+#include "catalog/partition.h"
 #include "catalog/pg_collation.h"
 #include "executor/executor.h"
 #include "utils/datum.h"
@@ -45,9 +46,8 @@
  * reference, none for system columns.
  */
 static Bitmapset *
-scan_selected_columns(Relation rel, EState *estate, Index scanrelid)
+scan_selected_columns(Relation rel, RangeTblEntry *rte)
 {
-	RangeTblEntry *rte = exec_rt_fetch(scanrelid, estate);
 	TupleDesc	tupdesc = RelationGetDescr(rel);
 	Bitmapset  *attnos = NULL;
 	int			member = -1;
@@ -69,6 +69,35 @@ scan_selected_columns(Relation rel, EState *estate, Index scanrelid)
 }
 
 /*
+ * rollout_fdw.as_of may be read only by a role that may read the table
+ * itself (rollout_check_as_of_privilege).  A partition scanned through its
+ * partitioned table was not checked by PostgreSQL (its range table entry
+ * requires nothing: the parent's was checked), so there the root's
+ * privileges count, for the same columns by name.
+ */
+static void
+scan_check_as_of_privilege(Relation rel, EState *estate, Index scanrelid)
+{
+	RangeTblEntry *rte = exec_rt_fetch(scanrelid, estate);
+	Oid			relid = RelationGetRelid(rel);
+	Bitmapset  *attnos = scan_selected_columns(rel, rte);
+
+	if (rte->requiredPerms == 0 && rel->rd_rel->relispartition)
+	{
+		Oid			root = llast_oid(get_partition_ancestors(relid));
+		Bitmapset  *root_attnos = NULL;
+		int			attno = -1;
+
+		while ((attno = bms_next_member(attnos, attno)) >= 0)
+			root_attnos = bms_add_member(root_attnos,
+										 get_attnum(root, get_attname(relid, attno, false)));
+		relid = root;
+		attnos = root_attnos;
+	}
+	rollout_check_as_of_privilege(relid, attnos);
+}
+
+/*
  * BeginForeignScan: set up the scan's state.  The options and key conditions
  * are kept even for plain EXPLAIN, which shows them but reads nothing here
  * (its planning may have read metadata for the estimate, scan_estimate.c).
@@ -86,6 +115,7 @@ rollout_begin_foreign_scan(ForeignScanState *node, int eflags)
 	List	   *retrieved_attrs = scan_plan_retrieved_attrs(plan);
 	TupleDesc	tupdesc;
 	ListCell   *lc;
+	Oid			userid;
 
 	node->fdw_state = state;
 	state->rel = node->ss.ss_currentRelation;
@@ -97,14 +127,22 @@ rollout_begin_foreign_scan(ForeignScanState *node, int eflags)
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
 
-	state->store = rollout_store_for_relation_as(state->rel,
-												 rollout_user_for_range_table_entry(node->ss.ps.state,
-																					plan->scan.scanrelid));
+	userid = rollout_user_for_range_table_entry(node->ss.ps.state,
+												plan->scan.scanrelid);
+	state->store = rollout_store_for_relation_as(state->rel, userid);
 	state->as_of = rollout_table_as_of(state->options, state->store);
+	/* found deleted and created again under the handle: read the store now */
+	if (state->store->stale)
+	{
+		state->store = rollout_store_for_relation_as(state->rel, userid);
+		state->as_of = rollout_table_as_of(state->options, state->store);
+	}
+	/* a copy: the setting's value may change before the scan reads it */
+	if (state->as_of != NULL)
+		state->as_of = pstrdup(state->as_of);
 	if (state->as_of != NULL && state->options->as_of == NULL)
-		rollout_check_as_of_privilege(RelationGetRelid(state->rel),
-									  scan_selected_columns(state->rel, node->ss.ps.state,
-															plan->scan.scanrelid));
+		scan_check_as_of_privilege(state->rel, node->ss.ps.state,
+								   plan->scan.scanrelid);
 	state->scan_context = AllocSetContextCreate(CurrentMemoryContext,
 												"rollout scan",
 												ALLOCSET_DEFAULT_SIZES);

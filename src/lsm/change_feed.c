@@ -197,10 +197,14 @@ feed_position_of_snapshot(RolloutStore *store, const char *token,
 	int			count = list_length(named->versions.shards);
 
 	if (!named_snapshot_of_store(store, named))
+	{
+		/* the handle's store was deleted under it: say that instead */
+		rollout_store_check_current(store, 0);
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("snapshot \"%s\" is not a snapshot of store \"%s\"",
 						token, store->name)));
+	}
 	manifests = shard_manifests_read_versions(store, named->versions.shards,
 											  named->versions.shard_versions);
 	base = base_manifest_read_version(store, named->versions.base_version);

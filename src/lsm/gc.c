@@ -156,6 +156,14 @@ gc_note_retained(RolloutStore *store, List *retentions, const char *shard,
 					named->versions.shard_versions[foreach_current_index(sc)];
 		}
 	}
+
+	/*
+	 * A retention skipped as another store's because the store was found
+	 * deleted under this handle meanwhile (named_snapshot_of_store) must not
+	 * let gc go on as if nothing retained it.
+	 */
+	if (store->stale)
+		rollout_store_check_current(store, 0);
 }
 
 /* Is version number a retention keeps? */

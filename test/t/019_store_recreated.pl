@@ -97,5 +97,27 @@ $gc_session->quit;
 is($node->safe_psql('postgres', qq{SET rollout_fdw.as_of = '$token'; SELECT string_agg(id::text, ',' ORDER BY id) FROM u}),
 	'2', '... and, reopened, its gc keeps what the new store\'s retention keeps');
 
+# A cached plan of a session whose handle is older than the store's
+# creation, run with a token of the new creation: the scan finds its handle
+# stale, opens the store again and reads the token.  Before the fix, it took
+# the token for another store's and read the live rows.
+$node->safe_psql('postgres', q{
+CREATE FOREIGN TABLE w (id int, v text) SERVER s OPTIONS (store 'reborn_w', key 'id');
+INSERT INTO w VALUES (1, 'old');});
+my $plan_session = $node->background_psql('postgres', on_error_stop => 0);
+$plan_session->query_safe(q{PREPARE ids AS SELECT string_agg(id::text, ',' ORDER BY id) FROM w});
+is($plan_session->query_safe('EXECUTE ids'), '1', 'a prepared read of the store as it first was');
+rmtree($store->path('reborn_w'));
+$node->safe_psql('postgres', q{INSERT INTO w VALUES (2, 'new')});
+my $w_token = $node->safe_psql('postgres', q{SELECT rollout_snapshot('w')});
+$node->safe_psql('postgres', q{INSERT INTO w VALUES (3, 'newer')});
+sleep(1.1);
+$plan_session->query_safe("SET rollout_fdw.as_of = '$w_token'");
+is($plan_session->query_safe('EXECUTE ids'), '2',
+	'run again with a token of the new creation, it reads that token');
+$plan_session->query_safe('RESET rollout_fdw.as_of');
+is($plan_session->query_safe('EXECUTE ids'), '2,3', '... and, without it, the store as it is now');
+$plan_session->quit;
+
 $node->stop;
 done_testing();
