@@ -43,11 +43,13 @@ extern const char *rollout_table_as_of(const RolloutTableOptions *options,
 /*
  * ERROR unless the role running the query (and, in a SECURITY DEFINER
  * function, the one that called it) may select the columns attnos (any
- * column, when NULL) of table relid itself: a scan that reads the table as
- * of rollout_fdw.as_of checks it, since a view over the table grants its
- * rows as they are, not the table's past.
+ * column, when NULL) of table relid itself, or, with through_ancestors (a
+ * table read through a parent), of a table it inherits from: a scan that
+ * reads the table as of rollout_fdw.as_of checks it, since a view over the
+ * table grants its rows as they are, not the table's past.
  */
-extern void rollout_check_as_of_privilege(Oid relid, const Bitmapset *attnos);
+extern void rollout_check_as_of_privilege(Oid relid, const Bitmapset *attnos,
+										  bool through_ancestors);
 
 extern RolloutTableOptions *rollout_table_options(Oid relid);
 

@@ -133,6 +133,7 @@ typedef struct RolloutStore
 	char	   *incarnation;
 	TimestampTz incarnation_checked_at; /* last read of it */
 	bool		stale;			/* the store was deleted since: reopen */
+	char	   *incarnation_mismatched; /* of the last token found another's */
 
 	/*
 	 * The encoding of the database that created the store (_store.json

@@ -219,9 +219,26 @@ bool
 named_snapshot_of_store(RolloutStore *store, const NamedSnapshot *snapshot)
 {
 	/* a handle older than the store's creation would take an old token */
-	return rollout_store_is_current(store, ROLLOUT_STORE_RECHECK_MS) &&
-		rollout_store_exists(store) && store->incarnation != NULL &&
-		strcmp(store->incarnation, snapshot->incarnation) == 0;
+	if (!rollout_store_is_current(store, ROLLOUT_STORE_RECHECK_MS) ||
+		!rollout_store_exists(store) || store->incarnation == NULL)
+		return false;
+	if (strcmp(store->incarnation, snapshot->incarnation) == 0)
+		return true;
+
+	/*
+	 * Another creation's token: maybe this store's newer one, the handle
+	 * having gone stale within the second its last look is trusted.  Look
+	 * again, once per such token, not at every scan of the tables of other
+	 * stores that a session's rollout_fdw.as_of does not name.
+	 */
+	if (store->incarnation_mismatched == NULL ||
+		strcmp(store->incarnation_mismatched, snapshot->incarnation) != 0)
+	{
+		store->incarnation_mismatched = MemoryContextStrdup(store->context,
+															snapshot->incarnation);
+		(void) rollout_store_is_current(store, 0);
+	}
+	return false;
 }
 
 void

@@ -14,12 +14,14 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/reloptions.h"
 #include "access/table.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_foreign_server.h"
 #include "catalog/pg_foreign_table.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_user_mapping.h"
 #include "commands/defrem.h"
 #include "foreign/foreign.h"
@@ -27,6 +29,7 @@
 #include "catalog/pg_authid.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -669,6 +672,64 @@ role_may_select(Oid relid, Oid role, const Bitmapset *attnos)
 	return true;
 }
 
+/* The tables relid inherits from directly (pg_inherits): a partition's parent. */
+static List *
+relation_parents(Oid relid)
+{
+	Relation	inherits = table_open(InheritsRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	List	   *parents = NIL;
+
+	ScanKeyInit(&key, Anum_pg_inherits_inhrelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(inherits, InheritsRelidSeqnoIndexId, true,
+							  NULL, 1, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+		parents = lappend_oid(parents, ((Form_pg_inherits) GETSTRUCT(tuple))->inhparent);
+	systable_endscan(scan);
+	table_close(inherits, AccessShareLock);
+	return parents;
+}
+
+/*
+ * role_may_select, or, with through_ancestors, may role read the same
+ * columns (by name) of a table relid inherits from, at any level?  A table
+ * read through a parent is checked by PostgreSQL as that parent, whichever
+ * level the query named.
+ */
+static bool
+role_may_select_through(Oid relid, Oid role, const Bitmapset *attnos,
+						bool through_ancestors, int depth)
+{
+	ListCell   *lc;
+
+	if (role_may_select(relid, role, attnos))
+		return true;
+	if (!through_ancestors || depth >= 64)
+		return false;
+	foreach(lc, relation_parents(relid))
+	{
+		Oid			parent = lfirst_oid(lc);
+		Bitmapset  *mapped = NULL;
+		bool		all_there = true;
+		int			attno = -1;
+
+		while (all_there && (attno = bms_next_member(attnos, attno)) >= 0)
+		{
+			AttrNumber	in_parent = get_attnum(parent, get_attname(relid, attno, false));
+
+			all_there = in_parent != InvalidAttrNumber;
+			mapped = bms_add_member(mapped, in_parent);
+		}
+		if (all_there &&
+			role_may_select_through(parent, role, mapped, true, depth + 1))
+			return true;
+	}
+	return false;
+}
+
 /*
  * See fdw.h.  The setting is the session's, so only a role that may read
  * the table itself may read it as of a snapshot: one granted a view over it,
@@ -679,13 +740,15 @@ role_may_select(Oid relid, Oid role, const Bitmapset *attnos)
  * which chose the setting.
  */
 void
-rollout_check_as_of_privilege(Oid relid, const Bitmapset *attnos)
+rollout_check_as_of_privilege(Oid relid, const Bitmapset *attnos,
+							  bool through_ancestors)
 {
 	Oid			role = GetUserId();
 
-	if (!role_may_select(relid, role, attnos) ||
+	if (!role_may_select_through(relid, role, attnos, through_ancestors, 0) ||
 		(InLocalUserIdChange() && GetOuterUserId() != role &&
-		 !role_may_select(relid, role = GetOuterUserId(), attnos)))
+		 !role_may_select_through(relid, role = GetOuterUserId(), attnos,
+								  through_ancestors, 0)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied to read foreign table \"%s\" as of a named snapshot",

@@ -21,7 +21,6 @@
 #include "access/nbtree.h"
 #include "access/parallel.h"
 #include "access/sysattr.h"
-#include "catalog/partition.h"
 #include "catalog/pg_collation.h"
 #include "executor/executor.h"
 #include "utils/datum.h"
@@ -70,31 +69,19 @@ scan_selected_columns(Relation rel, RangeTblEntry *rte)
 
 /*
  * rollout_fdw.as_of may be read only by a role that may read the table
- * itself (rollout_check_as_of_privilege).  A partition scanned through its
- * partitioned table was not checked by PostgreSQL (its range table entry
- * requires nothing: the parent's was checked), so there the root's
- * privileges count, for the same columns by name.
+ * itself (rollout_check_as_of_privilege).  A table read through a parent
+ * (partitioned or inherited) was not checked by PostgreSQL itself: its range
+ * table entry requires nothing, since the parent's was checked.  The
+ * privileges of the parents count there.
  */
 static void
 scan_check_as_of_privilege(Relation rel, EState *estate, Index scanrelid)
 {
 	RangeTblEntry *rte = exec_rt_fetch(scanrelid, estate);
-	Oid			relid = RelationGetRelid(rel);
-	Bitmapset  *attnos = scan_selected_columns(rel, rte);
 
-	if (rte->requiredPerms == 0 && rel->rd_rel->relispartition)
-	{
-		Oid			root = llast_oid(get_partition_ancestors(relid));
-		Bitmapset  *root_attnos = NULL;
-		int			attno = -1;
-
-		while ((attno = bms_next_member(attnos, attno)) >= 0)
-			root_attnos = bms_add_member(root_attnos,
-										 get_attnum(root, get_attname(relid, attno, false)));
-		relid = root;
-		attnos = root_attnos;
-	}
-	rollout_check_as_of_privilege(relid, attnos);
+	rollout_check_as_of_privilege(RelationGetRelid(rel),
+								  scan_selected_columns(rel, rte),
+								  rte->requiredPerms == 0);
 }
 
 /*
@@ -132,6 +119,8 @@ rollout_begin_foreign_scan(ForeignScanState *node, int eflags)
 	state->store = rollout_store_for_relation_as(state->rel, userid);
 	state->as_of = rollout_table_as_of(state->options, state->store);
 	/* found deleted and created again under the handle: read the store now */
+	if (state->as_of != NULL)
+		(void) rollout_store_is_current(state->store, ROLLOUT_STORE_RECHECK_MS);
 	if (state->store->stale)
 	{
 		state->store = rollout_store_for_relation_as(state->rel, userid);

@@ -28,7 +28,6 @@
 #include "access/nbtree.h"
 #include "access/sysattr.h"
 #include "access/table.h"
-#include "catalog/partition.h"
 #include "catalog/pg_statistic.h"
 #include "nodes/makefuncs.h"
 #include "optimizer/cost.h"
@@ -206,15 +205,8 @@ rollout_plan_estimate(RelOptInfo *baserel, Oid foreigntableid,
 	table_close(rel, NoLock);
 	as_of = rollout_table_as_of(options, store);
 	if (as_of != NULL && options->as_of == NULL)
-	{
-		/* a partition read through its root: PostgreSQL checks the root */
-		Oid			checked = foreigntableid;
-
-		if (baserel->reloptkind == RELOPT_OTHER_MEMBER_REL &&
-			get_rel_relispartition(foreigntableid))
-			checked = llast_oid(get_partition_ancestors(foreigntableid));
-		rollout_check_as_of_privilege(checked, NULL);
-	}
+		rollout_check_as_of_privilege(foreigntableid, NULL,
+									  baserel->reloptkind == RELOPT_OTHER_MEMBER_REL);
 	return scan_estimate_get_as_of(store, options->read_wal_tail, as_of);
 }
 

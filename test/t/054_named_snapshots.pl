@@ -462,6 +462,22 @@ CREATE FOREIGN TABLE ep_all PARTITION OF ep FOR VALUES FROM (MINVALUE) TO (MAXVA
 GRANT SELECT ON ep TO viewer;});
 is($node->safe_psql('postgres', qq{SET ROLE viewer; SET rollout_fdw.as_of = '$last'; SELECT count(*) FROM ep}),
 	$reader_diff, 'a role with SELECT on a partitioned table reads its rollout partition as of a snapshot');
+# ... at any level, and through plain inheritance too
+$node->safe_psql('postgres', q{
+CREATE TABLE ep2 (id int NOT NULL, v int, note text) PARTITION BY RANGE (id);
+CREATE TABLE ep2_mid PARTITION OF ep2 FOR VALUES FROM (MINVALUE) TO (MAXVALUE) PARTITION BY RANGE (id);
+CREATE FOREIGN TABLE ep2_leaf PARTITION OF ep2_mid FOR VALUES FROM (MINVALUE) TO (MAXVALUE)
+  SERVER s OPTIONS (store 'named', key 'id');
+GRANT SELECT ON ep2_mid TO viewer;
+CREATE TABLE eh (id int NOT NULL, v int, note text);
+CREATE FOREIGN TABLE eh_child () INHERITS (eh) SERVER s OPTIONS (store 'named', key 'id');
+GRANT SELECT ON eh TO viewer;});
+is($node->safe_psql('postgres', qq{SET ROLE viewer; SET rollout_fdw.as_of = '$last'; SELECT count(*) FROM ep2_mid}),
+	$reader_diff, '... of a partitioned table in the middle of the tree');
+is($node->safe_psql('postgres', qq{SET ROLE viewer; SET rollout_fdw.as_of = '$last'; SELECT count(*) FROM eh}),
+	$reader_diff, '... and of a table it inherits from');
+($ok, $out, $err) = try_sql($node, qq{SET ROLE viewer; SET rollout_fdw.as_of = '$last'; SELECT count(*) FROM ep2_leaf});
+ok(!$ok && $err =~ /permission denied/, '... but not of the partition named by itself') or diag($err);
 # a SECURITY DEFINER function reads as its owner, but its caller chose the snapshot
 $node->safe_psql('postgres', q{
 CREATE ROLE stranger LOGIN;
