@@ -234,6 +234,8 @@ named_snapshot_of_store(RolloutStore *store, const NamedSnapshot *snapshot)
 	if (store->incarnation_mismatched == NULL ||
 		strcmp(store->incarnation_mismatched, snapshot->incarnation) != 0)
 	{
+		if (store->incarnation_mismatched != NULL)
+			pfree(store->incarnation_mismatched);
 		store->incarnation_mismatched = MemoryContextStrdup(store->context,
 															snapshot->incarnation);
 		(void) rollout_store_is_current(store, 0);

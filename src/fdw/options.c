@@ -33,6 +33,7 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
@@ -695,36 +696,51 @@ relation_parents(Oid relid)
 
 /*
  * role_may_select, or, with through_ancestors, may role read the same
- * columns (by name) of a table relid inherits from, at any level?  A table
- * read through a parent is checked by PostgreSQL as that parent, whichever
- * level the query named.
+ * columns (by name, as PostgreSQL maps an inherited column) of a table relid
+ * inherits from, at any level?  A table read through a parent is checked by
+ * PostgreSQL as that parent, whichever level the query named.  A parent
+ * whose row-level security applies to role does not count: read through a
+ * view or function of another role, the child's rows would be filtered by
+ * that role's policies, not role's.  The ancestors are visited once each,
+ * breadth first (a hierarchy of multiple inheritance has many paths).
  */
 static bool
 role_may_select_through(Oid relid, Oid role, const Bitmapset *attnos,
-						bool through_ancestors, int depth)
+						bool through_ancestors)
 {
-	ListCell   *lc;
+	List	   *queue;
+	List	   *seen;
 
 	if (role_may_select(relid, role, attnos))
 		return true;
-	if (!through_ancestors || depth >= 64)
+	if (!through_ancestors)
 		return false;
-	foreach(lc, relation_parents(relid))
+	queue = relation_parents(relid);
+	seen = list_make1_oid(relid);
+	while (queue != NIL)
 	{
-		Oid			parent = lfirst_oid(lc);
+		Oid			ancestor = linitial_oid(queue);
 		Bitmapset  *mapped = NULL;
 		bool		all_there = true;
 		int			attno = -1;
 
+		CHECK_FOR_INTERRUPTS();
+		queue = list_delete_first(queue);
+		if (list_member_oid(seen, ancestor))
+			continue;
+		seen = lappend_oid(seen, ancestor);
+		queue = list_concat(queue, relation_parents(ancestor));
+		if (check_enable_rls(ancestor, role, false) == RLS_ENABLED)
+			continue;
 		while (all_there && (attno = bms_next_member(attnos, attno)) >= 0)
 		{
-			AttrNumber	in_parent = get_attnum(parent, get_attname(relid, attno, false));
+			AttrNumber	in_ancestor = get_attnum(ancestor,
+												 get_attname(relid, attno, false));
 
-			all_there = in_parent != InvalidAttrNumber;
-			mapped = bms_add_member(mapped, in_parent);
+			all_there = in_ancestor != InvalidAttrNumber;
+			mapped = bms_add_member(mapped, in_ancestor);
 		}
-		if (all_there &&
-			role_may_select_through(parent, role, mapped, true, depth + 1))
+		if (all_there && role_may_select(ancestor, role, mapped))
 			return true;
 	}
 	return false;
@@ -745,10 +761,10 @@ rollout_check_as_of_privilege(Oid relid, const Bitmapset *attnos,
 {
 	Oid			role = GetUserId();
 
-	if (!role_may_select_through(relid, role, attnos, through_ancestors, 0) ||
+	if (!role_may_select_through(relid, role, attnos, through_ancestors) ||
 		(InLocalUserIdChange() && GetOuterUserId() != role &&
 		 !role_may_select_through(relid, role = GetOuterUserId(), attnos,
-								  through_ancestors, 0)))
+								  through_ancestors)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied to read foreign table \"%s\" as of a named snapshot",
