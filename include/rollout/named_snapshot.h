@@ -56,6 +56,19 @@ extern NamedSnapshot *named_snapshot_parse(const char *text,
 extern bool named_snapshot_of_store(RolloutStore *store,
 									const NamedSnapshot *snapshot);
 
+/* The snapshot token names; ERROR when text is not a valid token. */
+extern NamedSnapshot *named_snapshot_parse_or_raise(const char *token);
+
+/*
+ * ERROR unless named, parsed from token, was taken of store; outcome ends the
+ * detail ("" or, say, "; nothing was released").  When the store's handle is
+ * stale (the store was re-created under it), the error says that instead.
+ */
+extern void named_snapshot_check_of_store(RolloutStore *store,
+										  const NamedSnapshot *named,
+										  const char *token,
+										  const char *outcome);
+
 /*
  * The snapshot token names, for a scan: ERROR when the token is not one of
  * store, or when its manifests are gone (expired).

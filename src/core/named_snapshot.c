@@ -254,9 +254,8 @@ named_snapshot_raise_expired(RolloutStore *store, const char *token)
 			 errhint("Keep a snapshot with rollout_retain, or with retain_until of rollout_snapshot, for as long as it is read.")));
 }
 
-/* The snapshot token names; ERROR when it is not a valid token. */
-static NamedSnapshot *
-parse_or_raise(const char *token)
+NamedSnapshot *
+named_snapshot_parse_or_raise(const char *token)
 {
 	const char *problem;
 	NamedSnapshot *named = named_snapshot_parse(token, &problem);
@@ -269,10 +268,9 @@ parse_or_raise(const char *token)
 	return named;
 }
 
-/* ERROR unless named, of token, is a snapshot of store; then says outcome */
-static void
-raise_unless_of_store(RolloutStore *store, const NamedSnapshot *named,
-					  const char *token, const char *outcome)
+void
+named_snapshot_check_of_store(RolloutStore *store, const NamedSnapshot *named,
+							  const char *token, const char *outcome)
 {
 	if (!named_snapshot_of_store(store, named))
 	{
@@ -290,10 +288,10 @@ raise_unless_of_store(RolloutStore *store, const NamedSnapshot *named,
 RolloutSnapshot *
 named_snapshot_read(RolloutStore *store, const char *token)
 {
-	NamedSnapshot *named = parse_or_raise(token);
+	NamedSnapshot *named = named_snapshot_parse_or_raise(token);
 	RolloutSnapshot *snapshot;
 
-	raise_unless_of_store(store, named, token, "");
+	named_snapshot_check_of_store(store, named, token, "");
 	snapshot = rollout_snapshot_at_versions(store, &named->versions);
 	if (snapshot == NULL)
 		named_snapshot_raise_expired(store, token);
@@ -578,8 +576,8 @@ named_snapshot_release(RolloutStore *store, const char *token)
 	}
 	if (released > 0)
 		return released;
-	raise_unless_of_store(store, parse_or_raise(token), token,
-						  "; nothing was released");
+	named_snapshot_check_of_store(store, named_snapshot_parse_or_raise(token),
+								  token, "; nothing was released");
 	return 0;
 }
 

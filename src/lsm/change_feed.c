@@ -196,15 +196,7 @@ feed_position_of_snapshot(RolloutStore *store, const char *token,
 	BaseManifest *base;
 	int			count = list_length(named->versions.shards);
 
-	if (!named_snapshot_of_store(store, named))
-	{
-		/* the handle's store was deleted under it: say that instead */
-		rollout_store_check_current(store, 0);
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("snapshot \"%s\" is not a snapshot of store \"%s\"",
-						token, store->name)));
-	}
+	named_snapshot_check_of_store(store, named, token, "");
 	manifests = shard_manifests_read_versions(store, named->versions.shards,
 											  named->versions.shard_versions);
 	base = base_manifest_read_version(store, named->versions.base_version);
@@ -252,15 +244,8 @@ change_feed_position_parse(RolloutStore *store, const char *since)
 	}
 	if (strncmp(since, "rs1:", 4) == 0)
 	{
-		const char *problem;
-		NamedSnapshot *named = named_snapshot_parse(since, &problem);
-
-		if (named == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid snapshot token \"%s\"", since),
-					 errdetail("%s", problem)));
-		return feed_position_of_snapshot(store, since, named);
+		return feed_position_of_snapshot(store, since,
+										 named_snapshot_parse_or_raise(since));
 	}
 	position = feed_position_parse_text(since);
 	if (position == NULL)

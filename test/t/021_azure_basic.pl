@@ -32,7 +32,8 @@ plan skip_all =>
   unless $endpoint;
 # The server inherits our environment, and at debug5 PostgreSQL itself logs
 # its whole environment at start: keep keys out of it.
-delete $ENV{$_} for qw(ROLLOUT_TEST_AZURE_KEY AZURE_STORAGE_KEY AZURE_STORAGE_SAS_TOKEN);
+delete $ENV{$_} for qw(ROLLOUT_TEST_AZURE_KEY AZURE_STORAGE_KEY AZURE_STORAGE_SAS_TOKEN
+  ROLLOUT_TEST_REGRESS_MAPPING_OPTIONS);
 my ($account) = $endpoint =~ m{/([a-z0-9]{3,24})/?$};
 $account //= 'devstoreaccount1';
 # A fresh prefix per run: Azurite keeps blobs while it runs.

@@ -53,7 +53,8 @@ my ($upstream) = $endpoint =~ m{^http://([0-9.]+:\d+)/?$}
   or BAIL_OUT("ROLLOUT_TEST_S3_ENDPOINT must be http://HOST:PORT for the proxy tests");
 
 my ($az_endpoint, $az_key, $az_container) = RolloutStore::azure_settings();
-delete $ENV{$_} for qw(ROLLOUT_TEST_AZURE_KEY AZURE_STORAGE_KEY AZURE_STORAGE_SAS_TOKEN);
+delete $ENV{$_} for qw(ROLLOUT_TEST_AZURE_KEY AZURE_STORAGE_KEY AZURE_STORAGE_SAS_TOKEN
+  ROLLOUT_TEST_REGRESS_MAPPING_OPTIONS);
 
 # A fresh prefix per run: the bucket and the container outlive the test.
 my $run = sprintf('t024-%d-%d', $$, time());
