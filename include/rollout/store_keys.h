@@ -18,7 +18,14 @@ extern char *rollout_key_wal_prefix(RolloutStore *store, const char *shard);
 
 /* where write_proof.c leaves its probes, gone once it read them back */
 extern char *rollout_key_write_probe_prefix(RolloutStore *store, const char *shard);
-extern char *rollout_key_generation(RolloutStore *store, const char *shard, int64 number);
+
+/*
+ * Key of a new generation numbered number: gen/<number>-<uuid>.seg.  A key
+ * is never made twice, so garbage collection can only ever delete the object
+ * it listed (a flush that fails after its upload tries again under a new
+ * key, which a gc run holding the old one in its queue cannot reach).
+ */
+extern char *rollout_key_new_generation(RolloutStore *store, const char *shard, int64 number);
 extern char *rollout_key_shard_manifest_prefix(RolloutStore *store, const char *shard);
 extern char *rollout_key_base_manifest_prefix(RolloutStore *store);
 

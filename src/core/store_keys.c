@@ -51,10 +51,10 @@ rollout_key_wal(RolloutStore *store, const char *shard, int64 position)
 }
 
 char *
-rollout_key_generation(RolloutStore *store, const char *shard, int64 number)
+rollout_key_new_generation(RolloutStore *store, const char *shard, int64 number)
 {
-	return psprintf("%s/shards/%s/gen/%020lld.seg", store->name, shard,
-					(long long) number);
+	return psprintf("%s/shards/%s/gen/%020lld-%s.seg", store->name, shard,
+					(long long) number, objstore_new_put_id());
 }
 
 char *
@@ -155,12 +155,13 @@ rollout_key_is_segment_of(const char *name, size_t name_len, const char *key)
 }
 
 /*
- * Is key a generation of a shard?  Within one creation of the store, a
- * generation's number names one object for good: manifests only ever raise
- * next_generation, and a generation whose flush failed to commit is deleted
- * unread (no manifest names it), so whatever a reader reads under a number
- * is the one object that number ever committed.  Across creations the
- * numbers start again (rollout_key_is_unique says no).
+ * Is key a generation of a shard?  A generation's key names one object for
+ * good: it carries a fresh uuid (rollout_key_new_generation), and stores
+ * written before it had one named a generation by its number alone, which
+ * manifests only ever raise once committed.  A flush that failed before its
+ * commit could reuse such a number, but nothing had read the object it
+ * abandoned (no manifest named it).  Across creations the old numbers start
+ * again (rollout_key_is_unique says no).
  */
 bool
 rollout_key_is_generation(RolloutStore *store, const char *key)

@@ -56,7 +56,6 @@
 #include "rollout/wal.h"
 
 #define FLUSH_MAX_ATTEMPTS			5
-#define FLUSH_MAX_NUMBER_PROBES		100
 
 /*
  * A flush from the WAL tail seals at most this many bytes of WAL entries per
@@ -143,8 +142,8 @@ flush_sources(RolloutStore *store, List *sealed, int64 stamp_floor,
 
 /*
  * Write the sealed entries as one generation into a scratch file and upload
- * it under the first free generation number.  Returns the object key and
- * sets *number.
+ * it as generation manifest->next_generation, under a key of its own.
+ * Returns the object key and sets *number.
  */
 static char *
 flush_write_and_upload(RolloutStore *store, ShardManifest *manifest,
@@ -152,6 +151,7 @@ flush_write_and_upload(RolloutStore *store, ShardManifest *manifest,
 					   RewriteResult *rewrite, int64 *number)
 {
 	RewriteOutput *output;
+	char	   *key;
 
 	rewrite_sources(store, sources, 0, NULL,
 					flush_generation_metadata(store, generation->first_position,
@@ -162,27 +162,20 @@ flush_write_and_upload(RolloutStore *store, ShardManifest *manifest,
 	output = linitial(rewrite->outputs);
 
 	/*
-	 * A number can be taken by the generation of a flush that died before its
-	 * manifest commit: such an object is named by no manifest, so we leave it
-	 * to garbage collection and move on.
+	 * A fresh key, never the number alone: this attempt's number is the one a
+	 * failed attempt may have uploaded under, and a gc run that listed that
+	 * upload as an orphan may still be about to delete it.
 	 */
-	for (*number = manifest->next_generation;
-		 *number < manifest->next_generation + FLUSH_MAX_NUMBER_PROBES;
-		 (*number)++)
-	{
-		char	   *key = rollout_key_generation(store, store->shard, *number);
-
-		CHECK_FOR_INTERRUPTS();
-		rewrite->upload_started_at = GetCurrentTimestamp();
-		if (objstore_create_from_file_if_absent(store->objstore, key, output->path,
-												objstore_new_put_id()) == OBJSTORE_CREATED)
-			return key;
-	}
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("could not find a free generation number in shard \"%s\" of store \"%s\"",
-					store->shard, store->name)));
-	return NULL;				/* keep compiler quiet */
+	*number = manifest->next_generation;
+	key = rollout_key_new_generation(store, store->shard, *number);
+	rewrite->upload_started_at = GetCurrentTimestamp();
+	if (objstore_create_from_file_if_absent(store->objstore, key, output->path,
+											objstore_new_put_id()) != OBJSTORE_CREATED)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("generation object \"%s\" of store \"%s\" already exists",
+						key, store->name)));
+	return key;
 }
 
 /* The same, removing the scratch file whatever happens. */

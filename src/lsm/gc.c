@@ -636,6 +636,7 @@ gc_own_shard(RolloutStore *store, List *retentions, TimestampTz cutoff,
 		if (entry->modified <= cutoff && !gc_key_in(referenced, entry->key))
 			gc_delete(store, entry, deletions);
 	}
+	rollout_fault_point("gc.after_generation_list");
 
 	/*
 	 * The WAL last: on a busy shard it is what a run that stops (stop_at)

@@ -293,6 +293,16 @@ sub listed_fragments
 	return sort map { $_->{file} } @{ $base->{fragments} };
 }
 
+# The files (keys) of the generations the newest manifest of shard $shard
+# of rollout store $name lists, sorted; none when it has no manifest yet.
+sub listed_generations
+{
+	my ($self, $name, $shard) = @_;
+	my $manifest = $self->newest_manifest("$name/shards/$shard/_manifest");
+	return () unless $manifest;
+	return sort map { $_->{file} } @{ $manifest->{generations} };
+}
+
 # The WAL positions named by object keys (of any listing, with any
 # prefix): the numbers of the keys ending in /<20 digits>.wal, ascending.
 sub wal_positions_of

@@ -29,7 +29,9 @@
 #  (f) an output that waited longer than half of rollout_fdw.min_gc_grace is
 #      never committed (gc may have deleted it): a clear skipped_reason;
 #  (g) two clusters compacting one store: the later commit finds an input
-#      gone and gives up with a skipped_reason, deleting its output.
+#      gone and gives up with a skipped_reason, deleting its output;
+#  (h) gc deletes only the generation object it listed, never one a flush
+#      uploaded later under the same number (generation keys are unique).
 
 use strict;
 use warnings;
@@ -53,7 +55,7 @@ my $node = mode_node('compaction_gc');
 # the object store of the backend under test (ROLLOUT_TEST_BACKEND)
 my $store = RolloutStore->for_test('008_compaction_gc');
 
-my @tables = qw(ca cb cc cd ce cf cg ch ci);
+my @tables = qw(ca cb cc cd ce cf cg ch ci cj ck);
 $store->create_extension_and_server($node);
 $node->safe_psql('postgres',
 	join('',
@@ -559,6 +561,92 @@ is($other->safe_psql('postgres', $fingerprint . 'ci'), expected_fingerprint('ci'
 is( $node->safe_psql('postgres', q{SELECT total_compactions, last_error IS NULL FROM rollout_compaction_stats('ci')}),
 	'1|t', '(g) one compaction counted, the skipped one is no error');
 $other->stop;
+
+# ---------------------------------------------------------------------------
+# (h) A generation's object key is never made twice, so gc deletes only the
+# object it listed.  When keys were named by the generation's number alone,
+# a flush that tried again under the same number re-created a key a gc run
+# had listed as an orphan and was about to delete: the gc then deleted the
+# committed generation, its rows were lost and every scan failed.
+sub generation_keys
+{
+	my ($table) = @_;
+	return $store->objects_in("st_$table/shards/$shard/gen");
+}
+
+# (h1) A flush held after its upload for longer than half of the grace
+# abandons that upload and commits a new one; a gc run that listed the
+# abandoned upload as an orphan sends its delete after that commit.
+insert_range('cj', 1, 100);
+$node->safe_psql('postgres', q{SELECT rollout_flush('cj')});
+insert_range('cj', 101, 150);
+$off = -s $node->logfile;
+my $held_flush = PsqlScript->start($node, sql => q{
+SET rollout_fdw.min_gc_grace = 2;
+SET rollout_fdw.fail_at = 'flush.after_generation_put:hold=flush';
+SELECT rows_flushed FROM rollout_flush('cj');
+});
+wait_for_fault($node, 'flush.after_generation_put', $off);
+sleep 3;
+$off = -s $node->logfile;
+my $held_gc = PsqlScript->start($node, sql => q{
+SET rollout_fdw.min_gc_grace = 2;
+SET rollout_fdw.fail_at = 'gc.after_generation_list:hold=gc';
+SELECT objects_deleted FROM rollout_gc('cj', '2 s');
+});
+wait_for_fault($node, 'gc.after_generation_list', $off);
+release_faults($node, 'flush');
+($ret, $out, $err) = $held_flush->finish;
+hold_faults($node, 'flush');
+is($ret, 0, '(h1) the held flush commits') or diag($err);
+is($out, '50', '(h1) its 50 rows');
+ok(count_in_log($node, qr/store "st_cj" abandons generation/, $off) >= 1,
+	'(h1) after abandoning its first upload');
+release_faults($node, 'gc');
+($ret, $out, $err) = $held_gc->finish;
+hold_faults($node, 'gc');
+is($ret, 0, '(h1) the held gc ends without an error') or diag($err);
+check_table('cj', '(h1) after the gc that listed the abandoned upload');
+is_deeply([ grep { !$store->exists($_) } $store->listed_generations('st_cj', $shard) ], [],
+	'(h1) every generation the shard manifest names exists');
+my @cj_keys = generation_keys('cj');
+ok(@cj_keys && !grep({ !m{/gen/\d{20}-[0-9a-f-]{36}\.seg$} } @cj_keys),
+	'(h1) generation keys carry a unique suffix') or diag(join("\n", @cj_keys));
+
+# (h2) A flush leaves an orphan generation; two gc runs list it, the first
+# held after listing; the second deletes it; a flush then commits under the
+# number the orphan had; the held gc's delete must not reach it.
+insert_range('ck', 1, 100);
+$node->safe_psql('postgres', q{SELECT rollout_flush('ck')});
+insert_range('ck', 101, 150);
+($ret, $out, $err) = $node->psql('postgres', q{
+SET rollout_fdw.fail_at = 'flush.after_generation_put:error';
+SELECT rollout_flush('ck');
+});
+isnt($ret, 0, '(h2) a flush fails after its upload, leaving an orphan');
+my @ck_listed = $store->listed_generations('st_ck', $shard);
+is(scalar(generation_keys('ck')), scalar(@ck_listed) + 1,
+	'(h2) one generation object no manifest names');
+sleep 3;
+$off = -s $node->logfile;
+$held_gc = PsqlScript->start($node, sql => q{
+SET rollout_fdw.min_gc_grace = 2;
+SET rollout_fdw.fail_at = 'gc.after_generation_list:hold=gc';
+SELECT objects_deleted FROM rollout_gc('ck', '2 s');
+});
+wait_for_fault($node, 'gc.after_generation_list', $off);
+is($node->safe_psql('postgres',
+	q{SET rollout_fdw.min_gc_grace = 2; SELECT objects_deleted > 0 FROM rollout_gc('ck', '2 s')}),
+	't', '(h2) a second gc run deletes the orphan');
+is($node->safe_psql('postgres', q{SELECT rows_flushed FROM rollout_flush('ck')}), '50',
+	'(h2) a flush then commits the rows');
+release_faults($node, 'gc');
+($ret, $out, $err) = $held_gc->finish;
+hold_faults($node, 'gc');
+is($ret, 0, '(h2) the held gc ends without an error') or diag($err);
+check_table('ck', '(h2) after the held gc');
+is_deeply([ grep { !$store->exists($_) } $store->listed_generations('st_ck', $shard) ], [],
+	'(h2) every generation the shard manifest names exists');
 
 # Everything survives a restart.
 $node->stop;
