@@ -92,6 +92,16 @@ extern RolloutStore *rollout_store_for_relation_as_owner(Relation rel);
 extern RolloutStore *rollout_store_for_relation_as(Relation rel, Oid userid);
 
 /*
+ * The same, for a read: when the last look at the store's _store.json is
+ * older than ROLLOUT_STORE_RECHECK_MS, look again, and reopen the handle if
+ * the store was deleted (and perhaps created again) under it.  Without it a
+ * long-lived session would read a new creation through what it cached of
+ * the old one (manifests by version number, footers, disk cache blocks) and
+ * return the old rows, or skip the new ones.
+ */
+extern RolloutStore *rollout_store_for_reading(Relation rel, Oid userid);
+
+/*
  * The role whose user mapping a scan or modification of range table entry
  * rtindex uses: the entry's checkAsUser (a view's owner) or, without one,
  * the current user, as postgres_fdw chooses.  rtindex 0: the current user.

@@ -48,6 +48,7 @@
 #include "rollout/memtable.h"
 #include "rollout/shard.h"
 #include "rollout/shared_store.h"
+#include "rollout/store_definition.h"
 #include "rollout/store_snapshot.h"
 #include "rollout/wal.h"
 
@@ -175,16 +176,19 @@ snapshot_manifests_from_store(RolloutStore *store, List **shards,
 				*listed = versions;
 			return;
 		}
-		if (attempt >= 5)
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("could not read a stable set of manifests of store \"%s\"",
-							store->name),
-					 read ?
-					 errdetail("Flushes and merges committed between the reads of the shard and base manifests %d times in a row.",
-							   attempt) :
-					 errdetail("Manifest versions kept vanishing between their listing and their reading."),
-					 errhint("Retry.")));
+		if (attempt < 5)
+			continue;
+		/* versions vanishing because the store was deleted: say that instead */
+		rollout_store_check_current(store, 0);
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not read a stable set of manifests of store \"%s\"",
+						store->name),
+				 read ?
+				 errdetail("Flushes and merges committed between the reads of the shard and base manifests %d times in a row.",
+						   attempt) :
+				 errdetail("Manifest versions kept vanishing between their listing and their reading."),
+				 errhint("Retry.")));
 	}
 }
 

@@ -116,11 +116,9 @@ rollout_begin_foreign_scan(ForeignScanState *node, int eflags)
 
 	userid = rollout_user_for_range_table_entry(node->ss.ps.state,
 												plan->scan.scanrelid);
-	state->store = rollout_store_for_relation_as(state->rel, userid);
+	state->store = rollout_store_for_reading(state->rel, userid);
 	state->as_of = rollout_table_as_of(state->options, state->store);
-	/* found deleted and created again under the handle: read the store now */
-	if (state->as_of != NULL)
-		(void) rollout_store_is_current(state->store, ROLLOUT_STORE_RECHECK_MS);
+	/* a token of another creation made the handle look again: it was stale */
 	if (state->store->stale)
 	{
 		state->store = rollout_store_for_relation_as(state->rel, userid);
@@ -437,6 +435,8 @@ rollout_scan_open_read(ForeignScanState *node, RolloutScanState *state)
 									   state->want, &range, &options);
 		if (state->read != NULL)
 			break;
+		/* the store deleted under the handle: no retry can find the objects */
+		rollout_store_check_current(state->store, 0);
 		if (state->as_of != NULL)	/* a named snapshot is never retaken */
 			named_snapshot_raise_expired(state->store, state->as_of);
 		rollout_scan_snapshot_vanished(state->store,

@@ -283,6 +283,21 @@ rollout_store_for_relation_as(Relation rel, Oid userid)
 }
 
 /*
+ * See fdw.h.  A store nobody has written yet has nothing cached to mislead:
+ * it is not looked at again (rollout_store_exists does when it is read).
+ */
+RolloutStore *
+rollout_store_for_reading(Relation rel, Oid userid)
+{
+	RolloutStore *store = rollout_store_for_relation_as(rel, userid);
+
+	if (store->pending_definition == NULL &&
+		!rollout_store_is_current(store, ROLLOUT_STORE_RECHECK_MS))
+		store = rollout_store_for_relation_as(rel, userid);
+	return store;
+}
+
+/*
  * See fdw.h.  This is the choice postgres_fdw makes for its connections, so
  * that a query through a view reads and writes with the credentials of the
  * view's owner.

@@ -47,6 +47,7 @@
 #include "rollout/key_range.h"
 #include "rollout/manifest_view.h"
 #include "rollout/row_blob.h"
+#include "rollout/store_definition.h"
 #include "rollout/store_stats.h"
 #include "rollout/store_sources.h"
 #include "rollout/wal.h"
@@ -641,6 +642,8 @@ row_source_open(RolloutStore *store, SnapshotSource *meta, SegmentSource *segmen
 	{
 		/* the snapshot was too old: the next one reads the store */
 		manifest_view_forget(store);
+		/* unless the store was deleted under the handle: say that instead */
+		rollout_store_check_current(store, 0);
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_FILE),
 				 errmsg("object \"%s\" of store \"%s\" vanished during the scan",

@@ -14,6 +14,7 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/fmgrprotos.h"
@@ -48,7 +49,7 @@ rollout_observe(PG_FUNCTION_ARGS)
 	rollout_require_argument(fcinfo, 1, "rollout_observe", "exact");
 	exact = PG_GETARG_BOOL(1);
 	rel = rollout_open_table_argument(fcinfo, "rollout_observe", ROLLOUT_ACCESS_READ);
-	result = rollout_observe_store(rollout_store_for_relation(rel), exact,
+	result = rollout_observe_store(rollout_store_for_reading(rel, GetUserId()), exact,
 								   rollout_table_options(RelationGetRelid(rel))->read_wal_tail);
 	table_close(rel, AccessShareLock);
 
@@ -129,7 +130,7 @@ rollout_should_compact(PG_FUNCTION_ARGS)
 		quiet = hour_is_quiet(tm.tm_hour, start, end);
 	}
 	rel = rollout_open_table_argument(fcinfo, "rollout_should_compact", ROLLOUT_ACCESS_READ);
-	base = base_manifest_read_latest(rollout_store_for_relation(rel));
+	base = base_manifest_read_latest(rollout_store_for_reading(rel, GetUserId()));
 	table_close(rel, AccessShareLock);
 	PG_RETURN_BOOL(!quiet && fragment_run_count(base->fragments) >= min_fragments);
 }
@@ -146,7 +147,7 @@ rollout_compaction_stats(PG_FUNCTION_ARGS)
 {
 	Relation	rel = rollout_open_table_argument(fcinfo, "rollout_compaction_stats",
 												  ROLLOUT_ACCESS_READ);
-	BaseManifest *base = base_manifest_read_latest(rollout_store_for_relation(rel));
+	BaseManifest *base = base_manifest_read_latest(rollout_store_for_reading(rel, GetUserId()));
 	Datum		values[4];
 	bool		nulls[4] = {false, false, false, false};
 

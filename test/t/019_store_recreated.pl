@@ -119,5 +119,48 @@ $plan_session->query_safe('RESET rollout_fdw.as_of');
 is($plan_session->query_safe('EXECUTE ids'), '2,3', '... and, without it, the store as it is now');
 $plan_session->quit;
 
+# Plain reads in a session whose handle is older than the store's creation:
+# they must read the new creation, not what the session cached of the old
+# one under the same names (manifests by version number, footers with their
+# key ranges, fragments).  Before, such a session went on returning the old
+# rows, skipped new ones, or failed ("corrupt", "vanished") until it
+# reconnected.  x: both creations flushed once (the same manifest versions);
+# y: the old one merged into the base, the new one only flushed.
+$node->safe_psql('postgres', q{
+CREATE FOREIGN TABLE x (id int, v text) SERVER s OPTIONS (store 'reborn_x', key 'id');
+CREATE FOREIGN TABLE y (id int, v text) SERVER s OPTIONS (store 'reborn_y', key 'id');
+INSERT INTO x SELECT g, 'old' FROM generate_series(1, 100) g;
+INSERT INTO y SELECT g, 'old' FROM generate_series(1, 100) g;
+SELECT 1 FROM rollout_flush('x');
+SELECT 1 FROM rollout_flush('y');
+SELECT 1 FROM rollout_merge('y');});
+my $summary = q{SELECT count(*) || '|' || min(v) || '|' || min(id) || '|' || max(id) FROM };
+my $read_session = $node->background_psql('postgres', on_error_stop => 0);
+for my $t (qw(x y))
+{
+	is($read_session->query_safe($summary . $t), '100|old|1|100', "$t: a long-lived session reads the store");
+	is($read_session->query_safe("SELECT count(*) FROM $t WHERE id = 50"), '1', "$t: and looks up a key");
+	rmtree($store->path("reborn_$t"));
+	$node->safe_psql('postgres', qq{
+INSERT INTO $t SELECT g, 'new' FROM generate_series(1001, 1005) g;
+SELECT 1 FROM rollout_flush('$t');});
+}
+# (a handle trusts its look at _store.json for a second)
+sleep(1.1);
+for my $t (qw(x y))
+{
+	my ($out, $ret) = $read_session->query($summary . $t);
+	is($out, '5|new|1001|1005', "$t: deleted and created again, the session reads the new creation")
+	  or diag($read_session->{stderr});
+	$read_session->{stderr} = '';
+	is($read_session->query_safe("SELECT count(*) FROM $t WHERE id = 1002"), '1',
+		"$t: a lookup finds a new row");
+	is($read_session->query_safe("SELECT count(*) FROM $t WHERE id = 50"), '0',
+		"$t: and no old one");
+	is($read_session->query_safe("SELECT exact_row_count FROM rollout_observe('$t', true)"), '5',
+		"$t: rollout_observe counts the new creation");
+}
+$read_session->quit;
+
 $node->stop;
 done_testing();
