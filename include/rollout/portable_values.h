@@ -84,7 +84,13 @@ extern void portable_encode_end(int nest_level);
 /* A value of the column as stored (text), palloc'd in CurrentMemoryContext. */
 extern Datum portable_encode(PortableCodec *codec, Datum value);
 
-/* A stored value (text) as a value of the column's type. */
+/*
+ * A stored value (text) as a value of the column's type.  The settings that
+ * change what input functions make of a text (array_nulls, xmloption) are
+ * fixed for the call when the session has them otherwise.  A text the input
+ * function refuses is an ERROR that does not quote it: the caller may not be
+ * allowed to read that column (an UPDATE, an ANALYZE decode whole rows).
+ */
 extern Datum portable_decode(PortableCodec *codec, Datum stored);
 
 #endif							/* ROLLOUT_PORTABLE_VALUES_H */

@@ -37,8 +37,17 @@
  * inside composites and arrays, IntervalStyle, extra_float_digits), which
  * are fixed while values are encoded, as postgres_fdw does when it sends
  * values to another server.  What is then written (ISO dates, postgres-style
- * intervals, shortest exact floats) is parsed back exactly under any
- * setting, so decoding needs no such care.
+ * intervals, shortest exact floats) is parsed back exactly whatever those
+ * settings are.  Input depends on two settings that output does not:
+ * array_nulls (off, a bare NULL element is the string "NULL") and xmloption
+ * (document refuses a fragment).  Decoding fixes them to what output assumes
+ * (on, content) where a session has them otherwise; else an UPDATE under
+ * array_nulls = off would write its NULL elements back as strings.
+ *
+ * lc_monetary is not fixed: money inside a composite, array or range is
+ * written and read in the session's monetary locale, as before 7 Dec 2026
+ * (C and en_US write the same); a reader under a locale whose format
+ * differs gets an error, never another value.
  *
  *-------------------------------------------------------------------------
  */
@@ -48,6 +57,7 @@
 #include "access/transam.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/fmgroids.h"
@@ -56,6 +66,7 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "utils/typcache.h"
+#include "utils/xml.h"
 
 #include "rollout/image_check.h"
 #include "rollout/portable_values.h"
@@ -307,11 +318,64 @@ portable_encode(PortableCodec *codec, Datum value)
 															  value)));
 }
 
+/*
+ * Fix array_nulls and xmloption for one decode, where the session has them
+ * otherwise: a new GUC nest level, which the caller pops with AtEOXact_GUC
+ * (an ERROR pops it with the (sub)transaction).  Returns that nest level, or
+ * -1 when nothing needed fixing, which is the common case and costs nothing.
+ */
+static int
+portable_decode_begin(void)
+{
+	int			nest_level;
+
+	if (Array_nulls && xmloption == XMLOPTION_CONTENT)
+		return -1;
+	nest_level = NewGUCNestLevel();
+	if (!Array_nulls)
+		(void) set_config_option("array_nulls", "on", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+	if (xmloption != XMLOPTION_CONTENT)
+		(void) set_config_option("xmloption", "content", PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nest_level;
+}
+
 Datum
 portable_decode(PortableCodec *codec, Datum stored)
 {
+	char	   *stored_text = text_to_cstring(DatumGetTextPP(stored));
+	volatile int nest_level = portable_decode_begin();
+	MemoryContext oldcontext = CurrentMemoryContext;
+	Datum		value = (Datum) 0;
+
 	Assert(codec->encoding == PORTABLE_TEXT);
-	return InputFunctionCall(&codec->input,
-							 text_to_cstring(DatumGetTextPP(stored)),
-							 codec->input_ioparam, codec->input_typmod);
+	PG_TRY();
+	{
+		value = InputFunctionCall(&codec->input, stored_text, codec->input_ioparam,
+								  codec->input_typmod);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		/* a cancel or an out-of-memory goes on as it is */
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION)
+			PG_RE_THROW();
+		FlushErrorState();
+
+		/* the input function's message quotes the text: leave it out */
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("a stored value of type %s could not be read",
+						format_type_be(codec->typid)),
+				 errdetail("The type's input function refused the value's stored text form."),
+				 errhint("Values of a type that is not built in are kept as text and read back with the reading database's definition of the type, which must accept them.")));
+	}
+	PG_END_TRY();
+	if (nest_level >= 0)
+		AtEOXact_GUC(true, nest_level);
+	return value;
 }

@@ -220,6 +220,46 @@ like($err, qr/format version 1/, '... and the format version');
 is($A->safe_psql('db1', q{INSERT INTO legacy_plain VALUES (2, 'two'); SELECT string_agg(v, ',' ORDER BY id) FROM legacy_plain}),
 	'one,two', 'a version-1 store of image columns only is read and written as before');
 
+# --- the settings input functions read and output does not assume
+# array_nulls = off made a stored NULL array element the string "NULL" (and
+# an UPDATE wrote it back so); xmloption = document refused a stored
+# fragment.  Decoding fixes both for itself, and only for itself.
+$A->safe_psql('db1', q{
+CREATE DOMAIN label_text AS text;
+CREATE TYPE xml_pair AS (n int, x xml);
+CREATE FOREIGN TABLE settings_t (id int, a label_text[], p xml_pair, v int)
+	SERVER s_legacy OPTIONS (store 'settings', key 'id');
+INSERT INTO settings_t VALUES (1, ARRAY['x', NULL]::label_text[], ROW(1, 'abc<a/>')::xml_pair, 1);
+});
+is($A->safe_psql('db1', q{SET array_nulls = off;
+SELECT a[2] IS NULL, ('{x,NULL}'::text[])[2] IS NULL FROM settings_t}),
+	't|f', 'array_nulls = off: a stored NULL element stays NULL (the session keeps its setting)');
+is($A->safe_psql('db1', q{SET array_nulls = off; UPDATE settings_t SET v = 2; RESET array_nulls;
+SELECT a[2] IS NULL, v FROM settings_t}),
+	't|2', '... and an UPDATE under it writes it back NULL');
+is($A->safe_psql('db1', q{SET xmloption = document; SELECT (p).x::text FROM settings_t}),
+	'abc<a/>', 'xmloption = document: a stored xml fragment is read');
+is($A->safe_psql('db1', q{SET xmloption = document; SET array_nulls = off;
+SELECT count(*) FROM settings_t; SHOW xmloption; SHOW array_nulls}),
+	"1\ndocument\noff", '... and the session\'s settings are as it set them');
+
+# A value its input function refuses (another database's type of the same
+# name) is an error that does not quote it: the reader may not be allowed
+# to see that column (an UPDATE reads whole rows).
+$A->safe_psql('db1', q{
+CREATE TYPE secret_pair AS (v text);
+CREATE FOREIGN TABLE secret_t (id int, s secret_pair, pub int) SERVER s_legacy OPTIONS (store 'secret', key 'id');
+INSERT INTO secret_t VALUES (1, ROW('TOPSECRET')::secret_pair, 1);
+});
+$A->safe_psql('db2', $legacy->server_sql('s_legacy'));
+$A->safe_psql('db2', q{
+CREATE TYPE secret_pair AS (v int);
+CREATE FOREIGN TABLE secret_t (id int, s secret_pair, pub int) SERVER s_legacy OPTIONS (store 'secret', key 'id');
+});
+($ret, $out, $err) = $A->psql('db2', 'UPDATE secret_t SET pub = 2');
+like($err, qr/a stored value of type secret_pair could not be read/, 'a value the input function refuses is a clear error');
+unlike($err, qr/TOPSECRET/, '... that does not quote the value');
+
 for my $n ($A, $B)
 {
 	unlike(slurp_file($n->logfile), qr/terminated by signal|PANIC/, $n->name . ': no backend crashed');
