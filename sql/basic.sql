@@ -179,6 +179,23 @@ SELECT count(*) FROM renames;
 UPDATE renames SET note = note || '!';
 SELECT note FROM renames;
 
+-- writable CTEs: each is a ModifyTable of its own, and a row two of them
+-- reach is modified once, as on a heap table (the later one finds it
+-- modified by this command): no copy under each new key, no row written
+-- back after its tombstone
+CREATE FOREIGN TABLE cte_rows (id int, v text) SERVER rollout_local OPTIONS (store 'basic_cte', key 'id');
+CREATE TEMP TABLE cte_heap (id int PRIMARY KEY, v text);
+INSERT INTO cte_rows VALUES (1, 'one'), (2, 'two'), (3, 'three');
+INSERT INTO cte_heap VALUES (1, 'one'), (2, 'two'), (3, 'three');
+WITH a AS (UPDATE cte_rows SET id = 10 WHERE id = 1 RETURNING 1) UPDATE cte_rows SET id = 20 WHERE id = 1;
+WITH a AS (UPDATE cte_heap SET id = 10 WHERE id = 1 RETURNING 1) UPDATE cte_heap SET id = 20 WHERE id = 1;
+WITH d AS (DELETE FROM cte_rows WHERE id = 2 RETURNING id)
+UPDATE cte_rows SET v = 'resurrected' WHERE id IN (SELECT id FROM d);
+WITH d AS (DELETE FROM cte_heap WHERE id = 2 RETURNING id)
+UPDATE cte_heap SET v = 'resurrected' WHERE id IN (SELECT id FROM d);
+SELECT (SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM cte_rows) AS rollout,
+       (SELECT string_agg(id || '=' || v, ',' ORDER BY id) FROM cte_heap) AS heap;
+
 -- SERIALIZABLE transactions cannot write: PostgreSQL may still fail their
 -- commit after the rows were made durable
 BEGIN ISOLATION LEVEL SERIALIZABLE;

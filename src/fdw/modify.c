@@ -61,9 +61,15 @@ typedef struct RolloutModifyState
 	AttrNumber	key_junk_attno; /* "rollout_key" in the subplan's rows */
 	AttrNumber	wholerow_attno; /* "wholerow" (DELETE ... RETURNING) */
 	TupleTableSlot *tombstone;	/* a tombstone row, in the table's shape */
-	bool		rows_may_repeat;	/* the plan joins the table to others */
-	KeySet	   *modified_keys;	/* the old keys this command wrote, then */
+	bool		rows_may_repeat;	/* a join, or other writes in the
+									 * statement */
+	KeySet	  **modified_keys;	/* then the old keys the statement wrote */
 } RolloutModifyState;
+
+static TupleTableSlot *rollout_exec_foreign_update(EState *estate,
+												   ResultRelInfo *rinfo,
+												   TupleTableSlot *slot,
+												   TupleTableSlot *planSlot);
 
 static int
 rollout_is_foreign_rel_updatable(Relation rel)
@@ -234,6 +240,38 @@ rollout_modify_state_create(EState *estate, ResultRelInfo *rinfo)
 	return state;
 }
 
+/*
+ * The set of old keys the statement's UPDATEs and DELETEs of store wrote,
+ * shared by every result relation of the store in the statement (the first
+ * one begun makes it).  A writable CTE is a ModifyTable of its own, whose
+ * scan, like the main one's, sees no row the statement wrote: with a set per
+ * ModifyTable, WITH d AS (DELETE FROM t WHERE id = 2 RETURNING id) UPDATE t
+ * ... WHERE id IN (SELECT id FROM d) wrote the row back after its tombstone,
+ * and two key-changing UPDATEs of one row left a copy under each new key,
+ * where a heap table finds the row already modified by this command.
+ */
+static KeySet **
+rollout_statement_key_set(EState *estate, RolloutStore *store)
+{
+	ListCell   *lc;
+
+	foreach(lc, estate->es_opened_result_relations)
+	{
+		ResultRelInfo *other = lfirst(lc);
+		RolloutModifyState *other_state = other->ri_FdwState;
+
+		if (other->ri_FdwRoutine == NULL ||
+			other->ri_FdwRoutine->ExecForeignUpdate != rollout_exec_foreign_update ||
+			other_state == NULL || other_state->modified_keys == NULL)
+			continue;
+		if (strcmp(other_state->store->name, store->name) == 0 &&
+			strcmp(other_state->store->objstore->identity,
+				   store->objstore->identity) == 0)
+			return other_state->modified_keys;
+	}
+	return MemoryContextAllocZero(estate->es_query_cxt, sizeof(KeySet *));
+}
+
 static void
 rollout_begin_foreign_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 							 List *fdw_private, int subplan_index, int eflags)
@@ -258,7 +296,12 @@ rollout_begin_foreign_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 		state->tombstone = ExecInitExtraTupleSlot(mtstate->ps.state,
 												  RelationGetDescr(rel),
 												  &TTSOpsVirtual);
-		state->rows_may_repeat = fdw_private != NIL && boolVal(linitial(fdw_private));
+		state->rows_may_repeat =
+			(fdw_private != NIL && boolVal(linitial(fdw_private))) ||
+			mtstate->ps.state->es_plannedstmt->hasModifyingCTE;
+		if (state->rows_may_repeat)
+			state->modified_keys = rollout_statement_key_set(mtstate->ps.state,
+															 state->store);
 	}
 	rinfo->ri_FdwState = state;
 }
@@ -279,13 +322,16 @@ rollout_old_key(RolloutModifyState *state, TupleTableSlot *planSlot)
 /*
  * Whether this command updated or deleted the row of old_key already.  A
  * join can bring one row of the table back several times (UPDATE t ... FROM
- * m where two rows of m match it): a heap table acts on it once, the later
- * matches finding it modified by this command, and so does a rollout table
- * (the executor counts a NULL from ExecForeignUpdate or ExecForeignDelete as
- * no row).  Writing it again would leave a copy under each new key of an
- * UPDATE.  The scan sees no row this command wrote, so a key it brings twice
- * is the same row twice.  Kept only for plans that join (rows_may_repeat):
- * a plain UPDATE or DELETE of millions of rows needs no set of their keys.
+ * m where two rows of m match it), and so can the ModifyTables of writable
+ * CTEs of one statement: a heap table acts on it once, the later matches
+ * finding it modified by this command, and so does a rollout table (the
+ * executor counts a NULL from ExecForeignUpdate or ExecForeignDelete as no
+ * row).  Writing it again would leave a copy under each new key of an
+ * UPDATE, or an UPDATE's row after a DELETE's tombstone.  The scans see no
+ * row this command wrote, so a key they bring twice is the same row twice.
+ * Kept only for plans that join and statements with writable CTEs
+ * (rows_may_repeat): a plain UPDATE or DELETE of millions of rows needs no
+ * set of their keys.
  */
 static bool
 rollout_row_seen_before(EState *estate, RolloutModifyState *state,
@@ -295,12 +341,12 @@ rollout_row_seen_before(EState *estate, RolloutModifyState *state,
 
 	if (!state->rows_may_repeat)
 		return false;
-	if (state->modified_keys == NULL)
-		state->modified_keys = key_set_create(&store->schema.columns[store->key_column],
-											  estate->es_query_cxt);
-	if (key_set_contains(state->modified_keys, old_key))
+	if (*state->modified_keys == NULL)
+		*state->modified_keys = key_set_create(&store->schema.columns[store->key_column],
+											   estate->es_query_cxt);
+	if (key_set_contains(*state->modified_keys, old_key))
 		return true;
-	key_set_add(state->modified_keys, old_key);
+	key_set_add(*state->modified_keys, old_key);
 	return false;
 }
 
