@@ -579,6 +579,33 @@ gc_own_wal(RolloutStore *store, int64 replay_after, TimestampTz cutoff,
 	MemoryContextDelete(page_context);
 }
 
+/*
+ * This shard's generations that no kept shard manifest names (referenced)
+ * and that are older than the cutoff: the uploads of flushes that failed
+ * before their manifest commit, and generations merged away.  A flush never
+ * commits a generation older than half the grace (flush.c), so one this
+ * lists cannot be committed after the manifests were read.
+ */
+static void
+gc_own_generations(RolloutStore *store, List *referenced, TimestampTz cutoff,
+				   GcDeletions *deletions)
+{
+	List	   *objects;
+	ListCell   *lc;
+
+	objects = objstore_list_all(store->objstore,
+								psprintf("%s/shards/%s/gen/", store->name, store->shard),
+								NULL);
+	foreach(lc, objects)
+	{
+		ObjectStoreEntry *entry = lfirst(lc);
+
+		if (entry->modified <= cutoff && !gc_key_in(referenced, entry->key))
+			gc_delete(store, entry, deletions);
+	}
+	rollout_fault_point("gc.after_generation_list");
+}
+
 /* This cluster's shard: generations, WAL entries and manifest versions. */
 static void
 gc_own_shard(RolloutStore *store, List *retentions, TimestampTz cutoff,
@@ -587,7 +614,6 @@ gc_own_shard(RolloutStore *store, List *retentions, TimestampTz cutoff,
 	GcVersions	versions;
 	List	   *referenced = NIL;
 	int64		replay_after = -1;
-	List	   *objects;
 	ListCell   *lc;
 	TimestampTz manifests_read_at = GetCurrentTimestamp();
 
@@ -598,9 +624,11 @@ gc_own_shard(RolloutStore *store, List *retentions, TimestampTz cutoff,
 	{
 		/*
 		 * The shard never flushed: no WAL entry is sealed and no generation
-		 * listed, but a large transaction that failed or waited too long may
-		 * have left its ingest segment behind.
+		 * listed, but a first flush that failed before its commit may have
+		 * left its generation behind, and a large transaction that failed or
+		 * waited too long its ingest segment.
 		 */
+		gc_own_generations(store, NIL, cutoff, deletions);
 		gc_own_ingest(store, NIL, 0, manifests_read_at, false, cutoff, deletions);
 		return;
 	}
@@ -626,17 +654,7 @@ gc_own_shard(RolloutStore *store, List *retentions, TimestampTz cutoff,
 			replay_after = manifest->replay_after;
 	}
 
-	objects = objstore_list_all(store->objstore,
-								psprintf("%s/shards/%s/gen/", store->name, store->shard),
-								NULL);
-	foreach(lc, objects)
-	{
-		ObjectStoreEntry *entry = lfirst(lc);
-
-		if (entry->modified <= cutoff && !gc_key_in(referenced, entry->key))
-			gc_delete(store, entry, deletions);
-	}
-	rollout_fault_point("gc.after_generation_list");
+	gc_own_generations(store, referenced, cutoff, deletions);
 
 	/*
 	 * The WAL last: on a busy shard it is what a run that stops (stop_at)

@@ -31,7 +31,8 @@
 #  (g) two clusters compacting one store: the later commit finds an input
 #      gone and gives up with a skipped_reason, deleting its output;
 #  (h) gc deletes only the generation object it listed, never one a flush
-#      uploaded later under the same number (generation keys are unique).
+#      uploaded later under the same number (generation keys are unique),
+#      and collects an orphan of a shard that has no manifest yet.
 
 use strict;
 use warnings;
@@ -55,7 +56,7 @@ my $node = mode_node('compaction_gc');
 # the object store of the backend under test (ROLLOUT_TEST_BACKEND)
 my $store = RolloutStore->for_test('008_compaction_gc');
 
-my @tables = qw(ca cb cc cd ce cf cg ch ci cj ck);
+my @tables = qw(ca cb cc cd ce cf cg ch ci cj ck cl);
 $store->create_extension_and_server($node);
 $node->safe_psql('postgres',
 	join('',
@@ -647,6 +648,24 @@ is($ret, 0, '(h2) the held gc ends without an error') or diag($err);
 check_table('ck', '(h2) after the held gc');
 is_deeply([ grep { !$store->exists($_) } $store->listed_generations('st_ck', $shard) ], [],
 	'(h2) every generation the shard manifest names exists');
+
+# (h3) The first flush of a shard fails after its upload: no shard manifest
+# exists yet, and gc still collects the orphan once it is older than the
+# grace (before, only shards with a manifest had their generations listed).
+insert_range('cl', 1, 40);
+($ret, $out, $err) = $node->psql('postgres', q{
+SET rollout_fdw.fail_at = 'flush.after_generation_put:error';
+SELECT rollout_flush('cl');
+});
+isnt($ret, 0, '(h3) the first flush of a shard fails after its upload');
+my @cl_orphans = generation_keys('cl');
+is(scalar(@cl_orphans), 1, '(h3) leaving one generation and no shard manifest');
+sleep 3;
+$node->safe_psql('postgres', q{SET rollout_fdw.min_gc_grace = 2; SELECT rollout_gc('cl', '2 s')});
+is_deeply([ grep { $store->exists($_) } @cl_orphans ], [], '(h3) gc deleted the orphan');
+is($node->safe_psql('postgres', q{SELECT rows_flushed FROM rollout_flush('cl')}), '40',
+	'(h3) the next flush commits the rows');
+check_table('cl', '(h3) after the orphan was collected');
 
 # Everything survives a restart.
 $node->stop;
