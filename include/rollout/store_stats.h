@@ -29,10 +29,12 @@ extern void shared_store_note_error_if_same(SharedStoreSlot *slot,
 											const char *message);
 
 /*
- * Count what a scan of the slot's store found in the disk cache (the
- * difference of two ReadCacheCounters).  A NULL slot counts nothing.
+ * Count what a scan of store found in the disk cache (the difference of two
+ * ReadCacheCounters) in the store's slot, if it has one and the slot still
+ * stands for the store when its lock is taken (it may have gone to another
+ * store since the handle found it).
  */
-extern void shared_store_note_cache_reads(SharedStoreSlot *slot,
+extern void shared_store_note_cache_reads(RolloutStore *store,
 										  const ReadCacheCounters *before,
 										  const ReadCacheCounters *after);
 

@@ -60,18 +60,26 @@ shared_store_note_error(SharedStoreSlot *slot, const char *message)
 }
 
 void
-shared_store_note_cache_reads(SharedStoreSlot *slot,
+shared_store_note_cache_reads(RolloutStore *store,
 							  const ReadCacheCounters *before,
 							  const ReadCacheCounters *after)
 {
-	if (slot == NULL || (after->hits == before->hits &&
-						 after->misses == before->misses))
+	SharedStoreSlot *slot;
+
+	/* the slot is looked up only when there is something to add to it */
+	if (after->hits == before->hits && after->misses == before->misses)
+		return;
+	slot = shared_store_lookup(store);
+	if (slot == NULL)
 		return;
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-	slot->cache_hits += after->hits - before->hits;
-	slot->cache_misses += after->misses - before->misses;
-	slot->cache_hit_bytes += after->hit_bytes - before->hit_bytes;
-	slot->cache_miss_bytes += after->miss_bytes - before->miss_bytes;
+	if (store_slot_is_current(store, slot))
+	{
+		slot->cache_hits += after->hits - before->hits;
+		slot->cache_misses += after->misses - before->misses;
+		slot->cache_hit_bytes += after->hit_bytes - before->hit_bytes;
+		slot->cache_miss_bytes += after->miss_bytes - before->miss_bytes;
+	}
 	LWLockRelease(&slot->lock);
 }
 

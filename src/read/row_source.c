@@ -771,9 +771,7 @@ row_source_count_cache_reads(RolloutStore *store, const ReadCacheCounters *befor
 	ReadCacheCounters after;
 
 	read_cache_get_counters(&after);
-	/* the slot is looked up only when there is something to add to it */
-	if (after.hits != before->hits || after.misses != before->misses)
-		shared_store_note_cache_reads(shared_store_lookup(store), before, &after);
+	shared_store_note_cache_reads(store, before, &after);
 }
 
 /* Load the next row group of a sorted source that can hold keys in range. */
