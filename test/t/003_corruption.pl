@@ -76,7 +76,7 @@ $node->safe_psql('postgres', q{INSERT INTO other VALUES ('o1', 1.5), ('o2', 2.5)
 my $original = $node->safe_psql('postgres', $query);
 like($original, qr/^300\|45150\|[0-9a-f]{32}$/, 'the generation reads back 300 rows, sum 45150');
 
-my $gen_key = "damaged/shards/$shard/gen/00000000000000000001.seg";
+my ($gen_key) = $store->listed_generations('damaged', $shard);
 ok($store->exists($gen_key), "the flush made $gen_key");
 my $gen_bytes = slurp_object($gen_key);
 my $size = length($gen_bytes);
@@ -287,7 +287,7 @@ damage_generation('', 'an empty file');
 expect_error('an empty file', $gen_key);
 
 # a valid segment of another store (other schema) in its place
-damage_generation(slurp_object("other/shards/$shard/gen/00000000000000000001.seg"), 'a valid segment of another store');
+damage_generation(slurp_object(($store->listed_generations('other', $shard))[0]), 'a valid segment of another store');
 expect_error('a valid segment of another store', $gen_key);
 
 # (e) the pages of a chunk that together claim more than the chunk: page 1

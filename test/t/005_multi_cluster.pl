@@ -113,7 +113,9 @@ is(state_of($A, 't_tail'), '80|80|' . ($sum_a + $sum_b), "with read_wal_tail, A 
 # A flushes: B now sees A's rows through A's generation.
 is($A->safe_psql('postgres', q{SELECT rows_flushed, generation FROM rollout_flush('t')}),
 	'50|1', 'A flushes its 50 rows into generation 1 of its shard');
-ok($store->exists("shared/shards/$shard_a/gen/00000000000000000001.seg"), "the generation is in A's shard");
+my @a_gen = $store->listed_generations('shared', $shard_a);
+ok(@a_gen == 1 && $a_gen[0] =~ m{^shared/shards/\Q$shard_a\E/gen/00000000000000000001-[0-9a-f-]{36}\.seg$}
+	  && $store->exists($a_gen[0]), "the generation is in A's shard");
 my @b_gen = $store->list("shared/shards/$shard_b/gen/");
 is_deeply(\@b_gen, [], 'B\'s shard has no generation');
 is(state_of($B, 't'), '80|80|' . ($sum_a + $sum_b), "after A's flush, B sees A's 50 rows and its own 30");
