@@ -359,10 +359,18 @@ portable_decode(PortableCodec *codec, Datum stored)
 	{
 		ErrorData  *edata;
 
-		/* a cancel or an out-of-memory goes on as it is */
+		/*
+		 * A cancel, a shutdown or a lack of resources goes on as it is; every
+		 * other error is the input function refusing the text (data
+		 * exceptions, but also syntax errors, as tsvector's, or an elog of an
+		 * extension's type), and its message may quote it.
+		 */
 		MemoryContextSwitchTo(oldcontext);
 		edata = CopyErrorData();
-		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION)
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_INSUFFICIENT_RESOURCES ||
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_PROGRAM_LIMIT_EXCEEDED ||
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION ||
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_SYSTEM_ERROR)
 			PG_RE_THROW();
 		FlushErrorState();
 

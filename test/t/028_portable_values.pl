@@ -259,6 +259,20 @@ CREATE FOREIGN TABLE secret_t (id int, s secret_pair, pub int) SERVER s_legacy O
 ($ret, $out, $err) = $A->psql('db2', 'UPDATE secret_t SET pub = 2');
 like($err, qr/a stored value of type secret_pair could not be read/, 'a value the input function refuses is a clear error');
 unlike($err, qr/TOPSECRET/, '... that does not quote the value');
+# the same for an input function that refuses it with a syntax error
+# (another SQLSTATE class), as tsvector's does
+$A->safe_psql('db1', q{
+CREATE TYPE secret_doc AS (v text);
+CREATE FOREIGN TABLE secret_d (id int, s secret_doc, pub int) SERVER s_legacy OPTIONS (store 'secret_doc', key 'id');
+INSERT INTO secret_d VALUES (1, ROW('top secret :: payload')::secret_doc, 1);
+});
+$A->safe_psql('db2', q{
+CREATE TYPE secret_doc AS (v tsvector);
+CREATE FOREIGN TABLE secret_d (id int, s secret_doc, pub int) SERVER s_legacy OPTIONS (store 'secret_doc', key 'id');
+});
+($ret, $out, $err) = $A->psql('db2', 'UPDATE secret_d SET pub = 2');
+like($err, qr/a stored value of type secret_doc could not be read/, 'a syntax error of the input function is the same clear error');
+unlike($err, qr/top secret/, '... that does not quote the value');
 
 for my $n ($A, $B)
 {
