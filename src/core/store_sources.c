@@ -25,6 +25,7 @@
 
 #include "rollout/footer_cache.h"
 #include "rollout/read_cache.h"
+#include "rollout/store_definition.h"
 #include "rollout/store_keys.h"
 #include "rollout/store_sources.h"
 
@@ -42,6 +43,7 @@
  */
 typedef struct StoreObjectSource
 {
+	RolloutStore *store;		/* the handle the object was named through */
 	ObjectStore *objstore;
 	char	   *key;
 	int64		size_hint;		/* the object's size if known, else -1 */
@@ -144,10 +146,17 @@ store_object_read_range(void *arg, int64 offset, int64 length, StringInfo out)
 	StoreObjectSource *source = arg;
 	PrefetchedRead *read = store_object_take_prefetched(source, false,
 														offset, length);
+	bool		found;
 
 	if (read != NULL)
-		return store_object_serve_prefetched(read, out, NULL);
-	return store_object_read(source, false, offset, length, out, NULL);
+		found = store_object_serve_prefetched(read, out, NULL);
+	else
+		found = store_object_read(source, false, offset, length, out, NULL);
+
+	/* gone because the store was deleted under the handle: say that instead */
+	if (!found)
+		rollout_store_check_current(source->store, 0);
+	return found;
 }
 
 /*
@@ -265,6 +274,7 @@ rollout_segment_source(RolloutStore *store, const char *key, int64 size_hint,
 	SegmentSource *source = palloc0(sizeof(SegmentSource));
 	StoreObjectSource *arg = palloc0(sizeof(StoreObjectSource));
 
+	arg->store = store;
 	arg->objstore = store->objstore;
 	arg->key = pstrdup(key);
 	arg->size_hint = size_hint;

@@ -123,7 +123,7 @@ rollout_acquire_sample_rows(Relation rel, int elevel, HeapTuple *rows,
 							double *totaldeadrows)
 {
 	RolloutTableOptions *options = rollout_table_options(RelationGetRelid(rel));
-	RolloutStore *store = rollout_store_for_relation_as_owner(rel);
+	RolloutStore *store = rollout_store_for_reading(rel, rel->rd_rel->relowner);
 	TupleDesc	tupdesc = RelationGetDescr(rel);
 	StoreEstimate estimate;
 	MemoryContext caller_context = CurrentMemoryContext;
@@ -264,7 +264,7 @@ rollout_analyze_foreign_table(Relation rel, AcquireSampleRowsFunc *func,
 							  BlockNumber *totalpages)
 {
 	RolloutTableOptions *options = rollout_table_options(RelationGetRelid(rel));
-	RolloutStore *store = rollout_store_for_relation_as_owner(rel);
+	RolloutStore *store = rollout_store_for_reading(rel, rel->rd_rel->relowner);
 	RolloutSnapshot *pinned = NULL;
 	StoreEstimate estimate;
 

@@ -201,7 +201,7 @@ rollout_plan_estimate(RelOptInfo *baserel, Oid foreigntableid,
 	if (pg_class_aclcheck(foreigntableid, userid, ACL_SELECT) != ACLCHECK_OK)
 		return unknown;
 	rel = table_open(foreigntableid, NoLock);
-	store = rollout_store_for_relation_as(rel, userid);
+	store = rollout_store_for_reading(rel, userid);
 	table_close(rel, NoLock);
 	as_of = rollout_table_as_of(options, store);
 	if (as_of != NULL && options->as_of == NULL)

@@ -23,6 +23,7 @@
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/params.h"
 #include "utils/builtins.h"
@@ -248,7 +249,7 @@ rollout_changes(PG_FUNCTION_ARGS)
 	 */
 	rel = rollout_open_table_argument(fcinfo, "rollout_changes",
 									  ROLLOUT_ACCESS_READ);
-	store = rollout_store_for_relation(rel);
+	store = rollout_store_for_reading(rel, GetUserId());
 	since_text = PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1));
 	since = change_feed_position_parse(store, since_text);
 

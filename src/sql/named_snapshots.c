@@ -17,6 +17,7 @@
 
 #include "access/table.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
@@ -58,7 +59,7 @@ rollout_snapshot(PG_FUNCTION_ARGS)
 {
 	Relation	rel = rollout_open_table_argument(fcinfo, "rollout_snapshot",
 												  ROLLOUT_ACCESS_MAINTAIN);
-	RolloutStore *store = rollout_store_for_relation_as_owner(rel);
+	RolloutStore *store = rollout_store_for_reading(rel, rel->rd_rel->relowner);
 	char	   *token;
 
 	if (!PG_ARGISNULL(1))
@@ -96,7 +97,7 @@ rollout_retain(PG_FUNCTION_ARGS)
 	check_until(until, "rollout_retain");
 	rel = rollout_open_table_argument(fcinfo, "rollout_retain",
 									  ROLLOUT_ACCESS_MAINTAIN);
-	named_snapshot_retain(rollout_store_for_relation_as_owner(rel), token, until,
+	named_snapshot_retain(rollout_store_for_reading(rel, rel->rd_rel->relowner), token, until,
 						  false);
 	table_close(rel, AccessShareLock);
 	PG_RETURN_VOID();
@@ -119,7 +120,7 @@ rollout_release(PG_FUNCTION_ARGS)
 	token = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	rel = rollout_open_table_argument(fcinfo, "rollout_release",
 									  ROLLOUT_ACCESS_MAINTAIN);
-	released = named_snapshot_release(rollout_store_for_relation_as_owner(rel),
+	released = named_snapshot_release(rollout_store_for_reading(rel, rel->rd_rel->relowner),
 									  token);
 	table_close(rel, AccessShareLock);
 	PG_RETURN_INT32(released);
@@ -143,7 +144,7 @@ rollout_retained(PG_FUNCTION_ARGS)
 	ListCell   *lc;
 
 	InitMaterializedSRF(fcinfo, 0);
-	retentions = named_snapshot_retentions(rollout_store_for_relation(rel), now);
+	retentions = named_snapshot_retentions(rollout_store_for_reading(rel, GetUserId()), now);
 	foreach(lc, retentions)
 	{
 		RetainedSnapshot *retained = lfirst(lc);
