@@ -35,7 +35,9 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/xact.h"
+#include "catalog/pg_class.h"
 #include "executor/executor.h"
+#include "foreign/fdwapi.h"
 #include "mb/pg_wchar.h"
 #include "nodes/execnodes.h"
 #include "nodes/makefuncs.h"
@@ -272,6 +274,53 @@ rollout_statement_key_set(EState *estate, RolloutStore *store)
 	return MemoryContextAllocZero(estate->es_query_cxt, sizeof(KeySet *));
 }
 
+/* Does plan, the top of a statement or of a CTE, UPDATE or DELETE a rollout table? */
+static bool
+rollout_plan_updates_or_deletes(Plan *plan, List *rtable)
+{
+	ModifyTable *modify = (ModifyTable *) plan;
+	ListCell   *lc;
+
+	if (plan == NULL || !IsA(plan, ModifyTable) ||
+		(modify->operation != CMD_UPDATE && modify->operation != CMD_DELETE))
+		return false;
+	foreach(lc, modify->resultRelations)
+	{
+		Oid			relid = rt_fetch(lfirst_int(lc), rtable)->relid;
+
+		if (get_rel_relkind(relid) == RELKIND_FOREIGN_TABLE &&
+			GetFdwRoutineByRelId(relid)->ExecForeignUpdate == rollout_exec_foreign_update)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * May two ModifyTables of the statement UPDATE or DELETE the same rollout
+ * row?  Only writable CTEs make several, and a transaction writes one rollout
+ * table, so it takes two of them that update or delete rollout tables: the
+ * common WITH d AS (DELETE FROM t ... RETURNING *) INSERT INTO archive
+ * SELECT * FROM d keeps no set of the keys it deletes.
+ */
+static bool
+rollout_statement_modifies_twice(EState *estate)
+{
+	PlannedStmt *stmt = estate->es_plannedstmt;
+	int			modifying = 0;
+	ListCell   *lc;
+
+	if (!stmt->hasModifyingCTE)
+		return false;
+	if (rollout_plan_updates_or_deletes(stmt->planTree, stmt->rtable))
+		modifying++;
+	foreach(lc, stmt->subplans)
+	{
+		if (rollout_plan_updates_or_deletes(lfirst(lc), stmt->rtable))
+			modifying++;
+	}
+	return modifying >= 2;
+}
+
 static void
 rollout_begin_foreign_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 							 List *fdw_private, int subplan_index, int eflags)
@@ -298,7 +347,7 @@ rollout_begin_foreign_modify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 												  &TTSOpsVirtual);
 		state->rows_may_repeat =
 			(fdw_private != NIL && boolVal(linitial(fdw_private))) ||
-			mtstate->ps.state->es_plannedstmt->hasModifyingCTE;
+			rollout_statement_modifies_twice(mtstate->ps.state);
 		if (state->rows_may_repeat)
 			state->modified_keys = rollout_statement_key_set(mtstate->ps.state,
 															 state->store);
