@@ -21,7 +21,12 @@ typedef enum SharedStoreEvent
 	SHARED_EVENT_GC
 } SharedStoreEvent;
 
-extern void shared_store_note_event(SharedStoreSlot *slot, SharedStoreEvent event,
+/*
+ * Count an event of store and keep its duration as the last one, in the
+ * store's slot if it has one and the slot still stands for the store when
+ * its lock is taken.
+ */
+extern void shared_store_note_event(RolloutStore *store, SharedStoreEvent event,
 									int64 duration_us);
 extern void shared_store_note_error(SharedStoreSlot *slot, const char *message);
 extern void shared_store_note_error_if_same(SharedStoreSlot *slot,

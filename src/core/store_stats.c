@@ -18,20 +18,24 @@
 #include "rollout/store_stats.h"
 
 /*
- * Count one flush, merge, compaction or garbage collection of the slot's store
- * and keep its duration as the last one, for rollout_stat_stores.  A NULL slot
- * (no preloading, or no slot) counts nothing, so callers pass
- * shared_store_lookup's result unchecked.
+ * Count one flush, merge, compaction or garbage collection of the store
+ * and keep its duration as the last one, for rollout_stat_stores (see
+ * store_stats.h).  Without preloading, or without a slot, nothing counts.
  */
 void
-shared_store_note_event(SharedStoreSlot *slot, SharedStoreEvent event,
+shared_store_note_event(RolloutStore *store, SharedStoreEvent event,
 						int64 duration_us)
 {
+	SharedStoreSlot *slot = shared_store_lookup(store);
+
 	if (slot == NULL)
 		return;
 	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-	slot->events[event]++;
-	slot->event_last_us[event] = duration_us;
+	if (store_slot_is_current(store, slot))
+	{
+		slot->events[event]++;
+		slot->event_last_us[event] = duration_us;
+	}
 	LWLockRelease(&slot->lock);
 }
 

@@ -348,7 +348,7 @@ rollout_compact_store(RolloutStore *store, int min_fragments,
 		return result;
 	}
 	rollout_fault_point("compact.after_commit");
-	shared_store_note_event(shared_store_lookup(store), SHARED_EVENT_COMPACTION,
+	shared_store_note_event(store, SHARED_EVENT_COMPACTION,
 							(int64) (GetCurrentTimestamp() - started));
 	result.rows_written = rewrite->rows_written;
 	result.versions_dropped = versions_in - rewrite->rows_written;

@@ -448,7 +448,7 @@ flush_memtable_serialized(RolloutStore *store, SharedStoreSlot *slot)
 	PG_END_ENSURE_ERROR_CLEANUP(shared_flush_end_callback, PointerGetDatum(slot));
 	shared_flush_end(slot);
 	if (result.last_position > 0)
-		shared_store_note_event(slot, SHARED_EVENT_FLUSH,
+		shared_store_note_event(store, SHARED_EVENT_FLUSH,
 								(int64) (GetCurrentTimestamp() - started));
 	return result;
 }
@@ -489,7 +489,7 @@ rollout_flush_shard(RolloutStore *store)
 	PG_END_TRY();
 	/* the slot may have gone to another store meanwhile: look again */
 	if (result.last_position > 0)
-		shared_store_note_event(shared_store_lookup(store), SHARED_EVENT_FLUSH,
+		shared_store_note_event(store, SHARED_EVENT_FLUSH,
 								(int64) (GetCurrentTimestamp() - started));
 	return result;
 }

@@ -798,7 +798,7 @@ rollout_gc_store(RolloutStore *store, int64 grace_seconds, TimestampTz stop_at)
 		maintenance_cost_end(cost_was_active);
 	}
 	PG_END_TRY();
-	shared_store_note_event(shared_store_lookup(store), SHARED_EVENT_GC,
+	shared_store_note_event(store, SHARED_EVENT_GC,
 							(int64) (GetCurrentTimestamp() - started));
 	return deletions.result;
 }

@@ -322,7 +322,7 @@ rollout_merge_shard(RolloutStore *store, int max_generations, bool flush_first)
 	result = rollout_merge_shard_timed(store, max_generations, flush_first);
 
 	if (result.generations_merged > 0)
-		shared_store_note_event(shared_store_lookup(store), SHARED_EVENT_MERGE,
+		shared_store_note_event(store, SHARED_EVENT_MERGE,
 								(int64) (GetCurrentTimestamp() - started));
 	return result;
 }
