@@ -280,7 +280,7 @@ flush_adopt_ingest(RolloutStore *store, IngestSeen *seen, int64 number)
 
 /*
  * Put the new generation (key, when there were rows) and the adopted ingest
- * segments into the manifest.  Returns the next free generation number.
+ * segments into the manifest.  Returns the manifest's next_generation.
  */
 static int64
 flush_add_generations(RolloutStore *store, ShardManifest *manifest, char *key,
