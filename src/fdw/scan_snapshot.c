@@ -15,15 +15,7 @@
  *	- in READ COMMITTED every scan of a store in one query (a self-join, a
  *	  subquery) reads the same snapshot, taken at the query's first read of
  *	  it (kept in the query's memory, es_query_cxt), and the next statement
- *	  takes a new one.  So do the queries of the STABLE and IMMUTABLE
- *	  functions the query calls: PostgreSQL runs them under the caller's
- *	  snapshot, the very Snapshot the caller's EState registered, so an entry
- *	  is found by that pointer (es_snapshot) rather than by its EState, whose
- *	  memory every call of a function that is not inlined makes anew.  A
- *	  VOLATILE function's queries take a new PostgreSQL snapshot each, and so
- *	  a new store snapshot.  An entry lives no longer than the query that
- *	  registered its Snapshot, so the pointer cannot name another snapshot
- *	  while the entry exists.
+ *	  takes a new one.
  * The rows the transaction wrote itself are not part of the snapshot: each
  * scan adds those it may see (xact_buffer.c).
  *
@@ -56,7 +48,6 @@ typedef struct ScopedSnapshot
 	dlist_node	node;			/* in scoped_snapshots */
 	MemoryContextCallback forget;	/* unlinks the node with its memory */
 	MemoryContext scope;		/* TopTransactionContext or es_query_cxt */
-	Snapshot	statement_snapshot; /* READ COMMITTED: the query's es_snapshot */
 	char		fingerprint[OBJSTORE_FINGERPRINT_LEN];
 	uint64		read_digest;	/* the snapshot holds rows decoded with it */
 	char	   *store_name;
@@ -84,27 +75,13 @@ scan_snapshot_scope(EState *estate)
 		: estate->es_query_cxt;
 }
 
-/* Does entry serve the scans of scope, for a query run by estate? */
-static bool
-scan_snapshot_same_scope(ScopedSnapshot *entry, MemoryContext scope,
-						 EState *estate)
-{
-	if (scope == TopTransactionContext || entry->scope == TopTransactionContext ||
-		estate->es_snapshot == InvalidSnapshot)
-		return entry->scope == scope;
-	return entry->statement_snapshot == estate->es_snapshot;
-}
-
 /*
- * The live entry for store of the transaction (scope TopTransactionContext)
- * or, in READ COMMITTED, of the statement whose Snapshot estate runs under,
- * matched on everything that identifies a snapshot (see the file header), or
- * NULL.  The list holds one entry per store read in each live scope, so a
- * linear search serves.
+ * The live entry of scope for store, matched on everything that identifies a
+ * snapshot (see the file header), or NULL.  The list holds one entry per store
+ * read in each live scope, so a linear search serves.
  */
 static ScopedSnapshot *
-scan_snapshot_find(RolloutStore *store, bool all_wal_tails, MemoryContext scope,
-				   EState *estate)
+scan_snapshot_find(RolloutStore *store, bool all_wal_tails, MemoryContext scope)
 {
 	dlist_iter	iter;
 
@@ -112,8 +89,7 @@ scan_snapshot_find(RolloutStore *store, bool all_wal_tails, MemoryContext scope,
 	{
 		ScopedSnapshot *entry = dlist_container(ScopedSnapshot, node, iter.cur);
 
-		if (scan_snapshot_same_scope(entry, scope, estate) &&
-			entry->all_wal_tails == all_wal_tails &&
+		if (entry->scope == scope && entry->all_wal_tails == all_wal_tails &&
 			strcmp(entry->fingerprint, store->objstore->access_fingerprint) == 0 &&
 			entry->read_digest == store->read_digest &&
 			strcmp(entry->store_name, store->name) == 0 &&
@@ -133,8 +109,7 @@ RolloutSnapshot *
 rollout_scan_snapshot(RolloutStore *store, bool all_wal_tails, EState *estate)
 {
 	MemoryContext scope = scan_snapshot_scope(estate);
-	ScopedSnapshot *entry = scan_snapshot_find(store, all_wal_tails, scope,
-											   estate);
+	ScopedSnapshot *entry = scan_snapshot_find(store, all_wal_tails, scope);
 	MemoryContext oldcontext;
 
 	if (entry != NULL && entry->snapshot != NULL)
@@ -145,7 +120,6 @@ rollout_scan_snapshot(RolloutStore *store, bool all_wal_tails, EState *estate)
 	{
 		entry = palloc0(sizeof(ScopedSnapshot));
 		entry->scope = scope;
-		entry->statement_snapshot = estate->es_snapshot;
 		strlcpy(entry->fingerprint, store->objstore->access_fingerprint,
 				OBJSTORE_FINGERPRINT_LEN);
 		entry->read_digest = store->read_digest;
@@ -175,8 +149,7 @@ rollout_scan_snapshot_vanished(RolloutStore *store, bool all_wal_tails,
 							   EState *estate)
 {
 	MemoryContext scope = scan_snapshot_scope(estate);
-	ScopedSnapshot *entry = scan_snapshot_find(store, all_wal_tails, scope,
-											   estate);
+	ScopedSnapshot *entry = scan_snapshot_find(store, all_wal_tails, scope);
 
 	if (scope == TopTransactionContext)
 		ereport(ERROR,

@@ -10,7 +10,7 @@
 #     included, whatever other sessions commit, flush or merge meanwhile;
 #   - READ COMMITTED: the next statement sees new commits, and the scans of
 #     one statement share one snapshot (two subqueries with a commit
-#     between them count the same), as do the STABLE functions it calls;
+#     between them count the same);
 #   - garbage collection removing an object of a transaction's snapshot
 #     makes its next scan fail with a serialization failure (40001), while a
 #     READ COMMITTED statement takes a fresh snapshot;
@@ -107,35 +107,6 @@ my $two = $bg->query_safe('SELECT 1');    # returns once the statement above is 
 $bg->quit;
 like($two, qr/^112\|\|112$/m,
 	'RC: two scans of one statement read one snapshot (a commit between them is not seen)');
-
-# The queries of STABLE functions the statement calls run under its
-# snapshot, as with heap tables; those of VOLATILE ones take a new one each.
-# Before, every call of a function that is not inlined took a new store
-# snapshot in READ COMMITTED.
-$node->safe_psql('postgres', q{
-CREATE FOREIGN TABLE f (id int, v text) SERVER s OPTIONS (store 'iso_f');
-INSERT INTO f SELECT g, 'base' FROM generate_series(1, 10) g;
-CREATE FUNCTION f_stable_sql() RETURNS bigint LANGUAGE sql STABLE AS $$ SELECT count(*) FROM f $$;
-CREATE FUNCTION f_stable_pl() RETURNS bigint LANGUAGE plpgsql STABLE AS $$ BEGIN RETURN (SELECT count(*) FROM f); END $$;
-CREATE FUNCTION f_volatile() RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$ BEGIN RETURN (SELECT count(*) FROM f); END $$;
-});
-$gate = $node->background_psql('postgres', on_error_stop => 1);
-$gate->query_safe('SELECT pg_advisory_lock(29030)');
-$bg = $node->background_psql('postgres', on_error_stop => 1);
-$bg->query_until(qr/started/, q{
-\echo started
-SELECT (SELECT count(*) FROM f) AS first, pg_advisory_lock(29030), f_stable_sql(), f_stable_pl(), f_volatile();
-});
-$node->poll_query_until('postgres',
-	q{SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = 29030 AND NOT granted)})
-  or die 'the statement did not reach the advisory lock';
-other(q{INSERT INTO f VALUES (11, 'between')});
-$gate->query_safe('SELECT pg_advisory_unlock(29030)');
-$gate->quit;
-$two = $bg->query_safe('SELECT 1');
-$bg->quit;
-like($two, qr/^10\|\|10\|10\|11$/m,
-	'RC: STABLE functions read the statement\'s snapshot, a VOLATILE one a new one');
 
 # garbage collection under a long snapshot.  The snapshot holds a
 # generation: a base fragment this backend has read stays open to it
