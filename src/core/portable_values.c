@@ -360,14 +360,17 @@ portable_decode(PortableCodec *codec, Datum stored)
 		ErrorData  *edata;
 
 		/*
-		 * A cancel, a shutdown or a lack of resources goes on as it is; every
-		 * other error is the input function refusing the text (data
+		 * A cancel, a shutdown, a lack of resources, a deadlock or a lock
+		 * timeout (a domain check's function may take locks) goes on as it
+		 * is; every other error is the input function refusing the text (data
 		 * exceptions, but also syntax errors, as tsvector's, or an elog of an
 		 * extension's type), and its message may quote it.
 		 */
 		MemoryContextSwitchTo(oldcontext);
 		edata = CopyErrorData();
-		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_INSUFFICIENT_RESOURCES ||
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
+			edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ||
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_INSUFFICIENT_RESOURCES ||
 			ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_PROGRAM_LIMIT_EXCEEDED ||
 			ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION ||
 			ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_SYSTEM_ERROR)
