@@ -93,7 +93,16 @@ SELECT count(*), sum(v) FROM events;
 -- garbage collection: nothing is young enough to keep at grace 0, yet every
 -- row stays; a second run has nothing left to do
 SELECT * FROM rollout_gc('events', '0');
+-- rollout_fdw.min_gc_grace is the server's setting: a session cannot lower
+-- it (a gc run there could delete what a writer in another session, trusting
+-- the configured value, is about to commit), nor a role or database setting
 SET rollout_fdw.min_gc_grace = 0;
+SELECT set_config('rollout_fdw.min_gc_grace', '0', false);
+ALTER ROLE CURRENT_USER SET rollout_fdw.min_gc_grace = 0;
+ALTER SYSTEM SET rollout_fdw.min_gc_grace = 0;
+SELECT pg_reload_conf();
+\c
+SHOW rollout_fdw.min_gc_grace;
 SELECT objects_deleted > 0 AS deleted, bytes_freed > 0 AS freed FROM rollout_gc('events', '0');
 SELECT * FROM rollout_gc('events', '0');
 SELECT count(*), sum(v) FROM events;
@@ -102,7 +111,10 @@ SELECT row_count, exact_row_count, base_rows FROM rollout_observe('events', true
 INSERT INTO events VALUES (5000, 1);
 SELECT generations_merged FROM rollout_merge('events');
 SELECT * FROM rollout_gc('events');
-RESET rollout_fdw.min_gc_grace;
+ALTER SYSTEM RESET rollout_fdw.min_gc_grace;
+SELECT pg_reload_conf();
+\c
+SELECT * FROM rollout_gc('events', '0');
 
 -- argument checks
 SELECT * FROM rollout_merge('events', max_generations => 0);

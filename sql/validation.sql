@@ -268,7 +268,6 @@ SET rollout_fdw.ingest_threshold = '1MB';
 SET rollout_fdw.max_concurrent_requests = 4;
 SET rollout_fdw.max_wal_append_attempts = 10;
 SET rollout_fdw.merge_max_bytes = '2MB';
-SET rollout_fdw.min_gc_grace = 60;
 SET rollout_fdw.rows_per_group = 100;
 SET rollout_fdw.transaction_buffer_size = 64;
 LOAD 'rollout_fdw';

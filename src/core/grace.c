@@ -15,6 +15,12 @@
  * Every such writer therefore checks rollout_output_too_old and, past half
  * the minimum grace, abandons its output or looks again.
  *
+ * The rule holds only if gc's floor is never below the value the writers
+ * use, so the setting is the server's (PGC_SIGHUP), not a session's: a
+ * session that lowered it for its own gc run would delete a staged ingest
+ * segment or an uploaded generation that a writer in another session,
+ * trusting the configured value, is about to commit.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -36,7 +42,7 @@ grace_define_settings(void)
 							"Merges, compactions and flushes abandon outputs that waited longer than half of it before their commit, and WAL writers look at the WAL again when what they saw of it is that old, so that garbage collection can never delete an object a write relies on.",
 							&min_gc_grace_seconds,
 							600, 0, 7 * 24 * 3600,
-							PGC_SUSET,
+							PGC_SIGHUP,
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
 }

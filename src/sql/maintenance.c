@@ -284,7 +284,7 @@ rollout_gc(PG_FUNCTION_ARGS)
 				 errmsg("grace of %lld seconds is shorter than rollout_fdw.min_gc_grace (%d seconds)",
 						(long long) grace_seconds, gc_min_grace_seconds()),
 				 errdetail("A shorter grace could delete objects a running scan or an uncommitted merge still needs."),
-				 errhint("Use a longer grace, or lower rollout_fdw.min_gc_grace in the configuration of every cluster that writes the store (superuser only).")));
+				 errhint("Use a longer grace, or lower rollout_fdw.min_gc_grace in the configuration of every cluster that writes the store.")));
 	rel = rollout_open_table_argument(fcinfo, "rollout_gc", ROLLOUT_ACCESS_MAINTAIN);
 
 	result = rollout_gc_store(maintenance_store(rel), grace_seconds, 0);

@@ -6,7 +6,7 @@
 #
 # Needs a running PostgreSQL 15 with rollout_fdw installed, reached with psql's usual
 # environment (PGHOST, PGPORT, PGUSER, PGDATABASE; a superuser, for
-# rollout_fdw.min_gc_grace = 0), and an S3 server (test/servers/moto.sh start) named
+# ALTER SYSTEM SET rollout_fdw.min_gc_grace = 0 for the run's length), and an S3 server (test/servers/moto.sh start) named
 # by ROLLOUT_TEST_S3_ENDPOINT (http://HOST:PORT).  For each width it commits ENTRIES
 # one-row transactions to a store of its own (ENTRIES WAL entries, directly on the S3
 # server), flushes them, and times `rollout_gc(tbl, '0')` through
@@ -53,7 +53,12 @@ SET log_statement = 'none';
 CREATE USER MAPPING FOR CURRENT_USER SERVER bench_gc_$$ OPTIONS (access_key_id '$KEY_ID', secret_access_key '$SECRET');
 CREATE USER MAPPING FOR CURRENT_USER SERVER bench_gc_slow_$$ OPTIONS (access_key_id '$KEY_ID', secret_access_key '$SECRET');
 EOF
-trap 'kill $PROXY 2>/dev/null; rm -rf "$WORK"; psql_q -c "DROP SERVER bench_gc_$$ CASCADE; DROP SERVER bench_gc_slow_$$ CASCADE" >/dev/null 2>&1 || true' EXIT
+trap 'kill $PROXY 2>/dev/null; rm -rf "$WORK"; psql_q -c "DROP SERVER bench_gc_$$ CASCADE; DROP SERVER bench_gc_slow_$$ CASCADE" >/dev/null 2>&1 || true
+	psql_q -c "ALTER SYSTEM RESET rollout_fdw.min_gc_grace" -c "SELECT pg_reload_conf()" >/dev/null 2>&1 || true' EXIT
+# gc at grace 0: rollout_fdw.min_gc_grace is the server's setting, lowered for
+# this run (and reset when it ends)
+psql_q -c "LOAD 'rollout_fdw'" -c "ALTER SYSTEM SET rollout_fdw.min_gc_grace = 0" -c "SELECT pg_reload_conf()" >/dev/null
+until [ "$(psql_q -c "SHOW rollout_fdw.min_gc_grace")" = 0 ]; do sleep 0.1; done
 
 echo "Garbage collection of $ENTRIES sealed WAL entries through a $((2 * DELAY_MS)) ms round trip"
 echo
@@ -68,7 +73,7 @@ EOF
 	for i in $(seq 1 "$ENTRIES"); do echo "INSERT INTO bench_gc_fast_${w}_$$ VALUES ($i, 'row $i');"; done | psql_q >/dev/null
 	psql_q -c "SELECT rollout_flush('bench_gc_fast_${w}_$$')" >/dev/null
 	start=$(date +%s.%N)
-	deleted=$(psql_q -c "SET rollout_fdw.min_gc_grace = 0" -c "SET rollout_fdw.max_concurrent_requests = $w" \
+	deleted=$(psql_q -c "SET rollout_fdw.max_concurrent_requests = $w" \
 		-c "SELECT objects_deleted FROM rollout_gc('bench_gc_slow_${w}_$$', '0')")
 	end=$(date +%s.%N)
 	rate=$(echo "$deleted $start $end" | awk '{ printf "%.0f", $1 / ($3 - $2) }')

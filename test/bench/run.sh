@@ -334,8 +334,11 @@ sql_ms() { # sql — wall time (ms) of one statement in its own psql session
 gc_now() { # table — collect everything no manifest names (nothing else runs now)
 	# gc keeps manifest versions current within the grace: let the last ones age
 	sleep 2
-	psql_q -c "LOAD 'rollout_fdw'" -c "SET rollout_fdw.min_gc_grace = '1s'" \
-		-c "SELECT * FROM rollout_gc('$1', '1s')" >/dev/null
+	# rollout_fdw.min_gc_grace is the server's setting: lowered for this run only
+	psql_q -c "LOAD 'rollout_fdw'" -c "ALTER SYSTEM SET rollout_fdw.min_gc_grace = '1s'" -c "SELECT pg_reload_conf()" >/dev/null
+	until [ "$(psql_q -c "SHOW rollout_fdw.min_gc_grace")" = 1s ]; do sleep 0.1; done
+	psql_q -c "SELECT * FROM rollout_gc('$1', '1s')" >/dev/null
+	psql_q -c "ALTER SYSTEM RESET rollout_fdw.min_gc_grace" -c "SELECT pg_reload_conf()" >/dev/null
 }
 
 # ---------------------------------------------------------------- data

@@ -43,7 +43,7 @@ our @EXPORT_OK = qw(preload configure_node mode_node writer_node shard_of
   slurp_bin write_bin segment_metadata contiguous poll_until store_stats
   observe still_running wait_for_fault release_faults hold_faults count_in_log create_mapping try_sql
   restart_after_crash plan_node_types find_plan_node loop_size run_concurrently
-  pump_if_running foreign_scan_of crc32c reseal_json);
+  pump_if_running foreign_scan_of crc32c reseal_json set_min_gc_grace with_min_gc_grace);
 
 # True when the suite runs with the shared-memory writer.
 sub preload
@@ -266,6 +266,38 @@ sub poll_until
 		Time::HiRes::usleep(100_000);
 	}
 	return undef;
+}
+
+# rollout_fdw.min_gc_grace is the server's setting (a session cannot lower
+# it: a gc run there could delete what a writer in another session, trusting
+# the configured value, is about to commit).  set_min_gc_grace sets it with
+# ALTER SYSTEM, reloads, and waits until a new session has it ($seconds, a
+# whole number); it returns the value it replaced.
+sub set_min_gc_grace
+{
+	my ($node, $seconds) = @_;
+	my $show = q{LOAD 'rollout_fdw'; SELECT setting FROM pg_settings WHERE name = 'rollout_fdw.min_gc_grace'};
+	my $before = $node->safe_psql('postgres', $show);
+	# (ALTER SYSTEM knows the setting only once the library is loaded)
+	$node->safe_psql('postgres', "LOAD 'rollout_fdw'; ALTER SYSTEM SET rollout_fdw.min_gc_grace = $seconds");
+	$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+	defined poll_until($node, $show, $seconds, 60)
+	  or die "rollout_fdw.min_gc_grace did not become $seconds after a reload";
+	return $before;
+}
+
+# Runs $code with rollout_fdw.min_gc_grace at $seconds on $node, then sets
+# the value back; returns what $code returns.  The tests' gc runs at grace 0
+# (of objects just written) go through here.
+sub with_min_gc_grace
+{
+	my ($node, $seconds, $code) = @_;
+	my $before = set_min_gc_grace($node, $seconds);
+	my @result = eval { $code->() };
+	my $error = $@;
+	set_min_gc_grace($node, $before);
+	die $error if $error;
+	return wantarray ? @result : $result[0];
 }
 
 # Columns @cols of rollout_stat_stores for rollout store $store, as psql

@@ -40,8 +40,10 @@ use RolloutTest qw(mode_node shard_of observe restart_after_crash loop_size);
 use Test::More;
 
 # preload: rollout_fdw in shared_preload_libraries, its timed sweeper off (a
-# flush or merge of its own would change the intermediate states below)
-my $node = mode_node('fault_points');
+# flush or merge of its own would change the intermediate states below).
+# min_gc_grace 0 for the gc steps (it is the server's setting; no step here
+# waits long enough for the writers' half-grace rule to matter).
+my $node = mode_node('fault_points', conf => ['rollout_fdw.min_gc_grace = 0']);
 
 # the object store of the backend under test (ROLLOUT_TEST_BACKEND)
 my $store = RolloutStore->for_test('007_fault_points');
@@ -60,8 +62,8 @@ my @points = (
 	[ 'compact.after_fragment_put',  q{SELECT * FROM rollout_compact('%s', min_fragments => 2)} ],
 	[ 'compact.before_commit',       q{SELECT * FROM rollout_compact('%s', min_fragments => 2)} ],
 	[ 'compact.after_commit',        q{SELECT * FROM rollout_compact('%s', min_fragments => 2)} ],
-	[ 'gc.after_delete',             q{SET rollout_fdw.min_gc_grace = 0; SELECT * FROM rollout_gc('%s', '0')} ],
-	[ 'gc.after_wal_page',           q{SET rollout_fdw.min_gc_grace = 0; SELECT * FROM rollout_gc('%s', '0')} ],
+	[ 'gc.after_delete',             q{SELECT * FROM rollout_gc('%s', '0')} ],
+	[ 'gc.after_wal_page',           q{SELECT * FROM rollout_gc('%s', '0')} ],
 	[ 'scan.after_snapshot',         q{SELECT count(*), sum(v) FROM %s} ],
 );
 
@@ -262,7 +264,7 @@ for my $p (0 .. $#points)
 
 		# gc at grace 0 leaves exactly what the newest manifests reference
 		$node->safe_psql('postgres',
-			"SET rollout_fdw.min_gc_grace = 0; SELECT rollout_gc('$table', '0')");
+			"SELECT rollout_gc('$table', '0')");
 		my $sm = $store->newest_manifest("$name/shards/$shard/_manifest");
 		is_deeply(
 			[ $store->objects_in("$name/base/data") ],

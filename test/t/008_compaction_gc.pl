@@ -46,7 +46,8 @@ use PostgreSQL::Test::Utils;
 use ExpectedRows;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(mode_node shard_of observe still_running wait_for_fault release_faults hold_faults count_in_log);
+use RolloutTest qw(mode_node shard_of observe still_running wait_for_fault release_faults hold_faults count_in_log
+  set_min_gc_grace with_min_gc_grace);
 use Test::More;
 
 # preload: rollout_fdw in shared_preload_libraries, its timed sweeper off (a
@@ -274,8 +275,7 @@ my $files_before = store_files('cc');
 my %listed_cc = map { $_ => 1 } $store->listed_fragments('st_cc');
 my @superseded = grep { !$listed_cc{$_} } $store->objects_in('st_cc/base/data');
 is(scalar(@superseded), 7, '(d1) 7 superseded fragments (6 merged, 1 intermediate output) are in the store');
-my $gc = $node->safe_psql('postgres',
-	q{SET rollout_fdw.min_gc_grace = 0; SELECT * FROM rollout_gc('cc', '0')});
+my $gc = with_min_gc_grace($node, 0, sub { $node->safe_psql('postgres', q{SELECT * FROM rollout_gc('cc', '0')}) });
 my $files_after = store_files('cc');
 my @gone = grep { !exists $files_after->{$_} } keys %$files_before;
 my $bytes = 0;
@@ -286,8 +286,7 @@ is_deeply([ $store->objects_in('st_cc/base/data') ], [ $store->listed_fragments(
 	'(d1) base/data holds exactly the listed fragment');
 is_deeply([ $store->objects_in("st_cc/shards/$shard/gen") ], [], '(d1) every merged generation is gone');
 check_table('cc', '(d1) after gc');
-is($node->safe_psql('postgres',
-		q{SET rollout_fdw.min_gc_grace = 0; SELECT * FROM rollout_gc('cc', '0')}),
+is(with_min_gc_grace($node, 0, sub { $node->safe_psql('postgres', q{SELECT * FROM rollout_gc('cc', '0')}) }),
 	'0|0', '(d1) a second gc finds nothing');
 
 # (d2) A cursor open across a compaction and a default-grace gc.
@@ -356,8 +355,7 @@ wait_for_fault($node, 'scan.after_snapshot', $off);
 is(merge('ce'), '2|58|1', '(d3) meanwhile a merge flushes the tail and folds in both generations');
 is($node->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('ce', min_fragments => 2)"),
 	'4|1|355|13|-', '(d3) and a compaction rewrites all 4 fragments');
-$gc = $node->safe_psql('postgres',
-	q{SET rollout_fdw.min_gc_grace = 0; SELECT objects_deleted > 0 FROM rollout_gc('ce', '0')});
+$gc = with_min_gc_grace($node, 0, sub { $node->safe_psql('postgres', q{SELECT objects_deleted > 0 FROM rollout_gc('ce', '0')}) });
 is($gc, 't', '(d3) gc with grace 0 deletes objects');
 is_deeply([ grep { $store->exists($_) } @named ], [],
 	'(d3) every fragment, generation and WAL entry the scan\'s snapshot named is gone');
@@ -389,10 +387,18 @@ check_table('ce', '(d3) afterwards');
 # version has to be younger than it), and the wait must exceed it by more
 # than the one-second resolution of remote modification times.
 my $d4_wait = 12;    # seconds, remote stores only
-my ($d4_grace, $d4_gc_set, $d4_age, $d4_hold) =
+my ($d4_grace, $d4_min_grace, $d4_age, $d4_hold) =
   RolloutStore::remote()
-  ? ('10 s', 'SET rollout_fdw.min_gc_grace = 10; ', "$d4_wait s", 8)
-  : ('30 min', '', 'an hour', 3);
+  ? ('10 s', 10, "$d4_wait s", 8)
+  : ('30 min', undef, 'an hour', 3);
+# gc of cg at the grace of (d4)
+sub d4_gc
+{
+	my ($select) = @_;
+	my $sql = "SELECT $select FROM rollout_gc('cg', '$d4_grace')";
+	return $node->safe_psql('postgres', $sql) unless defined $d4_min_grace;
+	return with_min_gc_grace($node, $d4_min_grace, sub { $node->safe_psql('postgres', $sql) });
+}
 sub age_past_grace
 {
 	my ($table) = @_;
@@ -421,7 +427,7 @@ $fingerprint cg;
 wait_for_fault($node, 'scan.after_snapshot', $off);
 is($node->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('cg', min_fragments => 2)"),
 	'2|1|200|5|-', "(d4) the two $d4_age old fragments are compacted during the scan");
-$gc = $node->safe_psql('postgres', "${d4_gc_set}SELECT objects_deleted > 0 FROM rollout_gc('cg', '$d4_grace')");
+$gc = d4_gc('objects_deleted > 0');
 is($gc, 't', "(d4) gc (grace $d4_grace) deletes the $d4_age old garbage (merged generations, old versions)");
 is_deeply([ grep { !$store->exists($_) } @inputs ], [],
 	'(d4) ... but not the fragments the base named until a moment ago');
@@ -433,7 +439,7 @@ is($out, $want, '(d4) with the exact, complete result');
 is( count_in_log($node, qr/fault point "scan\.after_snapshot" reached/, $off),
 	1, '(d4) from its first snapshot');
 age_past_grace('cg');
-$node->safe_psql('postgres', "${d4_gc_set}SELECT rollout_gc('cg', '$d4_grace')");
+d4_gc('*');
 is_deeply([ grep { $store->exists($_) } @inputs ], [],
 	'(d4) once the compaction\'s base version is older than the grace, gc deletes them');
 is_deeply([ $store->objects_in('st_cg/base/data') ], [ $store->listed_fragments('st_cg') ],
@@ -471,8 +477,7 @@ like($node->safe_psql('postgres', "SELECT $compact_cols FROM rollout_compact('cf
 is( $node->safe_psql('postgres',
 		q{SELECT total_compactions, last_compaction, last_error IS NULL FROM rollout_compaction_stats('cf')}),
 	"1|$last|t", '(e) a skipped compaction is neither counted nor an error');
-$node->safe_psql('postgres',
-	q{SET rollout_fdw.min_gc_grace = 0; SELECT rollout_gc('cf', '0')});
+with_min_gc_grace($node, 0, sub { $node->safe_psql('postgres', q{SELECT rollout_gc('cf', '0')}) });
 is_deeply([ $store->objects_in('st_cf/base/data') ], [ $store->listed_fragments('st_cf') ],
 	'(e) gc removed the failed compaction\'s output and the inputs');
 check_table('cf', '(e) at the end');
@@ -485,9 +490,9 @@ merge('ch');
 insert_range('ch', 61, 100);
 merge('ch');
 my @ch_inputs = $store->listed_fragments('st_ch');
+my $ch_min_grace = set_min_gc_grace($node, 2);
 $off = -s $node->logfile;
 $compaction = PsqlScript->start($node, sql => qq{
-SET rollout_fdw.min_gc_grace = 2;
 SET rollout_fdw.fail_at = 'compact.before_commit:hold';
 SELECT $compact_cols FROM rollout_compact('ch', min_fragments => 2);
 });
@@ -496,12 +501,12 @@ my %ch_listed = map { $_ => 1 } @ch_inputs;
 my @ch_output = grep { !$ch_listed{$_} } $store->objects_in('st_ch/base/data');
 is(scalar(@ch_output), 1, '(f) the held compaction uploaded one output');
 sleep 3;
-$node->safe_psql('postgres',
-	q{SET rollout_fdw.min_gc_grace = 2; SELECT rollout_gc('ch', '2 s')});
+$node->safe_psql('postgres', q{SELECT rollout_gc('ch', '2 s')});
 ok(!$store->exists($ch_output[0]), '(f) gc (grace 2 s) deleted the 3 s old unreferenced output');
 release_faults($node);
 ($ret, $out, $err) = $compaction->finish;
 hold_faults($node);
+set_min_gc_grace($node, $ch_min_grace);
 is($ret, 0, '(f) the compaction ends without an error') or diag($err);
 is($out, '2|2|0|0|the outputs waited longer than half of rollout_fdw.min_gc_grace',
 	'(f) it gave up its commit with a clear skipped_reason');
@@ -575,6 +580,9 @@ sub generation_keys
 	return $store->objects_in("st_$table/shards/$shard/gen");
 }
 
+# Every case of (h) runs with rollout_fdw.min_gc_grace at 2 s.
+set_min_gc_grace($node, 2);
+
 # (h1) A flush held after its upload for longer than half of the grace
 # abandons that upload and commits a new one; a gc run that listed the
 # abandoned upload as an orphan sends its delete after that commit.
@@ -583,7 +591,6 @@ $node->safe_psql('postgres', q{SELECT rollout_flush('cj')});
 insert_range('cj', 101, 150);
 $off = -s $node->logfile;
 my $held_flush = PsqlScript->start($node, sql => q{
-SET rollout_fdw.min_gc_grace = 2;
 SET rollout_fdw.fail_at = 'flush.after_generation_put:hold=flush';
 SELECT rows_flushed FROM rollout_flush('cj');
 });
@@ -591,7 +598,6 @@ wait_for_fault($node, 'flush.after_generation_put', $off);
 sleep 3;
 $off = -s $node->logfile;
 my $held_gc = PsqlScript->start($node, sql => q{
-SET rollout_fdw.min_gc_grace = 2;
 SET rollout_fdw.fail_at = 'gc.after_generation_list:hold=gc';
 SELECT objects_deleted FROM rollout_gc('cj', '2 s');
 });
@@ -631,13 +637,11 @@ is(scalar(generation_keys('ck')), scalar(@ck_listed) + 1,
 sleep 3;
 $off = -s $node->logfile;
 $held_gc = PsqlScript->start($node, sql => q{
-SET rollout_fdw.min_gc_grace = 2;
 SET rollout_fdw.fail_at = 'gc.after_generation_list:hold=gc';
 SELECT objects_deleted FROM rollout_gc('ck', '2 s');
 });
 wait_for_fault($node, 'gc.after_generation_list', $off);
-is($node->safe_psql('postgres',
-	q{SET rollout_fdw.min_gc_grace = 2; SELECT objects_deleted > 0 FROM rollout_gc('ck', '2 s')}),
+is($node->safe_psql('postgres', q{SELECT objects_deleted > 0 FROM rollout_gc('ck', '2 s')}),
 	't', '(h2) a second gc run deletes the orphan');
 is($node->safe_psql('postgres', q{SELECT rows_flushed FROM rollout_flush('ck')}), '50',
 	'(h2) a flush then commits the rows');
@@ -661,7 +665,7 @@ isnt($ret, 0, '(h3) the first flush of a shard fails after its upload');
 my @cl_orphans = generation_keys('cl');
 is(scalar(@cl_orphans), 1, '(h3) leaving one generation and no shard manifest');
 sleep 3;
-$node->safe_psql('postgres', q{SET rollout_fdw.min_gc_grace = 2; SELECT rollout_gc('cl', '2 s')});
+$node->safe_psql('postgres', q{SELECT rollout_gc('cl', '2 s')});
 is_deeply([ grep { $store->exists($_) } @cl_orphans ], [], '(h3) gc deleted the orphan');
 is($node->safe_psql('postgres', q{SELECT rows_flushed FROM rollout_flush('cl')}), '40',
 	'(h3) the next flush commits the rows');

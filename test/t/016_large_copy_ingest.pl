@@ -31,7 +31,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(writer_node shard_of wait_for_fault);
+use RolloutTest qw(writer_node shard_of wait_for_fault with_min_gc_grace);
 use Test::More;
 
 my $ROWS = 20000;
@@ -157,8 +157,8 @@ is($node->safe_psql('postgres', $state_sql), "$count|$count|$sum", '(c) the next
 # ---------------------------------------------------------------------------
 # (d) gc: the orphan goes, the live segment stays
 sleep(1);    # every object is now older than a 0 s grace
-my $gc = q{SET rollout_fdw.min_gc_grace = 0; SELECT objects_deleted FROM rollout_gc('t', '0')};
-my $deleted = $node->safe_psql('postgres', $gc);
+my $gc = q{SELECT objects_deleted FROM rollout_gc('t', '0')};
+my $deleted = with_min_gc_grace($node, 0, sub { $node->safe_psql('postgres', $gc) });
 cmp_ok($deleted, '>=', 1, "(d) gc deleted $deleted object(s)");
 is_deeply([ ingest_objects() ], \@live, '(d) the orphan is gone, the live segment (named by an unflushed WAL entry) is kept');
 is($node->safe_psql('postgres', $state_sql), "$count|$count|$sum", '(d) exact after gc');
@@ -171,7 +171,7 @@ my @adopted = grep { $_->{file} eq 'ing/ingest/' . $live[0] } @{ $m->{generation
 is(scalar(@adopted), 1, '(d) the shard manifest lists the ingest segment as a generation (adopted, not rewritten)');
 is($adopted[0]{rows}, $ROWS, "(d) ... of $ROWS rows") if @adopted;
 sleep(1);
-$node->safe_psql('postgres', $gc);
+with_min_gc_grace($node, 0, sub { $node->safe_psql('postgres', $gc) });
 is_deeply([ ingest_objects() ], \@live, '(d) gc keeps the adopted segment');
 is($node->safe_psql('postgres', $state_sql), "$count|$count|$sum", '(d) exact after flush and gc');
 

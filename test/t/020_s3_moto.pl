@@ -40,7 +40,7 @@ use Time::HiRes qw(time sleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(mode_node contiguous create_mapping try_sql run_concurrently);
+use RolloutTest qw(mode_node contiguous create_mapping try_sql run_concurrently with_min_gc_grace);
 use Test::More;
 
 my ($endpoint, $bucket, $region) = RolloutStore::s3_settings('S3');
@@ -271,8 +271,8 @@ SKIP:
 	create_mapping($node, 'manyproxy', "access_key_id '$key_id', secret_access_key '$secret'");
 	$node->safe_psql('postgres', "SELECT rollout_flush('many')");
 	$log_before = scalar(proxy_log());
-	($ok, $out, $err) = try_sql($node,
-		"SET rollout_fdw.min_gc_grace = 0; SELECT objects_deleted FROM rollout_gc('manypx', '0')", \@all_stderr);
+	($ok, $out, $err) = with_min_gc_grace($node, 0,
+		sub { try_sql($node, "SELECT objects_deleted FROM rollout_gc('manypx', '0')", \@all_stderr) });
 	ok($ok, 'gc of a store whose WAL lists in two pages') or diag($err);
 	@new = (proxy_log())[ $log_before .. scalar(proxy_log()) - 1 ];
 	my @wal_lists = grep { $new[$_] =~ m{^GET \S+ list=\S+/wal/ } } 0 .. $#new;

@@ -22,7 +22,7 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(mode_node);
+use RolloutTest qw(mode_node with_min_gc_grace);
 use Test::More;
 
 # The key: the emulator's published development key, unless told otherwise.
@@ -84,8 +84,8 @@ $node->safe_psql('postgres', q{SELECT * FROM rollout_merge('t')});
 my $compact = $node->safe_psql('postgres',
 	q{SELECT fragments_before, fragments_after FROM rollout_compact('t', min_fragments => 2)});
 like($compact, qr/^\d+\|\d+$/, "compact ran ($compact)");
-my $gc = $node->safe_psql('postgres',
-	q{SET rollout_fdw.min_gc_grace = 0; SELECT objects_deleted FROM rollout_gc('t', '0 s')});
+my $gc = with_min_gc_grace($node, 0,
+	sub { $node->safe_psql('postgres', q{SELECT objects_deleted FROM rollout_gc('t', '0 s')}) });
 ok(defined $gc && $gc =~ /^\d+$/, "gc ran ($gc objects deleted)");
 is($node->safe_psql('postgres', 'SELECT row_count FROM rollout_observe(\'t\', exact => true)'),
 	'300', 'observe counts every row');

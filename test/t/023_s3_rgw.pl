@@ -54,7 +54,7 @@ use Time::HiRes qw(time);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(preload mode_node contiguous create_mapping try_sql);
+use RolloutTest qw(preload mode_node contiguous create_mapping try_sql with_min_gc_grace);
 use Test::More;
 
 my ($endpoint, $bucket, $region) = RolloutStore::s3_settings('RGW');
@@ -249,8 +249,8 @@ ok($ok && $out eq '1', 'a second merge adds a fragment') or diag("$out $err");
 ok($ok && $out =~ /^2\|1\|(\d+)\|t$/ && $1 == 100, 'compaction on RGW: two fragments into one, 100 versions dropped')
   or diag("$out $err");
 my $before_gc = store_objects('rt');
-($ok, $out, $err) = try_sql($node,
-	"SET rollout_fdw.min_gc_grace = 0; SELECT objects_deleted FROM rollout_gc('rt', '0')", \@all_stderr);
+($ok, $out, $err) = with_min_gc_grace($node, 0,
+	sub { try_sql($node, "SELECT objects_deleted FROM rollout_gc('rt', '0')", \@all_stderr) });
 ok($ok && $out > 0, 'gc on RGW deletes the superseded objects') or diag("$out $err");
 my $deleted = $ok ? $out : 0;
 my $after_gc = store_objects('rt');
@@ -287,7 +287,7 @@ CREATE SERVER odd FOREIGN DATA WRAPPER rollout_fdw
 CREATE FOREIGN TABLE odd (id text, v int) SERVER odd OPTIONS (store 'odd', key 'id');
 });
 create_mapping($node, 'odd', "access_key_id '$key_id', secret_access_key '$secret'");
-($ok, $out, $err) = try_sql($node, q{
+($ok, $out, $err) = with_min_gc_grace($node, 0, sub { try_sql($node, q{
 INSERT INTO odd SELECT 'o' || i, i FROM generate_series(1, 100) i;
 SELECT rows_flushed FROM rollout_flush('odd');
 INSERT INTO odd SELECT 'o' || i, i * 2 FROM generate_series(51, 150) i;
@@ -295,9 +295,8 @@ SELECT generations_merged FROM rollout_merge('odd');
 INSERT INTO odd VALUES ('o1', 1000);
 SELECT count(*), sum(v) FROM odd;
 SELECT exact_row_count, fragments FROM rollout_observe('odd', exact => true);
-SET rollout_fdw.min_gc_grace = 0;
 SELECT objects_deleted > 0 FROM rollout_gc('odd', '0');
-SELECT count(*), sum(v) FROM odd;}, \@all_stderr);
+SELECT count(*), sum(v) FROM odd;}, \@all_stderr) });
 my $odd_sum = 999 + 50 * 51 / 2 + 2 * (150 * 151 / 2 - 50 * 51 / 2);
 is($out, "100\n2\n150|$odd_sum\n150|1\nt\n150|$odd_sum",
 	'a prefix needing percent-encoding: insert, flush, merge, scan, observe, gc') or diag($err);

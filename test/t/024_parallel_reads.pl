@@ -42,7 +42,7 @@ use PostgreSQL::Test::Utils;
 use LatencyProxy;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(mode_node wait_for_fault release_faults hold_faults count_in_log foreign_scan_of);
+use RolloutTest qw(mode_node wait_for_fault release_faults hold_faults count_in_log foreign_scan_of with_min_gc_grace);
 use Test::More;
 
 my ($endpoint, $bucket, $region) = RolloutStore::s3_settings('S3');
@@ -314,8 +314,8 @@ my $scan = PsqlScript->start($node,
 	command => "SET rollout_fdw.max_concurrent_requests = 16; SET rollout_fdw.fail_at = 'scan.after_snapshot:hold'; $fingerprint_sql s3vanish");
 wait_for_fault($node, 'scan.after_snapshot', $offset);
 $node->safe_psql('postgres', q{SELECT rollout_merge('s3vanish')});
-is($node->safe_psql('postgres',
-	q{SET rollout_fdw.min_gc_grace = 0; SELECT objects_deleted > 0 FROM rollout_gc('s3vanish', '0')}),
+is(with_min_gc_grace($node, 0,
+		sub { $node->safe_psql('postgres', q{SELECT objects_deleted > 0 FROM rollout_gc('s3vanish', '0')}) }),
 	't', '(e) while the scan waits, its generations are merged and collected');
 release_faults($node);    # the second snapshot passes too
 my ($scan_ret, $scan_out, $scan_err) = $scan->finish;
@@ -342,13 +342,15 @@ sub gc_round
 		  . "SELECT rollout_flush('$table');");
 	$via->command('delay 10');
 	$via->command('peaks');
-	my $deleted = $node->safe_psql('postgres',
-		"SET rollout_fdw.min_gc_grace = 0; SET rollout_fdw.max_concurrent_requests = $width;"
-		  . " SELECT objects_deleted FROM rollout_gc('$table', '0')");
+	my $deleted = with_min_gc_grace($node, 0,
+		sub {
+			$node->safe_psql('postgres',
+				"SET rollout_fdw.max_concurrent_requests = $width; SELECT objects_deleted FROM rollout_gc('$table', '0')");
+		});
 	my %peak = $via->command('peaks') =~ /(\w+)=(\d+)/g;
 	$via->command('delay 0');
-	my $again = $node->safe_psql('postgres',
-		"SET rollout_fdw.min_gc_grace = 0; SELECT objects_deleted FROM rollout_gc('$table', '0')");
+	my $again = with_min_gc_grace($node, 0,
+		sub { $node->safe_psql('postgres', "SELECT objects_deleted FROM rollout_gc('$table', '0')") });
 	return ($deleted, $again, \%peak);
 }
 

@@ -35,7 +35,7 @@ use Test::More;
 use PsqlScript;
 use RolloutStore;
 use RolloutTest
-  qw(writer_node shard_of count_in_log wait_for_fault release_faults hold_faults restart_after_crash);
+  qw(writer_node shard_of count_in_log wait_for_fault release_faults hold_faults restart_after_crash with_min_gc_grace);
 
 # ---------------------------------------------------------------------------
 # 1. fence markers survive gc
@@ -57,10 +57,9 @@ use RolloutTest
 	is(join(',', map { "$_:$kind{$_}" } sort { $a <=> $b } keys %kind),
 		'1:fence,2:wal,3:wal,4:fence,5:wal', 'two claims wrote fences at 1 and 4');
 
-	$node->safe_psql('postgres', q{
+	with_min_gc_grace($node, 0, sub { $node->safe_psql('postgres', q{
 SELECT rollout_flush('t');
-SET rollout_fdw.min_gc_grace = 0;
-SELECT objects_deleted FROM rollout_gc('t', '0');});
+SELECT objects_deleted FROM rollout_gc('t', '0');}) });
 	is(join(',', $store->wal_positions($wal)), '1,4',
 		'gc with no grace deleted every sealed entry but the fence markers');
 	is($node->safe_psql('postgres', 'SELECT string_agg(id::text, \',\' ORDER BY id) FROM t'),

@@ -36,7 +36,7 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(mode_node);
+use RolloutTest qw(mode_node with_min_gc_grace);
 use Test::More;
 
 my $node = mode_node('footer_cache');
@@ -125,15 +125,14 @@ like($with, qr/1=11,499=4991,500=5001,501=5012,1250=12503,2000=20004,2001=20014,
 is($runs[0] =~ s/\|\d+$//r, '0|0', '(b) with the cache off nothing is looked up');
 
 # (c) compaction and gc delete the cached fragments; the session that cached
-# them reads the new one
-my $after = $node->safe_psql('postgres', qq{
+# them reads the new one (min_gc_grace, the server's setting, at 0 meanwhile)
+my $after = with_min_gc_grace($node, 0, sub { $node->safe_psql('postgres', qq{
 $fingerprint;
 SELECT fragments_before FROM rollout_compact('t', min_fragments => 2);
-SET rollout_fdw.min_gc_grace = 0;
 SELECT objects_deleted >= 4 FROM rollout_gc('t', '0');
 $fingerprint;
 $explain
-});
+}) });
 my @lines = split /\n/, $after;
 is($lines[1], '4', '(c) the compaction rewrote the 4 fragments');
 is($lines[2], 't', '(c) gc deleted them');

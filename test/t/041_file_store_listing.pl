@@ -20,7 +20,7 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(mode_node try_sql);
+use RolloutTest qw(mode_node try_sql with_min_gc_grace);
 use Test::More;
 
 # (root reads any directory; PostgreSQL refuses to run as root anyway)
@@ -75,7 +75,7 @@ is($node->safe_psql('postgres', q{SELECT generations_merged > 0 FROM rollout_mer
 is($node->safe_psql('postgres', q{SELECT rows_written FROM rollout_compact('t', min_fragments => 1)}),
 	'7101', 'rollout_compact: one version of each of the 7,101 keys');
 is($node->safe_psql('postgres', q{SELECT exact_row_count FROM rollout_observe('t', exact => true)}), '7101', 'rollout_observe');
-cmp_ok($node->safe_psql('postgres', q{SET rollout_fdw.min_gc_grace = 0; SELECT objects_deleted FROM rollout_gc('t', '0')}), '>', 0,
+cmp_ok(with_min_gc_grace($node, 0, sub { $node->safe_psql('postgres', q{SELECT objects_deleted FROM rollout_gc('t', '0')}) }), '>', 0,
 	'rollout_gc deletes what the compaction replaced');
 is($node->safe_psql('postgres', q{SELECT count(*), sum(id) FROM t WHERE v <> 'after'}),
 	'7099|' . (6000 * 6001 / 2 - 1 + 1100 * 10000 + 1100 * 1101 / 2), 'after all of it: the other rows unchanged');

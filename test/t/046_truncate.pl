@@ -33,7 +33,7 @@ use PostgreSQL::Test::Utils;
 use PsqlScript;
 use RolloutStore;
 use RolloutTest qw(mode_node observe poll_until try_sql wait_for_fault release_faults hold_faults
-  preload);
+  preload with_min_gc_grace);
 use Test::More;
 
 my $store = RolloutStore->for_test('046_truncate');
@@ -255,11 +255,10 @@ SET rollout_fdw.fail_at = 'snapshot.after_shard_manifests:hold';
 SELECT count(*) FROM r_plain WHERE id = 500;
 });
 wait_for_fault($A, 'snapshot.after_shard_manifests', $offset);
-my $dropped = $A->safe_psql('postgres', q{
+my $dropped = with_min_gc_grace($A, 0, sub { $A->safe_psql('postgres', q{
 SELECT rollout_merge('r');
-SET rollout_fdw.min_gc_grace = 0;
 SELECT versions_dropped FROM rollout_compact('r', min_fragments => 2);
-});
+}) });
 cmp_ok((split /\n/, $dropped)[-1], '>=', 2, 'the compaction dropped the row and its tombstone');
 release_faults($A);
 ($reader_exit, $reader_out) = $reader->finish;

@@ -42,7 +42,7 @@ use Time::HiRes qw(usleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(preload mode_node);
+use RolloutTest qw(preload mode_node with_min_gc_grace);
 use Test::More;
 
 my $pre = preload();
@@ -131,7 +131,7 @@ for my $step ('flush', 'merge', 'insert', 'compact', 'flush', 'merge', 'compact'
 	is($from, $pre ? 'shared view' : 'listed', "... reading the manifests from the "
 		  . ($pre ? 'view' : 'store'));
 }
-$A->safe_psql('postgres', "SET rollout_fdw.min_gc_grace = 0; SELECT rollout_gc('t', '0')");
+with_min_gc_grace($A, 0, sub { $A->safe_psql('postgres', "SELECT rollout_gc('t', '0')") });
 is((read_state($A, '60s'))[0], "$n|" . sum_to($n), 'and after its gc');
 
 # ---------------------------------------------------------------------------
@@ -181,7 +181,7 @@ $B->safe_psql('postgres', "SELECT * FROM rollout_flush('t')");
 is((read_state($A, '0'))[0], $with_b3, 'A refreshes its view');
 $B->safe_psql('postgres', "SELECT * FROM rollout_merge('t')");
 $B->safe_psql('postgres', "SELECT * FROM rollout_compact('t', 1)");
-$B->safe_psql('postgres', "SET rollout_fdw.min_gc_grace = 0; SELECT rollout_gc('t', '0')");
+with_min_gc_grace($B, 0, sub { $B->safe_psql('postgres', "SELECT rollout_gc('t', '0')") });
 ($state, $from) = read_state($A, '60s');
 is($state, $with_b3,
 	'a view naming deleted objects gives way to the store: the same rows');
@@ -191,11 +191,10 @@ is($state, $with_b3,
 if ($pre)
 {
 	is((read_state($A, '60s'))[1], 'shared view', 'A reads through its view');
-	is($A->safe_psql('postgres', q{
-SET rollout_fdw.min_gc_grace = 0;
+	is(with_min_gc_grace($A, 0, sub { $A->safe_psql('postgres', q{
 SET rollout_fdw.manifest_refresh_interval = '60s';
 EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM t;
-}) =~ /Manifests: (.*)$/m ? $1 : 'none', 'listed',
+}) }) =~ /Manifests: (.*)$/m ? $1 : 'none', 'listed',
 		'with min_gc_grace 0 the same read lists the manifests');
 }
 

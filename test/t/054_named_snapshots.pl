@@ -41,7 +41,7 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(mode_node try_sql loop_size);
+use RolloutTest qw(mode_node try_sql loop_size with_min_gc_grace);
 use Test::More;
 
 my $seed = $ENV{ROLLOUT_TEST_SEED} // 54;
@@ -235,9 +235,9 @@ my $t5 = $node->safe_psql('postgres', q{SELECT rollout_snapshot('e')});
 $node->safe_psql('postgres', q{CREATE TABLE h5 AS SELECT * FROM e});
 $node->safe_psql('postgres', q{DELETE FROM e WHERE id < 100; SELECT 1 FROM rollout_merge('e'); SELECT 1 FROM rollout_compact('e', min_fragments => 1);});
 # (retaining a token the store moved past is safe only within min_gc_grace
-# of that, which this node sets to 0: the session sets the default)
-$node->safe_psql('postgres',
-	qq{SET rollout_fdw.min_gc_grace = '10min'; SELECT rollout_retain('e', '$t5', now() + interval '1 hour')});
+# of that, which this node sets to 0: the default meanwhile)
+with_min_gc_grace($node, 600,
+	sub { $node->safe_psql('postgres', qq{SELECT rollout_retain('e', '$t5', now() + interval '1 hour')}) });
 $node->safe_psql('postgres', q{SELECT 1 FROM rollout_gc('e', '0')});
 snapshot_reads($t5, 'h5', 'a token retained by rollout_retain after it was taken survives gc');
 $node->safe_psql('postgres', qq{SELECT rollout_retain('e', '$t5', now() + interval '2 hours')});
@@ -266,8 +266,8 @@ like($err, qr/rollout_snapshot\(tbl, retain_until/, '... and the hint says how t
 is($node->safe_psql('postgres', qq{SELECT count(*) FROM rollout_retained('e') WHERE token = '$t7'}), 0,
 	'the refused retention is not left behind');
 $node->safe_psql('postgres', qq{SET rollout_fdw.as_of = '$t7'; SELECT count(*) FROM e});    # still readable
-$node->safe_psql('postgres',
-	qq{SET rollout_fdw.min_gc_grace = '10min'; SELECT rollout_retain('e', '$t7', now() + interval '1 hour')});
+with_min_gc_grace($node, 600,
+	sub { $node->safe_psql('postgres', qq{SELECT rollout_retain('e', '$t7', now() + interval '1 hour')}) });
 is($node->safe_psql('postgres', qq{SELECT rollout_release('e', '$t7')}), '1',
 	'within min_gc_grace of the change the same token is retained');
 

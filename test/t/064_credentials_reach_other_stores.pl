@@ -40,7 +40,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
 use PsqlScript;
-use RolloutTest qw(writer_node poll_until wait_for_fault release_faults hold_faults);
+use RolloutTest qw(writer_node poll_until wait_for_fault release_faults hold_faults with_min_gc_grace);
 use Test::More;
 
 plan skip_all => 'needs the tenants of Ceph RGW (the rgw backend)'
@@ -298,8 +298,8 @@ is(scalar(grep { m{/_probes/} } $store->list(''), $tenant->list('')), 0,
 	'every probe was deleted once it was read');
 my ($probe_prefix) = map { m{^(.*/shards/[^/]+/)wal/} ? $1 : () } $store->list('episodes/');
 $store->put("${probe_prefix}_probes/left-behind.probe", 'x');
-$node->safe_psql('postgres',
-	q{SET rollout_fdw.min_gc_grace = 0; SET ROLE alice; SELECT rollout_gc('e_alice', '0');});
+with_min_gc_grace($node, 0,
+	sub { $node->safe_psql('postgres', q{SET ROLE alice; SELECT rollout_gc('e_alice', '0');}) });
 is(scalar(grep { m{/_probes/} } $store->list('episodes/')), 0,
 	'gc removed a probe an interrupted proof left behind');
 

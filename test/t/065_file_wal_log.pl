@@ -44,7 +44,7 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(mode_node contiguous run_concurrently shard_of slurp_bin write_bin preload);
+use RolloutTest qw(mode_node contiguous run_concurrently shard_of slurp_bin write_bin preload with_min_gc_grace);
 use Fcntl qw(SEEK_SET);
 use File::Path ();
 use Time::HiRes qw(time);
@@ -209,8 +209,7 @@ $node->safe_psql('postgres', "SELECT rollout_flush('g')");
 $node->safe_psql('postgres', q{INSERT INTO g VALUES (9999, 'last')});
 my @gp = $store->wal_positions("g/shards/$shard/wal", required => 1);
 my $last_position = $gp[-1];
-$node->safe_psql('postgres',
-	"SET rollout_fdw.min_gc_grace = 0; SELECT rollout_gc('g', '0 s')");
+with_min_gc_grace($node, 0, sub { $node->safe_psql('postgres', "SELECT rollout_gc('g', '0 s')") });
 ok(!-e "$gdir/_log.00000000000000001024", 'a segment with nothing alive left is removed');
 my $tail = slurp_bin("$gdir/_log.00000000000000002048");
 ok(defined $tail, 'the segment holding the last entry stays');
@@ -353,7 +352,7 @@ $node->safe_psql('postgres',
 my $allocated_before = (stat($bigseg))[12] * 512;
 $node->safe_psql('postgres', "SELECT rollout_flush('big')");
 $node->safe_psql('postgres', q{INSERT INTO big VALUES (99, 'last')});
-$node->safe_psql('postgres', "SET rollout_fdw.min_gc_grace = 0; SELECT rollout_gc('big', '0 s')");
+with_min_gc_grace($node, 0, sub { $node->safe_psql('postgres', "SELECT rollout_gc('big', '0 s')") });
 my $allocated_after = -e $bigseg ? (stat($bigseg))[12] * 512 : 0;
 ok($allocated_after < $allocated_before / 2,
 	"gc freed the space of the deleted entries ($allocated_before -> $allocated_after bytes allocated)");
