@@ -30,6 +30,7 @@
 #include "rollout/objstore.h"
 #include "rollout/read_cache.h"
 #include "rollout/row_source.h"
+#include "rollout/scan_snapshot.h"
 #include "rollout/shard.h"
 #include "rollout/shared_footer_cache.h"
 #include "rollout/shared_store.h"
@@ -89,6 +90,12 @@ _PG_init(void)
 	 */
 	MarkGUCPrefixReserved("rollout_fdw");
 
+	/*
+	 * Transaction callbacks run newest first: the statement snapshots' own
+	 * must run after the transaction buffer's commit, so it is registered
+	 * first.
+	 */
+	rollout_scan_snapshot_init();
 	xact_buffer_init();
 	rollout_store_cache_init();
 }

@@ -13,10 +13,14 @@
 
 #include "rollout/snapshot.h"
 
+/* Register the transaction-end callback, once from _PG_init. */
+extern void rollout_scan_snapshot_init(void);
+
 /*
  * The snapshot of store for a scan of the query estate: the transaction's
- * (REPEATABLE READ, SERIALIZABLE) or the query's (READ COMMITTED), taken
- * now if this is the first read of the store in that scope.
+ * (REPEATABLE READ, SERIALIZABLE) or the statement's (READ COMMITTED: of
+ * every query that runs under estate's Snapshot), taken now if this is the
+ * first read of the store in that scope.
  */
 extern RolloutSnapshot *rollout_scan_snapshot(RolloutStore *store,
 											  bool all_wal_tails,

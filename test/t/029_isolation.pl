@@ -10,7 +10,10 @@
 #     included, whatever other sessions commit, flush or merge meanwhile;
 #   - READ COMMITTED: the next statement sees new commits, and the scans of
 #     one statement share one snapshot (two subqueries with a commit
-#     between them count the same);
+#     between them count the same), as do the STABLE functions it calls,
+#     whichever reads the store first, also after a function retook the
+#     snapshot because gc removed an object of it; the snapshot goes when
+#     the statement ends (no xmin held while idle in the transaction);
 #   - garbage collection removing an object of a transaction's snapshot
 #     makes its next scan fail with a serialization failure (40001), while a
 #     READ COMMITTED statement takes a fresh snapshot;
@@ -41,9 +44,13 @@ use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
-use RolloutTest qw(mode_node);
+use RolloutTest qw(mode_node count_in_log);
 use Test::More;
 
+# glibc fills memory with 0xa5 when it is freed: a read of freed memory
+# (of a deleted memory context's blocks) then finds garbage rather than the
+# old values, and fails visibly
+local $ENV{MALLOC_PERTURB_} = 165;
 my $node = mode_node('isolation', conf => ['rollout_fdw.min_gc_grace = 0']);
 
 my $store = RolloutStore->for_test('029_isolation', backend => 'file');
@@ -107,6 +114,182 @@ my $two = $bg->query_safe('SELECT 1');    # returns once the statement above is 
 $bg->quit;
 like($two, qr/^112\|\|112$/m,
 	'RC: two scans of one statement read one snapshot (a commit between them is not seen)');
+
+# The queries of the STABLE functions a statement calls run under its
+# Snapshot, as with heap tables, whichever reads the store first: the
+# statement or a function; those of VOLATILE ones take a new one each.
+# Before, every call of a function that is not inlined took a new store
+# snapshot in READ COMMITTED.
+$node->safe_psql('postgres', q{
+CREATE FOREIGN TABLE f (id int, v text) SERVER s OPTIONS (store 'iso_f');
+INSERT INTO f SELECT g, 'base' FROM generate_series(1, 10) g;
+CREATE FUNCTION f_stable_sql() RETURNS bigint LANGUAGE sql STABLE AS $$ SELECT count(*) FROM f $$;
+CREATE FUNCTION f_stable_pl() RETURNS bigint LANGUAGE plpgsql STABLE AS $$ BEGIN RETURN (SELECT count(*) FROM f); END $$;
+CREATE FUNCTION f_volatile() RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$ BEGIN RETURN (SELECT count(*) FROM f); END $$;
+CREATE FUNCTION f_srf() RETURNS SETOF int LANGUAGE plpgsql STABLE AS $$ BEGIN RETURN QUERY SELECT id FROM f; END $$;
+});
+
+# Runs $statement, which waits on advisory lock $lock, in a session of its
+# own; runs $meanwhile in another session while it waits; returns the
+# statement's output.
+sub with_commit_between
+{
+	my ($lock, $statement, @meanwhile) = @_;
+	my $gate = $node->background_psql('postgres', on_error_stop => 1);
+	$gate->query_safe("SELECT pg_advisory_lock($lock)");
+	my $bg = $node->background_psql('postgres', on_error_stop => 1);
+	$bg->query_until(qr/started/, "\\echo started\n$statement\n");
+	$node->poll_query_until('postgres',
+		"SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = $lock AND NOT granted)")
+	  or die 'the statement did not reach the advisory lock';
+	other($_) for @meanwhile;
+	$gate->query_safe("SELECT pg_advisory_unlock($lock)");
+	$gate->quit;
+	my $out = $bg->query_safe('SELECT 1');    # returns once the statement is done
+	$bg->quit;
+	return $out;
+}
+
+like(
+	with_commit_between(29030,
+		q{SELECT (SELECT count(*) FROM f) AS first, pg_advisory_lock(29030), f_stable_sql(), f_stable_pl(), f_volatile();},
+		q{INSERT INTO f VALUES (11, 'between')}),
+	qr/^10\|\|10\|10\|11$/m,
+	'RC: STABLE functions read the statement\'s snapshot, a VOLATILE one a new one');
+like(
+	with_commit_between(29031,
+		q{SELECT f_stable_pl() AS first, pg_advisory_lock(29031), f_stable_sql(), f_stable_pl(), (SELECT count(*) FROM f) AS last;},
+		q{INSERT INTO f VALUES (12, 'between')}),
+	qr/^11\|\|11\|11\|11$/m,
+	'RC: a snapshot a STABLE function took first serves the later calls and the statement\'s own scan');
+
+# A set-returning STABLE function reads the store first and has ended
+# before the statement's rescans read the same snapshot (a version of this
+# change kept the snapshot in the function's memory: the rescans read freed
+# memory and the backend crashed).
+is($node->safe_psql('postgres', q{
+SELECT count(*) FROM (SELECT x FROM f_srf() x UNION ALL SELECT id FROM f) u
+ WHERE EXISTS (SELECT 1 FROM f g WHERE g.id = u.x AND g.v IS NOT NULL);
+SELECT string_agg(x || ':' || (SELECT count(*) FROM f g WHERE g.id <= x), ',' ORDER BY x)
+  FROM f_srf() x WHERE x <= 3;}),
+	"24\n1:1,2:2,3:3", 'RC: a set-returning STABLE function and correlated rescans share its snapshot');
+
+# Garbage collection removes a generation of the statement's snapshot while
+# it waits: the next function call finds it gone and retakes the snapshot
+# inside the function; the statement's own scan and the last call read that
+# retaken snapshot (which must outlive the call that took it).
+other(q{SELECT rollout_flush('f')});
+like(
+	with_commit_between(29032,
+		q{SELECT f_stable_pl() AS a, pg_advisory_lock(29032), f_stable_pl() AS b, (SELECT count(*) FROM f) AS c, f_stable_sql() AS d;},
+		q{INSERT INTO f VALUES (13, 'between')},
+		q{SELECT rollout_flush('f')},
+		q{SELECT rollout_merge('f')},
+		q{SELECT rollout_compact('f', 0)},
+		q{SELECT rollout_gc('f', '0')}),
+	qr/^12\|\|13\|13\|13$/m,
+	'RC: a snapshot retaken inside a function after gc serves the rest of the statement');
+is(count_in_log($node, qr/terminated by signal/), 0, 'no backend crashed');
+
+# A statement's store snapshot goes when the statement ends: the session
+# idles in its transaction without holding back the xmin horizon, and a
+# statement calling a VOLATILE function 200 times keeps at most a few
+# store snapshots at once.
+my $idle = $node->background_psql('postgres', on_error_stop => 1);
+$idle->query_safe('BEGIN ISOLATION LEVEL READ COMMITTED');
+is($idle->query_safe('SELECT f_stable_pl()'), '13', 'RC: a transaction reads through a function');
+my $idle_pid = $idle->query_safe('SELECT pg_backend_pid()');
+is(other("SELECT backend_xmin IS NULL FROM pg_stat_activity WHERE pid = $idle_pid"), 't',
+	'RC: idle in its transaction, the session holds no snapshot');
+is($idle->query_safe(q{
+SELECT sum(f_volatile()) FROM generate_series(1, 200);
+SELECT count(*) FROM pg_backend_memory_contexts WHERE name = 'rollout statement snapshot';}),
+	"2600\n0", 'RC: 200 VOLATILE calls, and no store snapshot is left once the statement ended');
+$idle->query_safe(q{
+CREATE FUNCTION pg_temp.snapshots_after_calls(n int) RETURNS int LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  FOR i IN 1 .. n LOOP PERFORM f_volatile(); END LOOP;
+  RETURN (SELECT count(*) FROM pg_backend_memory_contexts WHERE name = 'rollout statement snapshot');
+END $$;});
+cmp_ok($idle->query_safe('SELECT pg_temp.snapshots_after_calls(100)'), '<=', 2,
+	'RC: within a statement, the snapshots of ended VOLATILE calls are freed as it goes');
+$idle->query_safe('COMMIT');
+$idle->quit;
+
+# A value-per-call set-returning SQL function reads the store first and is
+# still running while the statement's correlated rescans read the same
+# snapshot; they go on after it ended.
+$node->safe_psql('postgres', q{
+CREATE FUNCTION f_srf_sql() RETURNS SETOF int LANGUAGE sql STABLE AS $$ SELECT id FROM f ORDER BY id $$;
+CREATE FUNCTION f_two_queries() RETURNS bigint LANGUAGE sql VOLATILE AS $$ SELECT count(*) FROM f; SELECT count(*) FROM f $$;
+CREATE PROCEDURE p_commits() LANGUAGE plpgsql AS $$
+DECLARE n bigint;
+BEGIN
+  FOR i IN 1 .. 3 LOOP SELECT count(*) INTO n FROM f; COMMIT; END LOOP;
+END $$;
+CREATE TABLE heap_t AS SELECT g AS x FROM generate_series(1, 1000) g;
+ANALYZE heap_t;
+});
+is($node->safe_psql('postgres', q{
+SELECT count(*), sum(c) FROM (
+  SELECT x, (SELECT count(*) FROM f g WHERE g.id <= s.x) AS c
+	FROM (SELECT f_srf_sql() AS x UNION ALL SELECT id FROM f) s) q;}),
+	'26|182', 'RC: a value-per-call SQL function and correlated rescans share its snapshot');
+
+# The statement reads the store first; a function then finds a generation
+# of that snapshot collected and retakes it, for the rest of the statement
+# too (the retaken snapshot must live as long as the statement's).
+other(q{INSERT INTO f VALUES (14, 'flushed')});
+other(q{SELECT rollout_flush('f')});
+like(
+	with_commit_between(29033,
+		q{SELECT (SELECT count(*) FROM f) AS a, pg_advisory_lock(29033), f_stable_pl() AS b, (SELECT count(*) FROM f WHERE v IS NOT NULL) AS c;},
+		q{INSERT INTO f VALUES (15, 'between')},
+		q{SELECT rollout_flush('f')},
+		q{SELECT rollout_merge('f')},
+		q{SELECT rollout_compact('f', 0)},
+		q{SELECT rollout_gc('f', '0')}),
+	qr/^14\|\|15\|15$/m,
+	'RC: a snapshot the statement took and a function retook after gc serves the rest of the statement');
+
+# Every way a statement's snapshot can end leaves nothing held: after each,
+# the session idles in its transaction with no xmin.
+my $s = $node->background_psql('postgres', on_error_stop => 0);
+my $s_pid = $s->query_safe('SELECT pg_backend_pid()');
+sub holds_nothing
+{
+	my ($what) = @_;
+	is(other("SELECT backend_xmin IS NULL FROM pg_stat_activity WHERE pid = $s_pid"), 't',
+		"RC: after $what, idle in the transaction, no xmin is held");
+}
+$s->query_safe('BEGIN ISOLATION LEVEL READ COMMITTED');
+is($s->query_safe('SELECT count(*) FROM heap_t WHERE x < f_stable_pl()'), '14',
+	'RC: a STABLE function the planner also runs');
+holds_nothing('a function the planner ran');
+$s->query_safe('DECLARE c CURSOR FOR SELECT id FROM f ORDER BY id');
+is($s->query_safe('FETCH 2 FROM c'), "1\n2", 'RC: a cursor reads');
+is($s->query_safe('SELECT f_stable_pl()'), '15', 'RC: a statement between its FETCHes reads too');
+is($s->query_safe('FETCH 2 FROM c'), "3\n4", 'RC: the cursor reads on');
+$s->query_safe('CLOSE c');
+holds_nothing('a cursor closed');
+$s->query_safe('SAVEPOINT sp');
+$s->query('SELECT f_stable_pl() / 0');
+$s->{stderr} = '';
+$s->query_safe('ROLLBACK TO sp');
+is($s->query_safe('SELECT f_two_queries()'), '15', 'RC: after an error rolled back to a savepoint');
+holds_nothing('an error in a function and a rollback to a savepoint');
+$s->query_safe('DECLARE h CURSOR WITH HOLD FOR SELECT count(*) FROM f');
+$s->query_safe('COMMIT');
+is($s->query_safe('FETCH ALL FROM h'), '15', 'RC: a cursor WITH HOLD reads after its COMMIT');
+$s->query_safe('CLOSE h');
+$s->query_safe('CALL p_commits()');
+$s->query_safe('BEGIN');
+is($s->query_safe('SELECT f_stable_sql()'), '15', 'RC: a procedure committing in a loop, then a new transaction');
+holds_nothing('a procedure that committed');
+$s->query_safe('COMMIT');
+$s->quit;
+is(count_in_log($node, qr/snapshot reference leak|registered snapshots seem to remain|still active/), 0,
+	'no snapshot was leaked or left registered');
 
 # garbage collection under a long snapshot.  The snapshot holds a
 # generation: a base fragment this backend has read stays open to it
