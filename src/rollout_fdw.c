@@ -90,12 +90,13 @@ _PG_init(void)
 	 */
 	MarkGUCPrefixReserved("rollout_fdw");
 
-	/*
-	 * Transaction callbacks run newest first: the statement snapshots' own
-	 * must run after the transaction buffer's commit, so it is registered
-	 * first.
-	 */
-	rollout_scan_snapshot_init();
 	xact_buffer_init();
 	rollout_store_cache_init();
+
+	/*
+	 * Transaction callbacks run newest first: the statement snapshots give
+	 * their pins back before the transaction buffer makes its rows durable,
+	 * so that a failure there still aborts the transaction.
+	 */
+	rollout_scan_snapshot_init();
 }

@@ -57,6 +57,7 @@
 #include "access/xact.h"
 #include "executor/executor.h"
 #include "lib/ilist.h"
+#include "tcop/pquery.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
@@ -136,13 +137,16 @@ statement_snapshot_pins(const void *snapshot)
  * Free the entries of statements that have ended: no query runs under their
  * Snapshot any more, so no scan can hold what they took.  ending, when not
  * NULL, is the Snapshot of a query that is ending: its QueryDesc still holds
- * one registration, and the portal or function running it may still have it
- * active (to run a next query under it, which then takes a store snapshot
- * of its own).  The pin is given back last, so that the Snapshot pointer
- * stays unique while an entry names it.
+ * ending_registrations of it (its own, and the running portal's hold of it
+ * for a utility statement such as EXECUTE or EXPLAIN), and the portal or
+ * function running it may still have it active (to run a next query under
+ * it, which then takes a store snapshot of its own).  Every other query
+ * under it holds an EState registration, so none is running.  The pin is
+ * given back last, so that the Snapshot pointer stays unique while an entry
+ * names it.
  */
 static void
-scan_snapshot_release_ended(Snapshot ending)
+scan_snapshot_release_ended(Snapshot ending, uint32 ending_registrations)
 {
 	dlist_mutable_iter iter;
 
@@ -150,12 +154,12 @@ scan_snapshot_release_ended(Snapshot ending)
 	{
 		ScopedSnapshot *entry = dlist_container(ScopedSnapshot, node, iter.cur);
 		Snapshot	snapshot = (Snapshot) entry->owner;
-		uint32		ending_holds = (snapshot == ending) ? 1 : 0;
+		bool		is_ending = (snapshot == ending);
 
 		if (entry->scope != SCOPE_STATEMENT ||
-			snapshot->active_count > ending_holds ||
-			snapshot->regd_count >
-			(uint32) statement_snapshot_pins(snapshot) + ending_holds)
+			snapshot->active_count > (is_ending ? 1 : 0) ||
+			snapshot->regd_count > (uint32) statement_snapshot_pins(snapshot) +
+			(is_ending ? ending_registrations : 0))
 			continue;
 		scoped_snapshot_unlink(entry);
 		MemoryContextDelete(entry->memory);
@@ -176,13 +180,17 @@ static void
 scan_snapshot_executor_end(QueryDesc *query)
 {
 	Snapshot	snapshot = query->snapshot;
+	uint32		registrations = 1;	/* the QueryDesc's */
 
 	if (prev_executor_end)
 		prev_executor_end(query);
 	else
 		standard_ExecutorEnd(query);
-	if (!dlist_is_empty(&scoped_snapshots))
-		scan_snapshot_release_ended(snapshot);
+	if (dlist_is_empty(&scoped_snapshots))
+		return;
+	if (ActivePortal != NULL && ActivePortal->holdSnapshot == snapshot)
+		registrations++;
+	scan_snapshot_release_ended(snapshot, registrations);
 }
 
 /*
@@ -335,7 +343,7 @@ rollout_scan_snapshot(RolloutStore *store, bool all_wal_tails, EState *estate)
 	MemoryContext oldcontext;
 
 	if (scope == SCOPE_STATEMENT)
-		scan_snapshot_release_ended(NULL);
+		scan_snapshot_release_ended(NULL, 0);
 	entry = scan_snapshot_find(store, all_wal_tails, scope, owner);
 	if (entry != NULL && entry->snapshot != NULL)
 		return entry->snapshot;

@@ -172,7 +172,7 @@ SELECT count(*) FROM (SELECT x FROM f_srf() x UNION ALL SELECT id FROM f) u
  WHERE EXISTS (SELECT 1 FROM f g WHERE g.id = u.x AND g.v IS NOT NULL);
 SELECT string_agg(x || ':' || (SELECT count(*) FROM f g WHERE g.id <= x), ',' ORDER BY x)
   FROM f_srf() x WHERE x <= 3;}),
-	"24\n1:1,2:2,3:3", 'RC: a set-returning STABLE function and correlated rescans share its snapshot');
+	"24\n1:1,2:2,3:3", 'RC: a set-returning STABLE function read first, then correlated rescans: right rows, no crash');
 
 # Garbage collection removes a generation of the statement's snapshot while
 # it waits: the next function call finds it gone and retakes the snapshot
@@ -234,7 +234,7 @@ is($node->safe_psql('postgres', q{
 SELECT count(*), sum(c) FROM (
   SELECT x, (SELECT count(*) FROM f g WHERE g.id <= s.x) AS c
 	FROM (SELECT f_srf_sql() AS x UNION ALL SELECT id FROM f) s) q;}),
-	'26|182', 'RC: a value-per-call SQL function and correlated rescans share its snapshot');
+	'26|182', 'RC: a value-per-call SQL function and correlated rescans while it runs: right rows, no crash');
 
 # The statement reads the store first; a function then finds a generation
 # of that snapshot collected and retakes it, for the rest of the statement
@@ -266,6 +266,12 @@ $s->query_safe('BEGIN ISOLATION LEVEL READ COMMITTED');
 is($s->query_safe('SELECT count(*) FROM heap_t WHERE x < f_stable_pl()'), '14',
 	'RC: a STABLE function the planner also runs');
 holds_nothing('a function the planner ran');
+$s->query_safe('PREPARE q AS SELECT count(*) FROM f');
+is($s->query_safe('EXECUTE q'), '15', 'RC: EXECUTE of a prepared statement reads');
+holds_nothing('EXECUTE, whose portal holds its snapshot');
+like($s->query_safe('EXPLAIN SELECT * FROM heap_t WHERE x < f_stable_pl()'), qr/Seq Scan on heap_t/,
+	'RC: EXPLAIN plans a query whose planning runs a function that reads');
+holds_nothing('EXPLAIN');
 $s->query_safe('DECLARE c CURSOR FOR SELECT id FROM f ORDER BY id');
 is($s->query_safe('FETCH 2 FROM c'), "1\n2", 'RC: a cursor reads');
 is($s->query_safe('SELECT f_stable_pl()'), '15', 'RC: a statement between its FETCHes reads too');
