@@ -13,7 +13,11 @@
 # intruder must be byte-identical afterwards; position N+2 must not exist; the
 # committed rows must be unchanged.  Once the intruder is removed, commits
 # work again and land at N+1 — both from a new session and from the session
-# that saw the failure.
+# that saw the failure.  With the pipelined WAL writer (preload) a commit may
+# also land an entry right after the intruder while the intruder's PUT is in
+# flight: it is never acknowledged, and the claim after the intruder is gone
+# makes it dead (docs/WRITER.md, "Pipelined WAL writes"); the last preload
+# case forces that order with a fault point.
 #
 # Both modes must keep these rules; they reach them differently.  Without
 # preloading, a committing backend lists the WAL and creates the next
@@ -38,7 +42,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(preload mode_node shard_of segment_metadata);
+use RolloutTest qw(preload mode_node shard_of segment_metadata wait_for_fault
+  release_faults hold_faults still_running);
+use Time::HiRes;
 use Test::More;
 
 my $pre = preload();
@@ -237,9 +243,14 @@ is(table_state(), '9|45', '9 rows, sum 45');
 # preload: a group commit that meets an intruder.  With commit_delay the
 # leader waits before it takes the queue, so concurrent committers join its
 # entry as followers; the whole group must fail (a follower learns the
-# leader's error), nothing is overwritten or skipped, and afterwards the
-# next commit lands at the intruder's position.  Whether a given session was
-# leader or follower depends on timing; what must hold does not.
+# leader's error), nothing is overwritten, and afterwards the next commit
+# lands.  Whether a given session was leader or follower depends on timing;
+# so does whether a committer that queued after the group was taken led an
+# entry of its own to the next position while the intruder's PUT was in
+# flight (rollout_fdw.wal_pipeline_depth, docs/WRITER.md "Pipelined WAL
+# writes").  Such an entry sits behind a position that is never settled: its
+# committer fails as well, the next commit claims the shard, and the claim's
+# fence makes it dead.  What must hold does not depend on timing.
 if ($pre)
 {
 	$p++;
@@ -259,12 +270,93 @@ if ($pre)
 		note("committer $k: $err");
 	}
 	is($store->get(wal_key($p)), $garbage, "group with garbage at $p: position $p is byte-identical afterwards");
-	is_deeply([ $store->wal_positions($wal_folder, required => 1) ], [ 1 .. $p ], "group with garbage at $p: the WAL holds exactly 1..$p");
-	is(table_state(), '9|45', "group with garbage at $p: no row of the failed group is visible");
+	my @positions = $store->wal_positions($wal_folder, required => 1);
+	my @past = grep { $_ > $p } @positions;
+	note('entries pipelined past the intruder: ' . scalar(@past));
+	is_deeply([ grep { $_ <= $p } @positions ], [ 1 .. $p ], "group with garbage at $p: the WAL holds 1..$p");
+	ok(@past <= 3, "group with garbage at $p: at most one entry past it per other committer");
+	is(join(',', map { wal_entry_shard($store->get(wal_key($_))) } @past),
+		join(',', map { $shard } @past), "group with garbage at $p: whatever lies past it is an entry of our shard");
+
+	# a read while the intruder is there: a clean error naming it, or
+	# exactly the committed rows
+	my ($ret, $out, $err) = $node->psql('postgres',
+		"\\set VERBOSITY verbose\nSELECT count(*), sum(v) FROM t");
+	if ($ret == 0)
+	{
+		is($out, '9|45', "group with garbage at $p: a read returns exactly the committed rows");
+	}
+	else
+	{
+		like($err, qr/ERROR:\s+[0-9A-Z]{5}: .*\Q$shard\E\/wal\/0*$p\.wal/,
+			"group with garbage at $p: a read fails cleanly, naming the intruder");
+	}
 	$store->delete(wal_key($p)) or die 'no intruder at ' . wal_key($p) . ' to remove';
+	is(table_state(), '9|45', "group with garbage at $p: with it removed, no row of the failed group is visible");
 	$node->safe_psql('postgres', q{INSERT INTO t VALUES ('r10', 10, '{}')});
-	is_deeply([ $store->wal_positions($wal_folder, required => 1) ], [ 1 .. $p ], "after removing it, the next commit lands at $p");
+	my @after = $store->wal_positions($wal_folder, required => 1);
+	if (@past)
+	{
+		# the claim's fence took position $p: what was past it is dead
+		ok($store->exists(wal_key($p)) && @after > @positions,
+			"after removing it, a claim filled $p and the next commit landed after the dead entries");
+	}
+	else
+	{
+		is_deeply(\@after, [ 1 .. $p ], "after removing it, the next commit lands at $p");
+	}
 	is(table_state(), '10|55', '10 rows, sum 55');
+	is($node->safe_psql('postgres', q{SELECT count(*) FROM t WHERE id LIKE 'never%'}),
+		'0', 'no row of any failed commit is visible');
+
+	# The same, made certain: the leader of the intruder's position is held
+	# before its PUT while the next committer's entry lands right after it.
+	# That entry's committer must not be acknowledged over the intruder, and
+	# once the intruder is gone the claim's fence makes the entry dead.
+	my $q = ($store->wal_positions($wal_folder, required => 1))[-1] + 1;
+	$store->put(wal_key($q), $garbage);
+	my $offset = -s $node->logfile;
+	my $held = PsqlScript->start($node,
+		sql => "SET rollout_fdw.fail_at = 'group_commit.before_put:hold=intruder';\nINSERT INTO t VALUES ('never-h1', 1, '{}');\n");
+	wait_for_fault($node, 'group_commit.before_put', $offset);
+	my $next = PsqlScript->start($node, sql => "INSERT INTO t VALUES ('never-h2', 1, '{}');\n");
+	my $landed = 0;
+	for (1 .. 300)
+	{
+		last if ($landed = $store->exists(wal_key($q + 1)));
+		Time::HiRes::usleep(100_000);
+	}
+	ok($landed, "pipelined past garbage at $q: the next committer's entry lands at " . ($q + 1));
+	is(still_running($node, q{INSERT INTO t VALUES (''never-h2''%}), 1,
+		'... and is not acknowledged while the intruder\'s position is open');
+	release_faults($node, 'intruder');
+	for my $session ($held, $next)
+	{
+		my ($ret, undef, $err) = $session->finish;
+		isnt($ret, 0, "pipelined past garbage at $q: a committer fails");
+		like($err, qr/ERROR: .*\Q$shard\E/s, '... naming the shard') or diag($err);
+	}
+	hold_faults($node, 'intruder');
+	is($store->get(wal_key($q)), $garbage, "pipelined past garbage at $q: position $q is byte-identical afterwards");
+	is(wal_entry_shard($store->get(wal_key($q + 1))), $shard, '... and ' . ($q + 1) . ' holds our shard\'s entry');
+	($ret, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\nSELECT count(*), sum(v) FROM t");
+	if ($ret == 0)
+	{
+		is($out, '10|55', "pipelined past garbage at $q: a read returns exactly the committed rows");
+	}
+	else
+	{
+		like($err, qr/ERROR:\s+[0-9A-Z]{5}: .*\Q$shard\E\/wal\/0*$q\.wal/,
+			"pipelined past garbage at $q: a read fails cleanly, naming the intruder");
+	}
+	$store->delete(wal_key($q)) or die 'no intruder at ' . wal_key($q) . ' to remove';
+	is(table_state(), '10|55', "pipelined past garbage at $q: with it removed, the entry behind the hole is read by nobody");
+	$node->safe_psql('postgres', q{INSERT INTO t VALUES ('r11', 11, '{}')});
+	is(segment_metadata($store->get(wal_key($q)))->{kind}, 'fence',
+		"the next commit claimed the shard: its fence took position $q");
+	is(table_state(), '11|66', '... and landed; the entry at ' . ($q + 1) . ' is dead');
+	is($node->safe_psql('postgres', q{SELECT count(*) FROM t WHERE id LIKE 'never%'}),
+		'0', 'no row of any failed commit is visible');
 }
 
 # The large commit, with its position free: one WAL entry holding its rows
