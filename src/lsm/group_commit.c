@@ -815,6 +815,19 @@ leader_write_entry(RolloutStore *store, SharedStoreSlot *slot, dsa_area *area,
 }
 
 /*
+ * What a fill found at a position it could not create, when that proves the
+ * batch's PUT is not there and never will be (create-if-absent: an occupied
+ * position takes no later write).
+ */
+typedef enum FillOccupant
+{
+	OCCUPANT_NONE,				/* created, ours, a dead entry, or no answer */
+	OCCUPANT_NEWER_WRITER,		/* a newer epoch's entry: fenced */
+	OCCUPANT_UNEXPECTED,		/* an entry of this epoch that is not ours */
+	OCCUPANT_NOT_AN_ENTRY		/* unreadable, or another shard's entry */
+} FillOccupant;
+
+/*
  * Settle the position of an entry whose PUT failed while entries after it
  * are in flight (they may land, and must never be acknowledged over a hole
  * that could still be filled), or whose PUT the store may still carry out
@@ -823,16 +836,19 @@ leader_write_entry(RolloutStore *store, SharedStoreSlot *slot, dsa_area *area,
  * (create-if-absent).  Created: the position holds none of the batch's
  * rows, for good, and the pipeline goes on (FAILED).  Taken by our own PUT
  * after all (its put id): LANDED.  Taken by anything else, or no answer:
- * BROKEN, and the pipeline drains.
+ * BROKEN, and the pipeline drains; *occupant says what took it when that
+ * is known, *owner_epoch its epoch for a newer writer.
  */
 static PipelineState
 leader_fill_position(RolloutStore *store, SharedStoreSlot *slot,
 					 LeaderBatch *batch, WalEntryImage *image,
-					 bool outcome_unknown)
+					 bool outcome_unknown, FillOccupant *occupant,
+					 int64 *owner_epoch)
 {
 	PipelineEntry *entry = &batch->entry;
 	WalEntryMetadata filler = {0};
 	volatile PipelineState state = PIPELINE_BROKEN;
+	volatile FillOccupant found = OCCUPANT_NONE;
 	MemoryContext caller_context = CurrentMemoryContext;
 	int			holdoff = InterruptHoldoffCount;
 
@@ -844,12 +860,11 @@ leader_fill_position(RolloutStore *store, SharedStoreSlot *slot,
 	filler.transactions = 0;
 	PG_TRY();
 	{
-		int64		owner_epoch;
 		WalEntryMetadata *owner;
 
 		wal_write_entry(store, NIL, &filler, image);
 		switch (wal_put_entry(store, entry->position, image, filler.put_id,
-							  entry->epoch, &owner_epoch))
+							  entry->epoch, owner_epoch))
 		{
 			case WAL_PUT_CREATED:
 				state = PIPELINE_FAILED;
@@ -859,6 +874,7 @@ leader_fill_position(RolloutStore *store, SharedStoreSlot *slot,
 				break;
 			case WAL_PUT_FENCED:
 				writer_note_fenced(slot, entry->epoch);
+				found = OCCUPANT_NEWER_WRITER;
 				break;
 			case WAL_PUT_TAKEN:
 				owner = wal_read_metadata(store,
@@ -869,23 +885,34 @@ leader_fill_position(RolloutStore *store, SharedStoreSlot *slot,
 				else if (owner->epoch < entry->epoch)
 					state = PIPELINE_FAILED;	/* a previous writer's dead
 												 * entry */
+				else
+					found = OCCUPANT_UNEXPECTED;
 				break;
 		}
 	}
 	PG_CATCH();
 	{
+		/*
+		 * wal_read_metadata's verdict on an object that is no entry of this
+		 * shard, as opposed to a store that did not answer
+		 */
+		if (geterrcode() == ERRCODE_DATA_CORRUPTED)
+			found = OCCUPANT_NOT_AN_ENTRY;
 		/* an ERROR reset the holdoff count this commit relies on */
 		MemoryContextSwitchTo(caller_context);
 		FlushErrorState();
+		LWLockReleaseAll();
 		InterruptHoldoffCount = holdoff;
 	}
 	PG_END_TRY();
 	wal_entry_image_discard(image);
+	*occupant = found;
 	ereport(LOG,
 			(errmsg("rollout_fdw: WAL position %lld of shard \"%s\" in store \"%s\" %s after its write failed",
 					(long long) entry->position, store->shard, store->name,
 					state == PIPELINE_FAILED ? "was filled with an empty entry" :
 					state == PIPELINE_LANDED ? "was found written" :
+					found != OCCUPANT_NONE ? "was found taken by another writer or object" :
 					"could not be settled"),
 			 outcome_unknown ?
 			 errdetail("The store may have carried out that write without answering.") :
@@ -920,6 +947,7 @@ leader_put_landed(RolloutStore *store, LeaderBatch *batch)
 		/* an ERROR reset the holdoff count this commit relies on */
 		MemoryContextSwitchTo(caller_context);
 		FlushErrorState();
+		LWLockReleaseAll();
 		InterruptHoldoffCount = holdoff;
 	}
 	PG_END_TRY();
@@ -935,9 +963,14 @@ leader_put_landed(RolloutStore *store, LeaderBatch *batch)
  * (transaction_resolution_unknown, wal_put_rows_entry) must not meet the next
  * leader's entry there later, and the read-back may have found nothing only
  * because the store did not answer: that position, like one with entries
- * after it, is settled first (leader_fill_position).  Returns whether the
- * committers fail with error itself (not when the entry was found written,
- * nor when the outcome stays unknown or was settled by the fill).
+ * after it, is settled first (leader_fill_position).  A fill that finds the
+ * position taken by something else (a newer writer's entry, an object that
+ * is no entry of ours) proves that the PUT is not there and never lands
+ * (create-if-absent): the committers fail with what took it, as without a
+ * pipeline, not as unknown, and so do those of the entries after it, which
+ * the next claim's fence or the newer writer's makes dead.  Returns whether
+ * the committers fail with error itself (not when the entry was found
+ * written, nor when the outcome stays unknown or was settled by the fill).
  */
 static bool
 leader_settle_failure(RolloutStore *store, SharedStoreSlot *slot,
@@ -947,6 +980,8 @@ leader_settle_failure(RolloutStore *store, SharedStoreSlot *slot,
 	PipelineEntry *entry = &batch->entry;
 	PipelineState state;
 	bool		outcome_unknown = error_code == ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN;
+	FillOccupant occupant = OCCUPANT_NONE;
+	int64		owner_epoch = 0;
 
 	if (!fenced)
 	{
@@ -971,16 +1006,44 @@ leader_settle_failure(RolloutStore *store, SharedStoreSlot *slot,
 		LWLockRelease(&slot->lock);
 	}
 	state = fenced ? PIPELINE_BROKEN :
-		leader_fill_position(store, slot, batch, image, outcome_unknown);
+		leader_fill_position(store, slot, batch, image, outcome_unknown,
+							 &occupant, &owner_epoch);
 	if (state == PIPELINE_BROKEN && !fenced)
 	{
-		char		unknown[SLOT_ERROR_LEN * 2];
+		char		message[SLOT_ERROR_LEN * 2];
+		int			code;
 
 		/* no allocation: an ERROR here would leave the entry unsettled */
-		snprintf(unknown, sizeof(unknown), "the outcome of WAL position %lld is unknown: %s",
-				 (long long) entry->position, error);
-		leader_finish(slot, area, batch, state, ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN,
-					  unknown);
+		if (occupant == OCCUPANT_NONE)
+		{
+			code = ERRCODE_TRANSACTION_RESOLUTION_UNKNOWN;
+			snprintf(message, sizeof(message), "the outcome of WAL position %lld is unknown: %s",
+					 (long long) entry->position, error);
+		}
+		else if (occupant == OCCUPANT_NEWER_WRITER)
+		{
+			code = ERRCODE_T_R_SERIALIZATION_FAILURE;
+			snprintf(message, sizeof(message),
+					 "shard \"%s\" of store \"%s\" was taken over by another writer: WAL position %lld holds an entry of writer epoch %lld, this writer has epoch %lld; nothing was written",
+					 store->shard, store->name, (long long) entry->position,
+					 (long long) owner_epoch, (long long) entry->epoch);
+		}
+		else if (occupant == OCCUPANT_NOT_AN_ENTRY && error_code == ERRCODE_DATA_CORRUPTED)
+		{
+			/* the write's own error already names what is there */
+			code = error_code;
+			strlcpy(message, error, sizeof(message));
+		}
+		else
+		{
+			code = ERRCODE_DATA_CORRUPTED;
+			snprintf(message, sizeof(message),
+					 "WAL position %lld of shard \"%s\" in store \"%s\" is taken by %s; nothing was overwritten",
+					 (long long) entry->position, store->shard, store->name,
+					 occupant == OCCUPANT_UNEXPECTED ? "an unexpected entry" :
+					 "an object that is not a WAL entry of this shard");
+		}
+		leader_finish(slot, area, batch, state, code, message);
 		return false;
 	}
 	if (state == PIPELINE_FAILED && outcome_unknown)
@@ -996,8 +1059,10 @@ leader_settle_failure(RolloutStore *store, SharedStoreSlot *slot,
 /*
  * In a leader's PG_CATCH: the error being handled, copied into
  * caller_context, and the interrupt holdoff count the commit needs restored
- * (the ERROR reset it).  The leader settles its entry with it instead of
- * raising.
+ * (the ERROR reset it).  No abort follows to release an LWLock the error
+ * left held (the leader holds none across its I/O, but what it calls may, a
+ * cache say), so that is done here.  The leader settles its entry with the
+ * error instead of raising.
  */
 static ErrorData *
 leader_catch_error(MemoryContext caller_context, int holdoff)
@@ -1007,6 +1072,7 @@ leader_catch_error(MemoryContext caller_context, int holdoff)
 	MemoryContextSwitchTo(caller_context);
 	edata = CopyErrorData();
 	FlushErrorState();
+	LWLockReleaseAll();
 	InterruptHoldoffCount = holdoff;
 	return edata;
 }

@@ -280,6 +280,20 @@ writer_claim(RolloutStore *store, SharedStoreSlot *slot,
 
 	memtable_trim(slot, claim.fence_position - 1, claim.manifest_version,
 				  claim.drops_covered_by_base);
+
+	/*
+	 * What other credentials prove they reach this store by: they read the
+	 * fence, and to write they write a probe that this claim's access reads
+	 * back (shared_store.c, write_proof.c).
+	 */
+	access_len = write_proof_keep_access(store, access, sizeof(access));
+
+	/*
+	 * Under the lock, as committers read these while they decide whether to
+	 * lead (no leader takes a position before the writer is ready, but a
+	 * committer must not see half of a claim).
+	 */
+	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 	slot->epoch = claim.epoch;
 	/* the pipeline drained before the claim (writer_wait_for_pipeline) */
 	for (int i = 0; i < WAL_PIPELINE_MAX; i++)
@@ -288,14 +302,6 @@ writer_claim(RolloutStore *store, SharedStoreSlot *slot,
 	slot->tip = slot->next_position = claim.tip;
 	slot->last_stamp = slot->next_stamp = claim.stamp;
 	slot->tip_observed_at = claim.observed_at;
-
-	/*
-	 * What other credentials prove they reach this store by: they read the
-	 * fence, and to write they write a probe that this claim's access reads
-	 * back (shared_store.c, write_proof.c).
-	 */
-	access_len = write_proof_keep_access(store, access, sizeof(access));
-	LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 	strlcpy(slot->claim_put_id, claim.fence_put_id ? claim.fence_put_id : "",
 			SLOT_PUT_ID_LEN);
 	slot->claim_position = claim.fence_position;
