@@ -39,4 +39,17 @@ extern bool store_token_incarnation_valid(const char *incarnation);
 extern bool store_token_next_shard(char **cursor, char **shard, char **value,
 								   bool *malformed);
 
+/*
+ * A shard named more than once among the count names, or NULL.  In
+ * O(count log count): a token is text anyone may pass, of any length.
+ */
+extern const char *store_token_repeated_shard(const char **names, int count);
+
+/*
+ * A token as an error message quotes it: whole when short, else its start
+ * and "...", so that a long one (a store of many shards, or anyone's text)
+ * does not fill the log.
+ */
+extern const char *store_token_for_message(const char *text);
+
 #endif							/* ROLLOUT_STORE_TOKEN_H */

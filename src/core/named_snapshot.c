@@ -189,28 +189,33 @@ named_snapshot_parse(const char *text, const char **problem)
 		palloc(sizeof(int64) * (strlen(token.shards) / 3 + 1));
 	while (store_token_next_shard(&token.shards, &shard, &version, &malformed))
 	{
-		ListCell   *lc;
-
 		if (!parse_version(version, 0, &snapshot->versions.shard_versions[count]))
 			return NULL;
-
-		/*
-		 * Each shard once: gc keeps one retained version per token and shard
-		 * (gc.c), and rollout_snapshot never lists a shard twice.
-		 */
-		foreach(lc, snapshot->versions.shards)
-		{
-			if (strcmp(lfirst(lc), shard) == 0)
-			{
-				*problem = psprintf("It lists shard \"%s\" twice.", shard);
-				return NULL;
-			}
-		}
 		snapshot->versions.shards = lappend(snapshot->versions.shards, shard);
 		count++;
 	}
 	if (malformed)
 		return NULL;
+
+	/*
+	 * Each shard once: gc keeps one retained version per token and shard
+	 * (gc.c), and rollout_snapshot never lists a shard twice.
+	 */
+	if (count > 1)
+	{
+		const char **names = palloc(sizeof(const char *) * count);
+		const char *repeated;
+		ListCell   *lc;
+
+		foreach(lc, snapshot->versions.shards)
+			names[foreach_current_index(lc)] = lfirst(lc);
+		if ((repeated = store_token_repeated_shard(names, count)) != NULL)
+		{
+			*problem = psprintf("It lists shard \"%s\" twice.", repeated);
+			return NULL;
+		}
+		pfree(names);
+	}
 	*problem = NULL;
 	return snapshot;
 }
@@ -248,7 +253,7 @@ named_snapshot_raise_expired(RolloutStore *store, const char *token)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_SNAPSHOT_TOO_OLD),
-			 errmsg("snapshot \"%s\" of store \"%s\" has expired", token,
+			 errmsg("snapshot \"%s\" of store \"%s\" has expired", store_token_for_message(token),
 					store->name),
 			 errdetail("Garbage collection removed objects it needs."),
 			 errhint("Keep a snapshot with rollout_retain, or with retain_until of rollout_snapshot, for as long as it is read.")));
@@ -263,7 +268,7 @@ named_snapshot_parse_or_raise(const char *token)
 	if (named == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid snapshot token \"%s\"", token),
+				 errmsg("invalid snapshot token \"%s\"", store_token_for_message(token)),
 				 errdetail("%s", problem)));
 	return named;
 }
@@ -279,7 +284,7 @@ named_snapshot_check_of_store(RolloutStore *store, const NamedSnapshot *named,
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("snapshot \"%s\" is not a snapshot of store \"%s\"",
-						token, store->name),
+						store_token_for_message(token), store->name),
 				 errdetail("It was taken of another store, or of an earlier creation of this one%s.",
 						   outcome)));
 	}
@@ -524,7 +529,7 @@ named_snapshot_retain(RolloutStore *store, const char *token, TimestampTz until,
 		ereport(ERROR,
 				(errcode(ERRCODE_SNAPSHOT_TOO_OLD),
 				 errmsg("snapshot \"%s\" of store \"%s\" can no longer be retained",
-						token, store->name),
+						store_token_for_message(token), store->name),
 				 errdetail("The store changed after the snapshot was taken, more than rollout_fdw.min_gc_grace (%d s) ago, and no retention keeps the snapshot: a garbage collection running now may be removing what it reads.",
 						   gc_min_grace_seconds()),
 				 errhint("Retain a snapshot when taking it, with rollout_snapshot(tbl, retain_until => ...), or within rollout_fdw.min_gc_grace of the store changing; extend a retention before it expires.")));

@@ -9,6 +9,9 @@
  */
 #include "postgres.h"
 
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+
 #include "rollout/shard.h"
 #include "rollout/store_token.h"
 
@@ -51,6 +54,8 @@ store_token_next_shard(char **cursor, char **shard, char **value,
 	char	   *end;
 	char	   *equals;
 
+	/* a token may be as long as a text value: let a cancel in */
+	CHECK_FOR_INTERRUPTS();
 	*malformed = false;
 	if (*entry == '\0')
 		return false;
@@ -75,4 +80,42 @@ store_token_next_shard(char **cursor, char **shard, char **value,
 	*shard = entry;
 	*value = equals + 1;
 	return true;
+}
+
+static int
+shard_name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *) a, *(const char *const *) b);
+}
+
+const char *
+store_token_repeated_shard(const char **names, int count)
+{
+	const char **sorted;
+	const char *repeated = NULL;
+
+	if (count < 2)
+		return NULL;
+	sorted = palloc(sizeof(const char *) * count);
+	memcpy(sorted, names, sizeof(const char *) * count);
+	qsort(sorted, count, sizeof(const char *), shard_name_cmp);
+	for (int i = 1; i < count && repeated == NULL; i++)
+		if (strcmp(sorted[i - 1], sorted[i]) == 0)
+			repeated = sorted[i];
+	pfree(sorted);
+	return repeated;
+}
+
+#define TOKEN_MESSAGE_CHARS 160
+
+const char *
+store_token_for_message(const char *text)
+{
+	int			length = strlen(text);
+
+	if (length <= TOKEN_MESSAGE_CHARS)
+		return text;
+
+	return psprintf("%.*s...", pg_mbcliplen(text, length, TOKEN_MESSAGE_CHARS),
+					text);
 }

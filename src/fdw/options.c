@@ -40,6 +40,7 @@
 #include "rollout/cluster_ranges.h"
 #include "rollout/fdw.h"
 #include "rollout/named_snapshot.h"
+#include "rollout/store_token.h"
 
 /* Which options exist, and where they may appear. */
 typedef struct RolloutOption
@@ -193,7 +194,7 @@ rollout_fdw_validator(PG_FUNCTION_ARGS)
 				ereport(ERROR,
 						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
 						 errmsg("invalid value for option \"as_of\": \"%s\"",
-								defGetString(def)),
+								store_token_for_message(defGetString(def))),
 						 errdetail("%s", problem)));
 		}
 		else if (strcmp(def->defname, "url_style") == 0)

@@ -129,18 +129,6 @@ feed_shard_new(const char *shard)
 	return entry;
 }
 
-/* Is there an entry for shard in list (ChangeFeedShard *)? */
-static bool
-feed_shard_listed(List *list, const char *shard)
-{
-	ListCell   *lc;
-
-	foreach(lc, list)
-		if (strcmp(((ChangeFeedShard *) lfirst(lc))->shard, shard) == 0)
-		return true;
-	return false;
-}
-
 /* The "cf1:" text parsed, or NULL when it is not one. */
 static ChangeFeedPosition *
 feed_position_parse_text(const char *text)
@@ -171,7 +159,7 @@ feed_position_parse_text(const char *text)
 		for (int i = 0; i < 4; i++)
 			if (!feed_parse_int64(fields[i], &numbers[i]))
 				return NULL;
-		if (numbers[3] < numbers[1] || feed_shard_listed(position->shards, shard))
+		if (numbers[3] < numbers[1])
 			return NULL;
 		entry = feed_shard_new(shard);
 		entry->position = numbers[0];
@@ -180,7 +168,20 @@ feed_position_parse_text(const char *text)
 		entry->delivered_stamp = numbers[3];
 		position->shards = lappend(position->shards, entry);
 	}
-	return malformed ? NULL : position;
+	if (malformed)
+		return NULL;
+	if (list_length(position->shards) > 1)
+	{
+		const char **names = palloc(sizeof(const char *) * list_length(position->shards));
+		ListCell   *lc;
+
+		foreach(lc, position->shards)
+			names[foreach_current_index(lc)] = ((ChangeFeedShard *) lfirst(lc))->shard;
+		if (store_token_repeated_shard(names, list_length(position->shards)) != NULL)
+			return NULL;		/* each shard once */
+		pfree(names);
+	}
+	return position;
 }
 
 /*
@@ -251,7 +252,7 @@ change_feed_position_parse(RolloutStore *store, const char *since)
 	if (position == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid change feed position \"%s\"", since),
+				 errmsg("invalid change feed position \"%s\"", store_token_for_message(since)),
 				 errdetail("A position is the next_since text rollout_changes returned, or a token of rollout_snapshot, or NULL for the start.")));
 	/* a handle older than the store's creation would take an old position */
 	rollout_store_check_current(store, ROLLOUT_STORE_RECHECK_MS);
@@ -260,7 +261,7 @@ change_feed_position_parse(RolloutStore *store, const char *since)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("change feed position \"%s\" is not a position in store \"%s\"",
-						since, store->name),
+						store_token_for_message(since), store->name),
 				 errdetail("It was handed out for another store, or for an earlier creation of this one.")));
 	return position;
 }
@@ -1195,15 +1196,22 @@ feed_poll(RolloutStore *store, const ChangeFeedPosition *since,
 		merge_read_end(reads[i]);
 	}
 
-	/* the position after: every shard of the store, and any it forgot */
+	/*
+	 * The position after: every shard of the store, and any it forgot (since
+	 * names each shard once, so only the store's need looking through).
+	 */
 	after->truncate_stamp = truncate_stamp;
 	for (int i = 0; i < count; i++)
 		after->shards = lappend(after->shards, feed_shard_after(&feeds[i], cut));
 	foreach(lc, since->shards)
 	{
 		ChangeFeedShard *entry = lfirst(lc);
+		bool		listed = false;
 
-		if (!feed_shard_listed(after->shards, entry->shard))
+		for (int i = 0; i < count && !listed; i++)
+			listed = strcmp(((ChangeFeedShard *) list_nth(after->shards, i))->shard,
+							entry->shard) == 0;
+		if (!listed)
 			after->shards = lappend(after->shards, entry);
 	}
 	list_sort(after->shards, feed_shard_cmp);

@@ -633,6 +633,30 @@ for my $case (
 my ($ok3, undef, $err3) = try_sql($a, qq{SELECT * FROM rollout_changes('lag', '$p4')});
 ok(!$ok3 && $err3 =~ /is not a position in store "feed_lag"/, '(d) refused: a position of another store')
   or diag($err3);
+
+# A position or token is text anyone with SELECT may pass, of any length:
+# parsing 200,000 shard entries is linear and the error quotes only its
+# start (a check of every pair took 12 s for 80,000, past statement_timeout
+# and any cancel).
+{
+	my $inc = ($p4 =~ /^cf1:([^:]+):/)[0];
+	my $many_pos = q{(SELECT string_agg('s' || i || '=1/1/1/1', ',') FROM generate_series(1, 200000) i)};
+	my $many_tok = q{(SELECT string_agg('s' || i || '=1', ',') FROM generate_series(1, 200000) i)};
+	my ($ok7, $out7, $err7) = try_sql($a,
+		"SET statement_timeout = '20s'; SELECT count(*) FROM rollout_changes('small', 'cf1:$inc:0:' || $many_pos || ',s5=1/1/1/1')");
+	ok(!$ok7 && $err7 =~ /invalid change feed position "cf1:\Q$inc\E:0:s1=1\/1\/1\/1,s2=.{20,200}\.\.\."\n/,
+		'(d) refused: a shard named twice in a position of 200,000 shards, quoted by its start only')
+	  or diag(substr($err7, 0, 500));
+	($ok7, $out7, $err7) = try_sql($a,
+		"SET statement_timeout = '20s'; SELECT rollout_retain('small', 'rs1:$inc:0:' || $many_tok || ',s7=2', now() + interval '1 hour')");
+	ok(!$ok7 && $err7 =~ /invalid snapshot token "rs1:\Q$inc\E:0:s1=1,s2=1.{20,200}\.\.\."\n.*lists shard "s7" twice/s,
+		'(d) refused: a shard named twice in a token of 200,000 shards, quoted by its start only')
+	  or diag(substr($err7, 0, 500));
+	($ok7, $out7, $err7) = try_sql($a,
+		"SET statement_timeout = '20s'; SELECT count(*) FROM rollout_changes('small', 'cf1:$inc:0:' || $many_pos)");
+	ok($ok7, '(d) a well-formed position of 200,000 unknown shards is read within statement_timeout')
+	  or diag(substr($err7, 0, 500));
+}
 my $pinned = $a->safe_psql('postgres', q{SELECT rollout_snapshot('small')});
 $a->safe_psql('postgres', qq{CREATE FOREIGN TABLE small_pinned (id int, v text) SERVER s OPTIONS (store 'feed_small', key 'id', as_of '$pinned')});
 my ($ok6, undef, $err6) = try_sql($a, q{SELECT * FROM rollout_changes('small_pinned')});
