@@ -25,6 +25,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use IO::Socket::INET;
+use POSIX ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutTest qw(writer_node);
@@ -85,9 +86,13 @@ if ($child == 0)
 		  . $body;
 		close $client;
 	}
-	exit 0;
+	POSIX::_exit(0);			# not the parent's END blocks
 }
 close $listener;
+
+# A run that dies must not leave the endpoint accepting: it holds prove's
+# output pipe, and prove would wait for it for good.
+END { kill 'TERM', $child if $child; }
 
 my $node = writer_node('hostile_endpoint');
 $node->safe_psql('postgres', qq{
