@@ -71,6 +71,9 @@ typedef struct MemtableBudget
 	int64		rows;			/* stop after this many rows counted */
 	int64		next_stamp;		/* out: the stamp of the first batch not
 								 * copied */
+	int64		fence_position; /* out: where the writer's claim put its
+								 * fence, which holds no rows and so has no
+								 * batch (0: unknown) */
 } MemtableBudget;
 
 /*

@@ -429,6 +429,8 @@ memtable_collect(RolloutStore *store, SharedStoreSlot *slot, bool rows_only,
 	/* a claim drops the batches of earlier epochs (writer_epoch.c) */
 	if (epoch)
 		*epoch = slot->epoch;
+	if (budget)
+		budget->fence_position = ready ? slot->claim_position : 0;
 
 	/*
 	 * Batches below the newest truncate cut hold nothing a consumer gets (but

@@ -98,6 +98,8 @@ typedef struct FeedShard
 	int64		memtable_stamp; /* the effective stamp of the last one read */
 	int64		memtable_next_stamp;	/* of the first batch not copied
 										 * (PG_INT64_MAX: none left) */
+	int64		memtable_fence; /* the position of the writer's fence, which
+								 * has no batch (0: unknown) */
 	int64		last_wal_position;	/* of the WAL entries read (0: none) */
 	int64		wal_stamp;		/* the running stamp after them */
 	int64		wal_epoch;		/* the running epoch after them */
@@ -692,11 +694,20 @@ feed_shard_advance_within_cut(const FeedShard *feed, int64 cut,
 	foreach(lc, feed->sources)
 	{
 		const SnapshotSource *batch = lfirst(lc);
+		int64		next = after->position + 1;
 
 		/* a batch's rows, its ingest segments, or its WAL entry */
 		if (batch->kind == SNAPSHOT_GENERATION || batch->position <= after->position)
 			continue;
-		if (batch->position != after->position + 1 || feed_batch_stamp(batch) > cut)
+
+		/*
+		 * The writer's fence has no batch: stepped over, or every poll cut
+		 * short in front of it (a new store's first commits, those after a
+		 * restart) would copy again all it already delivered, until a flush.
+		 */
+		if (next == feed->memtable_fence)
+			next++;
+		if (batch->position != next || feed_batch_stamp(batch) > cut)
 			break;
 		after->position = batch->position;
 		after->position_stamp = feed_batch_stamp(batch);
@@ -819,7 +830,7 @@ feed_open_shards(RolloutStore *store, const ChangeFeedPosition *since,
 	List	   *memtable = NIL;
 	bool		have_memtable = false;
 	int64		memtable_epoch = 0;
-	MemtableBudget budget = {0, max_rows, PG_INT64_MAX};
+	MemtableBudget budget = {0, max_rows, PG_INT64_MAX, 0};
 
 	/*
 	 * The batches up to the consumer's position in this shard are not copied:
@@ -861,6 +872,7 @@ feed_open_shards(RolloutStore *store, const ChangeFeedPosition *since,
 			feeds[i].memtable = memtable;
 			feeds[i].memtable_epoch = memtable_epoch;
 			feeds[i].memtable_next_stamp = budget.next_stamp;
+			feeds[i].memtable_fence = budget.fence_position;
 		}
 		*truncate_stamp = Max(*truncate_stamp, manifests[i]->truncate_stamp);
 		feed_shard_sources(store, &feeds[i]);
