@@ -87,13 +87,16 @@ extern void wal_entry_image_discard(WalEntryImage *image);
 /*
  * Create the WAL entry image at position with put_id; when the position is
  * taken, *owner_epoch (may be NULL) is the epoch of the entry there.  An
- * object there that is not a WAL entry of this shard is an ERROR.
- * Interrupts are held during the create.
+ * object there that is not a WAL entry of this shard is an ERROR;
+ * *reading_owner (may be NULL) is set just before the object there is read,
+ * so that a caller catching an error can tell a verdict on that object from
+ * a failed create.  Interrupts are held during the create.
  */
 extern WalPutResult wal_put_entry(RolloutStore *store, int64 position,
 								  const WalEntryImage *image,
 								  const char *put_id, int64 epoch,
-								  int64 *owner_epoch);
+								  int64 *owner_epoch,
+								  volatile bool *reading_owner);
 
 /*
  * The same for an entry that carries a commit's rows: a create that failed

@@ -576,7 +576,8 @@ wal_check_ingest_fresh(RolloutStore *store, List *ingest)
  */
 WalPutResult
 wal_put_entry(RolloutStore *store, int64 position, const WalEntryImage *image,
-			  const char *put_id, int64 epoch, int64 *owner_epoch)
+			  const char *put_id, int64 epoch, int64 *owner_epoch,
+			  volatile bool *reading_owner)
 {
 	char	   *key = rollout_key_wal(store, store->shard, position);
 	ObjectStoreCreateResult created;
@@ -593,6 +594,8 @@ wal_put_entry(RolloutStore *store, int64 position, const WalEntryImage *image,
 	RESUME_INTERRUPTS();
 	if (created == OBJSTORE_CREATED)
 		return WAL_PUT_CREATED;
+	if (reading_owner != NULL)
+		*reading_owner = true;
 	owner = wal_read_metadata(store, key, position);
 	if (owner_epoch != NULL)
 		*owner_epoch = owner->epoch;
@@ -616,7 +619,8 @@ wal_put_rows_entry(RolloutStore *store, int64 position, const WalEntryImage *ima
 	objstore_get_counters(&before);
 	PG_TRY();
 	{
-		put = wal_put_entry(store, position, image, put_id, epoch, owner_epoch);
+		put = wal_put_entry(store, position, image, put_id, epoch, owner_epoch,
+							NULL);
 	}
 	PG_CATCH();
 	{

@@ -620,7 +620,9 @@ feed_position_at_replay_after(const ShardManifest *manifest,
  * position order (their rows, ingest segments or WAL entries), one after the
  * other without a gap, while their effective stamp is <= cut: a cut is never
  * inside a WAL entry, and stamp and epoch come out as the uncut read's do.
- * A batch without rows (a fence, a filler) has no source, and stops P.
+ * An entry without rows has no batch: the writer's claim fence (the slot
+ * says where it is) is stepped over; a filler, or a dead entry a claim
+ * passed, stops P (they are rare: a failed PUT, a crash).
  * WAL entries read from the store keep P in front of them: their effective
  * stamps are the reader's running maximum, which a read does not hand out
  * per entry.

@@ -817,13 +817,16 @@ leader_write_entry(RolloutStore *store, SharedStoreSlot *slot, dsa_area *area,
 /*
  * What a fill found at a position it could not create, when that proves the
  * batch's PUT is not there and never will be (create-if-absent: an occupied
- * position takes no later write).
+ * position takes no later write), and that the entries after it are dead
+ * once claimed.  Another entry of our own epoch proves the first but not the
+ * second (nothing after it is dead, and the claim's flush would replay
+ * them), so it is no such occupant: the outcome stays unknown.
  */
 typedef enum FillOccupant
 {
-	OCCUPANT_NONE,				/* created, ours, a dead entry, or no answer */
+	OCCUPANT_NONE,				/* created, ours, a dead entry, no answer, or
+								 * another entry of our epoch */
 	OCCUPANT_NEWER_WRITER,		/* a newer epoch's entry: fenced */
-	OCCUPANT_UNEXPECTED,		/* an entry of this epoch that is not ours */
 	OCCUPANT_NOT_AN_ENTRY		/* unreadable, or another shard's entry */
 } FillOccupant;
 
@@ -849,6 +852,7 @@ leader_fill_position(RolloutStore *store, SharedStoreSlot *slot,
 	WalEntryMetadata filler = {0};
 	volatile PipelineState state = PIPELINE_BROKEN;
 	volatile FillOccupant found = OCCUPANT_NONE;
+	volatile bool reading_owner = false;
 	MemoryContext caller_context = CurrentMemoryContext;
 	int			holdoff = InterruptHoldoffCount;
 
@@ -864,7 +868,7 @@ leader_fill_position(RolloutStore *store, SharedStoreSlot *slot,
 
 		wal_write_entry(store, NIL, &filler, image);
 		switch (wal_put_entry(store, entry->position, image, filler.put_id,
-							  entry->epoch, owner_epoch))
+							  entry->epoch, owner_epoch, &reading_owner))
 		{
 			case WAL_PUT_CREATED:
 				state = PIPELINE_FAILED;
@@ -885,18 +889,17 @@ leader_fill_position(RolloutStore *store, SharedStoreSlot *slot,
 				else if (owner->epoch < entry->epoch)
 					state = PIPELINE_FAILED;	/* a previous writer's dead
 												 * entry */
-				else
-					found = OCCUPANT_UNEXPECTED;
 				break;
 		}
 	}
 	PG_CATCH();
 	{
 		/*
-		 * wal_read_metadata's verdict on an object that is no entry of this
-		 * shard, as opposed to a store that did not answer
+		 * wal_read_metadata's verdict on the object at the position, that it
+		 * is no entry of this shard, as opposed to a store that did not
+		 * answer or a create that failed
 		 */
-		if (geterrcode() == ERRCODE_DATA_CORRUPTED)
+		if (reading_owner && geterrcode() == ERRCODE_DATA_CORRUPTED)
 			found = OCCUPANT_NOT_AN_ENTRY;
 		/* an ERROR reset the holdoff count this commit relies on */
 		MemoryContextSwitchTo(caller_context);
@@ -965,7 +968,7 @@ leader_put_landed(RolloutStore *store, LeaderBatch *batch)
  * because the store did not answer: that position, like one with entries
  * after it, is settled first (leader_fill_position).  A fill that finds the
  * position taken by something else (a newer writer's entry, an object that
- * is no entry of ours) proves that the PUT is not there and never lands
+ * is no entry of this shard) proves that the PUT is not there and never lands
  * (create-if-absent): the committers fail with what took it, as without a
  * pipeline, not as unknown, and so do those of the entries after it, which
  * the next claim's fence or the newer writer's makes dead.  Returns whether
@@ -1038,10 +1041,8 @@ leader_settle_failure(RolloutStore *store, SharedStoreSlot *slot,
 		{
 			code = ERRCODE_DATA_CORRUPTED;
 			snprintf(message, sizeof(message),
-					 "WAL position %lld of shard \"%s\" in store \"%s\" is taken by %s; nothing was overwritten",
-					 (long long) entry->position, store->shard, store->name,
-					 occupant == OCCUPANT_UNEXPECTED ? "an unexpected entry" :
-					 "an object that is not a WAL entry of this shard");
+					 "WAL position %lld of shard \"%s\" in store \"%s\" is taken by an object that is not a WAL entry of this shard; nothing was overwritten",
+					 (long long) entry->position, store->shard, store->name);
 		}
 		leader_finish(slot, area, batch, state, code, message);
 		return false;
@@ -1584,7 +1585,7 @@ group_commit(RolloutStore *store, SharedStoreSlot *slot, StringInfo rows,
 		ereport(ERROR,
 				(errcode(error_code ? error_code : ERRCODE_IO_ERROR),
 				 errmsg("could not commit to store \"%s\": %s", store->name, error),
-				 errdetail("The transaction's rows were in a group commit whose WAL entry was not written; nothing of it is visible.")));
+				 errdetail("The transaction's rows were in a group commit whose WAL entry was not acknowledged; nothing of it is visible.")));
 	}
 	return position;
 }

@@ -105,7 +105,7 @@ shard_write_fence(RolloutStore *store, const WalEntryMetadata *fence,
 	wal_write_entry(store, NIL, fence, &image);
 	Assert(image.in_memory);
 	put = wal_put_entry(store, position, &image, fence->put_id, fence->epoch,
-						owner_epoch);
+						owner_epoch, NULL);
 	wal_entry_image_discard(&image);
 	return put;
 }

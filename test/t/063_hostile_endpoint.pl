@@ -176,5 +176,6 @@ unlike($log, qr/[\x00-\x08\x0b-\x1f\x7f-\xff]/, 'the server log gets no control 
 
 kill 'TERM', $child;
 waitpid($child, 0);
+$child = 0;			# reaped: its pid may be another process's now
 $node->stop;
 done_testing();
