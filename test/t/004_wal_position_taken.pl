@@ -142,6 +142,26 @@ is(table_state(), '5|15', 'the other shard\'s unflushed rows are not read as our
 # entry is built in a scratch file, which must never be left behind.
 my $big_insert = q{INSERT INTO t SELECT 'big' || i, 0, jsonb_build_object('pad', repeat('x', 1000)) FROM generate_series(1, 5000) i};
 
+# A read while an intruder is at position $p: a clean error naming it, or
+# exactly the committed rows $rows (never the intruder's rows, never a
+# crash).
+sub check_read_with_intruder
+{
+	my ($label, $p, $rows) = @_;
+	my ($ret, $out, $err) = $node->psql('postgres',
+		"\\set VERBOSITY verbose\nSELECT count(*), sum(v) FROM t");
+	if ($ret == 0)
+	{
+		is($out, $rows, "$label: a read returns exactly the committed rows");
+	}
+	else
+	{
+		like($err, qr/ERROR:\s+[0-9A-Z]{5}: .*\Q$shard\E\/wal\/0*$p\.wal/,
+			"$label: a read fails cleanly, naming the intruder");
+	}
+	return;
+}
+
 # ---------------------------------------------------------------------------
 # The checks made while position $p is taken by $intruder.
 sub check_position_taken
@@ -179,19 +199,7 @@ sub check_position_taken
 	is_deeply([ $store->wal_positions($wal_folder, required => 1) ], [ 1 .. $p ], "$label: the WAL holds exactly 1..$p");
 	is_deeply([ leftover_scratch_files() ], [], "$label: the failed commits left no scratch files");
 
-	# A read while the intruder is there: a clean error naming it, or exactly
-	# the committed rows (never the intruder's rows, never a crash).
-	($ret, $out, $err) = $node->psql('postgres',
-		"\\set VERBOSITY verbose\nSELECT count(*), sum(v) FROM t");
-	if ($ret == 0)
-	{
-		is($out, $rows_before, "$label: a read returns exactly the committed rows");
-	}
-	else
-	{
-		like($err, qr/ERROR:\s+[0-9A-Z]{5}: .*\Q$shard\E\/wal\/0*$p\.wal/,
-			"$label: a read fails cleanly, naming the intruder");
-	}
+	check_read_with_intruder($label, $p, $rows_before);
 	is($node->safe_psql('postgres', 'SELECT 1'), '1', "$label: the server is up");
 
 	$store->delete(wal_key($p)) or die 'no intruder at ' . wal_key($p) . ' to remove';
@@ -278,19 +286,7 @@ if ($pre)
 	is(join(',', map { wal_entry_shard($store->get(wal_key($_))) } @past),
 		join(',', map { $shard } @past), "group with garbage at $p: whatever lies past it is an entry of our shard");
 
-	# a read while the intruder is there: a clean error naming it, or
-	# exactly the committed rows
-	my ($ret, $out, $err) = $node->psql('postgres',
-		"\\set VERBOSITY verbose\nSELECT count(*), sum(v) FROM t");
-	if ($ret == 0)
-	{
-		is($out, '9|45', "group with garbage at $p: a read returns exactly the committed rows");
-	}
-	else
-	{
-		like($err, qr/ERROR:\s+[0-9A-Z]{5}: .*\Q$shard\E\/wal\/0*$p\.wal/,
-			"group with garbage at $p: a read fails cleanly, naming the intruder");
-	}
+	check_read_with_intruder("group with garbage at $p", $p, '9|45');
 	$store->delete(wal_key($p)) or die 'no intruder at ' . wal_key($p) . ' to remove';
 	is(table_state(), '9|45', "group with garbage at $p: with it removed, no row of the failed group is visible");
 	$node->safe_psql('postgres', q{INSERT INTO t VALUES ('r10', 10, '{}')});
@@ -345,16 +341,7 @@ if ($pre)
 	hold_faults($node, 'intruder');
 	is($store->get(wal_key($q)), $garbage, "pipelined past garbage at $q: position $q is byte-identical afterwards");
 	is(wal_entry_shard($store->get(wal_key($q + 1))), $shard, '... and ' . ($q + 1) . ' holds our shard\'s entry');
-	($ret, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\nSELECT count(*), sum(v) FROM t");
-	if ($ret == 0)
-	{
-		is($out, '10|55', "pipelined past garbage at $q: a read returns exactly the committed rows");
-	}
-	else
-	{
-		like($err, qr/ERROR:\s+[0-9A-Z]{5}: .*\Q$shard\E\/wal\/0*$q\.wal/,
-			"pipelined past garbage at $q: a read fails cleanly, naming the intruder");
-	}
+	check_read_with_intruder("pipelined past garbage at $q", $q, '10|55');
 	$store->delete(wal_key($q)) or die 'no intruder at ' . wal_key($q) . ' to remove';
 	is(table_state(), '10|55', "pipelined past garbage at $q: with it removed, the entry behind the hole is read by nobody");
 	$node->safe_psql('postgres', q{INSERT INTO t VALUES ('r11', 11, '{}')});
