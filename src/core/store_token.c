@@ -40,6 +40,9 @@ store_token_split(const char *string, const char *prefix, StoreToken *token)
 	*shards++ = '\0';
 	if (!store_token_incarnation_valid(copy))
 		return false;
+	/* "a=1," is no list: its end was cut off, or something was added */
+	if (shards[0] != '\0' && shards[strlen(shards) - 1] == ',')
+		return false;
 	token->incarnation = copy;
 	token->head = head;
 	token->shards = shards;

@@ -324,6 +324,8 @@ my $doubled = $fresh . ",$first_shard" x 200;
 ($ok, $out, $err) = try_sql($node, qq{SELECT rollout_retain('e', '$doubled', now() + interval '1 hour')});
 ok(!$ok && $err =~ /invalid snapshot token.*\n.*DETAIL:  It lists shard "[^"]+" twice/,
 	'a token listing a shard twice is refused') or diag($err);
+($ok, $out, $err) = try_sql($node, qq{SELECT rollout_retain('e', '$fresh,', now() + interval '1 hour')});
+ok(!$ok && $err =~ /invalid snapshot token/, 'a token with a trailing comma is refused') or diag($err);
 my $until_us = int((time - 946684800 + 3600) * 1_000_000);
 $store->put("named/_retained/0000000000000001.$until_us.json",
 	qq{{"token": "$doubled", "until": "planted"}});

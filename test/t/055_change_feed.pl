@@ -651,6 +651,7 @@ for my $case (
 	[ q{'rs1:x'}, qr/invalid snapshot token/, 'a malformed snapshot token' ],
 	[ "'$p4', 0", qr/max_rows must be at least 1/, 'max_rows 0' ],
 	[ "'" . ($p4 =~ s/:(\d+):(.*)$/:$1:$2,$2/r) . "'", qr/invalid change feed position/, 'a shard named twice' ],
+	[ "'$p4,'", qr/invalid change feed position/, 'a position with a trailing comma' ],
 	[ "'" . ($p4 =~ s/=\d+\//=9223372036854775806\//r) . "'", qr/invalid change feed position/, 'a position past any store' ])
 {
 	my ($since, $re, $what) = @$case;
