@@ -97,6 +97,15 @@ extern void shared_store_adopt_incarnation(SharedStoreSlot *slot,
 extern int64 shared_store_evict_idle(TimestampTz idle_since,
 									 SharedStoreSlot *except);
 
+/*
+ * The store whose slot holds the most of the memtable (its batches and the
+ * room its committers took), into store (size bytes), with *bytes and
+ * whether a flush of it is running; false when no slot holds any.  For an
+ * error that says what keeps the memtable full.
+ */
+extern bool shared_store_largest(char *store, size_t size, int64 *bytes,
+								 bool *flushing);
+
 /* Has this cluster claimed the shard (so the memtable holds its tail)? */
 extern bool shared_writer_is_ready(SharedStoreSlot *slot);
 

@@ -1053,6 +1053,36 @@ shared_store_evict_idle(TimestampTz idle_since, SharedStoreSlot *except)
 	return freed;
 }
 
+bool
+shared_store_largest(char *store, size_t size, int64 *bytes, bool *flushing)
+{
+	int64		largest = 0;
+
+	if (!rollout_shared_available())
+		return false;
+	LWLockAcquire(&shared_state->registry_lock, LW_SHARED);
+	for (int i = 0; i < shared_state->max_stores; i++)
+	{
+		SharedStoreSlot *slot = &shared_state->slots[i];
+		int64		held;
+
+		if (!slot->in_use)
+			continue;
+		LWLockAcquire(&slot->lock, LW_SHARED);
+		held = slot->mem_bytes + slot->queued_bytes;
+		if (held > largest)
+		{
+			largest = held;
+			strlcpy(store, slot->store, size);
+			*flushing = slot->flushing;
+		}
+		LWLockRelease(&slot->lock);
+	}
+	LWLockRelease(&shared_state->registry_lock);
+	*bytes = largest;
+	return largest > 0;
+}
+
 /*
  * Note that a handle uses slot now, to the second (slot_recycle takes the
  * least recently used): written without a lock, and only when the second

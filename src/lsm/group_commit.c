@@ -94,6 +94,9 @@ static int	commit_delay_us = -1;
 /* rollout_fdw.wal_pipeline_depth */
 static int	wal_pipeline_depth = 4;
 
+/* rollout_fdw.memtable_wait_timeout (milliseconds; 0 waits for good) */
+static int	memtable_wait_timeout_ms = 120000;
+
 /* Define rollout_fdw.commit_delay and wal_pipeline_depth; _PG_init calls this. */
 void
 group_commit_define_settings(void)
@@ -113,6 +116,14 @@ group_commit_define_settings(void)
 							4, 1, WAL_PIPELINE_MAX,
 							PGC_SIGHUP,
 							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("rollout_fdw.memtable_wait_timeout",
+							"How long a commit waits for room in the memtable before it fails.",
+							"The commit fails with SQLSTATE 53400 and writes nothing. 0 waits for as long as it takes. statement_timeout does not reach a commit.",
+							&memtable_wait_timeout_ms,
+							120000, 0, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 }
 
@@ -1256,6 +1267,34 @@ group_commit_note_flushing_itself(RolloutStore *store)
 }
 
 /*
+ * ERROR: a commit waited rollout_fdw.memtable_wait_timeout for room.  It
+ * names the store holding the most of the memtable, which is what kept it
+ * full (shared_store_largest).
+ */
+static void
+pg_attribute_noreturn()
+group_commit_raise_no_room(Size size, long waited_ms)
+{
+	char		store[SLOT_STORE_LEN];
+	int64		bytes;
+	bool		flushing;
+
+	if (shared_store_largest(store, sizeof(store), &bytes, &flushing))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("the rollout_fdw memtable had no room for a transaction of %zu bytes for %ld ms", size, waited_ms),
+				 errdetail("Store \"%s\" holds %lld bytes of it%s. Nothing of this transaction was written.",
+						   store, (long long) bytes,
+						   flushing ? " and its flush has not finished" : ""),
+				 errhint("rollout_stat_stores shows each store's share and last error. A store whose object store does not answer keeps its rows until a flush succeeds; rollout_fdw.memtable_wait_timeout sets how long a commit waits.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("the rollout_fdw memtable had no room for a transaction of %zu bytes for %ld ms", size, waited_ms),
+			 errdetail("Nothing of this transaction was written."),
+			 errhint("rollout_fdw.memtable_wait_timeout sets how long a commit waits.")));
+}
+
+/*
  * Room for size more bytes in the memtable, waiting for a flush when there
  * is none (back-pressure).  The budget is the whole memtable's, shared by
  * every store: a committer flushes its own store when that frees something,
@@ -1273,12 +1312,20 @@ group_commit_note_flushing_itself(RolloutStore *store)
  * rows are durable WAL entries, read from the store until a flush or their
  * next commit's claim seals them.  Without it, any role that may create a server could fill the
  * memtable and drop its tables, and every commit of the cluster would wait
- * until a restart.
+ * until a restart.  A store that stays busy cannot be evicted, though: one
+ * whose flush or WAL PUT an endpoint holds for as long as its server's
+ * request_timeout says (and its owner, who may be any role with USAGE on the
+ * wrapper, says how long).  So the wait ends after
+ * rollout_fdw.memtable_wait_timeout with an error naming the store that
+ * holds the memtable: statement_timeout does not reach a commit, and the
+ * commits of every other role and store would wait as long as that endpoint
+ * pleases.
  */
 static void
 group_commit_reserve(RolloutStore *store, SharedStoreSlot *slot, Size size)
 {
-	TimestampTz last_eviction = GetCurrentTimestamp();
+	TimestampTz started = GetCurrentTimestamp();
+	TimestampTz last_eviction = started;
 
 	for (;;)
 	{
@@ -1292,6 +1339,10 @@ group_commit_reserve(RolloutStore *store, SharedStoreSlot *slot, Size size)
 			LWLockRelease(&slot->lock);
 			return;
 		}
+		if (memtable_wait_timeout_ms > 0 &&
+			TimestampDifferenceExceeds(started, GetCurrentTimestamp(),
+									   memtable_wait_timeout_ms))
+			group_commit_raise_no_room(size, memtable_wait_timeout_ms);
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 		slot->backpressure_waits++;
 		/* a flush frees nothing of a writer that lost its claim */

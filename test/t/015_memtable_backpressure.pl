@@ -4,7 +4,8 @@
 # Modes: preload  (its clusters preload the writer in every run; scripts/test.sh)
 #
 # 015_memtable_backpressure.pl — a full memtable makes committers wait for a
-# flush, never fail (DESIGN.md §6.4; issue 4).
+# flush, not fail (DESIGN.md §6.4; issue 4; a wait longer than
+# rollout_fdw.memtable_wait_timeout fails, test 057).
 #
 # Preloaded with rollout_fdw.memtable_size = 1MB (the minimum) and
 # flush_interval = 0, so the only flushes are the ones back-pressure makes.

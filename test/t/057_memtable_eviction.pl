@@ -19,7 +19,9 @@
 # commits.  The evicted rows are durable in their WAL: new tables of the
 # stores read all of them, a flush seals them from the WAL, and the next
 # commit claims the shard again.  Then a writer fenced by a twin cluster,
-# holding most of the memtable, has its batches evicted at once.
+# holding most of the memtable, has its batches evicted at once.  Last, a
+# store whose flush is held keeps its batches, and a commit to another store
+# fails after rollout_fdw.memtable_wait_timeout instead of waiting for good.
 
 use strict;
 use warnings;
@@ -31,7 +33,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use PsqlScript;
 use RolloutStore;
-use RolloutTest qw(poll_until writer_node);
+use RolloutTest qw(poll_until writer_node wait_for_fault release_faults hold_faults);
 use Test::More;
 
 my $node = writer_node('evict', 'rollout_fdw.memtable_size' => '1MB');
@@ -141,6 +143,49 @@ $twin->safe_psql('postgres', q{SELECT rollout_flush('f')});
 is($twin->safe_psql('postgres', q{SELECT count(*), count(DISTINCT id), count(*) FILTER (WHERE id = 'fenced') FROM f}),
 	'601|601|0', 'every row acknowledged to either cluster is in the store, and not the refused one');
 $twin->stop;
+
+# A store that stays busy is never evicted: here its flush is held, as an
+# object store that does not answer (an endpoint its server's owner chose,
+# any role with USAGE on the wrapper) would hold it for as long as its
+# request_timeout says.  A commit to another store that does not fit waits
+# for rollout_fdw.memtable_wait_timeout, then fails naming that store, having
+# written nothing (statement_timeout does not reach a commit: before, it
+# waited until that flush ended).
+$node->safe_psql('postgres', q{SELECT rollout_flush('c');
+CREATE FOREIGN TABLE busy (id text, v int, payload text) SERVER s OPTIONS (store 'ev_busy', key 'id');
+CREATE FOREIGN TABLE d (id text, v int, payload text) SERVER s OPTIONS (store 'ev_d', key 'id');
+INSERT INTO busy VALUES ('first', 1, 'x');});
+$offset = -s $node->logfile;
+my $flush = PsqlScript->start($node, name => 'busy_flush', sql =>
+	  q{SET rollout_fdw.fail_at = 'flush.after_manifest_read:hold=busy'; SELECT rollout_flush('busy');});
+wait_for_fault($node, 'flush.after_manifest_read', $offset);
+for my $x (1 .. 8)
+{
+	last if $node->safe_psql('postgres', q{SELECT sum(memtable_bytes) FROM rollout_stat_stores}) > 560 * 1024;
+	$node->safe_psql('postgres',
+		qq{INSERT INTO busy SELECT 'busy$x-' || r, r, repeat(md5('busy$x-' || r), 32) FROM generate_series(1, 100) r;});
+}
+my $busy_bytes = $node->safe_psql('postgres', q{SELECT memtable_bytes FROM rollout_stat_stores WHERE store = 'ev_busy'});
+cmp_ok($busy_bytes, '>', 500 * 1024, "the store being flushed holds most of the memtable ($busy_bytes bytes)");
+($ret, $out, $err) = $node->psql('postgres', q{
+SET rollout_fdw.memtable_wait_timeout = '3s';
+SET statement_timeout = '1s';
+INSERT INTO d SELECT 'd-' || r, r, repeat(md5('d-' || r), 32) FROM generate_series(1, 150) r;},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/ERROR:  53400: the rollout_fdw memtable had no room for a transaction of \d+ bytes for 3000 ms/,
+	'a commit to another store that does not fit fails after memtable_wait_timeout, not statement_timeout')
+  or diag($err);
+like($err, qr/DETAIL:  Store "ev_busy" holds \d+ bytes of it and its flush has not finished\. Nothing of this transaction was written\./,
+	'... naming the store that holds the memtable');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM d}), '0', '... and nothing of it is visible');
+release_faults($node, 'busy');
+($ret, $out, $err) = $flush->finish;
+is($ret, 0, 'the held flush finishes once released') or diag($err);
+hold_faults($node, 'busy');
+$node->safe_psql('postgres', q{INSERT INTO d SELECT 'd-' || r, r, repeat(md5('d-' || r), 32) FROM generate_series(1, 150) r;});
+is($node->safe_psql('postgres', q{SELECT count(*), count(DISTINCT id) FROM d}), '150|150',
+	'then the same commit fits');
+is($node->safe_psql('postgres', q{SHOW rollout_fdw.memtable_wait_timeout}), '2min', 'memtable_wait_timeout is 2 minutes by default');
 
 unlike(slurp_file($node->logfile), qr/terminated by signal|PANIC/, 'no backend crashed');
 $node->stop;
