@@ -244,10 +244,12 @@ memtable_request_ingest(CommitRequest *request)
 	while (p < end)
 	{
 		WalIngestRef *ref = palloc0(sizeof(WalIngestRef));
-		char	   *space = strchr(p, ' ');
+		char	   *cursor;
 
-		ref->rows = strtoll(p, NULL, 10);
-		ref->file = pstrdup(space + 1);
+		/* "rows staged_at key" (group_commit.c, request_append_ingest) */
+		ref->rows = strtoll(p, &cursor, 10);
+		ref->staged_at = (TimestampTz) strtoll(cursor + 1, &cursor, 10);
+		ref->file = pstrdup(cursor + 1);
 		ingest = lappend(ingest, ref);
 		p += strlen(p) + 1;
 	}
@@ -287,7 +289,7 @@ memtable_add_batch(SharedStoreSlot *slot, dsa_pointer batch_pointer,
 
 		batch->bytes += request->size;
 		batch->row_count += request->row_count;
-		/* each reference is "<rows> <file>" and a NUL */
+		/* each reference is "<rows> <staged_at> <file>" and a NUL */
 		for (; ref < end; ref += strlen(ref) + 1)
 			batch->ingest_rows += strtoll(ref, NULL, 10);
 		p = request->next;

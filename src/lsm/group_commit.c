@@ -127,7 +127,11 @@ group_commit_define_settings(void)
 							NULL, NULL, NULL);
 }
 
-/* Ingest references, serialised after a request's rows. */
+/*
+ * Ingest references, serialised after a request's rows: rows, when the
+ * upload began (the leader checks it right before its PUT, as a direct
+ * commit does before each of its own) and the object's key.
+ */
 static void
 request_append_ingest(StringInfo buf, List *ingest)
 {
@@ -137,7 +141,8 @@ request_append_ingest(StringInfo buf, List *ingest)
 	{
 		WalIngestRef *ref = lfirst(lc);
 
-		appendStringInfo(buf, INT64_FORMAT " %s", ref->rows, ref->file);
+		appendStringInfo(buf, INT64_FORMAT " " INT64_FORMAT " %s", ref->rows,
+						 (int64) ref->staged_at, ref->file);
 		appendStringInfoChar(buf, '\0');
 	}
 }
@@ -807,6 +812,15 @@ leader_write_entry(RolloutStore *store, SharedStoreSlot *slot, dsa_area *area,
 		writer_check_still_owner(store, slot, entry->epoch, entry->position);
 	rollout_fault_point("group_commit.before_put");
 	wal_write_entry(store, blobs, &metadata, image);
+
+	/*
+	 * An ingest segment that waited in the queue, or for the entries before
+	 * it, longer than half the minimum gc grace may be an orphan to a gc
+	 * running now: its transaction fails (retryable), as a direct commit's
+	 * does (wal.c), rather than name a segment that may be gone.  Raised
+	 * before the PUT, it is settled as a failed one (leader_settle_failure).
+	 */
+	wal_check_ingest_fresh(store, metadata.ingest);
 	rollout_fault_point("group_commit.instead_of_put");
 	put = wal_put_rows_entry(store, entry->position, image, metadata.put_id,
 							 entry->epoch, &owner_epoch);

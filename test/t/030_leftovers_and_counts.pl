@@ -22,7 +22,8 @@
 #      room, or for the WAL) is not committed: gc may already have taken the
 #      segment for an orphan, and a WAL entry naming it would be an
 #      acknowledged commit whose rows are gone.  The segment is an orphan gc
-#      removes; the retry commits.
+#      removes; the retry commits.  Preloaded, the same when the segment
+#      aged waiting for the group-commit leader's PUT (4b).
 #   5. A flush whose shard manifest was read longer than half of
 #      rollout_fdw.min_gc_grace before its commit reads it again rather
 #      than commit the next version of it: gc may have collected a newer
@@ -45,7 +46,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RolloutStore;
 use PsqlScript;
-use RolloutTest qw(mode_node shard_of wait_for_fault release_faults hold_faults count_in_log);
+use RolloutTest qw(preload mode_node shard_of wait_for_fault release_faults hold_faults count_in_log);
 use Test::More;
 
 my $node = mode_node('leftovers', conf => ['rollout_fdw.min_gc_grace = 0']);
@@ -125,6 +126,40 @@ is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id) FROM big'),
 @segments = $store->list('big/ingest/');
 is(scalar(@segments), 1, 'whose segment is in the store');
 $node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 0; SELECT pg_reload_conf()});
+
+# --- 4b. preloaded: an ingest segment that waited for the group-commit
+# leader's PUT.  The committer checked its segment before it queued its
+# request; the leader checks again right before its PUT.  Before, a segment
+# that aged past half the grace in the queue or behind earlier entries was
+# named by a WAL entry anyway, while a gc could delete it: the commit was
+# acknowledged, its rows lost and the store unreadable (the gc audit of
+# 7 Dec 2026).
+if (preload())
+{
+	$node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 4; SELECT pg_reload_conf();
+CREATE FOREIGN TABLE queued (id int, v text) SERVER s OPTIONS (store 'queued');
+INSERT INTO queued VALUES (0, 'first');});
+	my $queued = q{SET rollout_fdw.ingest_threshold = '64kB';
+INSERT INTO queued SELECT g, repeat('q', 1000) FROM generate_series(1, 200) g;};
+	($ret, $out, $err) = $node->psql('postgres',
+		"SET rollout_fdw.fail_at = 'group_commit.before_put:sleep=3';\n$queued");
+	isnt($ret, 0, 'preloaded: a transaction whose ingest segment waited 3 s for the leader\'s PUT (grace 4 s) fails');
+	like($err, qr/ingest segment waited too long for its WAL entry/, '... saying why') or diag($err);
+	is($node->safe_psql('postgres', 'SELECT count(*) FROM queued'), '1', '... none of its rows is visible');
+	my @staged = $store->list('queued/ingest/');
+	is(scalar(@staged), 1, '... and its segment is named by no WAL entry');
+	sleep 4;
+	$node->safe_psql('postgres', q{SELECT rollout_gc('queued', '4 s')});
+	@staged = $store->list('queued/ingest/');
+	is(scalar(@staged), 0, 'gc removed that orphan');
+	is($node->safe_psql('postgres', 'SELECT count(*) FROM queued'), '1', 'and the store reads as before');
+	$node->safe_psql('postgres', $queued);
+	is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id) FROM queued'), '201|201',
+		'the retry commits every row once');
+	is($node->safe_psql('postgres', q{SELECT rows_flushed FROM rollout_flush('queued')}), '201',
+		'and a flush seals them');
+	$node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 0; SELECT pg_reload_conf()});
+}
 
 # --- 5. a manifest read too long before its commit is read again
 $node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 4; SELECT pg_reload_conf();
