@@ -102,30 +102,40 @@ is($node->safe_psql('postgres', q{SELECT rows_flushed FROM rollout_flush('t')}),
 	'the next flush seals them');
 $node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 0; SELECT pg_reload_conf()});
 
+# A large transaction into $table, a new store of that name, whose ingest
+# segment ages 3 s at fault point $fault, past half the grace (4 s): it
+# fails, leaving only an orphan that gc removes, and the retry commits.
+sub check_stale_ingest
+{
+	my ($label, $table, $fault) = @_;
+	$node->safe_psql('postgres', qq{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 4; SELECT pg_reload_conf();
+CREATE FOREIGN TABLE $table (id int, v text) SERVER s OPTIONS (store '$table');
+INSERT INTO $table VALUES (0, 'first');});
+	my $insert = qq{SET rollout_fdw.ingest_threshold = '64kB';
+INSERT INTO $table SELECT g, repeat('i', 1000) FROM generate_series(1, 200) g;};
+	my ($ret, $out, $err) = $node->psql('postgres', "SET rollout_fdw.fail_at = '$fault:sleep=3';\n$insert");
+	isnt($ret, 0, "$label: a transaction whose ingest segment waited 3 s (grace 4 s) fails");
+	like($err, qr/ingest segment waited too long for its WAL entry/, "$label: ... saying why") or diag($err);
+	like($err, qr/The transaction is not committed/, "$label: ... and that it is not committed");
+	is($node->safe_psql('postgres', "SELECT count(*) FROM $table"), '1', "$label: none of its rows is visible");
+	my @segments = $store->list("$table/ingest/");
+	is(scalar(@segments), 1, "$label: its segment is left in the store, named by no WAL entry");
+	sleep 4;
+	$node->safe_psql('postgres', qq{SELECT objects_deleted FROM rollout_gc('$table', '4 s')});
+	@segments = $store->list("$table/ingest/");
+	is(scalar(@segments), 0, "$label: gc removed that orphan");
+	is($node->safe_psql('postgres', "SELECT count(*) FROM $table"), '1', "$label: and the store reads as before");
+	$node->safe_psql('postgres', $insert);
+	is($node->safe_psql('postgres', "SELECT count(*), count(DISTINCT id) FROM $table"), '201|201',
+		"$label: the retry commits, through a new segment, every row once");
+	@segments = $store->list("$table/ingest/");
+	is(scalar(@segments), 1, "$label: whose segment is in the store");
+	$node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 0; SELECT pg_reload_conf()});
+	return;
+}
+
 # --- 4. an ingest segment staged too long before its commit
-$node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 4; SELECT pg_reload_conf();
-CREATE FOREIGN TABLE big (id int, v text) SERVER s OPTIONS (store 'big');
-INSERT INTO big VALUES (0, 'first');});
-my $big = q{SET rollout_fdw.ingest_threshold = '64kB';
-INSERT INTO big SELECT g, repeat('i', 1000) FROM generate_series(1, 200) g;};
-($ret, $out, $err) = $node->psql('postgres',
-	"SET rollout_fdw.fail_at = 'commit.after_ingest_staged:sleep=3';\n$big");
-isnt($ret, 0, 'a transaction whose ingest segment waited 3 s (grace 4 s) before its commit fails');
-like($err, qr/ingest segment waited too long for its WAL entry/, '... saying why');
-like($err, qr/The transaction is not committed/, '... and that it is not committed');
-is($node->safe_psql('postgres', 'SELECT count(*) FROM big'), '1', 'none of its rows is visible');
-my @segments = $store->list('big/ingest/');
-is(scalar(@segments), 1, 'its segment is left in the store, named by no WAL entry');
-sleep 4;
-$node->safe_psql('postgres', q{SELECT objects_deleted FROM rollout_gc('big', '4 s')});
-@segments = $store->list('big/ingest/');
-is(scalar(@segments), 0, 'gc removed that orphan');
-$node->safe_psql('postgres', $big);
-is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id) FROM big'), '201|201',
-	'the retry commits, through a new segment, every row once');
-@segments = $store->list('big/ingest/');
-is(scalar(@segments), 1, 'whose segment is in the store');
-$node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 0; SELECT pg_reload_conf()});
+check_stale_ingest('staged before the commit', 'big', 'commit.after_ingest_staged');
 
 # --- 4b. preloaded: an ingest segment that waited for the group-commit
 # leader's PUT.  The committer checked its segment before it queued its
@@ -136,29 +146,9 @@ $node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 0; SE
 # 7 Dec 2026).
 if (preload())
 {
-	$node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 4; SELECT pg_reload_conf();
-CREATE FOREIGN TABLE queued (id int, v text) SERVER s OPTIONS (store 'queued');
-INSERT INTO queued VALUES (0, 'first');});
-	my $queued = q{SET rollout_fdw.ingest_threshold = '64kB';
-INSERT INTO queued SELECT g, repeat('q', 1000) FROM generate_series(1, 200) g;};
-	($ret, $out, $err) = $node->psql('postgres',
-		"SET rollout_fdw.fail_at = 'group_commit.before_put:sleep=3';\n$queued");
-	isnt($ret, 0, 'preloaded: a transaction whose ingest segment waited 3 s for the leader\'s PUT (grace 4 s) fails');
-	like($err, qr/ingest segment waited too long for its WAL entry/, '... saying why') or diag($err);
-	is($node->safe_psql('postgres', 'SELECT count(*) FROM queued'), '1', '... none of its rows is visible');
-	my @staged = $store->list('queued/ingest/');
-	is(scalar(@staged), 1, '... and its segment is named by no WAL entry');
-	sleep 4;
-	$node->safe_psql('postgres', q{SELECT rollout_gc('queued', '4 s')});
-	@staged = $store->list('queued/ingest/');
-	is(scalar(@staged), 0, 'gc removed that orphan');
-	is($node->safe_psql('postgres', 'SELECT count(*) FROM queued'), '1', 'and the store reads as before');
-	$node->safe_psql('postgres', $queued);
-	is($node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT id) FROM queued'), '201|201',
-		'the retry commits every row once');
+	check_stale_ingest('waiting for the leader\'s PUT', 'queued', 'group_commit.before_put');
 	is($node->safe_psql('postgres', q{SELECT rows_flushed FROM rollout_flush('queued')}), '201',
-		'and a flush seals them');
-	$node->safe_psql('postgres', q{ALTER SYSTEM SET rollout_fdw.min_gc_grace = 0; SELECT pg_reload_conf()});
+		'and a flush seals its rows');
 }
 
 # --- 5. a manifest read too long before its commit is read again
